@@ -1,0 +1,82 @@
+"""docker inspect / docker events output (Go-template formats we request)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from console.probes import ParseError
+
+# docker inspect --format INSPECT_FORMAT NAME
+INSPECT_FORMAT = "{{json .State}}|{{.Config.Image}}|{{.Image}}"
+# docker events --filter container=NAME --format EVENTS_FORMAT
+EVENTS_FORMAT = "{{.Status}}|{{.Actor.Attributes.name}}|{{.Time}}"
+
+STATES = ("created", "running", "paused", "restarting", "removing", "exited", "dead", "absent")
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    name: str
+    state: str  # one of STATES; "absent" when the container does not exist
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+    image: str | None = None
+    image_id: str | None = None
+
+
+def parse_inspect(name: str, text: str, exit_status: int = 0) -> ContainerInfo:
+    """Parse ``docker inspect --format INSPECT_FORMAT``; a missing container is ``absent``."""
+    body = text.strip()
+    if exit_status != 0 or not body:
+        if "No such" in text or "no such" in text or exit_status != 0:
+            return ContainerInfo(name, "absent")
+        raise ParseError(f"docker inspect: empty output for {name!r}")
+    state_json, _, rest = body.partition("|")
+    image, _, image_id = rest.partition("|")
+    try:
+        st = json.loads(state_json)
+    except json.JSONDecodeError:
+        raise ParseError(f"docker inspect: not JSON state: {state_json[:80]!r}") from None
+    status = str(st.get("Status", "")).lower()
+    if status not in STATES:
+        raise ParseError(f"docker inspect: unknown state {status!r}")
+    return ContainerInfo(
+        name=name,
+        state=status,
+        started_at=st.get("StartedAt"),
+        finished_at=st.get("FinishedAt"),
+        exit_code=st.get("ExitCode"),
+        oom_killed=bool(st.get("OOMKilled", False)),
+        image=image or None,
+        image_id=image_id or None,
+    )
+
+
+@dataclass(frozen=True)
+class ContainerEvent:
+    status: str  # start, die, stop, kill, create, destroy, restart, oom, ...
+    name: str
+    time: int
+
+
+def parse_event(line: str) -> ContainerEvent | None:
+    parts = line.strip().split("|")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        t = int(parts[2])
+    except ValueError:
+        t = 0
+    return ContainerEvent(parts[0], parts[1], t)
+
+
+def split_timestamp(line: str) -> tuple[str | None, str]:
+    """``docker logs --timestamps`` prefixes RFC3339Nano and a space."""
+    if len(line) > 20 and line[4] == "-" and line[10] == "T":
+        ts, sep, rest = line.partition(" ")
+        if sep:
+            return ts, rest
+    return None, line
