@@ -1,0 +1,432 @@
+"""HTTP client for the served model's OpenAI-compatible API (vLLM or SGLang).
+
+One small async client used by the TUI (serving panel, chat pane) and the headless ``chat``
+command alike. Every failure becomes an :class:`ApiError` with a ``kind`` the screens can show
+as a state (``unauthorized``, ``unavailable``, ``timeout``, ``connect``, ``http``, ``stream``),
+never a traceback; the API key is only ever put in the Authorization header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from httpx_sse import SSEError, aconnect_sse
+
+EFFORTS = ("low", "high", "max")
+
+#: A tool definition for the smoke test: small, unambiguous, with one required argument.
+SMOKE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+SMOKE_TOOL_PROMPT = "What is the weather in Paris right now? Use the get_weather tool."
+
+BUDGET_TRAP_WARNING = (
+    "the reply hit max_tokens ({max_tokens}) before any answer: reasoning counts against "
+    "max_tokens and used it all; raise max_tokens to ~1000 or turn reasoning off (no-think)"
+)
+TOOL_PARSER_WARNING = (
+    "the model wrote tool-call text but the server returned no tool_calls: the server's "
+    "--tool-call-parser does not match the model (finding tool-parser-mismatch)"
+)
+NO_TOOL_CALL_WARNING = "a tool was offered but the server returned no tool call"
+THINK_IN_CONTENT_WARNING = (
+    "reasoning markup (<think>) arrived inside content: the server runs without a matching "
+    "--reasoning-parser"
+)
+
+ErrorKind = Literal["unauthorized", "unavailable", "timeout", "connect", "http", "stream", "cancelled"]
+
+
+class ApiError(Exception):
+    """A one-line, operator-facing API failure; ``kind`` is what a screen shows as state."""
+
+    def __init__(self, kind: ErrorKind, message: str, status: int | None = None):
+        self.kind = kind
+        self.status = status
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------- requests and events
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What the operator asks for; ``body()`` turns it into the OpenAI request JSON."""
+
+    messages: tuple[dict[str, Any], ...]
+    model: str
+    max_tokens: int | None = None
+    temperature: float | None = None
+    effort: str | None = None  # low | high | max (chat_template_kwargs.reasoning_effort)
+    no_think: bool = False
+    tools: tuple[dict[str, Any], ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(self.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        kwargs: dict[str, Any] = {}
+        if self.effort:
+            kwargs["reasoning_effort"] = self.effort
+        if self.no_think:
+            kwargs["enable_thinking"] = False
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
+        if self.tools:
+            body["tools"] = list(self.tools)
+            body["tool_choice"] = "auto"
+        return body
+
+
+EventKind = Literal["role", "reasoning", "content", "tool_call", "finish", "usage"]
+
+
+@dataclass(frozen=True)
+class ChatEvent:
+    """One thing learned from the stream; ``t`` is ``time.perf_counter()`` at arrival."""
+
+    kind: EventKind
+    t: float
+    text: str = ""
+    data: Any = None
+
+
+TOKEN_KINDS = ("reasoning", "content", "tool_call")
+
+
+@dataclass
+class ChatResult:
+    """The assembled reply; ``to_json()`` is the ``chat --json`` contract."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    latency_s: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    error: ApiError | None = None
+    cancelled: bool = False
+
+    @property
+    def output_tokens(self) -> int | None:
+        """Completion tokens, reasoning included (what AIPerf calls OSL)."""
+        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
+            return self.usage["completion_tokens"]
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "tool_calls": self.tool_calls,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "ttft_s": _round(self.ttft_s),
+            "tokens_per_s": _round(self.tokens_per_s, 2),
+            "warnings": list(self.warnings),
+        } | ({"error": {"kind": self.error.kind, "message": str(self.error)}} if self.error else {})
+
+
+def _round(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+class ChatAccumulator:
+    """Folds stream events into a :class:`ChatResult` (pure: no I/O, no clock)."""
+
+    def __init__(self, request: ChatRequest, started: float):
+        self.request = request
+        self.started = started
+        self.result = ChatResult()
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._first: float | None = None
+        self._last: float | None = None
+
+    def feed(self, ev: ChatEvent) -> None:
+        if ev.kind in TOKEN_KINDS:
+            if self._first is None:
+                self._first = ev.t
+            self._last = ev.t
+        if ev.kind == "content":
+            self._content.append(ev.text)
+        elif ev.kind == "reasoning":
+            self._reasoning.append(ev.text)
+        elif ev.kind == "tool_call":
+            self._merge_call(ev.data)
+        elif ev.kind == "finish":
+            self.result.finish_reason = ev.text
+        elif ev.kind == "usage":
+            self.result.usage = ev.data
+
+    def _merge_call(self, d: dict[str, Any]) -> None:
+        idx = d.get("index")
+        if not isinstance(idx, int):
+            idx = 0
+        call = self._calls.setdefault(idx, {"id": None, "type": "function",
+                                            "function": {"name": "", "arguments": ""}})
+        if d.get("id"):
+            call["id"] = d["id"]
+        if d.get("type"):
+            call["type"] = d["type"]
+        fn = d.get("function") or {}
+        if fn.get("name") and not call["function"]["name"]:  # sent once, with the first fragment
+            call["function"]["name"] = fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            call["function"]["arguments"] += fn["arguments"]
+        elif isinstance(fn.get("arguments"), dict):  # some servers send an object, not a string
+            call["function"]["arguments"] += json.dumps(fn["arguments"])
+
+    def finish(self, error: ApiError | None = None, cancelled: bool = False) -> ChatResult:
+        r = self.result
+        r.content = "".join(self._content)
+        r.reasoning = "".join(self._reasoning)
+        r.tool_calls = [self._calls[i] for i in sorted(self._calls)]
+        r.error, r.cancelled = error, cancelled
+        if self._first is not None:
+            r.ttft_s = self._first - self.started
+            r.latency_s = (self._last or self._first) - self.started
+            n = r.output_tokens
+            decode = (self._last or self._first) - self._first
+            if n and n > 1 and decode > 0:
+                r.tokens_per_s = (n - 1) / decode  # AIPerf per-user rate: 1 / ITL
+            elif n and r.latency_s > 0:
+                r.tokens_per_s = n / r.latency_s
+        r.warnings = reply_warnings(r, self.request)
+        return r
+
+
+def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
+    """Operator hints for replies that are technically fine but not what was wanted."""
+    out: list[str] = []
+    if r.finish_reason == "length" and not r.content.strip() and not r.tool_calls:
+        budget = req.max_tokens if req.max_tokens is not None else "the server default"
+        out.append(BUDGET_TRAP_WARNING.format(max_tokens=budget))
+    if req.tools and not r.tool_calls and r.error is None and not r.cancelled:
+        text = r.content + r.reasoning
+        out.append(TOOL_PARSER_WARNING if "<tool_call>" in text or "<arg_key>" in text
+                   else NO_TOOL_CALL_WARNING)
+    if "<think>" in r.content or "</think>" in r.content:
+        out.append(THINK_IN_CONTENT_WARNING)
+    if r.finish_reason in ("error", "abort"):
+        out.append(f"the server ended the reply with finish_reason {r.finish_reason!r}")
+    return out
+
+
+def events_from_chunk(chunk: dict[str, Any], t: float) -> list[ChatEvent]:
+    """Events carried by one ``chat.completion.chunk`` (pure; raises ApiError on an error chunk)."""
+    if "error" in chunk or chunk.get("object") == "error":
+        err = chunk.get("error", chunk)
+        msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+        code = err.get("code") if isinstance(err, dict) else None
+        raise ApiError("stream", f"the server reported an error mid-stream: {msg}"
+                       + (f" (code {code})" if code is not None else ""),
+                       status=code if isinstance(code, int) else None)
+    out: list[ChatEvent] = []
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("role"):
+            out.append(ChatEvent("role", t, delta["role"]))
+        reasoning = delta.get("reasoning")
+        if reasoning is None:
+            reasoning = delta.get("reasoning_content")
+        if reasoning:
+            out.append(ChatEvent("reasoning", t, reasoning))
+        if delta.get("content"):
+            out.append(ChatEvent("content", t, delta["content"]))
+        for call in delta.get("tool_calls") or ():
+            out.append(ChatEvent("tool_call", t, data=call))
+        if choice.get("finish_reason"):
+            out.append(ChatEvent("finish", t, choice["finish_reason"]))
+    if chunk.get("usage"):
+        out.append(ChatEvent("usage", t, data=chunk["usage"]))
+    return out
+
+
+# ---------------------------------------------------------------- the client
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    status: int | None
+    error: str | None = None
+
+
+def _error_message(resp: httpx.Response) -> str:
+    try:
+        data = resp.json()
+    except (ValueError, UnicodeDecodeError):
+        return resp.text.strip()[:200] or resp.reason_phrase
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("detail") or err)[:300]
+        if isinstance(err, str):
+            return err
+        if "message" in data:
+            return str(data["message"])[:300]
+    return str(data)[:300]
+
+
+class ApiClient:
+    """Async client for one server. ``timeout`` bounds connect and each read (stream gaps)."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 5.0,
+                 stream_timeout: float = 120.0, transport: httpx.AsyncBaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key or None
+        self.timeout = timeout
+        self.stream_timeout = stream_timeout
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
+                                       trust_env=False)
+
+    def __repr__(self) -> str:  # never the key
+        return f"ApiClient({self.base_url!r}, api_key={'set' if self._api_key else 'none'})"
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def set_api_key(self, key: str | None) -> None:
+        self._api_key = key or None
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def _raise_for(self, resp: httpx.Response, what: str) -> None:
+        if resp.status_code < 400:
+            return
+        msg = _error_message(resp)
+        if resp.status_code == 401:
+            hint = ("the API key was refused (--api-key is wrong)" if self._api_key
+                    else "the server requires an API key (--api-key missing)")
+            raise ApiError("unauthorized", f"401 Unauthorized from {what}: {hint}", 401)
+        if resp.status_code == 503:
+            raise ApiError("unavailable", f"503 from {what}: the engine is dead or not ready ({msg})", 503)
+        raise ApiError("http", f"HTTP {resp.status_code} from {what}: {msg}", resp.status_code)
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            resp = await self._http.get(path, headers=self._headers())
+        except httpx.TimeoutException:
+            raise ApiError("timeout", f"GET {path} timed out after {self.timeout:g}s") from None
+        except httpx.TransportError as exc:
+            raise ApiError("connect", f"cannot reach {self.base_url}: {_short(exc)}") from None
+        self._raise_for(resp, f"GET {path}")
+        return resp
+
+    async def health(self) -> Health:
+        """``/health``: 200 healthy, 503 engine dead; never raises."""
+        try:
+            await self._get("/health")
+        except ApiError as exc:
+            return Health(False, exc.status, str(exc))
+        return Health(True, 200)
+
+    async def version(self) -> str | None:
+        resp = await self._get("/version")
+        try:
+            return str(resp.json().get("version"))
+        except (ValueError, AttributeError):
+            return None
+
+    async def models(self) -> list[dict[str, Any]]:
+        resp = await self._get("/v1/models")
+        try:
+            data = resp.json().get("data") or []
+        except (ValueError, AttributeError):
+            raise ApiError("http", f"GET /v1/models: not JSON from {self.base_url}") from None
+        return [m for m in data if isinstance(m, dict) and "id" in m]
+
+    async def metrics_text(self) -> str:
+        return (await self._get("/metrics")).text
+
+    async def stream_chat(self, req: ChatRequest) -> AsyncIterator[ChatEvent]:
+        """Yield events as chunks arrive; raises ApiError. Closing the iterator closes the stream,
+        which makes the server abort the request."""
+        timeout = httpx.Timeout(self.stream_timeout, connect=self.timeout)
+        what = "POST /v1/chat/completions"
+        try:
+            async with aconnect_sse(self._http, "POST", "/v1/chat/completions", json=req.body(),
+                                    headers=self._headers(), timeout=timeout) as source:
+                resp = source.response
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    self._raise_for(resp, what)
+                async for sse in source.aiter_sse():
+                    if sse.data.strip() == "[DONE]":
+                        return
+                    if not sse.data.strip():
+                        continue
+                    try:
+                        chunk = json.loads(sse.data)
+                    except ValueError:
+                        raise ApiError("stream", f"{what}: a chunk was not JSON: {sse.data[:80]!r}") from None
+                    if not isinstance(chunk, dict):
+                        continue
+                    for ev in events_from_chunk(chunk, time.perf_counter()):
+                        yield ev
+        except httpx.TimeoutException:
+            raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)") from None
+        except SSEError as exc:
+            raise ApiError("stream", f"{what}: not an event stream ({exc})") from None
+        except httpx.TransportError as exc:
+            raise ApiError("connect", f"{what}: connection to {self.base_url} failed: {_short(exc)}") from None
+
+    async def chat(self, req: ChatRequest, on_event: Callable[[ChatEvent], None] | None = None) -> ChatResult:
+        """Run one streamed chat completion to its end; errors and cancel land in the result.
+
+        Cancelling the calling task returns the partial result with ``cancelled`` set (the stream
+        is closed first, so the server stops generating)."""
+        acc = ChatAccumulator(req, time.perf_counter())
+        stream = self.stream_chat(req)
+        try:
+            async for ev in stream:
+                acc.feed(ev)
+                if on_event is not None:
+                    on_event(ev)
+        except ApiError as exc:
+            return acc.finish(error=exc)
+        except asyncio.CancelledError:
+            await stream.aclose()
+            return acc.finish(cancelled=True)
+        finally:
+            await stream.aclose()
+        return acc.finish()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]

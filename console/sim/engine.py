@@ -1,0 +1,466 @@
+"""Engine timelines of the simulated stations: which log lines a container has printed, how
+much GPU memory it holds and whether it has exited, as a pure function of its start time.
+
+Offsets are written in real seconds (a GB300 cold load takes ~420 s) and multiplied by the
+world's ``time_scale``. Line formats follow shared/reference/engines.md (vLLM 0.30+ prefixes,
+NCCL ``host:pid:tid [dev]``, uvicorn) so the real parsers and the diagnosis read them as they
+would read a real station.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.config import Profile
+
+SHARDS = 50
+
+
+@dataclass
+class Timeline:
+    lines: list[tuple[float, str]] = field(default_factory=list)  # (offset s, already scaled)
+    mem: list[tuple[float, float]] = field(default_factory=lambda: [(0.0, 0.0)])  # (offset, GiB)
+    ready_at: float | None = None
+    exit_at: float | None = None
+    exit_code: int | None = None
+    phases: list[tuple[float, str]] = field(default_factory=list)
+
+    def mem_at(self, t: float) -> float:
+        pts = self.mem
+        if t <= pts[0][0]:
+            return pts[0][1]
+        for (t0, m0), (t1, m1) in zip(pts, pts[1:], strict=False):
+            if t0 <= t <= t1:
+                return m0 if t1 == t0 else m0 + (m1 - m0) * (t - t0) / (t1 - t0)
+        return pts[-1][1]
+
+    def phase_at(self, t: float) -> str:
+        cur = "starting"
+        for t0, name in self.phases:
+            if t >= t0:
+                cur = name
+        return cur
+
+
+class _Builder:
+    def __init__(self, start: float, scale: float, engine: str, host: str, rank: int):
+        self.tl = Timeline()
+        self.start, self.scale, self.engine, self.host, self.rank = start, scale, engine, host, rank
+
+    def at(self, t: float, text: str, proc: str = "APIServer", pid: int = 1, level: str = "INFO",
+           src: str = "api_server.py:1", raw: bool = False) -> None:
+        ts = t * self.scale
+        if raw:
+            line = text
+        elif self.engine == "sglang":
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.start + ts))
+            line = f"[{stamp} TP{self.rank}] {text}"
+        else:
+            stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(self.start + ts))
+            line = f"({proc} pid={pid}) {level} {stamp} [{src}] {text}"
+        self.tl.lines.append((ts, line))
+
+    def nccl(self, t: float, text: str, pid: int = 412, warn_src: str | None = None) -> None:
+        tid = pid + 118
+        if warn_src:
+            self.at(t, f"{self.host}:{pid}:{tid} [0] {warn_src} NCCL WARN {text}", raw=True)
+        else:
+            self.at(t, f"{self.host}:{pid}:{tid} [0] NCCL INFO {text}", raw=True)
+
+    def mem(self, t: float, gib: float) -> None:
+        self.tl.mem.append((t * self.scale, gib))
+
+    def phase(self, t: float, name: str) -> None:
+        self.tl.phases.append((t * self.scale, name))
+
+    def exit(self, t: float, code: int) -> None:
+        self.tl.exit_at = t * self.scale
+        self.tl.exit_code = code
+
+
+def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], faults: list[str],
+                peer_count: int) -> None:
+    """NCCL init lines; the transport follows the profile and the socket-fallback fault."""
+    b.nccl(t, f"Bootstrap : Using {rail['netdev']}:{rail['ip']}<0>")
+    b.nccl(t, "NCCL version 2.30.7+cuda13.0")
+    if "socket-fallback" in faults:
+        b.nccl(t + 0.2, "Failed to open libibverbs.so[.1]")
+        b.nccl(t + 0.2, f"NET/Socket : Using [0]{rail['netdev']}:{rail['ip']}<0>")
+        b.nccl(t + 0.3, "Using network Socket")
+        b.nccl(t + 0.5, f"Channel 00/0 : {b.rank}[0] -> {(b.rank + 1) % peer_count}[0] [send] via NET/Socket/0")
+        b.nccl(t + 0.5, f"Channel 01/0 : {b.rank}[0] -> {(b.rank + 1) % peer_count}[0] [send] via NET/Socket/1")
+    else:
+        rails = profile.link.rails or ("mlx5_0",)
+        using = " ".join(f"[{i}]{r}:1/RoCE" for i, r in enumerate(rails))
+        b.nccl(t + 0.2, f"NET/IB : Using {using} [RO]; OOB {rail['netdev']}:{rail['ip']}<0>")
+        b.nccl(t + 0.3, "Using network IB")
+        gdr = profile.link.gpudirect
+        for i, r in enumerate(rails):
+            b.nccl(t + 0.3, f"NET/IB : GPU Direct RDMA {'Enabled' if gdr else 'Disabled'} for HCA {i} '{r}'")
+        via = "NET/IB/0/GDRDMA" if gdr else "NET/IB/0"
+        b.nccl(t + 0.5, f"Channel 00/0 : {b.rank}[0] -> {(b.rank + 1) % peer_count}[0] [send] via {via}")
+        b.nccl(t + 0.5, f"Channel 01/0 : {b.rank}[0] -> {(b.rank + 1) % peer_count}[0] [send] via {via}")
+        b.nccl(t + 0.6, f"Connected all rings, use ring PXN 0 GDR {1 if gdr else 0}")
+    b.nccl(t + 0.7, f"comm 0x55d5c8a0{b.rank:02d} rank {b.rank} nranks {peer_count} cudaDev 0 nvmlDev "
+                    f"{1 if profile.gpu.extra_display_gpu else 0} busId 1000 commId 0x8f3e21c4d7a9b001 - Init COMPLETE")
+
+
+def _oom_traceback(b: _Builder, t: float, proc: str, pid: int, total_gib: float) -> None:
+    b.at(t, "WorkerProc failed to start.", proc=proc, pid=pid, level="ERROR", src="multiproc_executor.py:744")
+    b.at(t, "Traceback (most recent call last):", raw=True)
+    b.at(t, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
+            "line 718, in worker_main", raw=True)
+    b.at(t, "    worker = WorkerProc(*args, **kwargs)", raw=True)
+    b.at(t, '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/'
+            'default_loader.py", line 277, in load_weights', raw=True)
+    b.at(t, f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total "
+            f"capacity of {total_gib:.2f} GiB of which 1.12 GiB is free. Including non-PyTorch memory, this "
+            f"process has {total_gib - 1.2:.2f} GiB memory in use.", raw=True)
+
+
+def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
+                  head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int) -> Timeline:
+    rank = state["rank"]
+    b = _Builder(start, scale, "vllm", state["hostname"], rank)
+    tl = b.tl
+    g = profile.gpu
+    s = profile.serving
+    cold = g.cold_load_s
+    total_gib = g.memory_total_mib / 1024
+    worker_proc = f"Worker_TP{rank}"
+    v = profile.engine_version
+    b.phase(0, "starting")
+    if rank == 0:
+        args = {"model": profile.model_dir, "served_model_name": [profile.served_model_name],
+                "tensor_parallel_size": profile.tensor_parallel, "nnodes": n, "node_rank": 0,
+                "master_addr": head_ip, "max_model_len": s.get("max_model_len"),
+                "gpu_memory_utilization": s.get("gpu_memory_utilization"),
+                "kv_cache_dtype": s.get("kv_cache_dtype"), "max_num_seqs": s.get("max_num_seqs")}
+        b.at(0.0, f"vLLM API server version {v}", src="api_server.py:1896")
+        b.at(0.1, f"non-default args: {json.dumps({k: v for k, v in args.items() if v is not None})}",
+             src="utils.py:233")
+        b.at(2.0, f"Resolved architecture: {profile.architecture}", src="model.py:547")
+        b.at(2.1, f"Using max model len {s.get('max_model_len', 98304)}", src="model.py:1510")
+        b.at(3.0, f"Initializing a V1 LLM engine (v{v}) with config: model='{profile.model_dir}', "
+                  f"tensor_parallel_size={profile.tensor_parallel}, quantization=modelopt_fp4",
+             proc="EngineCore_DP0", pid=263, src="core.py:93")
+    else:
+        b.at(0.0, f"Launching vLLM (v{v}) headless multiproc executor, with head node address {head_ip} "
+                  "for torch.distributed process group.", src="api_server.py:1830")
+    b.mem(0, 0.0)
+    b.mem(6, 0.6)
+    b.phase(4, "connecting")
+    if rank == 0 and not peers_ok:
+        b.at(8, f"world_size={n} rank=0 local_rank=0 distributed_init_method=tcp://{head_ip}:29501 "
+                "backend=nccl", proc=worker_proc, pid=412, src="parallel_state.py:1134")
+        b.at(601, "Timed out after 601 seconds waiting for clients. 1/2 clients joined.",
+             proc=worker_proc, pid=412, level="ERROR", src="multiproc_executor.py:744")
+        b.at(601.1, "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. "
+                    f"1/{n} clients joined.", raw=True)
+        b.at(601.5, "Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+             proc="APIServer", level="ERROR", src="core_client.py:692")
+        b.phase(8, "waiting for workers")
+        b.exit(602, 1)
+        return tl
+    b.at(8, f"world_size={n} rank={rank} local_rank=0 distributed_init_method=tcp://{head_ip}:29501 "
+            "backend=nccl", proc=worker_proc, pid=412, src="parallel_state.py:1134")
+    _nccl_block(b, 9, profile, state["rail"], faults, n)
+    if "nccl-timeout" in faults and rank == 0:
+        b.phase(10, "waiting on collective")
+        b.at(610, "[rank0]:[E" + time.strftime("%m%d %H:%M:%S", time.localtime(start + 610 * scale))
+             + ".131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 "
+             "milliseconds before timing out.", raw=True)
+        b.at(610.2, "[rank0]:[E" + time.strftime("%m%d %H:%M:%S", time.localtime(start + 610.2 * scale))
+             + ".132102101 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group "
+             "watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout",
+             raw=True)
+        b.at(611, "Engine core initialization failed. See root cause above. Failed core proc(s): "
+                  "{'EngineCore_DP0': -6}", proc="APIServer", level="ERROR", src="core_client.py:692")
+        b.exit(612, 1)
+        return tl
+    load0, load1 = 12.0, 12.0 + 0.57 * cold
+    b.phase(load0, "loading weights")
+    b.at(load0, f"Starting to load model {profile.model_dir}...", proc=worker_proc, pid=412,
+         src="gpu_model_runner.py:2602")
+    weights = g.weights_gib
+    oom = "oom" in faults
+    stop_at = load0 + 0.6 * (load1 - load0) if oom else load1
+    step = max(1, SHARDS // 10)
+    for k in range(0, SHARDS + 1, step):
+        t = load0 + (load1 - load0) * k / SHARDS
+        if t > stop_at:
+            break
+        pct = int(100 * k / SHARDS)
+        el = int((t - load0))
+        b.at(t, f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {k}/{SHARDS} "
+                f"[{el // 60:02d}:{el % 60:02d}<{int((load1 - t)) // 60:02d}:{int((load1 - t)) % 60:02d}, "
+                f"{(load1 - load0) / SHARDS:.2f}s/it]", raw=True)
+    b.mem(load0, 0.6)
+    if oom:
+        b.mem(stop_at, 0.6 + 0.6 * weights)
+        _oom_traceback(b, stop_at + 0.5, worker_proc, 412, total_gib)
+        b.at(stop_at + 1, "Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+             proc="EngineCore_DP0" if rank == 0 else "APIServer", level="ERROR", src="core_client.py:692")
+        b.mem(stop_at + 1.5, 0.0)
+        b.phase(stop_at + 0.5, "failed")
+        b.exit(stop_at + 2, 1)
+        return tl
+    b.mem(load1, 0.6 + weights)
+    b.at(load1, f"Loading weights took {load1 - load0 - 2:.2f} seconds", proc=worker_proc, pid=412,
+         src="default_loader.py:268")
+    b.at(load1 + 1.5, f"Model loading took {weights:.2f} GiB memory and {load1 - load0:.6f} seconds",
+         proc=worker_proc, pid=412, src="gpu_model_runner.py:2677")
+    if peer_fail_at is not None and rank == 0:
+        t_fail = max(load1 + 2, (peer_fail_at - start) / scale + 15)
+        b.at(t_fail, "NCCL error: remote process exited or there was a network error, NCCL version 2.30.7",
+             proc=worker_proc, pid=412, level="ERROR", src="multiproc_executor.py:744")
+        b.at(t_fail + 0.5, "Engine core initialization failed. See root cause above. Failed core proc(s): "
+                           "{'EngineCore_DP0': 1}", proc="APIServer", level="ERROR", src="core_client.py:692")
+        b.phase(t_fail, "failed")
+        b.mem(t_fail + 1, 0.0)
+        b.exit(t_fail + 1.5, 1)
+        return tl
+    kv_t = load1 + 0.25 * (cold - load1)
+    b.phase(load1 + 2, "profiling / KV cache")
+    kv_gib = g.loaded_gib - weights - 1.9
+    if "kv-too-small" in faults:
+        need = kv_gib * 3.1
+        b.at(kv_t, f"Available KV cache memory: {kv_gib:.2f} GiB", proc=worker_proc, pid=412,
+             src="gpu_worker.py:298")
+        b.at(kv_t + 0.5, f"ValueError: To serve at least one request with the models's max seq len "
+                         f"({s.get('max_model_len', 98304)}), ({need:.2f} GiB KV cache is needed, which is larger "
+                         f"than the available KV cache memory ({kv_gib:.2f} GiB). Based on the available memory, "
+                         f"the estimated maximum model length is {int(s.get('max_model_len', 98304) / 3.1)}. Try "
+                         "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+                         "the engine.", raw=True)
+        b.at(kv_t + 1, "Engine core initialization failed. See root cause above. Failed core proc(s): "
+                       "{'EngineCore_DP0': 1}", proc="APIServer", level="ERROR", src="core_client.py:692")
+        b.phase(kv_t + 0.5, "failed")
+        b.mem(kv_t + 1.5, 0.0)
+        b.exit(kv_t + 2, 1)
+        return tl
+    tokens = int(kv_gib * 1024 * 32)
+    mml = s.get("max_model_len", 98304)
+    b.at(kv_t, f"Available KV cache memory: {kv_gib:.2f} GiB", proc=worker_proc, pid=412, src="gpu_worker.py:298")
+    b.mem(kv_t, g.loaded_gib - 1.2)
+    if rank == 0:
+        b.at(kv_t + 0.5, f"GPU KV cache size: {tokens:,} tokens", proc="EngineCore_DP0", pid=263,
+             src="kv_cache_utils.py:1087")
+        b.at(kv_t + 0.5, f"Maximum concurrency for {mml:,} tokens per request: {tokens / mml:.2f}x",
+             proc="EngineCore_DP0", pid=263, src="kv_cache_utils.py:1091")
+    g0, g1 = kv_t + 5, cold - 20
+    b.phase(g0, "capturing CUDA graphs")
+    if "worker-dies" in faults and rank != 0:
+        b.at(g0 + 10, "Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+             proc="APIServer", level="ERROR", src="multiproc_executor.py:229")
+        b.phase(g0 + 10, "failed")
+        b.mem(g0 + 10.5, 0.0)
+        b.exit(g0 + 11, 1)
+        return tl
+    if rank == 0:
+        for k in range(0, 36, 7):
+            b.at(g0 + (g1 - g0) * k / 35, f"Capturing CUDA graphs (decode, FULL): {int(100 * k / 35):3d}%| "
+                                          f"{k}/35 [00:{int((g1 - g0) * k / 35) % 60:02d}<00:00]", raw=True)
+    b.at(g1, f"Graph capturing finished in {g1 - g0:.0f} secs, took 1.21 GiB", proc=worker_proc, pid=412,
+         src="gpu_model_runner.py:3480")
+    b.mem(g1, g.loaded_gib)
+    if rank != 0:
+        b.phase(g1 + 1, "serving (worker)")
+        tl.ready_at = (g1 + 1) * scale
+        return tl
+    b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {g1 + 2 - load1:.2f} s",
+         proc="EngineCore_DP0", pid=263, src="core.py:210")
+    b.at(cold - 4, f"Starting vLLM server on http://0.0.0.0:{profile.api_port}", src="api_server.py:1978")
+    b.at(cold - 3, "INFO:     Started server process [1]", raw=True)
+    b.at(cold - 2.9, "INFO:     Waiting for application startup.", raw=True)
+    b.at(cold - 2.8, "INFO:     Application startup complete.", raw=True)
+    b.phase(cold - 2.8, "ready")
+    tl.ready_at = (cold - 2.8) * scale
+    return tl
+
+
+def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
+                    head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int) -> Timeline:
+    rank = state["rank"]
+    b = _Builder(start, scale, "sglang", state["hostname"], rank)
+    tl = b.tl
+    g = profile.gpu
+    s = profile.serving
+    cold = g.cold_load_s
+    b.phase(0, "starting")
+    b.at(0, f"server_args=ServerArgs(model_path='{profile.model_dir}', tp_size={profile.tensor_parallel}, "
+            f"nnodes={n}, node_rank={rank}, dist_init_addr='{head_ip}:{s.get('dist_init_port', 20000)}', "
+            f"mem_fraction_static={s.get('mem_fraction_static', 0.84)}, "
+            f"max_running_requests={s.get('max_running_requests')}, port={profile.api_port})")
+    b.at(2, "Init torch distributed begin.")
+    b.mem(0, 0.0)
+    b.mem(3, 0.45)
+    b.phase(2, "connecting")
+    if rank == 0 and not peers_ok:
+        b.phase(3, "waiting for workers")
+        b.at(601, "RuntimeError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.")
+        b.phase(601, "failed")
+        b.exit(602, 1)
+        return tl
+    _nccl_block(b, 4, profile, state["rail"], faults, n)
+    b.at(6, "Init torch distributed ends. mem usage=0.45 GB")
+    load0, load1 = 8.0, 8.0 + 0.7 * cold
+    b.phase(load0, "loading weights")
+    avail = g.memory_total_mib / 1024 - 3.5
+    b.at(load0, f"Load weight begin. avail mem={avail:.2f} GB")
+    b.mem(load0, 0.45)
+    oom = "oom" in faults
+    stop_at = load0 + 0.6 * (load1 - load0) if oom else load1
+    for k in range(0, 41, 4):
+        t = load0 + (load1 - load0) * k / 40
+        if t > stop_at:
+            break
+        b.at(t, f"Loading safetensors checkpoint shards: {int(100 * k / 40):3d}% Completed | {k}/40", raw=True)
+    if oom:
+        b.mem(stop_at, 0.45 + 0.6 * g.weights_gib)
+        b.at(stop_at + 0.5, "Scheduler hit an exception: Traceback (most recent call last):")
+        b.at(stop_at + 0.5, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                            "total capacity of 119.70 GiB of which 1.31 GiB is free.", raw=True)
+        b.phase(stop_at + 0.5, "failed")
+        b.mem(stop_at + 1, 0.0)
+        b.exit(stop_at + 1.5, 1)
+        return tl
+    b.mem(load1, 0.45 + g.weights_gib)
+    b.at(load1, f"Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, avail mem="
+                f"{avail - g.weights_gib:.2f} GB, mem usage={g.weights_gib:.2f} GB.")
+    b.phase(load1 + 1, "state / KV cache")
+    b.at(load1 + 5, "KV Cache is allocated. #tokens: 262144, K size: 3.12 GB, V size: 3.12 GB")
+    b.mem(load1 + 5, g.loaded_gib - 0.4)
+    b.at(load1 + 6, f"max_total_num_tokens=262144, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                    f"max_running_requests={s.get('max_running_requests', 2)}, context_len="
+                    f"{s.get('context_length', 65536)}, available_gpu_mem=17.20 GB")
+    g0, g1 = load1 + 8, cold - 6
+    b.phase(g0, "capturing CUDA graphs")
+    b.at(g0, "Capture cuda graph begin. This can take up to several minutes. avail mem=17.31 GB")
+    b.at(g1, f"Capture cuda graph end. Time elapsed: {g1 - g0:.2f} s. mem usage=0.42 GB. avail mem=16.89 GB.")
+    b.mem(g1, g.loaded_gib)
+    if rank != 0:
+        b.phase(g1 + 1, "serving (worker)")
+        tl.ready_at = (g1 + 1) * scale
+        return tl
+    b.at(cold - 4, "INFO:     Started server process [1]", raw=True)
+    b.at(cold - 3.9, "INFO:     Waiting for application startup.", raw=True)
+    b.at(cold - 3.8, "INFO:     Application startup complete.", raw=True)
+    b.at(cold - 3.7, f"INFO:     Uvicorn running on http://0.0.0.0:{profile.api_port} (Press CTRL+C to quit)",
+         raw=True)
+    b.at(cold - 2, 'INFO:     127.0.0.1:39442 - "GET /model_info HTTP/1.1" 200 OK', raw=True)
+    b.at(cold - 1, "The server is fired up and ready to roll!")
+    b.phase(cold - 1, "ready")
+    tl.ready_at = (cold - 1) * scale
+    return tl
+
+
+# ---------------------------------------------------------------- world queries
+
+
+def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -> Timeline:
+    """The timeline of one container run (depends on peers' state at its start)."""
+    profile = world.profile
+    start = float(run["started_at"])
+    scale = world.time_scale
+    n = len(world.names)
+    head_ip = world.state(world.names[0])["rail"]["ip"] if state["rank"] != 0 else state["rail"]["ip"]
+    peers_ok = True
+    peer_fail_at = None
+    if state["rank"] == 0:
+        for peer in world.names[1:]:
+            pst = world.state(peer)
+            pc = pst["containers"].get("glm53")
+            status = _status_at(world, peer, pst, pc, start) if pc else {"state": "absent"}
+            if status["state"] != "running":
+                peers_ok = False
+            elif pc and pc["runs"]:
+                ptl = run_timeline(world, peer, pst, pc["runs"][-1])
+                if ptl.exit_at is not None:
+                    fail_abs = float(pc["runs"][-1]["started_at"]) + ptl.exit_at
+                    peer_fail_at = fail_abs if peer_fail_at is None else min(peer_fail_at, fail_abs)
+    fn = sglang_timeline if profile.engine == "sglang" else vllm_timeline
+    return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n)
+
+
+def _status_at(world, name: str, state: dict[str, Any], c: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    if c is None:
+        return {"state": "absent"}
+    runs = [r for r in c["runs"] if float(r["started_at"]) <= now]
+    if not runs:
+        return {"state": "created" if not c["runs"] else "exited", "exit_code": None}
+    run = runs[-1]
+    stopped = run.get("stopped_at")
+    if stopped is not None and float(stopped) <= now:
+        return {"state": "exited", "exit_code": run.get("exit_code", 0), "started_at": run["started_at"],
+                "finished_at": stopped, "run": run}
+    tl = run_timeline(world, name, state, run)
+    if tl.exit_at is not None and now >= float(run["started_at"]) + tl.exit_at:
+        return {"state": "exited", "exit_code": tl.exit_code, "started_at": run["started_at"],
+                "finished_at": float(run["started_at"]) + tl.exit_at, "run": run, "timeline": tl}
+    return {"state": "running", "started_at": run["started_at"], "run": run, "timeline": tl}
+
+
+def container_status(world, name: str, state: dict[str, Any], container: str, now: float | None = None
+                     ) -> dict[str, Any]:
+    """Effective state of a container at ``now`` (a fault may have made it exit on its own)."""
+    return _status_at(world, name, state, state["containers"].get(container), time.time() if now is None else now)
+
+
+def serving_mem_gib(world, name: str, state: dict[str, Any], now: float | None = None) -> float:
+    now = time.time() if now is None else now
+    st = container_status(world, name, state, "glm53", now)
+    if st["state"] != "running":
+        return 0.0
+    tl: Timeline = st["timeline"]
+    return tl.mem_at(now - float(st["started_at"]))
+
+
+def engine_phase(world, name: str, state: dict[str, Any], now: float | None = None) -> str:
+    """down | loading | ready | dead (for the simulated API and GPU utilisation)."""
+    now = time.time() if now is None else now
+    st = container_status(world, name, state, "glm53", now)
+    if st["state"] != "running":
+        return "dead" if st.get("exit_code") not in (None, 0) else "down"
+    tl: Timeline = st["timeline"]
+    if tl.ready_at is not None and now - float(st["started_at"]) >= tl.ready_at:
+        return "ready"
+    return "loading"
+
+
+def log_lines(world, name: str, state: dict[str, Any], container: str, now: float | None = None
+              ) -> list[tuple[float, str]]:
+    """Every (absolute time, line) the container has printed up to ``now``, over all its runs."""
+    now = time.time() if now is None else now
+    c = state["containers"].get(container)
+    if not c:
+        return []
+    out: list[tuple[float, str]] = []
+    for run in c["runs"]:
+        start = float(run["started_at"])
+        if start > now:
+            continue
+        end = now if run.get("stopped_at") is None else min(now, float(run["stopped_at"]))
+        tl = run_timeline(world, name, state, run)
+        for off, line in tl.lines:
+            t = start + off
+            if t <= end:
+                out.append((t, line))
+        if run.get("stopped_at") is not None and float(run["stopped_at"]) <= now and run.get("exit_code") == 0:
+            out.append((float(run["stopped_at"]), "INFO:     Shutting down"))
+    extra = world.station_dir(name) / "extra.log"
+    if extra.exists():
+        for raw in extra.read_text().splitlines():
+            t_s, _, line = raw.partition(" ")
+            try:
+                t = float(t_s)
+            except ValueError:
+                continue
+            if t <= now:
+                out.append((t, line))
+        out.sort(key=lambda p: p[0])
+    return out

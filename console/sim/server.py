@@ -1,0 +1,316 @@
+"""The simulated stations behind a real SSH server (asyncssh, in-process) on 127.0.0.1.
+
+Each station gets its own port and host key; command lines run under a real ``/bin/sh`` with the
+shim directory first on PATH, so the console's real SSH client path (strict known_hosts, channels,
+streams) is what talks to it. The head also serves the simulated OpenAI API while its engine is
+ready. ``station-unreachable`` makes a station's port accept TCP and never answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+from aiohttp import web
+
+from console.config import save_config
+from console.sim import api as sim_api
+from console.sim.engine import engine_phase, serving_mem_gib
+from console.sim.shim import write_bin
+from console.sim.world import World
+
+BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine
+
+
+class SimBackend:
+    """What the simulated API needs to know about its station."""
+
+    def __init__(self, world: World, station: str, api_key: str | None = None):
+        self.world, self.station = world, station
+        p = world.profile
+        self.model = p.served_model_name
+        self.engine = p.engine
+        self.engine_version = p.engine_version
+        self.max_model_len = int(p.serving.get("max_model_len") or p.serving.get("context_length") or 65536)
+        self.max_num_seqs = int(p.serving.get("max_num_seqs") or p.serving.get("max_running_requests") or 16)
+        self.api_key = api_key
+        ref = {r.concurrency: r for r in p.reference_bench}
+        self.tokens_per_s = ref[1].per_user_tok_s if 1 in ref else 50.0
+        self._phase_cache: tuple[float, str] = (0.0, "down")
+
+    def phase(self) -> str:
+        now = time.monotonic()
+        if now - self._phase_cache[0] > 0.25:
+            self._phase_cache = (now, engine_phase(self.world, self.station, self.world.state(self.station)))
+        return self._phase_cache[1]
+
+
+@dataclass
+class SimStationEndpoint:
+    name: str
+    port: int
+    api_port: int | None
+
+
+class _Silent(asyncio.Protocol):
+    """Accepts the TCP connection and never says a word (a wedged or firewalled sshd)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+
+class SimServer:
+    def __init__(self, world: World, api_key: str | None = None):
+        self.world = world
+        self.root = world.root
+        self.api_key = api_key
+        self.endpoints: dict[str, SimStationEndpoint] = {}
+        self._servers: list = []
+        self._tasks: list[asyncio.Task] = []
+        self._api_runners: dict[str, web.AppRunner] = {}
+        self.sessions = 0  # command lines executed (for the remote-cost benchmark)
+        self._children: set[int] = set()
+
+    # ---------------------------------------------------------------- keys
+
+    def _keys(self) -> tuple[Path, Path]:
+        keydir = self.root / "keys"
+        keydir.mkdir(exist_ok=True)
+        client = keydir / "client_ed25519"
+        if not client.exists():
+            key = asyncssh.generate_private_key("ssh-ed25519")
+            key.write_private_key(str(client))
+            key.write_public_key(str(client) + ".pub")
+            client.chmod(0o600)
+        auth = keydir / "authorized_keys"
+        auth.write_text((keydir / "client_ed25519.pub").read_text())
+        return client, auth
+
+    def _host_key(self, name: str) -> asyncssh.SSHKey:
+        path = self.root / "keys" / f"host_{name}_ed25519"
+        if not path.exists():
+            asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(path))
+        return asyncssh.read_private_key(str(path))
+
+    # ---------------------------------------------------------------- serving
+
+    async def start(self, host: str = "127.0.0.1") -> None:
+        write_bin(self.root / "bin")
+        _client, auth = self._keys()
+        known = []
+        for name in self.world.names:
+            if "station-unreachable" in self.world.faults(name):
+                srv = await asyncio.get_running_loop().create_server(_Silent, host, 0)
+                port = srv.sockets[0].getsockname()[1]
+                self._servers.append(srv)
+            else:
+                hkey = self._host_key(name)
+                srv = await asyncssh.listen(
+                    host, 0, server_host_keys=[hkey], authorized_client_keys=str(auth),
+                    process_factory=self._handler(name), line_editor=False, allow_scp=False,
+                    keepalive_interval=10,
+                )
+                port = srv.sockets[0].getsockname()[1]
+                self._servers.append(srv)
+                known.append(f"[{host}]:{port} {hkey.export_public_key('openssh').decode().strip()}")
+            api_port = None
+            if self.world.names.index(name) == 0:
+                api_port = await self._start_api(name, host)
+                self.world.set_api_port(name, api_port)
+            self.endpoints[name] = SimStationEndpoint(name, port, api_port)
+        (self.root / "keys" / "known_hosts").write_text("\n".join(known) + "\n")
+        self._tasks.append(asyncio.create_task(self._meminfo_loop()))
+
+    async def _start_api(self, name: str, host: str) -> int:
+        backend = SimBackend(self.world, name, self.api_key)
+        app = sim_api.create_app(backend)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        # Reserve a port now, then listen on it only while the engine is ready (vLLM binds late).
+        import socket
+
+        s = socket.socket()
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+        s.close()
+        self._api_runners[name] = runner
+        self._tasks.append(asyncio.create_task(self._api_gate(runner, backend, host, port)))
+        return port
+
+    async def _api_gate(self, runner: web.AppRunner, backend: SimBackend, host: str, port: int) -> None:
+        site: web.TCPSite | None = None
+        while True:
+            phase = await asyncio.to_thread(backend.phase)
+            if phase == "ready" and site is None:
+                site = web.TCPSite(runner, host, port, reuse_address=True)
+                with contextlib.suppress(OSError):
+                    await site.start()
+            elif phase != "ready" and site is not None:
+                await site.stop()
+                site = None
+            await asyncio.sleep(0.3)
+
+    async def _meminfo_loop(self) -> None:
+        unified = self.world.profile.gpu.unified_memory
+        while True:
+            for name in self.world.names:
+                await asyncio.to_thread(self._write_meminfo, name, unified)
+            await asyncio.sleep(1.0)
+
+    def _write_meminfo(self, name: str, unified: bool) -> None:
+        st = self.world.state(name)
+        total = st["host_mem_total_mib"]
+        used = BASE_HOST_USED_MIB[unified]
+        if unified:
+            used += int(serving_mem_gib(self.world, name, st) * 1024)
+        else:
+            used += 4096 if engine_phase(self.world, name, st) != "down" else 0
+        avail = max(0, total - used)
+        text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {int(avail * 0.6) * 1024:>10} kB\n"
+                f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
+                f"Cached:         {int(avail * 0.3) * 1024:>10} kB\nSwapTotal:             0 kB\n")
+        path = self.world.station_dir(name) / "meminfo"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+    def _env(self, name: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = f"{self.root / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+        env["DGX_SIM_ROOT"] = str(self.root)
+        env["DGX_SIM_STATION"] = name
+        env["DGX_MEMINFO"] = str(self.world.station_dir(name) / "meminfo")
+        env["HOSTNAME"] = f"station-{name.lower()}"
+        return env
+
+    def _handler(self, name: str):
+        async def handle(process: asyncssh.SSHServerProcess) -> None:
+            self.sessions += 1
+            command = process.command or "exec bash -l"
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=self._env(name), start_new_session=True,
+            )
+            self._children.add(proc.pid)
+
+            async def pump(src: asyncio.StreamReader, dst) -> None:
+                while True:
+                    data = await src.read(65536)
+                    if not data:
+                        break
+                    try:
+                        dst.write(data.decode(errors="replace"))
+                    except (BrokenPipeError, asyncssh.Error, OSError):
+                        break
+
+            async def feed() -> None:
+                try:
+                    async for chunk in process.stdin:
+                        proc.stdin.write(chunk.encode())
+                    proc.stdin.close()
+                except (asyncssh.Error, OSError, BrokenPipeError, ConnectionResetError):
+                    pass
+
+            pumps = [asyncio.create_task(pump(proc.stdout, process.stdout)),
+                     asyncio.create_task(pump(proc.stderr, process.stderr)),
+                     asyncio.create_task(feed())]
+            closed = asyncio.create_task(process.channel.wait_closed())
+            waiter = asyncio.create_task(proc.wait())
+            await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if not waiter.done():  # client went away: end the remote process group, like sshd's hangup
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), 2)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            await asyncio.gather(*pumps[:2], return_exceptions=True)
+            pumps[2].cancel()
+            closed.cancel()
+            self._children.discard(proc.pid)
+            with contextlib.suppress(Exception):
+                process.exit(proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 255)
+
+        return handle
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for pid in list(self._children):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        for srv in self._servers:
+            srv.close()
+        for runner in self._api_runners.values():
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+
+    # ---------------------------------------------------------------- config
+
+    def config_dict(self, host: str = "127.0.0.1") -> dict:
+        user = getpass.getuser()
+        stations = []
+        for rank, name in enumerate(self.world.names):
+            st = self.world.state(name)
+            ep = self.endpoints[name]
+            stations.append({
+                "name": name, "host": host, "port": ep.port, "rank": rank, "user": user,
+                "rail_netdev": st["rail"]["netdev"], "rdma_device": st["rail"]["rdma"], "rail_ip": st["rail"]["ip"],
+                "container": "glm53",
+                "known_hosts": str(self.root / "keys" / "known_hosts"),
+                "identity_file": str(self.root / "keys" / "client_ed25519"),
+            })
+        head_api = self.endpoints[self.world.names[0]].api_port
+        return {
+            "profile": self.world.profile.name,
+            "simulated": True,
+            "connect_timeout_s": 3.0,
+            "command_timeout_s": 15.0,
+            "api": {"url": f"http://{host}:{head_api}"},
+            "stations": stations,
+        }
+
+    def write_config(self, path: str | os.PathLike) -> None:
+        tmp = Path(str(path) + ".tmp")
+        save_config(self.config_dict(), tmp)
+        os.replace(tmp, path)
+
+
+def start_service(world: World, gap_s: float = 2.0) -> None:
+    """Bring the service up the way the launch order requires: workers first, then the head."""
+    now = time.time()
+    names = world.names
+    for i, name in enumerate(reversed(names[1:])):
+        world.start_container(name, at=now + i * 0.2)
+    world.start_container(names[0], at=now + gap_s)
+
+
+async def serve_forever(world: World, config_path: str | None, running: bool, api_key: str | None = None,
+                        ready_file: str | None = None) -> None:
+    server = SimServer(world, api_key=api_key)
+    await server.start()
+    if config_path:
+        server.write_config(config_path)
+    if running:
+        start_service(world)
+    if ready_file:
+        Path(ready_file).write_text(str(os.getpid()))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    print(f"simulated stations up ({', '.join(f'{e.name}:{e.port}' for e in server.endpoints.values())}); "
+          f"config: {config_path or '-'}; Ctrl+C to stop", file=sys.stderr)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

@@ -1,0 +1,77 @@
+"""Entry point of the simulated station commands: ``python -m console.sim.shim NAME ARGS...``.
+
+The sim writes one tiny ``sh`` wrapper per module in ``console/sim/shims/`` (``nvidia_smi.py`` ->
+``nvidia-smi``) into a bin directory that the station's shell finds first on PATH. Each shim
+module exposes ``main(argv: list[str], ctx: ShimContext) -> int`` and prints exactly what the real
+tool prints (shared/reference/command-outputs.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.sim.world import World
+
+
+@dataclass
+class ShimContext:
+    world: World
+    station: str
+
+    @property
+    def state(self) -> dict:
+        return self.world.state(self.station)
+
+    @property
+    def faults(self) -> list[str]:
+        return self.world.faults(self.station)
+
+    @property
+    def profile(self):
+        return self.world.profile
+
+    def now(self) -> float:
+        return time.time()
+
+
+def shim_names() -> list[str]:
+    shim_dir = Path(__file__).parent / "shims"
+    return sorted(p.stem.replace("_", "-") for p in shim_dir.glob("*.py") if not p.name.startswith("_"))
+
+
+def write_bin(bin_dir: Path, python: str | None = None) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    py = python or sys.executable
+    for name in shim_names():
+        path = bin_dir / name
+        path.write_text(f'#!/bin/sh\nexec "{py}" -m console.sim.shim {name} "$@"\n')
+        path.chmod(0o755)
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print("usage: python -m console.sim.shim NAME [ARGS...]", file=sys.stderr)
+        return 2
+    name = sys.argv[1]
+    root = os.environ.get("DGX_SIM_ROOT")
+    station = os.environ.get("DGX_SIM_STATION")
+    if not root or not station:
+        print(f"{name}: not running on a simulated station (DGX_SIM_ROOT/DGX_SIM_STATION unset)", file=sys.stderr)
+        return 127
+    module = importlib.import_module("console.sim.shims." + name.replace("-", "_"))
+    ctx = ShimContext(World(root), station)
+    try:
+        return int(module.main(sys.argv[2:], ctx) or 0)
+    except BrokenPipeError:
+        return 141
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

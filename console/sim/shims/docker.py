@@ -1,0 +1,349 @@
+"""Simulated ``docker`` CLI for the one serving container per station.
+
+Supports what the console and the launch scripts use: ``inspect``/``ps``/``logs [-f] [-t]
+[--tail N]``/``events``/``start``/``stop``/``run -d --name``/``rm``, with the daemon's error
+messages. Go templates are rendered for ``{{.A.B}}`` and ``{{json .A.B}}`` fields.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import sys
+import time
+
+from console.sim.engine import container_status, log_lines
+
+
+def rfc3339(t: float | None) -> str:
+    if not t:
+        return "0001-01-01T00:00:00Z"
+    d = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond * 1000:09d}Z"
+
+
+def container_id(station: str, name: str) -> str:
+    return hashlib.sha256(f"{station}/{name}".encode()).hexdigest()
+
+
+def inspect_data(ctx, name: str, now: float) -> dict | None:
+    state = ctx.state
+    c = state["containers"].get(name)
+    if c is None or c["state"] == "absent":
+        return None
+    st = container_status(ctx.world, ctx.station, state, name, now)
+    run = c["runs"][-1] if c["runs"] else {}
+    status = st["state"]
+    exit_code = st.get("exit_code") or 0
+    return {
+        "Id": container_id(ctx.station, name),
+        "Name": "/" + name,
+        "State": {
+            "Status": status,
+            "Running": status == "running",
+            "Paused": False,
+            "Restarting": False,
+            "OOMKilled": False,
+            "Dead": False,
+            "Pid": 2345 if status == "running" else 0,
+            "ExitCode": 0 if status == "running" else int(exit_code),
+            "Error": "",
+            "StartedAt": rfc3339(run.get("started_at")),
+            "FinishedAt": rfc3339(st.get("finished_at")) if status == "exited" else "0001-01-01T00:00:00Z",
+        },
+        "Image": c["image_id"],
+        "Config": {"Image": c["image"], "Cmd": run.get("args", [])},
+        "HostConfig": {"NetworkMode": "host", "IpcMode": "host"},
+    }
+
+
+def render(template: str, data: dict) -> str:
+    def lookup(path: str):
+        cur = data
+        for part in path.strip(".").split("."):
+            if not part:
+                continue
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        return cur
+
+    def sub(m: re.Match) -> str:
+        expr = m.group(1).strip()
+        if expr.startswith("json "):
+            return json.dumps(lookup(expr[5:].strip()), separators=(",", ":"))
+        val = lookup(expr)
+        if isinstance(val, bool):
+            return "true" if val else "false"
+        return "" if val is None else str(val)
+
+    return re.sub(r"\{\{(.*?)\}\}", sub, template)
+
+
+def _no_such(name: str) -> int:
+    print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
+    return 1
+
+
+def cmd_inspect(args: list[str], ctx) -> int:
+    fmt = None
+    names = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("--format", "-f"):
+            fmt = args[i + 1]
+            i += 2
+            continue
+        if args[i].startswith("--format="):
+            fmt = args[i].split("=", 1)[1]
+        elif args[i] == "--type":
+            i += 1
+        else:
+            names.append(args[i])
+        i += 1
+    rc = 0
+    out = []
+    for name in names:
+        data = inspect_data(ctx, name, time.time())
+        if data is None:
+            print(f"Error: No such object: {name}", file=sys.stderr)
+            rc = 1
+            continue
+        out.append(render(fmt, data) if fmt else json.dumps([data], indent=4))
+    if out:
+        print("\n".join(out))
+    return rc
+
+
+def cmd_ps(args: list[str], ctx) -> int:
+    show_all = "-a" in args or "--all" in args
+    fmt = None
+    for i, a in enumerate(args):
+        if a == "--format":
+            fmt = args[i + 1]
+    rows = []
+    now = time.time()
+    for name in ctx.state["containers"]:
+        data = inspect_data(ctx, name, now)
+        if data is None or (not show_all and data["State"]["Status"] != "running"):
+            continue
+        status = "Up" if data["State"]["Status"] == "running" else f"Exited ({data['State']['ExitCode']})"
+        row = {"ID": data["Id"][:12], "Image": data["Config"]["Image"], "Names": name, "Status": status,
+               "State": data["State"]["Status"]}
+        rows.append(render(fmt, row) if fmt else
+                    f"{row['ID']}   {row['Image']}   \"vllm serve\"   {status}   {name}")
+    if not fmt:
+        print("CONTAINER ID   IMAGE   COMMAND   STATUS   NAMES")
+    for r in rows:
+        print(r)
+    return 0
+
+
+def cmd_logs(args: list[str], ctx) -> int:
+    follow = stamps = False
+    tail = None
+    name = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-f", "--follow"):
+            follow = True
+        elif a in ("-t", "--timestamps"):
+            stamps = True
+        elif a in ("-n", "--tail"):
+            i += 1
+            tail = None if args[i] == "all" else int(args[i])
+        elif a.startswith("--tail="):
+            v = a.split("=", 1)[1]
+            tail = None if v == "all" else int(v)
+        else:
+            name = a
+        i += 1
+    if name is None or name not in ctx.state["containers"]:
+        return _no_such(name or "")
+
+    def fmt(t: float, line: str) -> str:
+        return f"{rfc3339(t)} {line}" if stamps else line
+
+    now = time.time()
+    lines = log_lines(ctx.world, ctx.station, ctx.state, name, now)
+    first = lines if tail is None else (lines[-tail:] if tail > 0 else [])
+    sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in first))
+    sys.stdout.flush()
+    if not follow:
+        return 0
+    seen = len(lines)
+    last_t = now
+    while True:
+        time.sleep(0.1)
+        now = time.time()
+        state = ctx.state
+        status = container_status(ctx.world, ctx.station, state, name, now)
+        lines = log_lines(ctx.world, ctx.station, state, name, now)
+        new = [p for p in lines[seen:]] if len(lines) >= seen else [p for p in lines if p[0] > last_t]
+        if new:
+            sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in new))
+            sys.stdout.flush()
+            last_t = new[-1][0]
+        seen = len(lines)
+        if status["state"] != "running":
+            return 0
+
+
+def cmd_events(args: list[str], ctx) -> int:
+    fmt = None
+    names: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--filter":
+            key, _, val = args[i + 1].partition("=")
+            if key == "container":
+                names.append(val)
+            i += 2
+            continue
+        if args[i] == "--format":
+            fmt = args[i + 1]
+            i += 2
+            continue
+        i += 1
+    watch = names or list(ctx.state["containers"])
+    prev = {n: inspect_data(ctx, n, time.time()) for n in watch}
+    while True:
+        time.sleep(0.2)
+        now = time.time()
+        for n in watch:
+            cur = inspect_data(ctx, n, now)
+            old = prev.get(n)
+            events = []
+            if cur and old is None:
+                events.append("create")
+            if cur and old:
+                was, is_ = old["State"]["Status"], cur["State"]["Status"]
+                if was != "running" and is_ == "running":
+                    events.append("start")
+                elif was == "running" and is_ != "running":
+                    events += ["kill", "die", "stop"] if cur["State"]["ExitCode"] == 0 else ["die"]
+                elif is_ == "running" and old["State"]["StartedAt"] != cur["State"]["StartedAt"]:
+                    events += ["die", "start"]
+            if old and cur is None:
+                events.append("destroy")
+            for ev in events:
+                data = {"Status": ev, "Action": ev, "Type": "container", "Time": int(now),
+                        "Actor": {"ID": container_id(ctx.station, n), "Attributes": {"name": n}}}
+                line = render(fmt, data) if fmt else f"{rfc3339(now)} container {ev} {data['Actor']['ID']} (name={n})"
+                sys.stdout.write(line + "\n")
+            if events:
+                sys.stdout.flush()
+            prev[n] = cur
+
+
+def cmd_start(args: list[str], ctx) -> int:
+    rc = 0
+    for name in [a for a in args if not a.startswith("-")]:
+        if name not in ctx.state["containers"] or ctx.state["containers"][name]["state"] == "absent":
+            print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
+            print(f"Error: failed to start containers: {name}", file=sys.stderr)
+            rc = 1
+            continue
+        ctx.world.start_container(ctx.station, name)
+        print(name)
+    return rc
+
+
+def cmd_stop(args: list[str], ctx) -> int:
+    names = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-t", "--time", "-s", "--signal"):
+            i += 2
+            continue
+        names.append(args[i])
+        i += 1
+    rc = 0
+    for name in names:
+        if name not in ctx.state["containers"] or ctx.state["containers"][name]["state"] == "absent":
+            rc = _no_such(name)
+            continue
+        ctx.world.stop_container(ctx.station, name)
+        print(name)
+    return rc
+
+
+def cmd_rm(args: list[str], ctx) -> int:
+    force = "-f" in args or "--force" in args
+    rc = 0
+    for name in [a for a in args if not a.startswith("-")]:
+        if name not in ctx.state["containers"] or ctx.state["containers"][name]["state"] == "absent":
+            rc = _no_such(name)
+            continue
+        st = container_status(ctx.world, ctx.station, ctx.state, name)
+        if st["state"] == "running" and not force:
+            print(f"Error response from daemon: cannot remove container \"/{name}\": container is running: "
+                  "stop the container before removing or force remove", file=sys.stderr)
+            rc = 1
+            continue
+        if st["state"] == "running":
+            ctx.world.stop_container(ctx.station, name)
+        with ctx.world.edit(ctx.station) as s:
+            s["containers"][name]["state"] = "absent"
+            s["containers"][name]["runs"] = []
+        print(name)
+    return rc
+
+
+_RUN_VALUE_FLAGS = {"--name", "-e", "--env", "-v", "--volume", "--device", "--ulimit", "--gpus", "--shm-size",
+                    "--network", "--ipc", "--entrypoint", "-p", "--publish", "--env-file", "--restart",
+                    "--runtime", "-w", "--workdir", "--cap-add", "--security-opt", "-u", "--user"}
+
+
+def cmd_run(args: list[str], ctx) -> int:
+    name = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--name":
+            name = args[i + 1]
+        if a in _RUN_VALUE_FLAGS:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        break
+    image = args[i] if i < len(args) else None
+    if image is None:
+        print('"docker run" requires at least 1 argument.', file=sys.stderr)
+        return 125
+    name = name or "glm53"
+    with ctx.world.edit(ctx.station) as s:
+        c = s["containers"].get(name)
+        if c and c["state"] != "absent":
+            cid = container_id(ctx.station, name)
+            print(f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use '
+                  f'by container "{cid}". You have to remove (or rename) that container to be able to reuse that name.',
+                  file=sys.stderr)
+            return 125
+        digest = "sha256:" + hashlib.sha256(image.split("@")[0].encode()).hexdigest()
+        s["containers"][name] = {"state": "created", "image": image, "image_id": digest, "runs": []}
+    ctx.world.start_container(ctx.station, name, args=args)
+    if "-d" in args or "--detach" in args:
+        print(container_id(ctx.station, name))
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
+            "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run}
+
+
+def main(argv: list[str], ctx) -> int:
+    if not argv:
+        print("Usage:  docker [OPTIONS] COMMAND", file=sys.stderr)
+        return 1
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "container" and rest:
+        cmd, rest = rest[0], rest[1:]
+    fn = COMMANDS.get(cmd)
+    if fn is None:
+        print(f"docker: '{cmd}' is not a docker command.\nSee 'docker --help'", file=sys.stderr)
+        return 1
+    return fn(rest, ctx)

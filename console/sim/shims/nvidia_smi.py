@@ -1,0 +1,155 @@
+"""Simulated ``nvidia-smi``: CSV queries (one-shot and ``-lms`` loops), ``-L`` and compute apps.
+
+GB10 (unified memory) prints ``[N/A]`` for every memory field, as the real tool does.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+from console.sim.engine import container_status, engine_phase, serving_mem_gib
+
+_DEFAULT_PIDS = {0: 2345, 1: 2346}
+
+
+def _noise(seed: float, amp: float) -> float:
+    return amp * (0.5 + 0.5 * math.sin(seed * 1.7) * math.cos(seed * 0.31))
+
+
+def gpu_values(ctx, now: float) -> list[dict]:
+    state = ctx.state
+    phase = engine_phase(ctx.world, ctx.station, state, now)
+    used_gib = serving_mem_gib(ctx.world, ctx.station, state, now)
+    st = container_status(ctx.world, ctx.station, state, "glm53", now)
+    busy = 0.0
+    if st["state"] == "running":
+        label = st["timeline"].phase_at(now - float(st["started_at"]))
+        busy = {"loading weights": 22.0, "capturing CUDA graphs": 88.0, "profiling / KV cache": 60.0,
+                "state / KV cache": 55.0, "connecting": 3.0}.get(label, 1.0)
+        if phase == "ready":
+            busy = 0.0
+    out = []
+    for g in state["gpus"]:
+        if g["serving"]:
+            util = min(100.0, busy + (_noise(now + g["index"], 6.0) if busy else 0.0))
+            mem = int(round(used_gib * 1024)) + g["idle_mib"]
+            temp = 33 + util * 0.32 + (8 if used_gib > 1 else 0)
+            power = (11.0 + util * 0.4) if g["unified"] else (96.0 + util * 6.5 + used_gib * 0.3)
+        else:
+            util, mem, temp, power = 1.0, g["idle_mib"], 31.0, 22.5
+        out.append({
+            "index": str(g["index"]),
+            "uuid": g["uuid"],
+            "name": g["name"],
+            "memory.used": "[N/A]" if g["unified"] else str(mem),
+            "memory.total": "[N/A]" if g["unified"] else str(g["total_mib"]),
+            "memory.free": "[N/A]" if g["unified"] else str(g["total_mib"] - mem),
+            "utilization.gpu": str(int(util)),
+            "utilization.memory": "0" if g["unified"] else str(int(util * 0.6)),
+            "temperature.gpu": str(int(temp)),
+            "power.draw": f"{power:.2f}",
+            "pci.bus_id": f"0000000{g['index']}:01:00.0",
+            "compute_cap": "12.1" if g["unified"] else ("10.3" if "GB300" in g["name"] else "12.0"),
+            "driver_version": "580.95.05",
+            "_used_mib": mem,
+        })
+    return out
+
+
+def _units(field: str) -> str:
+    if field.startswith("memory."):
+        return " MiB"
+    if field.startswith("utilization."):
+        return " %"
+    if field.startswith("power."):
+        return " W"
+    return ""
+
+
+def _header(field: str) -> str:
+    return {
+        "memory.used": "memory.used [MiB]", "memory.total": "memory.total [MiB]", "memory.free": "memory.free [MiB]",
+        "utilization.gpu": "utilization.gpu [%]", "power.draw": "power.draw [W]", "used_memory": "used_gpu_memory [MiB]",
+    }.get(field, field)
+
+
+def main(argv: list[str], ctx) -> int:
+    query = None
+    apps = None
+    fmt = "csv"
+    loop_s = None
+    list_gpus = False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--query-gpu="):
+            query = a.split("=", 1)[1].split(",")
+        elif a.startswith("--query-compute-apps="):
+            apps = a.split("=", 1)[1].split(",")
+        elif a.startswith("--format="):
+            fmt = a.split("=", 1)[1]
+        elif a in ("-lms", "--loop-ms"):
+            i += 1
+            loop_s = int(argv[i]) / 1000
+        elif a.startswith("--loop-ms="):
+            loop_s = int(a.split("=", 1)[1]) / 1000
+        elif a in ("-l", "--loop"):
+            i += 1
+            loop_s = float(argv[i])
+        elif a == "-L":
+            list_gpus = True
+        else:
+            print(f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n', file=sys.stderr)
+            return 2
+        i += 1
+    opts = set(fmt.split(","))
+    noheader, nounits = "noheader" in opts, "nounits" in opts
+
+    def emit() -> None:
+        now = time.time()
+        vals = gpu_values(ctx, now)
+        lines = []
+        if list_gpus:
+            lines = [f"GPU {v['index']}: {v['name']} (UUID: {v['uuid']})" for v in vals]
+        elif apps is not None:
+            if not noheader:
+                lines.append(", ".join(_header(f) for f in apps))
+            for v in vals:
+                if not ctx.state["gpus"][int(v["index"])]["serving"]:
+                    continue
+                used = v["_used_mib"]
+                if used <= ctx.state["gpus"][int(v["index"])]["idle_mib"] + 1:
+                    continue
+                row = {"gpu_uuid": v["uuid"], "pid": str(_DEFAULT_PIDS.get(ctx.state["rank"], 2347)),
+                       "process_name": "/usr/bin/python3", "used_memory": str(used),
+                       "gpu_name": v["name"]}
+                lines.append(", ".join(row.get(f, "[N/A]") + ("" if nounits else (" MiB" if f == "used_memory" else ""))
+                                       for f in apps))
+        else:
+            fields = query or ["index", "name"]
+            for f in fields:
+                if f not in vals[0]:
+                    print(f'Field "{f}" is not a valid field to query.', file=sys.stderr)
+                    raise SystemExit(2)
+            if not noheader:
+                lines.append(", ".join(_header(f) for f in fields))
+            for v in vals:
+                cells = []
+                for f in fields:
+                    cell = v[f]
+                    if not nounits and cell != "[N/A]":
+                        cell += _units(f)
+                    cells.append(cell)
+                lines.append(", ".join(cells))
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+
+    if query is None and apps is None and not list_gpus:
+        query = ["index", "name", "memory.used", "memory.total", "utilization.gpu"]
+    emit()
+    while loop_s:
+        time.sleep(loop_s)
+        emit()
+    return 0

@@ -1,0 +1,255 @@
+"""The simulated stations' state: one directory per world, one JSON file per station.
+
+Time drives everything: a container started at T is, at time now, at offset ``now - T`` of its
+engine timeline (``console.sim.engine``), which says which log lines exist, how much GPU memory is
+in use, and whether the process has exited. Shims and the sim server only read the files and
+compute from the clock, so several processes agree without talking to each other. Writes take
+an flock and replace the file atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.config import Profile, load_profile
+
+# Faults the simulator knows. A fault may name its station: "oom@B"; without one it applies
+# where it is most realistic (see DEFAULT_FAULT_STATION: rank 1 = the first worker).
+KNOWN_FAULTS = {
+    "station-unreachable": "the station's SSH port accepts TCP but never answers",
+    "oom": "torch.OutOfMemoryError while loading weights; the container exits",
+    "kv-too-small": "the KV cache cannot hold one max-length request; engine init fails",
+    "worker-dies": "the worker process is killed (exit code -9) after loading",
+    "socket-fallback": "NCCL cannot load libibverbs and falls back to TCP sockets",
+    "nccl-timeout": "the first collective never completes: watchdog timeout on the head",
+    "mtu-mismatch": "the worker's rail has MTU 1500 while the head's has 9000",
+    "link-down": "the rail link is down (no carrier)",
+    "clock-skew": "the worker's clock is 2.5 s ahead and not synchronised",
+    "rdma-port-down": "the RDMA port is DOWN",
+    "slow-rail": "the rail negotiated a lower speed and RDMA bandwidth is low",
+}
+DEFAULT_FAULT_STATION = {
+    "station-unreachable": 1,
+    "oom": 1,
+    "kv-too-small": 0,
+    "worker-dies": 1,
+    "socket-fallback": 1,
+    "nccl-timeout": 0,
+    "mtu-mismatch": 1,
+    "link-down": 1,
+    "clock-skew": 1,
+    "rdma-port-down": 1,
+    "slow-rail": 1,
+}
+
+SIM_RAIL_NET = "198.18.0."  # RFC 2544 benchmark range: never a real host
+
+
+def station_names(n: int) -> list[str]:
+    return [chr(ord("A") + i) if n <= 26 else f"S{i}" for i in range(n)]
+
+
+@dataclass
+class Container:
+    name: str
+    state: str  # created | running | exited | absent
+    image: str
+    image_id: str
+    runs: list[dict[str, Any]]  # [{"started_at": t, "stopped_at": t|None, "exit_code": n|None, "args": [...]}]
+
+    @property
+    def last_run(self) -> dict[str, Any] | None:
+        return self.runs[-1] if self.runs else None
+
+
+class World:
+    """A directory of simulated stations: ``root/world.json`` and ``root/stations/NAME/``."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self._meta: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def create(
+        cls,
+        root: str | os.PathLike,
+        profile_name: str,
+        n_stations: int = 2,
+        faults: list[str] | None = None,
+        time_scale: float = 0.1,
+    ) -> World:
+        profile = load_profile(profile_name)
+        names = station_names(n_stations)
+        fault_map: dict[str, list[str]] = {n: [] for n in names}
+        for spec in faults or []:
+            name, _, where = spec.partition("@")
+            if name not in KNOWN_FAULTS:
+                raise ValueError(f"unknown fault {name!r} (known: {', '.join(sorted(KNOWN_FAULTS))})")
+            if where:
+                if where not in fault_map:
+                    raise ValueError(f"fault {spec!r}: no station named {where!r} (stations: {', '.join(names)})")
+                target = where
+            else:
+                target = names[min(DEFAULT_FAULT_STATION[name], n_stations - 1)]
+            fault_map[target].append(name)
+        root = Path(root)
+        (root / "stations").mkdir(parents=True, exist_ok=True)
+        meta = {
+            "profile": profile.name,
+            "stations": names,
+            "time_scale": time_scale,
+            "created_at": time.time(),
+            "faults": fault_map,
+        }
+        _write_json(root / "world.json", meta)
+        digest = "sha256:" + hashlib.sha256(profile.image.encode()).hexdigest()
+        for rank, name in enumerate(names):
+            sdir = root / "stations" / name
+            sdir.mkdir(parents=True, exist_ok=True)
+            state = {
+                "name": name,
+                "rank": rank,
+                "hostname": f"station-{name.lower()}",
+                "rail": {
+                    "netdev": "enp1s0f1np1" if not profile.gpu.unified_memory else "enp1s0f1np1",
+                    "rdma": profile.link.rails[0] if profile.link.rails else "mlx5_0",
+                    "ip": f"{SIM_RAIL_NET}{rank + 1}",
+                },
+                "gpus": _gpus_for(profile, name),
+                "host_mem_total_mib": 123904 if profile.gpu.unified_memory else 507904,
+                "containers": {
+                    "glm53": {
+                        "state": "exited",
+                        "image": profile.image,
+                        "image_id": digest,
+                        "runs": [],
+                    }
+                },
+                "api_port": None,
+            }
+            _write_json(sdir / "state.json", state)
+        return cls(root)
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = json.loads((self.root / "world.json").read_text())
+        return self._meta
+
+    @property
+    def profile(self) -> Profile:
+        return load_profile(self.meta["profile"])
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.meta["stations"])
+
+    @property
+    def time_scale(self) -> float:
+        return float(self.meta["time_scale"])
+
+    def faults(self, station: str) -> list[str]:
+        return list(self.meta["faults"].get(station, []))
+
+    def station_dir(self, name: str) -> Path:
+        return self.root / "stations" / name
+
+    def state(self, name: str) -> dict[str, Any]:
+        return json.loads((self.station_dir(name) / "state.json").read_text())
+
+    @contextlib.contextmanager
+    def edit(self, name: str):
+        """Read-modify-write a station's state under an exclusive lock."""
+        path = self.station_dir(name) / "state.json"
+        with open(self.station_dir(name) / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = json.loads(path.read_text())
+            yield state
+            _write_json(path, state)
+
+    def set_api_port(self, name: str, port: int) -> None:
+        with self.edit(name) as st:
+            st["api_port"] = port
+
+    # ------------------------------------------------------------ containers
+
+    def start_container(self, name: str, container: str = "glm53", at: float | None = None,
+                        args: list[str] | None = None) -> bool:
+        """Start (docker start / run). Returns False if it was already running."""
+        from console.sim.engine import container_status
+
+        now = time.time() if at is None else at
+        with self.edit(name) as st:
+            c = st["containers"].get(container)
+            if c is None:
+                raise KeyError(container)
+            if container_status(self, name, st, container, now)["state"] == "running":
+                return False
+            if c["runs"] and c["runs"][-1].get("stopped_at") is None:
+                c["runs"][-1]["stopped_at"] = now  # exited on its own: close the record
+            c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None,
+                              "args": args if args is not None else (c["runs"][-1]["args"] if c["runs"] else [])})
+            c["state"] = "running"
+        return True
+
+    def stop_container(self, name: str, container: str = "glm53", at: float | None = None) -> bool:
+        """docker stop: returns False if it was not running."""
+        from console.sim.engine import container_status
+
+        now = time.time() if at is None else at
+        with self.edit(name) as st:
+            c = st["containers"].get(container)
+            if c is None:
+                raise KeyError(container)
+            status = container_status(self, name, st, container, now)
+            if status["state"] != "running":
+                return False
+            run = c["runs"][-1]
+            run["stopped_at"] = now
+            run["exit_code"] = 0
+            c["state"] = "exited"
+        return True
+
+
+def _gpus_for(profile: Profile, station: str) -> list[dict[str, Any]]:
+    def uuid(i: int) -> str:
+        h = hashlib.sha1(f"{station}-{i}-{profile.gpu.name}".encode()).hexdigest()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+    gpus = []
+    if profile.gpu.extra_display_gpu:
+        gpus.append({"name": profile.gpu.extra_display_gpu, "total_mib": 97887, "serving": False,
+                     "idle_mib": 1184, "unified": False})
+    n = max(1, profile.tensor_parallel // profile.nnodes)
+    for _ in range(n):
+        gpus.append({"name": profile.gpu.name, "total_mib": profile.gpu.memory_total_mib, "serving": True,
+                     "idle_mib": 0, "unified": profile.gpu.unified_memory})
+    for i, g in enumerate(gpus):
+        g["index"] = i
+        g["uuid"] = uuid(i)
+    return gpus
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def append_log(world: World, name: str, line: str, at: float | None = None) -> None:
+    """Lines the running service prints later (request logs, stats); docker logs merges them."""
+    t = time.time() if at is None else at
+    with open(world.station_dir(name) / "extra.log", "a") as fh:
+        fh.write(f"{t:.6f} {line}\n")
