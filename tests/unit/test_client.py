@@ -83,9 +83,16 @@ async def replay() -> AsyncIterator[tuple[Replay, Callable[..., ApiClient]]]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", r.chat)
     app.router.add_get("/health", r.health)
-    app.router.add_get("/v1/models", lambda req: web.json_response(
-        {"object": "list", "data": [{"id": "glm-5.3", "object": "model", "max_model_len": 8192}]}))
-    app.router.add_get("/version", lambda req: web.json_response({"version": "0.33.0"}))
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "glm-5.3", "object": "model",
+                                                              "max_model_len": 8192}]})
+
+    async def version(request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.33.0"})
+
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/version", version)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -197,15 +204,13 @@ async def test_error_chunk_mid_stream(replay) -> None:
     assert res.to_json()["error"]["kind"] == "stream"
 
 
-@pytest.mark.parametrize("key, expect", [(None, "--api-key missing"), ("wrong", "--api-key is wrong")])
+@pytest.mark.parametrize("key, expect", [(None, "--api-key missing"), ("k3y-value", "--api-key is wrong")])
 async def test_401_says_which_key_problem_and_never_the_key(replay, key, expect) -> None:
     r, make = replay
     r.status, r.error_body = 401, {"error": "Unauthorized"}
     res = await make(api_key=key).chat(REQ)
     assert res.error is not None and res.error.kind == "unauthorized" and expect in str(res.error)
-    assert "wrong" not in str(res.error).replace("is wrong", "")
-    c = make(api_key="sekret-value")
-    assert "sekret-value" not in repr(c)
+    assert "k3y-value" not in str(res.error) and "k3y-value" not in repr(make(api_key="k3y-value"))
 
 
 async def test_503_dead_engine_and_health(replay) -> None:
