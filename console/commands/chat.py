@@ -1,0 +1,155 @@
+"""``dgx-console chat``: one smoke chat with the served model, the same client as the chat pane.
+
+Streams reasoning (dimmed when stdout is a terminal) and content as they arrive, then prints TTFT,
+output tokens and tokens/s on stderr; ``--json`` prints the contract object instead. Exit 0 on a
+reply (warnings included), 1 when the server is unhealthy or errors, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from console.cli import UsageError, add_config_args
+from console.serving.client import (
+    EFFORTS,
+    SMOKE_TOOL,
+    SMOKE_TOOL_PROMPT,
+    ApiClient,
+    ApiError,
+    ChatEvent,
+    ChatRequest,
+    ChatResult,
+)
+
+DIM, RESET = "\x1b[2m", "\x1b[0m"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("chat", help="send one chat message to the served model (smoke test)",
+                              description=__doc__.split("\n\n")[0])
+    add_config_args(p)
+    p.add_argument("--message", "-m", metavar="TEXT", help="the user message (default with --tool-test: "
+                   "a weather question)")
+    p.add_argument("--url", help="API base URL (default: the configured head station's API)")
+    p.add_argument("--model", help="model id (default: the first one /v1/models lists)")
+    p.add_argument("--api-key", metavar="KEY", help="API key (default: from the config's api_key_env/file)")
+    p.add_argument("--effort", choices=EFFORTS, help="reasoning effort (chat_template_kwargs.reasoning_effort)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="completion budget, reasoning included")
+    p.add_argument("--temperature", type=float, metavar="T")
+    p.add_argument("--no-think", action="store_true", help="turn reasoning off (enable_thinking=false)")
+    p.add_argument("--tool-test", action="store_true", help="offer a get_weather tool and show the parsed call")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="longest wait for the next chunk")
+    p.add_argument("--json", action="store_true", help="print the reply as one JSON object")
+    p.set_defaults(func=run)
+
+
+def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+    """URL, API key and model hint from the arguments, else from the config."""
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be a positive integer")
+    if args.temperature is not None and not 0.0 <= args.temperature <= 2.0:
+        raise UsageError("--temperature must be between 0 and 2")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if not args.message and not args.tool_test:
+        raise UsageError("--message TEXT is required (or --tool-test)")
+    url, key, model = args.url, args.api_key, args.model
+    if not url:
+        from console.config import load_config
+
+        cfg = load_config(args.config)
+        url = cfg.api_url()
+        key = key or cfg.api_key()
+        model = model or cfg.profile.served_model_name or None
+    elif not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url must start with http:// or https:// (got {url!r})")
+    return url, key, model
+
+
+def run(args: argparse.Namespace) -> int:
+    url, key, model = _resolve(args)
+    return asyncio.run(_chat(args, url, key, model))
+
+
+async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint: str | None) -> int:
+    tty = sys.stdout.isatty() and not args.json and not os.environ.get("NO_COLOR")
+    async with ApiClient(url, api_key=key, timeout=10.0, stream_timeout=args.timeout) as client:
+        model = args.model
+        if not model:
+            try:
+                models = await client.models()
+            except ApiError as exc:
+                return _fail(args, exc)
+            ids = [m["id"] for m in models]
+            model = model_hint if model_hint in ids else (ids[0] if ids else model_hint)
+            if not model:
+                return _fail(args, ApiError("http", f"{url}/v1/models lists no model; pass --model"))
+        message = args.message or SMOKE_TOOL_PROMPT
+        req = ChatRequest(messages=({"role": "user", "content": message},), model=model,
+                          max_tokens=args.max_tokens, temperature=args.temperature, effort=args.effort,
+                          no_think=args.no_think, tools=(SMOKE_TOOL,) if args.tool_test else ())
+        printer = None if args.json else _Printer(tty)
+        result = await client.chat(req, on_event=printer.on_event if printer else None)
+    if printer:
+        printer.done()
+    if result.error is not None:
+        return _fail(args, result.error, result)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        _summary(result)
+    return 0
+
+
+class _Printer:
+    """Writes deltas as they arrive; reasoning dimmed on a terminal, labelled otherwise."""
+
+    def __init__(self, tty: bool):
+        self.tty = tty
+        self.mode: str | None = None
+
+    def on_event(self, ev: ChatEvent) -> None:
+        if ev.kind not in ("reasoning", "content"):
+            return
+        if ev.kind != self.mode:
+            if self.mode is not None:
+                sys.stdout.write((RESET if self.tty else "") + "\n")
+            if ev.kind == "reasoning":
+                sys.stdout.write(DIM if self.tty else "[reasoning] ")
+            self.mode = ev.kind
+        sys.stdout.write(ev.text)
+        sys.stdout.flush()
+
+    def done(self) -> None:
+        if self.mode is not None:
+            sys.stdout.write((RESET if self.tty and self.mode == "reasoning" else "") + "\n")
+            sys.stdout.flush()
+
+
+def _summary(r: ChatResult) -> None:
+    for call in r.tool_calls:
+        fn = call.get("function", {})
+        print(f"tool call: {fn.get('name')}({fn.get('arguments')})")
+    parts = [f"finish: {r.finish_reason}"]
+    if r.ttft_s is not None:
+        parts.append(f"TTFT {r.ttft_s * 1000:.0f} ms")
+    if r.output_tokens is not None:
+        parts.append(f"{r.output_tokens} output tokens (reasoning included)")
+    if r.tokens_per_s is not None:
+        parts.append(f"{r.tokens_per_s:.1f} tok/s")
+    print("; ".join(parts), file=sys.stderr)
+    for w in r.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+
+def _fail(args: argparse.Namespace, exc: ApiError, partial: ChatResult | None = None) -> int:
+    if args.json:
+        out = (partial or ChatResult(error=exc)).to_json()
+        out["error"] = {"kind": exc.kind, "message": str(exc)}
+        print(json.dumps(out, indent=2))
+    print(f"dgx-console: chat: {exc}", file=sys.stderr)
+    return 1
