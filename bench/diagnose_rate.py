@@ -1,0 +1,78 @@
+"""How many log lines per second the diagnosis catalogue sustains on one core.
+
+Feeds a realistic healthy stream (the healthy fixtures: vLLM/SGLang startup, NCCL INFO, periodic
+throughput and MTP stats lines, docker timestamps, some ANSI colour) plus a sprinkling of fault
+lines, in batches like the station services use. Prints the median of several runs.
+
+    python bench/diagnose_rate.py [--lines 400000] [--batch 2000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from console.diagnose import Diagnoser
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
+
+EXTRA_HEALTHY = [
+    "(APIServer pid=1) INFO 11-30 14:05:21 [loggers.py:123] Engine 000: Avg prompt throughput: 512.3 tokens/s, "
+    "Avg generation throughput: 98.1 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 12.5%, "
+    "Prefix cache hit rate: 41.0%",
+    "(APIServer pid=1) INFO 11-30 14:05:21 [metrics.py:88] SpecDecoding metrics: Mean acceptance length: 2.61, "
+    "Accepted throughput: 60.12 tokens/s, Drafted throughput: 92.40 tokens/s, Accepted: 601 tokens, "
+    "Drafted: 924 tokens, Per-position acceptance rate: 0.812, 0.554, 0.301, Avg Draft acceptance rate: 65.0%",
+    "(APIServer pid=1) INFO:     192.168.100.1:51234 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+    "spark-a:2981:2981 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'rocep1s0f1'",
+    "station-a:391:512 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+    "\x1b[0;36m(Worker_TP0 pid=391)\x1b[0;0m INFO 11-30 14:05:22 [gpu_worker.py:301] Available KV cache memory: 18.40 GiB",
+]
+FAULTS = [
+    "station-b:77:90 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>",
+    "[rank0]:[E1130 14:06:00.131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600059 "
+    "milliseconds before timing out.",
+]
+
+
+def corpus() -> list[str]:
+    lines: list[str] = []
+    for p in sorted(FIXTURES.glob("healthy*.log")):
+        lines += [x for x in p.read_text().splitlines() if not x.startswith(("# source:", "# note:"))]
+    lines += EXTRA_HEALTHY * 3
+    return [f"2026-11-30T14:05:{i % 60:02d}.{i:09d}Z {x}" for i, x in enumerate(lines)]
+
+
+def run_once(stream: list[str], batch: int) -> tuple[float, float]:
+    """(lines per CPU second of this process, lines per wall second)."""
+    d = Diagnoser()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for i in range(0, len(stream), batch):
+        d.feed("station-a", stream[i:i + batch])
+    return len(stream) / (time.process_time() - c0), len(stream) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=400_000)
+    ap.add_argument("--batch", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    base = corpus()
+    stream = (base * (args.lines // len(base) + 1))[: args.lines]
+    for k in range(0, len(stream), 50_000):  # one fault line per 50k lines
+        stream[k] = FAULTS[(k // 50_000) % len(FAULTS)]
+    runs = [run_once(stream, args.batch) for _ in range(args.runs)]
+    cpu = [r[0] for r in runs]
+    wall = [r[1] for r in runs]
+    print(f"diagnose feed: {args.lines} lines, batch {args.batch}, {args.runs} runs")
+    print(f"median {statistics.median(cpu):,.0f} lines per CPU-second (one core; min {min(cpu):,.0f}, "
+          f"max {max(cpu):,.0f})")
+    print(f"median {statistics.median(wall):,.0f} lines per wall-second (shared machine)")
+
+
+if __name__ == "__main__":
+    main()

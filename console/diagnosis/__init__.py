@@ -1,0 +1,1 @@
+"""Log and check diagnosis: the finding catalogue and the incremental matcher."""
