@@ -53,10 +53,16 @@ def docker_events(container: str) -> str:
             f"--format {q(docker_probe.EVENTS_FORMAT)}")
 
 
-def docker_logs(container: str, tail: int = 1000, follow: bool = True) -> str:
-    parts = ["docker", "logs", "--timestamps", "--tail", str(int(tail))]
+def docker_logs(container: str, tail: int = 1000, follow: bool = True, since: str | None = None) -> str:
+    """``--since`` (an RFC3339 time from a previous ``--timestamps`` line) resumes a followed log
+    after the container restarts without repeating what was already shown."""
+    parts = ["docker", "logs", "--timestamps"]
     if follow:
-        parts.insert(2, "-f")
+        parts.append("-f")
+    if since:
+        parts += ["--since", q(since)]
+    else:
+        parts += ["--tail", str(int(tail))]
     return "exec " + " ".join(parts) + " " + q(container) + " 2>&1"
 
 
@@ -66,3 +72,163 @@ def docker_start(container: str) -> str:
 
 def docker_stop(container: str, timeout_s: int = 30) -> str:
     return f"docker stop -t {int(timeout_s)} {q(container)}"
+
+
+# --- launch / stop / restart ---
+
+GPU_LIST_QUERY = "nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader"
+IMAGE_DIGEST_FORMAT = "{{json .RepoDigests}}"
+
+
+def gpu_list() -> str:
+    """index, uuid, name of every GPU: the launch picks the serving one(s) by UUID or name."""
+    return GPU_LIST_QUERY
+
+
+def image_digests(image: str) -> str:
+    """The repo digests of a local image (the launch pins the image by digest)."""
+    return f"docker image inspect --format {q(IMAGE_DIGEST_FORMAT)} {q(image)}"
+
+
+def docker_rm(container: str) -> str:
+    """Remove a stopped container so a fresh ``docker run --name`` can take its name."""
+    return f"docker rm {q(container)}"
+
+
+def docker_logs_since(container: str, since: str, follow: bool = True) -> str:
+    """Only this run's lines (``docker start`` keeps the previous runs' log)."""
+    return "exec docker logs --timestamps" + (" -f" if follow else "") + f" --since {q(since)} {q(container)} 2>&1"
+
+
+# --- link checks and RDMA ---
+# Files a check reads are prefixed with STATION_ROOT: it expands to nothing on a real station; on a
+# simulated or lab station (DGX_SIM_ROOT set, like DGX_MEMINFO above) to that station's own tree.
+STATION_ROOT = "${DGX_SIM_ROOT:+$DGX_SIM_ROOT/stations/$DGX_SIM_STATION/fs}"
+RDMA_COUNTER_NAMES = ("port_rcv_errors", "port_xmit_discards", "symbol_error", "link_error_recovery", "link_downed")
+
+
+def station_path(path: str) -> str:
+    """A shell word for ``path`` on the station (``~/x`` -> the login user's home)."""
+    if path == "~" or path.startswith("~/"):
+        rest = path[2:]
+        return f'"{STATION_ROOT}$HOME"' + (("/" + q(rest)) if rest else "")
+    return f'"{STATION_ROOT}"' + q(path)
+
+
+def whoami() -> str:
+    return "id -un"
+
+
+def ethtool(iface: str) -> str:
+    return f"ethtool {q(iface)}"
+
+
+def ip_link(iface: str) -> str:
+    return f"ip -o link show dev {q(iface)}"
+
+
+def ip_addr4(iface: str) -> str:
+    return f"ip -o -4 addr show dev {q(iface)}"
+
+
+def route_get(peer: str) -> str:
+    return f"ip route get {q(peer)}"
+
+
+def jumbo_ping(iface: str, peer: str, payload: int, count: int = 3) -> str:
+    """DF set (``-M do``): a too-small MTU anywhere on the path fails instead of fragmenting."""
+    return f"ping -M do -s {int(payload)} -c {int(count)} -i 0.2 -W 1 -I {q(iface)} {q(peer)} 2>&1"
+
+
+def ibdev2netdev() -> str:
+    return "ibdev2netdev"
+
+
+def rdma_link() -> str:
+    return "rdma link show"
+
+
+def ibv_devinfo(device: str) -> str:
+    return f"ibv_devinfo -d {q(device)}"
+
+
+def show_gids(device: str) -> str:
+    return f"show_gids {q(device)}"
+
+
+def rdma_counters(device: str, port: int = 1) -> str:
+    d = station_path(f"/sys/class/infiniband/{device}/ports/{int(port)}/counters")
+    return f"cd {d} && grep -H . {' '.join(RDMA_COUNTER_NAMES)}"
+
+
+def clock_sync() -> str:
+    return "chronyc tracking 2>/dev/null || timedatectl show -p NTPSynchronized --value"
+
+
+def epoch() -> str:
+    return "date +%s.%N"
+
+
+def ssh_peer(peer: str, connect_timeout_s: int = 5) -> str:
+    """Passwordless login from this station to ``peer`` as the same user, the way the launch
+    scripts do it (BatchMode: a password or host-key prompt is a failure, never a hang)."""
+    return f"ssh -o BatchMode=yes -o ConnectTimeout={int(connect_timeout_s)} {q(peer)} id -un"
+
+
+def docker_image_id(image: str) -> str:
+    return f"docker image inspect --format {q('{{.Id}} {{json .RepoDigests}}')} {q(image)}"
+
+
+def docker_runtimes() -> str:
+    return (f"docker info --format {q('{{json .Runtimes}}')} && "
+            "{ command -v nvidia-ctk nvidia-container-runtime || true; }")
+
+
+def model_config(model_dir: str) -> str:
+    return f"cat {station_path(model_dir.rstrip('/') + '/config.json')}"
+
+
+def model_revision(model_dir: str) -> str:
+    """Digests of the small files that pin a revision, plus every shard's size."""
+    return (f"cd {station_path(model_dir)} && sha256sum config.json model.safetensors.index.json; "
+            "find . -maxdepth 1 -name '*.safetensors' -printf '%s %f\\n' | sort -k2")
+
+
+def disk_free(path: str) -> str:
+    """Free space where the checkpoint lives (its parent when it is not there yet)."""
+    return (f"d={station_path(path)}; [ -d \"$d\" ] || d=$(dirname \"$d\"); "
+            "df -B1 --output=target,size,avail \"$d\"")
+
+
+def read_file(path: str) -> str:
+    return f"cat {station_path(path)}"
+
+
+def perftest_server(device: str, gid_index: int | None, extra: list[str] | None = None, port: int = 18515) -> str:
+    """Print the shell's pid (for a precise cleanup), then become the ib_write_bw server."""
+    args = ["ib_write_bw", "-d", device, "-F", "--report_gbits", "-p", str(int(port))]
+    if gid_index is not None:
+        args += ["-x", str(int(gid_index))]
+    args += list(extra or [])
+    return "echo PID $$; exec " + " ".join(q(a) for a in args)
+
+
+def perftest_client(device: str, server_ip: str, gid_index: int | None, extra: list[str] | None = None,
+                    port: int = 18515) -> str:
+    args = ["ib_write_bw", "-d", device, "-F", "--report_gbits", "-p", str(int(port))]
+    if gid_index is not None:
+        args += ["-x", str(int(gid_index))]
+    args += list(extra or []) + [server_ip]
+    return " ".join(q(a) for a in args) + " 2>&1"
+
+
+def kill_pid(pid: int) -> str:
+    return f"kill {int(pid)} 2>/dev/null; sleep 0.2; kill -9 {int(pid)} 2>/dev/null; true"
+
+
+def pid_alive(pid: int) -> str:
+    return f"kill -0 {int(pid)} 2>/dev/null && echo alive || echo gone"
+
+
+def gpu_index_names() -> str:
+    return "nvidia-smi --query-gpu=index,name --format=csv,noheader"

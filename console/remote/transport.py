@@ -124,7 +124,7 @@ class SSHTransport:
                                    self.known_hosts) from None
             except asyncssh.PermissionDenied as exc:
                 raise Unreachable(f"{self.station.name}: SSH login refused ({exc.reason})") from None
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 raise Unreachable(f"{self.station.name}: no answer from {self.station.host} "
                                   f"within {self.connect_timeout:g} s") from None
             except (OSError, asyncssh.Error) as exc:
@@ -183,7 +183,7 @@ class SSHTransport:
                     proc.stdin.write_eof()
                     try:
                         done = await asyncio.wait_for(proc.wait(check=False), limit)
-                    except (TimeoutError, asyncio.TimeoutError):
+                    except TimeoutError:
                         proc.kill()
                         raise CommandTimeout(f"{self.station.name}: command timed out after {limit:g} s: "
                                              f"{command[:80]}") from None
@@ -236,7 +236,7 @@ class LocalTransport:
         limit = timeout or self.command_timeout
         try:
             out, err = await asyncio.wait_for(proc.communicate(input.encode() if input else None), limit)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             _killpg(proc.pid)
             await proc.wait()
             raise CommandTimeout(f"{self.station.name}: command timed out after {limit:g} s: {command[:80]}") from None

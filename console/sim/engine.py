@@ -195,9 +195,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         if t > stop_at:
             break
         pct = int(100 * k / SHARDS)
-        el = int((t - load0))
+        el = int(t - load0)
         b.at(t, f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {k}/{SHARDS} "
-                f"[{el // 60:02d}:{el % 60:02d}<{int((load1 - t)) // 60:02d}:{int((load1 - t)) % 60:02d}, "
+                f"[{el // 60:02d}:{el % 60:02d}<{int(load1 - t) // 60:02d}:{int(load1 - t) % 60:02d}, "
                 f"{(load1 - load0) / SHARDS:.2f}s/it]", raw=True)
     b.mem(load0, 0.6)
     if oom:

@@ -20,7 +20,7 @@ from console.sim.engine import container_status, log_lines
 def rfc3339(t: float | None) -> str:
     if not t:
         return "0001-01-01T00:00:00Z"
-    d = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+    d = dt.datetime.fromtimestamp(t, dt.UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond * 1000:09d}Z"
 
 
@@ -78,6 +78,19 @@ def render(template: str, data: dict) -> str:
         return "" if val is None else str(val)
 
     return re.sub(r"\{\{(.*?)\}\}", sub, template)
+
+
+def _parse_since(value: str) -> float:
+    """``--since`` takes a Unix timestamp or an RFC3339 time (with up to nanoseconds)."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z?$", value)
+    if not m:
+        raise SystemExit(f'invalid value for "since": {value}')
+    base = dt.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp()
+    return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
 
 
 def _no_such(name: str) -> int:
@@ -142,6 +155,7 @@ def cmd_ps(args: list[str], ctx) -> int:
 def cmd_logs(args: list[str], ctx) -> int:
     follow = stamps = False
     tail = None
+    since = None
     name = None
     i = 0
     while i < len(args):
@@ -153,6 +167,9 @@ def cmd_logs(args: list[str], ctx) -> int:
         elif a in ("-n", "--tail"):
             i += 1
             tail = None if args[i] == "all" else int(args[i])
+        elif a == "--since":
+            i += 1
+            since = _parse_since(args[i])
         elif a.startswith("--tail="):
             v = a.split("=", 1)[1]
             tail = None if v == "all" else int(v)
@@ -167,6 +184,8 @@ def cmd_logs(args: list[str], ctx) -> int:
 
     now = time.time()
     lines = log_lines(ctx.world, ctx.station, ctx.state, name, now)
+    if since is not None:
+        lines = [p for p in lines if p[0] > since]
     first = lines if tail is None else (lines[-tail:] if tail > 0 else [])
     sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in first))
     sys.stdout.flush()
@@ -180,6 +199,8 @@ def cmd_logs(args: list[str], ctx) -> int:
         state = ctx.state
         status = container_status(ctx.world, ctx.station, state, name, now)
         lines = log_lines(ctx.world, ctx.station, state, name, now)
+        if since is not None:
+            lines = [p for p in lines if p[0] > since]
         new = [p for p in lines[seen:]] if len(lines) >= seen else [p for p in lines if p[0] > last_t]
         if new:
             sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in new))
@@ -296,13 +317,62 @@ _RUN_VALUE_FLAGS = {"--name", "-e", "--env", "-v", "--volume", "--device", "--ul
                     "--runtime", "-w", "--workdir", "--cap-add", "--security-opt", "-u", "--user"}
 
 
+def _images(ctx) -> dict[str, dict[str, str]]:
+    """Local images: what the station's containers were created from, plus the profile's image."""
+    refs = {c["image"] for c in ctx.state["containers"].values()} | {ctx.profile.image}
+    out = {}
+    for ref in refs:
+        repo = ref.split("@")[0]
+        repo = repo.rsplit(":", 1)[0] if ":" in repo.split("/")[-1] else repo
+        image_id = "sha256:" + hashlib.sha256(ref.split("@")[0].encode()).hexdigest()
+        out[ref] = {"id": image_id, "repo_digest": repo + "@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()}
+    return out
+
+
+def _find_image(ctx, ref: str) -> dict[str, str] | None:
+    for known, img in _images(ctx).items():
+        if ref in (known, img["repo_digest"], img["id"]):
+            return img
+    return None
+
+
+def cmd_image(args: list[str], ctx) -> int:
+    """``docker image inspect [--format F] IMAGE``: Id and RepoDigests."""
+    if not args or args[0] != "inspect":
+        print(f"docker: 'image {args[0] if args else ''}' is not supported by the simulator", file=sys.stderr)
+        return 1
+    rest = args[1:]
+    fmt, names, i = None, [], 0
+    while i < len(rest):
+        if rest[i] in ("--format", "-f"):
+            fmt, i = rest[i + 1], i + 2
+            continue
+        names.append(rest[i])
+        i += 1
+    rc, out = 0, []
+    for ref in names:
+        img = _find_image(ctx, ref)
+        if img is None:
+            print(f"Error response from daemon: No such image: {ref}", file=sys.stderr)
+            rc = 1
+            continue
+        data = {"Id": img["id"], "RepoTags": [ref] if "@" not in ref else [], "RepoDigests": [img["repo_digest"]]}
+        out.append(render(fmt, data) if fmt else json.dumps([data], indent=4))
+    if out:
+        print("\n".join(out))
+    return rc
+
+
 def cmd_run(args: list[str], ctx) -> int:
     name = None
+    gpus = None
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--name":
             name = args[i + 1]
+        if a == "--gpus":
+            gpus = args[i + 1]
         if a in _RUN_VALUE_FLAGS:
             i += 2
             continue
@@ -315,6 +385,22 @@ def cmd_run(args: list[str], ctx) -> int:
         print('"docker run" requires at least 1 argument.', file=sys.stderr)
         return 125
     name = name or "glm53"
+    img = _find_image(ctx, image)
+    if img is None:
+        print(f"Unable to find image '{image}' locally", file=sys.stderr)
+        print(f"docker: Error response from daemon: pull access denied for {image.split('@')[0].split(':')[0]}, "
+              "repository does not exist or may require 'docker login'.", file=sys.stderr)
+        return 125
+    if gpus and gpus.strip('"').startswith("device="):
+        have = {g["uuid"] for g in ctx.state["gpus"]} | {str(g["index"]) for g in ctx.state["gpus"]}
+        for dev in gpus.strip('"')[len("device="):].split(","):
+            if dev not in have:
+                print("docker: Error response from daemon: failed to create task for container: failed to create "
+                      "shim task: OCI runtime create failed: runc create failed: unable to start container process: "
+                      "error during container init: error running prestart hook #0: exit status 1, stdout: , "
+                      f"stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: device error: {dev}: "
+                      "unknown device: unknown.", file=sys.stderr)
+                return 125
     with ctx.world.edit(ctx.station) as s:
         c = s["containers"].get(name)
         if c and c["state"] != "absent":
@@ -323,8 +409,7 @@ def cmd_run(args: list[str], ctx) -> int:
                   f'by container "{cid}". You have to remove (or rename) that container to be able to reuse that name.',
                   file=sys.stderr)
             return 125
-        digest = "sha256:" + hashlib.sha256(image.split("@")[0].encode()).hexdigest()
-        s["containers"][name] = {"state": "created", "image": image, "image_id": digest, "runs": []}
+        s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": []}
     ctx.world.start_container(ctx.station, name, args=args)
     if "-d" in args or "--detach" in args:
         print(container_id(ctx.station, name))
@@ -332,7 +417,7 @@ def cmd_run(args: list[str], ctx) -> int:
 
 
 COMMANDS = {"inspect": cmd_inspect, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
-            "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run}
+            "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image}
 
 
 def main(argv: list[str], ctx) -> int:

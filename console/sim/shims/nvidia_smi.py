@@ -101,7 +101,7 @@ def main(argv: list[str], ctx) -> int:
         elif a == "-L":
             list_gpus = True
         else:
-            print(f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n', file=sys.stderr)
+            print('Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n', file=sys.stderr)
             return 2
         i += 1
     opts = set(fmt.split(","))

@@ -1,0 +1,35 @@
+"""The default command: the dashboard against the configured stations."""
+
+from __future__ import annotations
+
+import argparse
+
+from console.cli import UsageError
+from console.config import Config, load_config
+
+
+def check_theme(name: str | None) -> None:
+    if name is None:
+        return
+    from textual.app import App
+
+    from console.ui.themes import load_themes
+
+    known = {t.name for t in load_themes()} | set(App().available_themes)
+    if name not in known:
+        raise UsageError(f"--theme: unknown theme {name!r} (try dgx-dark, dgx-light, or one of: "
+                         f"{', '.join(sorted(known - {'dgx-dark', 'dgx-light'})[:8])}, ...)")
+
+
+def run_app(config: Config, args: argparse.Namespace) -> int:
+    from console.ui.app import ConsoleApp
+
+    check_theme(getattr(args, "theme", None))
+    app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None))
+    app.run()
+    return app.return_code or 0
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    return run_app(config, args)

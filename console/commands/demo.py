@@ -1,0 +1,81 @@
+"""``dgx-console demo``: the dashboard against built-in simulated stations (no hardware).
+
+The simulator runs as a child process (``dgx-console sim --running``) so the UI's event loop
+does not share a core with the simulated stations' SSH server; it is stopped when the UI exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from console.cli import UsageError
+from console.commands._tui import check_theme, run_app
+from console.commands.sim import add_sim_args
+from console.config import load_config
+from console.sim.world import KNOWN_FAULTS
+
+START_TIMEOUT_S = 30
+
+
+def start_sim_process(args: argparse.Namespace, workdir: Path, running: bool = True) -> tuple[subprocess.Popen, Path]:
+    cfg = workdir / "demo.toml"
+    ready = workdir / "ready"
+    cmd = [sys.executable, "-m", "console.cli", "sim", "--write-config", str(cfg), "--root", str(workdir / "world"),
+           "--ready-file", str(ready), "--stations", str(args.stations), "--profile", args.profile,
+           "--time-scale", str(args.time_scale)]
+    if running:
+        cmd.append("--running")
+    for f in args.fault:
+        cmd += ["--fault", f]
+    if args.api_key:
+        cmd += ["--api-key", args.api_key]
+    log = open(workdir / "sim.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready.exists():
+        if proc.poll() is not None:
+            msg = (workdir / "sim.log").read_text().strip().splitlines()
+            raise UsageError(f"simulator failed to start: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
+        if time.monotonic() > deadline:
+            stop_sim_process(proc)
+            raise UsageError(f"simulator did not start within {START_TIMEOUT_S} s (log: {workdir / 'sim.log'})")
+        time.sleep(0.05)
+    return proc, cfg
+
+
+def stop_sim_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def run(args: argparse.Namespace) -> int:
+    for f in args.fault:
+        if f.partition("@")[0] not in KNOWN_FAULTS:
+            raise UsageError(f"--fault: unknown fault {f!r} (known: {', '.join(sorted(KNOWN_FAULTS))})")
+    check_theme(args.theme)
+    with tempfile.TemporaryDirectory(prefix="dgx-demo-") as tmp:
+        proc, cfg = start_sim_process(args, Path(tmp))
+        try:
+            return run_app(load_config(str(cfg)), args)
+        finally:
+            stop_sim_process(proc)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("demo", help="the console against built-in simulated stations (no hardware needed)")
+    add_sim_args(p)
+    p.set_defaults(func=run)

@@ -1,0 +1,234 @@
+"""ConsoleApp: the stations side by side. Wires per-station services to panes through messages.
+
+The app holds no I/O of its own: each ``StationService`` owns its station's connection and
+posts messages; handlers here only find the pane and hand it the value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import math
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Header, Label, Static
+
+from console.config import Config
+from console.messages import (
+    AppsSample,
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    HostMemSample,
+    LogBatch,
+)
+from console.monitor import StationService
+from console.remote.transport import SSHTransport, Transport, TransportError
+from console.ui.themes import load_themes
+from console.ui.widgets.station_pane import StationPane
+
+
+class TrustHostKeyScreen(ModalScreen[bool]):
+    """The explicit trust step: show the fingerprint, trust only on a deliberate yes."""
+
+    DEFAULT_CSS = """
+    TrustHostKeyScreen { align: center middle; }
+    TrustHostKeyScreen > Vertical { width: 84; height: auto; border: thick $warning; padding: 1 2;
+                                    background: $surface; }
+    TrustHostKeyScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    TrustHostKeyScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
+
+    def __init__(self, station: str, host: str, fingerprint: str, known_hosts: str) -> None:
+        super().__init__()
+        self.station, self.host, self.fingerprint, self.known_hosts = station, host, fingerprint, known_hosts
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text.assemble(("Unknown host key", "bold"), f" for station {self.station} ({self.host})"))
+            yield Static(Text.assemble("Fingerprint: ", (self.fingerprint, "bold yellow")))
+            yield Static(f"Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the station.\n"
+                         f"Trusting appends the key to {self.known_hosts}.")
+            with Horizontal():
+                yield Button("Cancel", id="no")
+                yield Button("Trust this key", id="yes", variant="warning")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class ConsoleApp(App):
+    TITLE = "dgx-console"
+    AUTO_FOCUS = "StationPane Log"
+    CSS = """
+    #demo-banner { height: 1; background: $warning; color: $background; text-style: bold; content-align: center middle;
+                   display: none; }
+    .demo #demo-banner { display: block; }
+    #stations { grid-gutter: 0 1; height: 1fr; }
+    StationPane.-unreachable { border: round $error; }
+    StationPane.-failed { border: round $error; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
+        Binding("slash", "filter", "Filter log", id="filter", tooltip="Filter the focused station's log"),
+        Binding("T", "trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
+        Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
+        Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
+        Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys"),
+    ]
+
+    def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
+                 transports: dict[str, Transport] | None = None, gpu_interval_ms: int | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.read_only = read_only
+        self._theme_name = theme or config.ui.theme
+        self._transports = transports or {}
+        self._gpu_interval_ms = gpu_interval_ms
+        self.services: dict[str, StationService] = {}
+        self.panes: dict[str, StationPane] = {}
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=True)
+        yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
+        with Grid(id="stations"):
+            for st in sorted(self.config.stations, key=lambda s: s.rank):
+                pane = StationPane(st, self.config.ui.log_lines, unified=self.config.profile.gpu.unified_memory,
+                                   engine=self.config.profile.engine, id=f"station-{_css_id(st.name)}")
+                self.panes[st.name] = pane
+                yield pane
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for t in load_themes():
+            self.register_theme(t)
+        if self._theme_name in self.available_themes:
+            self.theme = self._theme_name
+        p = self.config.profile
+        self.sub_title = f"{p.name} · {p.engine} · {len(self.config.stations)} stations" + (
+            " · DEMO" if self.config.simulated else "") + (" · read-only" if self.read_only else "")
+        self.set_class(self.config.simulated, "demo")
+        n = len(self.config.stations)
+        cols = 1 if n == 1 else (2 if n <= 4 else 3)
+        grid = self.query_one("#stations", Grid)
+        grid.styles.grid_size_columns = cols
+        grid.styles.grid_size_rows = max(1, math.ceil(n / cols))
+        for st in self.config.stations:
+            svc = StationService(self.config, st, self.post_message, self._transports.get(st.name),
+                                 self._gpu_interval_ms)
+            self.services[st.name] = svc
+            svc.start()
+
+    async def on_unmount(self) -> None:
+        await asyncio.gather(*(s.stop() for s in self.services.values()), return_exceptions=True)
+
+    # ------------------------------------------------------------------ messages
+
+    def on_connection_state(self, msg: ConnectionState) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_connection(msg.state, msg.detail, msg.fingerprint)
+        if msg.state == "hostkey":
+            self.notify(f"{msg.station}: host key not trusted ({msg.fingerprint}); press T to review",
+                        severity="warning", timeout=8)
+
+    def on_gpu_sample(self, msg: GpuSample) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_gpus(msg.gpus)
+
+    def on_apps_sample(self, msg: AppsSample) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_apps(msg.apps)
+
+    def on_host_mem_sample(self, msg: HostMemSample) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_host_mem(msg.memory)
+
+    def on_container_update(self, msg: ContainerUpdate) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_container(msg.info)
+
+    def on_engine_update(self, msg: EngineUpdate) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.set_engine(msg.progress)
+
+    def on_log_batch(self, msg: LogBatch) -> None:
+        if pane := self.panes.get(msg.station):
+            pane.add_logs(msg.lines)
+
+    # ------------------------------------------------------------------ actions
+
+    def focused_station(self) -> StationPane | None:
+        node = self.focused
+        while node is not None:
+            if isinstance(node, StationPane):
+                return node
+            node = node.parent
+        return next(iter(self.panes.values()), None)
+
+    def action_filter(self) -> None:
+        pane = self.focused_station()
+        if pane:
+            pane.log_pane.open_filter()
+
+    def action_reconnect(self) -> None:
+        for svc in self.services.values():
+            if svc.state in ("unreachable", "connecting"):
+                svc.retry_now()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def action_trust(self) -> None:
+        pane = self.focused_station()
+        candidates = [p for p in self.panes.values() if p.conn_state == "hostkey"]
+        if pane is None or pane.conn_state != "hostkey":
+            pane = candidates[0] if candidates else None
+        if pane is None:
+            self.notify("No station is waiting for a host key decision.", timeout=4)
+            return
+        svc = self.services[pane.station.name]
+        if not isinstance(svc.transport, SSHTransport) or not pane.fingerprint:
+            self.notify(f"{pane.station.name}: the host key could not be fetched; check the address.",
+                        severity="error")
+            return
+        screen = TrustHostKeyScreen(pane.station.name, pane.station.host, pane.fingerprint, svc.transport.known_hosts)
+        self.push_screen(screen, lambda yes: self._trust(pane.station.name, pane.fingerprint) if yes else None)
+
+    @work(exclusive=False)
+    async def _trust(self, station: str, fingerprint: str | None) -> None:
+        svc = self.services[station]
+        assert isinstance(svc.transport, SSHTransport)
+        try:
+            fp = await svc.transport.trust_host_key(fingerprint)
+        except TransportError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        self.notify(f"{station}: trusted {fp}", timeout=5)
+        svc.retry_now()
+
+    def add_optional_screen(self, module: str, attr: str) -> object | None:
+        """Screens delivered by other modules are imported on use (start-up stays fast)."""
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None
+
+
+def _css_id(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)

@@ -1,0 +1,99 @@
+"""One GPU: a memory bar with used/total and a sparkline of memory use over time."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+HISTORY = 120
+
+
+def fmt_gib(mib: float | None) -> str:
+    return "n/a" if mib is None else f"{mib / 1024:.1f}"
+
+
+def bar(frac: float | None, width: int) -> Text:
+    width = max(4, width)
+    if frac is None:
+        return Text("·" * width, style="dim")
+    frac = min(1.0, max(0.0, frac))
+    full = int(frac * width)
+    style = "bold red" if frac > 0.97 else ("yellow" if frac > 0.9 else "green")
+    return Text("█" * full, style=style) + Text("░" * (width - full), style="dim")
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], top: float | None, width: int) -> Text:
+    """Memory history scaled to the GPU's total (not to the data's range: a flat line at 231 GiB
+    of 250 GiB must look full, not empty), newest sample on the right."""
+    width = max(1, width - 12)
+    vals = values[-width:]
+    if not vals or not top:
+        return Text("")
+    chars = "".join(BLOCKS[min(8, max(0, round(8 * v / top)))] for v in vals)
+    return Text(" " * (width - len(vals)) + chars, style="green") + Text(f" {len(values):>3} samples", style="dim")
+
+
+class GpuMeter(Vertical):
+    DEFAULT_CSS = """
+    GpuMeter { height: 3; }
+    GpuMeter .gpu-head { height: 1; }
+    GpuMeter Horizontal { height: 1; }
+    GpuMeter .gpu-bar { width: 1fr; height: 1; }
+    GpuMeter .gpu-mem { width: 22; height: 1; text-align: right; }
+    GpuMeter .gpu-hist { height: 1; }
+    """
+
+    def __init__(self, index: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.index = index
+        self.history: deque[float] = deque(maxlen=HISTORY)
+        self.used_mib: float | None = None
+        self.total_mib: float | None = None
+        self.title = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="gpu-head")
+        with Horizontal():
+            yield Static("", classes="gpu-bar")
+            yield Static("", classes="gpu-mem")
+        yield Static("", classes="gpu-hist")
+
+    def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
+                       temp: int | None, power: float | None, note: str = "") -> None:
+        self.used_mib, self.total_mib = used_mib, total_mib
+        parts = [f"GPU{self.index} {name}"]
+        if util is not None:
+            parts.append(f"util {util}%")
+        if temp is not None:
+            parts.append(f"{temp}°C")
+        if power is not None:
+            parts.append(f"{power:.0f} W")
+        if note:
+            parts.append(note)
+        self.title = "  ".join(parts)
+        self.query_one(".gpu-head", Static).update(Text(self.title, overflow="ellipsis", no_wrap=True))
+        frac = used_mib / total_mib if used_mib is not None and total_mib else None
+        width = max(4, self.query_one(".gpu-bar", Static).size.width or 30)
+        self.query_one(".gpu-bar", Static).update(bar(frac, width))
+        mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
+        self.query_one(".gpu-mem", Static).update(mem)
+        if used_mib is not None:
+            self.history.append(used_mib)
+        self._render_history()
+
+    def _render_history(self) -> None:
+        hist = self.query_one(".gpu-hist", Static)
+        hist.update(sparkline(list(self.history), self.total_mib, hist.size.width or 40))
+
+    def on_resize(self) -> None:
+        self._render_history()
+        if self.total_mib:
+            frac = self.used_mib / self.total_mib if self.used_mib is not None else None
+            self.query_one(".gpu-bar", Static).update(bar(frac, self.query_one(".gpu-bar", Static).size.width))

@@ -1,0 +1,107 @@
+"""A station's container log: a bounded ``Log`` fed in batches, a filter box, and highlighting of
+errors and warnings. The pane keeps its own bounded copy of the lines so a filter can be applied
+and removed without asking the station again."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from rich.highlighter import RegexHighlighter
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Log
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class EngineLogHighlighter(RegexHighlighter):
+    """Errors red, warnings yellow, readiness green, NCCL transport lines cyan."""
+
+    base_style = "log."
+    highlights = [
+        r"(?P<error>\b(ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)|\w+(Error|Exception)\b:?"
+        r"|\bfailed\b|died unexpectedly|NCCL WARN|out of memory|timed out|\[E\d{3,4}[ \]])",
+        r"(?P<warning>\b(WARNING|WARN)\b|Socket fallback|via NET/Socket|Using network Socket)",
+        r"(?P<ready>Application startup complete\.|The server is fired up and ready to roll!|Init COMPLETE)",
+        r"(?P<transport>via NET/IB/\d+(/GDRDMA)?|GPU Direct RDMA \w+)",
+        r"(?P<stamp>^\(\w+ pid=\d+\)|^\[\d{4}-\d\d-\d\d [\d:]+ TP\d+\])",
+    ]
+
+
+class LogPane(Vertical):
+    DEFAULT_CSS = """
+    LogPane { height: 1fr; }
+    LogPane > Input { display: none; }
+    LogPane.filtering > Input { display: block; }
+    LogPane > Log { height: 1fr; scrollbar-size-vertical: 1; }
+    """
+
+    def __init__(self, max_lines: int = 5000, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.max_lines = max_lines
+        self.lines: deque[str] = deque(maxlen=max_lines)
+        self.filter_text = ""
+        self.total = 0
+
+    def compose(self) -> ComposeResult:
+        # Disabled (unfocusable) while hidden, so it never swallows the app's keys.
+        yield Input(placeholder="filter (substring or /regex/), Esc to clear", id="log-filter", disabled=True)
+        log = Log(max_lines=self.max_lines, highlight=True, id="log")
+        log.highlighter = EngineLogHighlighter()
+        yield log
+
+    @property
+    def log_widget(self) -> Log:
+        return self.query_one(Log)
+
+    def _matcher(self):
+        f = self.filter_text
+        if not f:
+            return None
+        if len(f) > 2 and f.startswith("/") and f.endswith("/"):
+            try:
+                rx = re.compile(f[1:-1], re.IGNORECASE)
+                return rx.search
+            except re.error:
+                pass
+        low = f.lower()
+        return lambda line: low in line.lower()
+
+    def add_lines(self, lines: list[str]) -> None:
+        clean = [_ANSI.sub("", ln) if "\x1b" in ln else ln for ln in lines]
+        self.lines.extend(clean)
+        self.total += len(clean)
+        match = self._matcher()
+        if match:
+            clean = [ln for ln in clean if match(ln)]
+        if clean:
+            self.log_widget.write_lines(clean)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        log = self.log_widget
+        log.clear()
+        match = self._matcher()
+        log.write_lines([ln for ln in self.lines if match(ln)] if match else list(self.lines))
+        log.scroll_end(animate=False, immediate=True)  # the old scroll offset may be past the new end
+
+    def open_filter(self) -> None:
+        self.add_class("filtering")
+        inp = self.query_one(Input)
+        inp.disabled = False
+        self.call_after_refresh(inp.focus)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.set_filter(event.value)
+
+    def on_key(self, event) -> None:
+        if event.key == "escape" and self.has_class("filtering"):
+            event.stop()
+            inp = self.query_one(Input)
+            inp.value = ""
+            inp.disabled = True
+            self.remove_class("filtering")
+            self.set_filter("")
+            self.log_widget.focus()

@@ -1,0 +1,186 @@
+"""One station: connection, GPUs (memory bar + history), host memory, container and engine
+state, badges from checks and diagnosis, and the container log. Rendering only: every value
+arrives through a method called by the app's message handlers."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from console.config import Station
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
+from console.ui.widgets.log_pane import LogPane
+
+CONN_STYLE = {
+    "connecting": ("◌", "yellow"),
+    "connected": ("●", "green"),
+    "unreachable": ("✖", "bold red"),
+    "hostkey": ("⚠", "bold magenta"),
+    "idle": ("○", "dim"),
+}
+PHASE_STYLE = {
+    "ready": "bold green",
+    "failed": "bold red",
+    "stopped": "dim",
+    "loading": "yellow",
+    "graphs": "yellow",
+    "kv-cache": "yellow",
+    "loaded": "yellow",
+    "connecting": "yellow",
+    "starting": "yellow",
+}
+TRANSPORT_LABEL = {"gdrdma": ("GPUDirect RDMA", "green"), "rdma": ("RDMA (no GDR)", "yellow"),
+                   "socket": ("TCP socket fallback", "bold red"), "unknown": ("—", "dim")}
+
+
+class StationPane(Vertical):
+    DEFAULT_CSS = """
+    StationPane { border: round $primary 60%; padding: 0 1; height: 1fr; }
+    StationPane:focus-within { border: round $accent; }
+    StationPane .status { height: auto; }
+    StationPane .gpus { height: auto; }
+    StationPane .hostmem { height: 1; }
+    StationPane .badges { height: auto; }
+    """
+
+    def __init__(self, station: Station, max_lines: int = 5000, unified: bool = False, engine: str = "vllm",
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.station = station
+        self.max_lines = max_lines
+        self.unified = unified
+        self.engine = engine
+        self.conn_state = "idle"
+        self.conn_detail = ""
+        self.fingerprint: str | None = None
+        self.container: ContainerInfo | None = None
+        self.progress: EngineProgress | None = None
+        self.gpus: list[GpuReading] = []
+        self.apps: list[ComputeApp] = []
+        self.host_mem: HostMemory | None = None
+        self.badges: dict[str, Text] = {}
+        role = "API host" if station.is_head else "worker"
+        where = station.host + (f":{station.port}" if station.port else "")
+        self.border_title = f"{station.name} · rank {station.rank} · {role}"
+        self.border_subtitle = where
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="status")
+        yield Vertical(classes="gpus")
+        yield Static("", classes="hostmem")
+        yield Static("", classes="badges")
+        yield LogPane(self.max_lines)
+
+    def on_mount(self) -> None:
+        self._render_status()
+
+    @property
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
+
+    # -------------------------------------------------------------- updates
+
+    def set_connection(self, state: str, detail: str = "", fingerprint: str | None = None) -> None:
+        self.conn_state, self.conn_detail, self.fingerprint = state, detail, fingerprint
+        self.set_class(state == "unreachable", "-unreachable")
+        self._render_status()
+
+    def set_container(self, info: ContainerInfo) -> None:
+        self.container = info
+        self._render_status()
+
+    def set_engine(self, progress: EngineProgress) -> None:
+        self.progress = progress
+        self._render_status()
+
+    def set_badge(self, key: str, text: Text | str | None) -> None:
+        """Summaries from other services (checks, diagnosis); ``None`` removes one."""
+        if text is None:
+            self.badges.pop(key, None)
+        else:
+            self.badges[key] = text if isinstance(text, Text) else Text(text)
+        self.query_one(".badges", Static).update(Text("  ").join(self.badges.values()) if self.badges else "")
+
+    def set_gpus(self, gpus: list[GpuReading]) -> None:
+        self.gpus = gpus
+        box = self.query_one(".gpus", Vertical)
+        meters = list(box.query(GpuMeter))
+        if len(meters) != len(gpus):
+            box.remove_children()
+            meters = [GpuMeter(g.index) for g in gpus]
+            box.mount(*meters)
+            self.call_after_refresh(self._render_gpus)
+        else:
+            self._render_gpus()
+
+    def set_apps(self, apps: list[ComputeApp]) -> None:
+        self.apps = apps
+        self._render_gpus()
+
+    def set_host_mem(self, mem: HostMemory) -> None:
+        self.host_mem = mem
+        frac = mem.used_mib / mem.total_mib if mem.total_mib else None
+        line = Text("host mem ") + bar(frac, 16) + Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
+        if self.unified:
+            line.append("  (unified with GPU)", style="dim")
+        self.query_one(".hostmem", Static).update(line)
+        if self.unified:
+            self._render_gpus()
+
+    def add_logs(self, lines: list[str]) -> None:
+        self.log_pane.add_lines(lines)
+
+    # -------------------------------------------------------------- rendering
+
+    def _render_gpus(self) -> None:
+        meters = {m.index: m for m in self.query(GpuMeter)}
+        for g in self.gpus:
+            meter = meters.get(g.index)
+            if meter is None or not meter.is_mounted:
+                continue
+            used, total, note = g.memory_used_mib, g.memory_total_mib, ""
+            if used is None:  # GB10: unified memory, nvidia-smi says [N/A]
+                procs = [a.used_memory_mib for a in self.apps if a.gpu_uuid == g.uuid and a.used_memory_mib]
+                used = float(sum(procs)) if procs else (0.0 if self.apps is not None else None)
+                total = self.host_mem.total_mib if self.host_mem else None
+                note = "unified"
+            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note)
+
+    def _render_status(self) -> None:
+        icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
+        t = Text()
+        t.append(f"{icon} {self.conn_state}", style=style)
+        if self.conn_state == "hostkey":
+            t.append(f"  host key not trusted: {self.fingerprint or '?'} — press T to review and trust",
+                     style="magenta")
+        elif self.conn_state == "unreachable" and self.conn_detail:
+            t.append(f"  {self.conn_detail}", style="red")
+        if self.container:
+            c = self.container
+            cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
+            t.append("   container ", style="dim")
+            t.append(f"{self.station.container}: {c.state}", style=cstyle)
+            if c.state == "exited" and c.exit_code is not None:
+                t.append(f" ({c.exit_code})", style=cstyle)
+        if self.progress and (self.container is None or self.container.state == "running"
+                              or self.progress.phase == "failed"):
+            p = self.progress
+            t.append("   engine ", style="dim")
+            label = p.label
+            if not self.station.is_head and p.phase == "ready":
+                label = "serving (worker)"
+            t.append(label, style=PHASE_STYLE.get(p.phase, "white"))
+            tl, ts = TRANSPORT_LABEL[p.transport]
+            t.append("   NCCL ", style="dim")
+            t.append(tl, style=ts)
+            if p.fatal:
+                t.append("\n  ")
+                t.append(p.fatal[-160:], style="red")
+        self.query_one(".status", Static).update(t)
+        self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")
