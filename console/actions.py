@@ -1,0 +1,719 @@
+"""Launch, stop and restart the distributed service as ordered, cancellable steps.
+
+The order is the one NVIDIA's tutorial does by hand: workers (rank > 0) start first and the head
+last, because the head waits for every worker and times out without them; the head stops first.
+Waits follow each station's container log (``docker logs -f``), never a fixed sleep: the head is
+ready at its engine's ready line and ``/health`` 200; a fatal line on any station, or a container
+that exits, ends the wait at once with that line as evidence. The same class backs the CLI and the
+TUI; progress goes to an ``on_event`` callback, and cancelling the task leaves a stated state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import inspect
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from console import engines
+from console.config import Config, Station
+from console.probes import ParseError
+from console.probes import docker as docker_probe
+from console.probes.nccl_transport import transport_of_lines, worse
+from console.remote import commands as rc
+from console.remote.transport import CommandResult, Transport, TransportError, make_transport
+
+STATUSES = ("running", "ok", "warn", "failed", "skipped", "cancelled")
+RESULTS = ("ok", "failed", "cancelled")
+
+# Finding ids (shared/reference/findings.md) that end a start-up; transport findings do not: the
+# transport is verified and reported on its own once the service is up.
+FATAL_IDS = {
+    "cuda-oom", "kv-cache-too-small", "worker-died", "engine-dead", "nccl-timeout", "shm-too-small",
+    "gloo-interface", "smem-kernel-limit", "mtp-weight-mismatch", "ray-version-mismatch",
+    "corrupt-checkpoint", "port-in-use", "state-cache-too-small",
+}
+# Always active (and the whole list when console.diagnose is absent): (id, pattern).
+FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((i, re.compile(p)) for i, p in (
+    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|not enough GPU memory|Not enough memory\. Please try"),
+    ("kv-cache-too-small", r"larger than the available KV cache memory|No available memory for the cache blocks"),
+    ("worker-died", r"Worker proc \S+ died unexpectedly"),
+    ("engine-dead", r"Engine core initialization failed|EngineCore encountered a fatal error|EngineDeadError"),
+    ("nccl-timeout", r"Watchdog caught collective operation timeout"),
+    ("workers-missing", r"DistStoreError|waiting for clients\. \d+/\d+ clients joined"),
+    ("engine-dead", r"Scheduler hit an exception"),
+    ("state-cache-too-small", r"state cache is too small to serve any requests"),
+    ("port-in-use", r"Address already in use"),
+))
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
+_PROGRESS = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
+                       r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
+                       r"Graph capturing finished|Capture cuda graph end|Init COMPLETE|Using network|"
+                       r"headless multiproc executor|Starting vLLM|fired up")
+
+
+class ActionFailed(Exception):
+    def __init__(self, detail: str, evidence: list[tuple[str, str]] | None = None, service_up: bool = False):
+        super().__init__(detail)
+        self.detail = detail
+        self.evidence = evidence or []
+        self.service_up = service_up  # the service runs (e.g. on sockets): never stopped for this
+
+
+class ReadOnlyError(Exception):
+    """Actions are disabled (--read-only)."""
+
+
+def require_writable(read_only: bool) -> None:
+    if read_only:
+        raise ReadOnlyError("read-only mode: launch, stop and restart are disabled (--read-only)")
+
+
+@dataclass
+class Step:
+    station: str  # a station name, or "all"
+    action: str
+    status: str = "running"
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"station": self.station, "action": self.action, "status": self.status,
+                "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
+                "detail": self.detail}
+
+
+@dataclass
+class ActionEvent:
+    kind: str  # step | log | note
+    station: str
+    text: str
+    step: Step | None = None
+
+
+@dataclass
+class ActionResult:
+    action: str
+    steps: list[Step] = field(default_factory=list)
+    result: str = "ok"
+    transport: str = "unknown"
+    summary: str = ""
+    evidence: list[tuple[str, str]] = field(default_factory=list)  # (station, line)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": [s.to_json() for s in self.steps], "result": self.result, "transport": self.transport}
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.result == "ok" else 1
+
+
+@dataclass(frozen=True)
+class PlannedCommand:
+    station: str
+    what: str
+    preview: str  # secrets as ***
+
+
+FailureDecision = bool | Callable[[ActionResult], Awaitable[bool] | bool]
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_docker_time(value: str) -> float | None:
+    """RFC3339 with up to nanoseconds (docker's StartedAt) -> Unix seconds."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", value.strip())
+    if not m or m.group(1).startswith("0001"):
+        return None
+    tz = m.group(3) or "Z"
+    base = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz)).timestamp()
+    return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
+
+
+def split_stamp(line: str) -> tuple[str | None, str]:
+    m = _STAMP.match(line)
+    return (m.group(1), m.group(2)) if m else (None, line)
+
+
+def fatal_of_line(station: str, text: str) -> str | None:
+    """The finding id if this log line means the start-up cannot succeed, else None."""
+    for fid, pat in FATAL_PATTERNS:
+        if pat.search(text):
+            return fid
+    try:
+        from console.diagnose import diagnose_lines
+    except ImportError:
+        return None
+    with contextlib.suppress(Exception):  # a bug in the catalogue must not break a launch
+        for f in diagnose_lines(station, [text]):
+            if f.severity == "error" and f.id in FATAL_IDS:
+                return f.id
+    return None
+
+
+class _Follower:
+    """``docker logs -f`` of one station's container: lines, the markers seen, fatal lines."""
+
+    def __init__(self, station: Station, transport: Transport, cmd: str, ready: str, started: str,
+                 changed: asyncio.Event, emit: Callable[[ActionEvent], None]):
+        self.station, self.transport, self.cmd = station, transport, cmd
+        self.ready_marker, self.started_marker = ready, started
+        self.lines: list[str] = []
+        self.ready = self.started = self.ended = False
+        self.fatal: tuple[str, str] | None = None  # (finding id, line)
+        self.fatal_context: list[str] = []
+        self.error: str | None = None
+        self.restarts = 0
+        self._changed, self._emit = changed, emit
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            async for raw in self.transport.stream(self.cmd):
+                _ts, text = split_stamp(raw)
+                self.lines.append(text)
+                if self.started_marker in text:
+                    self.started = True
+                    self._changed.set()
+                if self.station.is_head and self.ready_marker in text:
+                    self.ready = True
+                    self._changed.set()
+                if self.fatal is None:
+                    fid = fatal_of_line(self.station.name, text)
+                    if fid:
+                        self.fatal = (fid, text)
+                        self.fatal_context = self.lines[-5:]
+                        self._changed.set()
+                if _PROGRESS.search(text):
+                    self._emit(ActionEvent("log", self.station.name, text))
+        except TransportError as exc:
+            self.error = str(exc)
+        finally:
+            self.ended = True
+            self._changed.set()
+
+    async def close(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+
+
+class ServiceActions:
+    """launch / stop / restart for one config. Create one per action run; ``close()`` after."""
+
+    def __init__(self, cfg: Config, *, transports: dict[str, Transport] | None = None,
+                 on_event: Callable[[ActionEvent], None] | None = None,
+                 ready_timeout_s: float | None = None, start_timeout_s: float = 120.0,
+                 health_timeout_s: float = 60.0, stop_timeout_s: int = 30,
+                 api_key: str | None | bool = False):
+        self.cfg = cfg
+        self._own_transports = transports is None
+        self.transports: dict[str, Transport] = transports or {
+            s.name: make_transport(s, cfg.connect_timeout_s, cfg.command_timeout_s) for s in cfg.stations}
+        self.on_event = on_event or (lambda ev: None)
+        self.ready_timeout_s = ready_timeout_s or max(600.0, 2.5 * cfg.profile.gpu.cold_load_s)
+        self.start_timeout_s = start_timeout_s
+        self.health_timeout_s = health_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self._api_key = cfg.api_key() if api_key is False else (api_key or None)
+        self._followers: dict[str, _Follower] = {}
+        self._changed = asyncio.Event()
+        self._started: list[Station] = []  # containers this run started, in start order
+        self._res = ActionResult("none")
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def order_start(self) -> list[Station]:
+        return list(self.cfg.workers) + [self.cfg.head]
+
+    @property
+    def order_stop(self) -> list[Station]:
+        return [self.cfg.head] + list(self.cfg.workers)
+
+    def _emit(self, ev: ActionEvent) -> None:
+        with contextlib.suppress(Exception):
+            self.on_event(ev)
+
+    def note(self, station: str, text: str) -> None:
+        self._emit(ActionEvent("note", station, text))
+
+    @contextlib.asynccontextmanager
+    async def step(self, station: str, action: str) -> AsyncIterator[Step]:
+        st = Step(station, action)
+        self._res.steps.append(st)
+        self._emit(ActionEvent("step", station, f"{action}...", st))
+        try:
+            yield st
+        except ActionFailed as exc:
+            st.status, st.detail = "failed", st.detail or exc.detail
+            raise
+        except asyncio.CancelledError:
+            st.status, st.detail = "cancelled", st.detail or "cancelled by the operator"
+            raise
+        except TransportError as exc:
+            st.status, st.detail = "failed", str(exc)
+            raise ActionFailed(str(exc)) from None
+        else:
+            if st.status == "running":
+                st.status = "ok"
+        finally:
+            st.finished_at = time.time()
+            self._emit(ActionEvent("step", station, f"{action}: {st.status}"
+                                   + (f" ({st.detail})" if st.detail else ""), st))
+
+    def _skip(self, station: str, action: str, detail: str) -> None:
+        now = time.time()
+        st = Step(station, action, "skipped", now, now, detail)
+        self._res.steps.append(st)
+        self._emit(ActionEvent("step", station, f"{action}: skipped ({detail})", st))
+
+    async def _run(self, s: Station, cmd: str, timeout: float | None = None, input: str | None = None
+                   ) -> CommandResult:
+        return await self.transports[s.name].run(cmd, timeout=timeout, input=input)
+
+    async def container_state(self, s: Station) -> docker_probe.ContainerInfo:
+        r = await self._run(s, rc.docker_inspect(s.container))
+        try:
+            return docker_probe.parse_inspect(s.container, r.stdout + r.stderr, r.exit_status)
+        except ParseError as exc:
+            raise ActionFailed(f"{s.name}: {exc}") from None
+
+    async def _states(self) -> dict[str, docker_probe.ContainerInfo]:
+        async def one(s: Station) -> docker_probe.ContainerInfo:
+            async with self.step(s.name, "inspect") as st:
+                info = await self.container_state(s)
+                st.detail = f"{s.container}: {info.state}"
+                return info
+
+        infos = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
+        for x in infos:
+            if isinstance(x, BaseException):
+                raise x
+        return {s.name: i for s, i in zip(self.cfg.stations, infos, strict=True)}  # type: ignore[misc]
+
+    async def close(self) -> None:
+        for f in list(self._followers.values()):
+            await f.close()
+        self._followers.clear()
+        if self._own_transports:
+            for t in self.transports.values():
+                with contextlib.suppress(Exception):
+                    await t.close()
+
+    # ------------------------------------------------------------ plan (preview)
+
+    async def resolve(self) -> dict[str, engines.StationRuntime]:
+        """GPU UUIDs and the image digest per station; the image must be the same everywhere."""
+        async def one(s: Station) -> engines.StationRuntime:
+            async with self.step(s.name, "resolve") as st:
+                r = await self._run(s, rc.gpu_list())
+                if not r.ok:
+                    raise ActionFailed(f"nvidia-smi failed on {s.name}: {_last(r.stderr or r.stdout)}")
+                gpus = []
+                for row in r.stdout.splitlines():
+                    parts = [p.strip() for p in row.split(",")]
+                    if len(parts) >= 3 and parts[0].isdigit():
+                        gpus.append((int(parts[0]), parts[1], ",".join(parts[2:])))
+                try:
+                    uuids = engines.pick_gpus(s, self.cfg.profile, gpus)
+                except engines.EngineConfigError as exc:
+                    raise ActionFailed(str(exc)) from None
+                image = await self._image_digest(s)
+                st.detail = f"GPU {', '.join(uuids)}; image {image}"
+                return engines.StationRuntime(uuids, image)
+
+        out = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
+        for x in out:
+            if isinstance(x, BaseException):
+                raise x
+        rts = {s.name: x for s, x in zip(self.cfg.stations, out, strict=True)}  # type: ignore[misc]
+        images = {rt.image for rt in rts.values()}  # type: ignore[union-attr]
+        if len(images) > 1:
+            raise ActionFailed("the image differs between stations: " + "; ".join(
+                f"{n}: {rt.image}" for n, rt in rts.items()))  # type: ignore[union-attr]
+        return rts  # type: ignore[return-value]
+
+    async def _image_digest(self, s: Station) -> str:
+        image = str(self.cfg.overrides.get("image") or self.cfg.profile.image)
+        if "@sha256:" in image:
+            return image
+        r = await self._run(s, rc.image_digests(image))
+        if not r.ok:
+            raise ActionFailed(f"image {image} is not on {s.name} ({_last(r.stderr)}): docker pull it there first")
+        try:
+            digests = [d for d in json.loads(r.stdout.strip() or "[]") if "@sha256:" in d]
+        except (json.JSONDecodeError, TypeError):
+            digests = []
+        if not digests:
+            raise ActionFailed(f"image {image} on {s.name} has no repo digest (built locally?): "
+                               "pin it by digest in overrides.image")
+        repo = image.rsplit(":", 1)[0] if ":" in image.split("/")[-1] else image
+        return next((d for d in digests if d.split("@")[0] == repo), digests[0])
+
+    async def plan_launch(self) -> dict[str, engines.LaunchSpec]:
+        rts = await self.resolve()
+        try:
+            return {s.name: engines.build_launch(self.cfg, s, rts[s.name], api_key_set=bool(self._api_key))
+                    for s in self.order_start}
+        except engines.EngineConfigError as exc:
+            raise ActionFailed(str(exc)) from None
+
+    def preview(self, action: str, specs: dict[str, engines.LaunchSpec] | None = None) -> list[PlannedCommand]:
+        """The commands an action runs, in order (launch needs ``specs`` from ``plan_launch``)."""
+        out: list[PlannedCommand] = []
+        if action == "launch":
+            assert specs is not None
+            for s in self.order_start:
+                out.append(PlannedCommand(s.name, "remove the old container if stopped", rc.docker_rm(s.container)))
+                out.append(PlannedCommand(s.name, "start " + ("head (API server)" if s.is_head else "worker"),
+                                          specs[s.name].preview()))
+        elif action in ("stop", "restart"):
+            for s in self.order_stop:
+                out.append(PlannedCommand(s.name, "stop", rc.docker_stop(s.container, self.stop_timeout_s)))
+        if action == "restart":
+            for s in self.order_start:
+                out.append(PlannedCommand(s.name, "start", rc.docker_start(s.container)))
+        return out
+
+    # ------------------------------------------------------------ actions
+
+    async def launch(self, *, skip_checks: bool = False, specs: dict[str, engines.LaunchSpec] | None = None,
+                     on_failure: FailureDecision = True, on_cancel: str = "stop") -> ActionResult:
+        async def body() -> None:
+            states = await self._states()
+            running = [n for n, i in states.items() if i.state == "running"]
+            if len(running) == len(states):
+                self._skip("all", "launch", "already running on " + ", ".join(running) + ": nothing to do")
+                self._res.summary = "already running"
+                return
+            if running:
+                raise ActionFailed("partially running (" + ", ".join(f"{n}: {i.state}" for n, i in states.items())
+                                   + "): stop it first")
+            await self._preflight(skip_checks)
+            plan = specs or await self.plan_launch()
+            for s in self.order_start:
+                await self._start_fresh(s, plan[s.name], states[s.name])
+                if not s.is_head:
+                    await self._wait_started(s)
+            await self._verify()
+
+        return await self._guard("launch", body, on_failure, on_cancel)
+
+    async def stop(self) -> ActionResult:
+        async def body() -> None:
+            states = await self._states()
+            if not any(i.state == "running" for i in states.values()):
+                self._skip("all", "stop", "already stopped (" + ", ".join(
+                    f"{n}: {i.state}" for n, i in states.items()) + "): nothing to do")
+                self._res.summary = "already stopped"
+                return
+            await self._stop_all(states)
+
+        return await self._guard("stop", body, False, "keep")
+
+    async def restart(self, *, on_failure: FailureDecision = True, on_cancel: str = "stop") -> ActionResult:
+        async def body() -> None:
+            states = await self._states()
+            absent = [n for n, i in states.items() if i.state == "absent"]
+            if absent:
+                raise ActionFailed("no container on " + ", ".join(absent) + ": use launch")
+            if any(i.state == "running" for i in states.values()):
+                await self._stop_all(states)
+            for s in self.order_start:
+                await self._docker_start(s)
+                if not s.is_head:
+                    await self._wait_started(s)
+            await self._verify()
+
+        return await self._guard("restart", body, on_failure, on_cancel)
+
+    async def _guard(self, action: str, body: Callable[[], Awaitable[None]], on_failure: FailureDecision,
+                     on_cancel: str) -> ActionResult:
+        self._res = res = ActionResult(action)
+        try:
+            await body()
+            if res.result == "ok" and not res.summary:
+                res.summary = f"{action}: done"
+        except ActionFailed as exc:
+            res.result, res.summary = "failed", exc.detail
+            res.evidence = exc.evidence
+            await self._close_followers()
+            if self._started and not exc.service_up:
+                stop = on_failure if isinstance(on_failure, bool) else on_failure(res)
+                if inspect.isawaitable(stop):
+                    stop = await stop
+                if stop:
+                    await self._cleanup("after the failure")
+                else:
+                    res.summary += "; left running: " + ", ".join(s.name for s in self._started)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):
+                task.uncancel()  # the cancel is handled here: the clean-up below must be able to await
+            res.result = "cancelled"
+            await self._close_followers()
+            if self._started and on_cancel == "stop":
+                await self._cleanup("after the cancel")
+                res.summary = "cancelled; stopped what this run had started: " + ", ".join(
+                    s.name for s in self._started) + " (nothing left running)"
+            elif self._started:
+                res.summary = "cancelled; left running: " + ", ".join(s.name for s in self._started)
+            else:
+                res.summary = "cancelled before anything was started or stopped"
+        finally:
+            await self._close_followers()
+        return res
+
+    async def _cleanup(self, why: str) -> None:
+        states = {}
+        for s in self._started:
+            with contextlib.suppress(ActionFailed, TransportError):
+                states[s.name] = await self.container_state(s)
+        for s in [st for st in self.order_stop if st in self._started]:
+            info = states.get(s.name)
+            if info is not None and info.state != "running":
+                self._skip(s.name, "stop", f"{why}: already {info.state}")
+                continue
+            with contextlib.suppress(ActionFailed):
+                await self._stop_one(s, why)
+
+    async def _close_followers(self) -> None:
+        for f in list(self._followers.values()):
+            await f.close()
+
+    # ------------------------------------------------------------ pieces
+
+    async def _preflight(self, skip: bool) -> None:
+        if skip:
+            self._skip("all", "checks", "--skip-checks")
+            return
+        try:
+            from console.checks import run_checks  # written in parallel; optional
+        except ImportError:
+            self._skip("all", "checks", "preflight checks are not available in this build")
+            return
+        async with self.step("all", "checks") as st:
+            try:
+                out = run_checks(self.cfg)
+                if inspect.isawaitable(out):
+                    out = await out
+            except (asyncio.CancelledError, ActionFailed):
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of the gate blocks the launch
+                raise ActionFailed(f"preflight checks could not run: {exc} (use --skip-checks to launch anyway)"
+                                   ) from None
+            results = list(out or [])
+            failed = [c for c in results if getattr(c, "status", "") == "fail"]
+            if failed:
+                ev = [(getattr(c, "station", "") or "all", f"{getattr(c, 'id', '?')}: {getattr(c, 'evidence', '')}")
+                      for c in failed]
+                raise ActionFailed("preflight failed: " + ", ".join(
+                    f"{getattr(c, 'id', '?')}@{getattr(c, 'station', '') or 'all'}" for c in failed)
+                    + " (fix them, or --skip-checks)", ev)
+            warned = [c for c in results if getattr(c, "status", "") == "warn"]
+            st.detail = f"{len(results)} checks, {len(warned)} warnings"
+            if warned:
+                st.status = "warn"
+
+    async def _start_fresh(self, s: Station, spec: engines.LaunchSpec, info: docker_probe.ContainerInfo) -> None:
+        async with self.step(s.name, "run") as st:
+            if info.state != "absent":
+                r = await self._run(s, rc.docker_rm(s.container))
+                if not r.ok:
+                    raise ActionFailed(f"docker rm failed on {s.name}: {_last(r.stderr)}")
+            key_input = None
+            if spec.secret_env:
+                if not self._api_key:
+                    raise ActionFailed("the API key is configured but empty (check api.api_key_env/file)")
+                key_input = "".join(self._api_key + "\n" for _ in spec.secret_env)
+            r = await self._run(s, spec.command(), timeout=max(120.0, self.cfg.command_timeout_s), input=key_input)
+            if not r.ok:
+                raise ActionFailed(f"docker run failed on {s.name} (exit {r.exit_status}): {_last(r.stderr)}",
+                                   [(s.name, ln) for ln in r.stderr.strip().splitlines()[-3:]])
+            self._started.append(s)
+            await self._follow_new_run(s, st)
+
+    async def _docker_start(self, s: Station) -> None:
+        async with self.step(s.name, "start") as st:
+            r = await self._run(s, rc.docker_start(s.container))
+            if not r.ok:
+                raise ActionFailed(f"docker start failed on {s.name}: {_last(r.stderr)}")
+            self._started.append(s)
+            await self._follow_new_run(s, st)
+
+    async def _follow_new_run(self, s: Station, st: Step) -> None:
+        info = await self.container_state(s)
+        started = parse_docker_time(info.started_at or "")
+        if started is None:
+            raise ActionFailed(f"{s.name}: container has no start time ({info.state})")
+        since = f"{started - 0.001:.6f}"
+        cmd = rc.docker_logs_since(s.container, since)
+        old = self._followers.pop(s.name, None)
+        if old:
+            await old.close()
+        self._followers[s.name] = _Follower(
+            s, self.transports[s.name], cmd, engines.ready_marker(self.cfg),
+            engines.started_marker(self.cfg, s), self._changed, self._emit)
+        st.detail = f"{s.container} {info.state} since {info.started_at}"
+        if info.state != "running":
+            await self._wait(lambda: False, 5.0, f"{s.name} to report why it stopped")
+
+    async def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Until ``done()``; a fatal line or an ended log stream on any station fails at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_if_fatal()
+            if done():
+                return
+            for name, f in self._followers.items():
+                if f.ended:
+                    await asyncio.sleep(0)
+                    if f.fatal:
+                        break
+                    st = self.cfg.station(name)
+                    info = await self.container_state(st)
+                    if f.error:
+                        raise ActionFailed(f"lost the log stream of {name}: {f.error}")
+                    if info.state != "running":
+                        raise ActionFailed(f"{name}: the container exited (code {info.exit_code}) while waiting for "
+                                           f"{what}", [(name, ln) for ln in f.lines[-5:]])
+                    self._restart_follower(st)
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ActionFailed(f"timed out after {timeout:g} s waiting for {what}")
+                self._changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), min(left, 5.0))
+
+    def _raise_if_fatal(self) -> None:
+        for name, f in self._followers.items():
+            if f.fatal:
+                fid, line = f.fatal
+                raise ActionFailed(f"{name}: {fid}: {line.strip()[:300]}", [(name, ln) for ln in f.fatal_context])
+
+    def _restart_follower(self, s: Station) -> None:
+        """The log stream ended but the container runs (a dropped channel): follow again, a few times."""
+        old = self._followers[s.name]
+        if old.restarts >= 3:
+            raise ActionFailed(f"the log stream of {s.name} keeps ending: {_last(chr(10).join(old.lines))}")
+        f = _Follower(s, self.transports[s.name], old.cmd, old.ready_marker, old.started_marker,
+                      self._changed, lambda ev: None)  # lines already shown are not re-emitted
+        f.started, f.ready, f.restarts = old.started, old.ready, old.restarts + 1
+        self._followers[s.name] = f
+
+    async def _wait_started(self, s: Station) -> None:
+        async with self.step(s.name, "started") as st:
+            f = self._followers[s.name]
+            await self._wait(lambda: f.started, self.start_timeout_s, f"{s.name}'s engine process to start")
+            st.detail = f"engine process up ({f.started_marker!r} seen)"
+
+    async def _verify(self) -> None:
+        head = self.cfg.head
+        async with self.step(head.name, "ready") as st:
+            f = self._followers[head.name]
+            t0 = time.monotonic()
+            await self._wait(lambda: f.ready, self.ready_timeout_s, f"{head.name} to print {f.ready_marker!r}")
+            st.detail = f"{f.ready_marker!r} after {time.monotonic() - t0:.1f} s"
+        await self._health()
+        await self._transport()
+
+    async def _health(self) -> None:
+        from console.serving.client import ApiClient
+
+        async with self.step(self.cfg.head.name, "health") as st:
+            url = self.cfg.api_url()
+            deadline = time.monotonic() + self.health_timeout_s
+            async with ApiClient(url, None, timeout=min(5.0, self.cfg.api.timeout_s)) as client:
+                delay = 0.2
+                while True:
+                    h = await client.health()
+                    if h.ok:
+                        st.detail = f"GET {url}/health -> 200"
+                        return
+                    if time.monotonic() + delay > deadline:
+                        raise ActionFailed(f"GET {url}/health never returned 200 within "
+                                           f"{self.health_timeout_s:g} s: {h.error}")
+                    # the server binds its port just after the ready line: a short, bounded retry
+                    self._raise_if_fatal()
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+    async def _transport(self) -> None:
+        overall = "unknown"
+        gdr_expected = self.cfg.profile.link.gpudirect
+        for s in self.order_start:
+            f = self._followers.get(s.name)
+            t = transport_of_lines(f.lines) if f else "unknown"
+            overall = worse(overall, t) if overall != "unknown" else t
+            async with self.step(s.name, "transport") as st:
+                st.detail = _TRANSPORT_TEXT[t]
+                if t == "socket":
+                    st.status = "failed"
+                elif t == "unknown" or (t == "rdma" and gdr_expected):
+                    st.status = "warn"
+        self._res.transport = overall
+        if overall == "socket":
+            raise ActionFailed("the service is up but NCCL fell back to TCP sockets (not RDMA): check the "
+                               "RDMA devices in the container and NCCL_IB_HCA", service_up=True)
+
+    async def _stop_all(self, states: dict[str, docker_probe.ContainerInfo]) -> None:
+        for s in self.order_stop:
+            if states[s.name].state != "running":
+                self._skip(s.name, "stop", f"not running ({states[s.name].state})")
+                continue
+            await self._stop_one(s, "")
+
+    async def _stop_one(self, s: Station, why: str) -> None:
+        async with self.step(s.name, "stop") as st:
+            r = await self._run(s, rc.docker_stop(s.container, self.stop_timeout_s),
+                                timeout=self.stop_timeout_s + self.cfg.command_timeout_s)
+            if not r.ok:
+                raise ActionFailed(f"docker stop failed on {s.name}: {_last(r.stderr)}")
+            info = await self.container_state(s)
+            if info.state == "running":
+                raise ActionFailed(f"{s.name}: still running after docker stop")
+            st.detail = (why + ": " if why else "") + f"{s.container} {info.state}"
+
+
+_TRANSPORT_TEXT = {
+    "gdrdma": "NCCL over RDMA with GPUDirect (NET/IB .../GDRDMA)",
+    "rdma": "NCCL over RDMA without GPUDirect (NET/IB, no GDRDMA)",
+    "socket": "NCCL fell back to TCP sockets (NET/Socket)",
+    "unknown": "no NCCL transport lines seen (is NCCL_DEBUG=INFO set?)",
+}
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+async def run_action(cfg: Config, action: str, *, skip_checks: bool = False, on_failure: FailureDecision = True,
+                     on_cancel: str = "stop", specs: dict[str, engines.LaunchSpec] | None = None,
+                     **svc_kw: Any) -> ActionResult:
+    """One action with its own transports, closed afterwards (CLI entry)."""
+    svc = ServiceActions(cfg, **svc_kw)
+    try:
+        if action == "launch":
+            return await svc.launch(skip_checks=skip_checks, specs=specs, on_failure=on_failure, on_cancel=on_cancel)
+        if action == "stop":
+            return await svc.stop()
+        if action == "restart":
+            return await svc.restart(on_failure=on_failure, on_cancel=on_cancel)
+        raise ValueError(f"unknown action {action!r}")
+    finally:
+        await svc.close()

@@ -1,0 +1,278 @@
+"""Exact container command lines per station, built from the profile, the station and overrides.
+
+Pure: no I/O. The action layer resolves what only a station knows (GPU UUIDs, the image digest)
+and passes it in, so the preview the operator confirms is the command that runs. Secrets never
+enter an argument list: the API key travels as an environment variable *name* (``-e VLLM_API_KEY``)
+whose value the remote shell reads from stdin, and previews print ``***`` for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.config import Config, Profile, Station
+
+READY_MARKERS = {
+    "vllm": "Application startup complete.",
+    "sglang": "The server is fired up and ready to roll!",
+}
+# The first line a started rank prints: proof its process came up (a worker waits for the head).
+STARTED_MARKERS = {
+    ("vllm", True): "vLLM API server version",
+    ("vllm", False): "headless multiproc executor",
+    ("sglang", True): "server_args=ServerArgs(",
+    ("sglang", False): "server_args=ServerArgs(",
+    ("vllm-ray", True): "Ray runtime started",
+    ("vllm-ray", False): "Ray runtime started",
+}
+API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
+
+RAY_PORT = 6379
+SGLANG_DIST_PORT = 20000
+
+# Override keys that are not engine flags (everything else in ``config.overrides`` is a flag).
+CONTAINER_KEYS = {"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env", "extra_args"}
+# Serving keys consumed by the builders themselves, never passed through as flags.
+_CONSUMED = {"dist_init_port"}
+
+
+class EngineConfigError(ValueError):
+    """The profile/config cannot produce a command (one line, names the field)."""
+
+
+@dataclass(frozen=True)
+class StationRuntime:
+    """What only the station knows, resolved before building: GPU UUIDs and the pinned image."""
+
+    gpu_uuids: tuple[str, ...]
+    image: str  # repo@sha256:... (pinned by digest)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    station: str
+    rank: int
+    container: str
+    argv: tuple[str, ...]  # docker run ... (secret values never appear here)
+    secret_env: tuple[str, ...] = ()  # env names whose values the remote shell reads from stdin
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self) -> str:
+        """The remote shell line. Secret values arrive on stdin (``read`` is a builtin: no argv)."""
+        run = " ".join(shlex.quote(a) for a in self.argv)
+        if not self.secret_env:
+            return run
+        reads = " && ".join(f"IFS= read -r {n} && export {n}" for n in self.secret_env)
+        return f"{reads} && exec {run}"
+
+    def preview(self) -> str:
+        """What the operator sees: the same line, secrets as ``***``, one flag per line."""
+        head = "".join(f"{n}=*** " for n in self.secret_env)
+        parts: list[str] = []
+        cur: list[str] = []
+        for a in self.argv:
+            if a.startswith("-") and cur:
+                parts.append(" ".join(shlex.quote(x) for x in cur))
+                cur = []
+            cur.append(a)
+        if cur:
+            parts.append(" ".join(shlex.quote(x) for x in cur))
+        return head + " \\\n    ".join(parts)
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _flag_args(settings: Mapping[str, Any]) -> list[str]:
+    """``{"max_num_seqs": 16, "enable_prefix_caching": True}`` -> ``--max-num-seqs 16 --enable-prefix-caching``.
+    False/None removes a flag; dicts are passed as JSON (``--speculative-config``)."""
+    out: list[str] = []
+    for key, value in settings.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(_flag(key))
+        elif isinstance(value, (list, tuple)):
+            out.append(_flag(key))
+            out.extend(str(v) for v in value)
+        elif isinstance(value, dict):
+            out += [_flag(key), json.dumps(value, separators=(",", ":"))]
+        else:
+            out += [_flag(key), str(value)]
+    return out
+
+
+def serving_settings(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {k: v for k, v in profile.serving.items() if k not in _CONSUMED}
+    for k, v in overrides.items():
+        if k in CONTAINER_KEYS or k in _CONSUMED:
+            continue
+        merged[k.replace("-", "_").lstrip("_")] = v
+    return merged
+
+
+def executor(cfg: Config) -> str:
+    mode = str(cfg.overrides.get("executor", "mp"))
+    if mode not in ("mp", "ray"):
+        raise EngineConfigError(f"overrides.executor: must be 'mp' or 'ray', got {mode!r}")
+    if mode == "ray" and cfg.profile.engine != "vllm":
+        raise EngineConfigError("overrides.executor: 'ray' is only for vLLM profiles")
+    return mode
+
+
+def marker_engine(cfg: Config) -> str:
+    """Key into STARTED_MARKERS: vllm, vllm-ray or sglang."""
+    return "vllm-ray" if cfg.profile.engine == "vllm" and executor(cfg) == "ray" else cfg.profile.engine
+
+
+def _require(station: Station, attr: str) -> str:
+    value = getattr(station, attr)
+    if not value:
+        raise EngineConfigError(f"station {station.name}: {attr} is not set (needed for the launch command)")
+    return value
+
+
+def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[str]:
+    """docker run flags shared by both engines (up to, not including, the image)."""
+    p = cfg.profile
+    netdev = _require(station, "rail_netdev")
+    rail_ip = _require(station, "rail_ip")
+    if not rt.gpu_uuids:
+        raise EngineConfigError(f"station {station.name}: no serving GPU selected")
+    hca = cfg.overrides.get("nccl_ib_hca") or station.rdma_device or ",".join(p.link.rails)
+    args = ["docker", "run", "-d", "--name", station.container, "--network", "host"]
+    shm = cfg.overrides.get("shm_size")
+    args += ["--shm-size", str(shm)] if shm else ["--ipc", "host"]
+    args += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+             "--gpus", _gpus_value(rt.gpu_uuids),
+             "--device", "/dev/infiniband",
+             "-v", f"{_require_model_dir(p)}:{p.model_dir}:ro"]
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_SOCKET_IFNAME": netdev,
+        "GLOO_SOCKET_IFNAME": netdev,
+        "TP_SOCKET_IFNAME": netdev,
+    }
+    if hca:
+        env["NCCL_IB_HCA"] = hca
+    gid = cfg.overrides.get("nccl_ib_gid_index")
+    if gid is not None:
+        env["NCCL_IB_GID_INDEX"] = str(gid)
+    env["VLLM_HOST_IP" if p.engine == "vllm" else "SGLANG_HOST_IP"] = rail_ip
+    extra = cfg.overrides.get("extra_env") or {}
+    if not isinstance(extra, dict):
+        raise EngineConfigError("overrides.extra_env: must be a table of NAME = value")
+    env.update({str(k): str(v) for k, v in extra.items()})
+    for k, v in env.items():
+        args += ["-e", f"{k}={v}"]
+    return args
+
+
+def _gpus_value(uuids: tuple[str, ...]) -> str:
+    """docker's --gpus is CSV: several devices need the inner quotes (``"device=a,b"``)."""
+    return f"device={uuids[0]}" if len(uuids) == 1 else '"device=' + ",".join(uuids) + '"'
+
+
+def _require_model_dir(p: Profile) -> str:
+    if not p.model_dir:
+        raise EngineConfigError(f"profile {p.name}: model_dir is not set")
+    return p.model_dir
+
+
+def vllm_serve_args(cfg: Config, station: Station) -> list[str]:
+    p = cfg.profile
+    head_ip = _require(cfg.head, "rail_ip")
+    n = len(cfg.stations)
+    tp = int(cfg.overrides.get("tensor_parallel_size", p.tensor_parallel))
+    out = ["serve", p.model_dir, "--served-model-name", p.served_model_name,
+           "--tensor-parallel-size", str(tp)]
+    if executor(cfg) == "ray":
+        out += ["--distributed-executor-backend", "ray"]
+    else:
+        out += ["--nnodes", str(n), "--node-rank", str(station.rank), "--master-addr", head_ip]
+        if not station.is_head:
+            out.append("--headless")
+    if station.is_head:
+        out += ["--host", "0.0.0.0", "--port", str(p.api_port)]
+    settings = serving_settings(p, {k: v for k, v in cfg.overrides.items() if k != "tensor_parallel_size"})
+    if settings.get("tool_call_parser") and "enable_auto_tool_choice" not in settings:
+        settings["enable_auto_tool_choice"] = True
+    out += _flag_args(settings)
+    out += [str(a) for a in cfg.overrides.get("extra_args") or []]
+    return out
+
+
+def sglang_args(cfg: Config, station: Station) -> list[str]:
+    p = cfg.profile
+    head_ip = _require(cfg.head, "rail_ip")
+    port = int(p.serving.get("dist_init_port", SGLANG_DIST_PORT))
+    tp = int(cfg.overrides.get("tp", p.tensor_parallel))
+    out = ["python3", "-m", "sglang.launch_server", "--model-path", p.model_dir,
+           "--served-model-name", p.served_model_name, "--tp", str(tp),
+           "--dist-init-addr", f"{head_ip}:{port}", "--nnodes", str(len(cfg.stations)),
+           "--node-rank", str(station.rank), "--host", "0.0.0.0", "--port", str(p.api_port)]
+    out += _flag_args(serving_settings(p, {k: v for k, v in cfg.overrides.items() if k != "tp"}))
+    out += [str(a) for a in cfg.overrides.get("extra_args") or []]
+    return out
+
+
+def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set: bool = False) -> LaunchSpec:
+    """The ``docker run`` for one station. ``api_key_set``: the head gets the key by env name."""
+    p = cfg.profile
+    args = container_args(cfg, station, rt)
+    secret: tuple[str, ...] = ()
+    key_env = API_KEY_ENV.get(p.engine, "API_KEY")
+    if api_key_set and station.is_head:
+        args += ["-e", key_env]  # docker copies the value from the client's environment
+        secret = (key_env,)
+    head_ip = _require(cfg.head, "rail_ip")
+    if p.engine == "vllm":
+        serve = vllm_serve_args(cfg, station)
+        if executor(cfg) == "ray":
+            if station.is_head:
+                script = (f"ray start --head --port={RAY_PORT} --node-ip-address={shlex.quote(station.rail_ip)} "
+                          '&& exec vllm "$@"')
+            else:
+                script = (f"until ray start --block --address={shlex.quote(head_ip)}:{RAY_PORT} "
+                          f"--node-ip-address={shlex.quote(station.rail_ip)}; do sleep 5; done")
+                serve = []
+            args += ["--entrypoint", "bash", rt.image, "-c", script, "vllm"] + serve
+        else:
+            args += ["--entrypoint", "vllm", rt.image] + serve
+    elif p.engine == "sglang":
+        cmd = sglang_args(cfg, station)
+        if secret:
+            args += ["--entrypoint", "sh", rt.image, "-c", f'exec "$@" --api-key "${key_env}"', "sglang"] + cmd
+        else:
+            args += [rt.image] + cmd
+    else:
+        raise EngineConfigError(f"profile {p.name}: unknown engine {p.engine!r}")
+    return LaunchSpec(station.name, station.rank, station.container, tuple(args), secret)
+
+
+def ready_marker(cfg: Config) -> str:
+    return READY_MARKERS[cfg.profile.engine]
+
+
+def started_marker(cfg: Config, station: Station) -> str:
+    return STARTED_MARKERS[(marker_engine(cfg), station.is_head)]
+
+
+def pick_gpus(station: Station, profile: Profile, gpus: list[tuple[int, str, str]]) -> tuple[str, ...]:
+    """Choose the serving GPU(s) from ``(index, uuid, name)``: the station's ``gpu`` (UUID or name)
+    or the profile's GPU name. Never "all": a DGX Station also carries a display GPU."""
+    want = station.gpu or profile.gpu.name
+    by_uuid = [u for _i, u, _n in gpus if u == want]
+    if by_uuid:
+        return tuple(by_uuid)
+    by_name = [u for _i, u, n in gpus if n == want]
+    per_node = max(1, profile.tensor_parallel // max(1, profile.nnodes))
+    if len(by_name) < per_node:
+        seen = ", ".join(f"{i}: {n}" for i, _u, n in gpus) or "none"
+        raise EngineConfigError(f"station {station.name}: needs {per_node} GPU(s) matching {want!r}; found {seen}")
+    return tuple(by_name[:per_node])
