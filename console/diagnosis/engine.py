@@ -267,12 +267,11 @@ class Diagnoser:
     def ranked(self) -> list[Finding]:
         """Errors and warnings first, then root-ward rank, severity, and first appearance."""
         out = sorted(self._findings.values(), key=functools.cmp_to_key(_compare))
-        roots = [f for f in out if f.severity != "info" and f.rank < cat.R_SYMPTOM]
-        for f in out:
+        top = next((f for f in out if f.severity != "info"), None)
+        for f in out:  # a symptom points at the top-ranked finding nearer the root
             f.explained_by = None
-            if f.rank >= cat.R_SYMPTOM and f.severity != "info" and roots:
-                r = roots[0]
-                f.explained_by = f"{r.id}@{r.station}"
+            if top is not None and f is not top and f.rank >= cat.R_SYMPTOM and top.rank < f.rank:
+                f.explained_by = f"{top.id}@{top.station}"
         return out
 
     def findings(self) -> list[Finding]:
