@@ -416,7 +416,19 @@ def cmd_run(args: list[str], ctx) -> int:
     return 0
 
 
-COMMANDS = {"inspect": cmd_inspect, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
+def cmd_info(args: list[str], ctx) -> int:
+    """``docker info [--format F]``: runtimes include nvidia (the NVIDIA Container Toolkit)."""
+    fmt = args[args.index("--format") + 1] if "--format" in args else None
+    data = {"ServerVersion": "28.3.3", "Runtimes": {"io.containerd.runc.v2": {"path": "runc"},
+                                                   "nvidia": {"path": "nvidia-container-runtime"},
+                                                   "runc": {"path": "runc"}},
+            "DefaultRuntime": "runc", "Name": ctx.state.get("hostname", ctx.station)}
+    print(render(fmt, data) if fmt else f"Server Version: {data['ServerVersion']}\n Runtimes: "
+          + " ".join(sorted(data["Runtimes"])))
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "info": cmd_info, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
             "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image}
 
 
