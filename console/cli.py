@@ -15,10 +15,9 @@ from collections.abc import Sequence
 
 from console import __version__
 from console.config import ConfigError
+from console.errors import UsageError
 
-
-class UsageError(Exception):
-    """Bad input from the operator: one line, exit code 2."""
+__all__ = ["UsageError", "add_config_args", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):

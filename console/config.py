@@ -385,12 +385,19 @@ def parse_config(text: str, path: str | None = None) -> Config:
             raise err("stations", i, "name", f"stations[{i}].name", f"duplicate station name {s.name!r}")
     ranks = sorted(s.rank for s in stations)
     if ranks != list(range(len(stations))):
-        i = next((i for i, s in enumerate(stations) if ranks.count(s.rank) > 1 or s.rank >= len(stations)), 0)
+        seen: set[int] = set()
+        i = 0
+        for i, s in enumerate(stations):  # point at the first station that breaks the sequence
+            if s.rank in seen or s.rank >= len(stations):
+                break
+            seen.add(s.rank)
         raise err("stations", i, "rank", f"stations[{i}].rank",
                   f"ranks must be 0..{len(stations) - 1}, each once (got {ranks})")
 
     api_raw = data.get("api", {})
     ui_raw = data.get("ui", {})
+    if isinstance(api_raw, dict) and "api_key" in api_raw:
+        raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
     for table, raw, fields in (("api", api_raw, _API_FIELDS), ("ui", ui_raw, _UI_FIELDS)):
         if not isinstance(raw, dict):
             raise err(None, None, table, table, "must be a table")
@@ -399,8 +406,6 @@ def parse_config(text: str, path: str | None = None) -> Config:
                 raise err(table, None, key, f"{table}.{key}", f"unknown field (known: {', '.join(sorted(fields))})")
             if not _check_type(value, fields[key]):
                 raise err(table, None, key, f"{table}.{key}", f"must be {_type_name(fields[key])}, got {value!r}")
-    if "api_key" in api_raw:
-        raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
     ui = UiSettings(**ui_raw)
     if ui.refresh_ms < 100:
         raise err("ui", None, "refresh_ms", "ui.refresh_ms", "must be >= 100")

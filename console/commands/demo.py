@@ -27,7 +27,7 @@ START_TIMEOUT_S = 30
 def start_sim_process(args: argparse.Namespace, workdir: Path, running: bool = True) -> tuple[subprocess.Popen, Path]:
     cfg = workdir / "demo.toml"
     ready = workdir / "ready"
-    cmd = [sys.executable, "-m", "console.cli", "sim", "--write-config", str(cfg), "--root", str(workdir / "world"),
+    cmd = [sys.executable, "-m", "console", "sim", "--write-config", str(cfg), "--root", str(workdir / "world"),
            "--ready-file", str(ready), "--stations", str(args.stations), "--profile", args.profile,
            "--time-scale", str(args.time_scale)]
     if running:

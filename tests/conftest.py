@@ -1,0 +1,58 @@
+"""Shared fixtures: simulated stations behind the in-process asyncssh server (the sim tier)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from console.config import Config, parse_config
+from console.sim.server import SimServer, start_service
+from console.sim.world import World
+
+REQUIRE_ALL_TIERS = os.environ.get("DGX_CONSOLE_REQUIRE_ALL_TIERS") == "1"
+
+
+@dataclass
+class SimHandle:
+    world: World
+    server: SimServer
+    config: Config
+    config_path: Path
+
+    def start_service(self, gap_s: float = 0.2) -> None:
+        start_service(self.world, gap_s=gap_s)
+
+
+@pytest.fixture
+async def sim_factory(tmp_path):
+    """``await sim_factory(n=2, profile=..., faults=(), running=False, time_scale=0.005)``."""
+    servers: list[SimServer] = []
+
+    async def make(n: int = 2, profile: str = "glm53-nvfp4-2x-gb300-vllm", faults=(), running: bool = False,
+                   time_scale: float = 0.005, api_key: str | None = None) -> SimHandle:
+        root = tmp_path / f"world{len(servers)}"
+        world = World.create(root, profile, n, list(faults), time_scale)
+        server = SimServer(world, api_key=api_key)
+        await server.start()
+        servers.append(server)
+        path = tmp_path / f"sim{len(servers)}.toml"
+        data = server.config_dict()
+        path.write_text(tomli_w.dumps(data))
+        config = parse_config(path.read_text(), str(path))
+        handle = SimHandle(world, server, config, path)
+        if running:
+            handle.start_service()
+        return handle
+
+    yield make
+    for s in servers:
+        await s.stop()
+
+
+@pytest.fixture
+async def sim(sim_factory) -> SimHandle:
+    return await sim_factory()
