@@ -442,7 +442,7 @@ class ServiceActions:
 
     async def _guard(self, action: str, body: Callable[[], Awaitable[None]], on_failure: FailureDecision,
                      on_cancel: str) -> ActionResult:
-        self._res = res = ActionResult(action)
+        self._res = res = ActionResult(action, steps=list(self._res.steps))  # keeps plan_launch's steps
         try:
             await body()
             if res.result == "ok" and not res.summary:
@@ -475,6 +475,11 @@ class ServiceActions:
                 res.summary = "cancelled before anything was started or stopped"
         finally:
             await self._close_followers()
+            if res.transport == "unknown" and self._followers:  # best effort on failure: what NCCL chose
+                seen = [transport_of_lines(f.lines) for f in self._followers.values()]
+                known = [t for t in seen if t != "unknown"]
+                if known:
+                    res.transport = known[0] if len(known) == 1 else worse(known[0], known[1])
         return res
 
     async def _cleanup(self, why: str) -> None:
@@ -518,7 +523,8 @@ class ServiceActions:
             results = list(out or [])
             failed = [c for c in results if getattr(c, "status", "") == "fail"]
             if failed:
-                ev = [(getattr(c, "station", "") or "all", f"{getattr(c, 'id', '?')}: {getattr(c, 'evidence', '')}")
+                ev = [(getattr(c, "station", "") or "all",
+                       f"{getattr(c, 'id', '?')}: {_first(getattr(c, 'summary', '') or getattr(c, 'evidence', ''))}")
                       for c in failed]
                 raise ActionFailed("preflight failed: " + ", ".join(
                     f"{getattr(c, 'id', '?')}@{getattr(c, 'station', '') or 'all'}" for c in failed)
@@ -630,6 +636,8 @@ class ServiceActions:
             st.detail = f"{f.ready_marker!r} after {time.monotonic() - t0:.1f} s"
         await self._health()
         await self._transport()
+        self._res.summary = (f"serving {self.cfg.profile.served_model_name} at {self.cfg.api_url()} "
+                             f"({len(self.cfg.stations)} stations)")
 
     async def _health(self) -> None:
         from console.serving.client import ApiClient
@@ -695,6 +703,11 @@ _TRANSPORT_TEXT = {
     "socket": "NCCL fell back to TCP sockets (NET/Socket)",
     "unknown": "no NCCL transport lines seen (is NCCL_DEBUG=INFO set?)",
 }
+
+
+def _first(text: object) -> str:
+    lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
+    return lines[0][:200] if lines else ""
 
 
 def _last(text: str) -> str:
