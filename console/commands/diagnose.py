@@ -1,0 +1,124 @@
+"""``dgx-console diagnose [FILE|- ...] [--json] [--station NAME]``: name the likely root cause.
+
+Files, stdin (``-``) and the live container logs of configured stations are read into one
+Diagnoser, so a watchdog timeout on the head is ranked under the socket fallback on the worker.
+Exit 0 when nothing is wrong, 1 on any error or warning finding (or an unreadable station),
+2 on usage errors (a missing file, an unknown station).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from console.cli import UsageError, add_config_args
+from console.config import Config, load_config
+from console.diagnose import Diagnoser, Finding, has_problems
+
+DEFAULT_TAIL = 5000
+BATCH = 4096
+
+
+def _feed(d: Diagnoser, source: str, lines) -> int:
+    n, buf = 0, []
+    for line in lines:
+        buf.append(line.rstrip("\r\n"))
+        if len(buf) >= BATCH:
+            d.feed(source, buf)
+            n += len(buf)
+            buf = []
+    d.feed(source, buf)
+    return n + len(buf)
+
+
+def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
+    sources = []
+    for name in inputs:
+        if name == "-":
+            sources.append({"source": "stdin", "lines": _feed(d, "stdin", sys.stdin), "error": None})
+            continue
+        p = Path(name)
+        if not p.is_file():
+            raise UsageError(f"{name}: no such file")
+        try:
+            with p.open(encoding="utf-8", errors="replace") as fh:
+                sources.append({"source": name, "lines": _feed(d, name, fh), "error": None})
+        except OSError as exc:
+            raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
+    return sources
+
+
+def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, trust: bool) -> list[dict]:
+    from console.diagnosis.fetch import fetch_station_log
+
+    stations = []
+    for name in names:
+        try:
+            stations.append(config.station(name))
+        except Exception:
+            known = ", ".join(s.name for s in config.stations)
+            raise UsageError(f"--station {name}: no such station (configured: {known})") from None
+
+    async def all_logs():
+        return await asyncio.gather(*(fetch_station_log(config, s, tail, trust) for s in stations))
+
+    out = []
+    for log in asyncio.run(all_logs()):
+        if log.error:
+            print(f"dgx-console: {log.station}: {log.error}", file=sys.stderr)
+        out.append({"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error})
+    return out
+
+
+def format_finding(f: Finding) -> str:
+    head = f"{f.severity.upper():8}{f.id}  [{f.station}]" + (f"  x{f.count}" if f.count > 1 else "")
+    out = [head, f"    cause: {f.cause}"]
+    if f.explained_by:
+        out.append(f"    likely explained by: {f.explained_by}")
+    for ev in f.evidence:
+        where = f"{ev.source}:{ev.line}" if ev.line is not None else ev.source
+        out.append(f"    {where}: {ev.text}")
+        for c in ev.context[-4:]:
+            out.append(f"        | {c}")
+    out.append(f"    fix: {f.fix}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tail < 1:
+        raise UsageError(f"--tail must be >= 1, got {args.tail}")
+    if not args.inputs and not args.station:
+        raise UsageError("diagnose needs FILE..., - (stdin), or --station NAME")
+    config = load_config(args.config) if (args.station or args.config) else None
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None)
+    sources = _read_inputs(d, args.inputs)
+    if args.station:
+        sources += _read_stations(d, config, args.station, args.tail, args.trust_host_key)
+    d.finish()
+    findings = d.ranked()
+    unreadable = any(s["error"] for s in sources)
+    if args.json:
+        print(json.dumps({"findings": [f.to_dict() for f in findings], "sources": sources}, indent=2))
+    elif findings:
+        print("\n\n".join(format_finding(f) for f in findings))
+    else:
+        total = sum(s["lines"] for s in sources)
+        print(f"no findings ({total} lines read)")
+    return 1 if has_problems(findings) or unreadable else 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("diagnose", help="findings over log files, stdin, or live container logs",
+                       description="Name the likely root cause of a failed launch or an NCCL timeout, "
+                                   "with its evidence lines and the fix.")
+    add_config_args(p)
+    p.add_argument("inputs", nargs="*", metavar="FILE", help="log files; - reads stdin")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--station", action="append", default=[], metavar="NAME",
+                   help="read the live container log of this configured station (repeatable)")
+    p.add_argument("--tail", type=int, default=DEFAULT_TAIL, metavar="N",
+                   help=f"lines of each station's log to read (default {DEFAULT_TAIL})")
+    p.set_defaults(func=run)

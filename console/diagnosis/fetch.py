@@ -1,0 +1,47 @@
+"""Read a station's recent container log through its transport (diagnose --station, bundle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.config import Config, Station
+from console.remote import commands
+from console.remote.transport import TransportError, make_transport
+
+
+@dataclass(frozen=True)
+class StationLog:
+    station: str
+    lines: list[str]
+    error: str | None = None  # one line when the station or its container could not be read
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+async def fetch_station_log(config: Config, station: Station, tail: int, trust: bool = False) -> StationLog:
+    """The last ``tail`` lines of the station's container (docker --timestamps); never raises."""
+    from console.status import connect_with_trust  # shared trust-on-request behaviour
+
+    transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
+    try:
+        await connect_with_trust(transport, trust)
+        res = await transport.run(commands.docker_logs(station.container, tail, follow=False),
+                                  timeout=max(config.command_timeout_s, 30.0))
+    except TransportError as exc:
+        return StationLog(station.name, [], f"unreachable: {exc}")
+    except OSError as exc:
+        return StationLog(station.name, [], f"unreachable: {exc.strerror or exc}")
+    finally:
+        try:
+            await transport.close()
+        except Exception:  # closing a dead connection must not mask the result
+            pass
+    lines = res.stdout.splitlines()
+    if res.exit_status != 0:
+        detail = (lines[-1] if lines else res.stderr.strip().splitlines()[-1:] or ["no output"])
+        detail = detail if isinstance(detail, str) else detail[0]
+        return StationLog(station.name, [], f"docker logs {station.container} failed "
+                                            f"(exit {res.exit_status}): {detail}")
+    return StationLog(station.name, lines)
