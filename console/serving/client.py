@@ -49,6 +49,11 @@ THINK_IN_CONTENT_WARNING = (
     "--reasoning-parser"
 )
 
+NO_THINK_IGNORED_WARNING = (
+    "reasoning came back although no-think was asked: the chat template has no thinking switch "
+    "(GLM-5.3's always thinks); budget max_tokens for it"
+)
+
 ErrorKind = Literal["unauthorized", "unavailable", "timeout", "connect", "http", "stream", "cancelled"]
 
 
@@ -232,6 +237,8 @@ def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
         text = r.content + r.reasoning
         out.append(TOOL_PARSER_WARNING if "<tool_call>" in text or "<arg_key>" in text
                    else NO_TOOL_CALL_WARNING)
+    if req.no_think and r.reasoning:
+        out.append(NO_THINK_IGNORED_WARNING)
     if "<think>" in r.content or "</think>" in r.content:
         out.append(THINK_IN_CONTENT_WARNING)
     if r.finish_reason in ("error", "abort"):

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from console.serving.client import (
     BUDGET_TRAP_WARNING,
+    NO_THINK_IGNORED_WARNING,
     NO_TOOL_CALL_WARNING,
     SMOKE_TOOL,
     TOOL_PARSER_WARNING,
@@ -147,6 +148,7 @@ async def test_sglang_reasoning_content_field_and_no_think(replay) -> None:
     assert res.usage is None and res.output_tokens is None
     assert r.requests[0]["chat_template_kwargs"] == {"enable_thinking": False}
     assert "Authorization" not in r.headers[0]
+    assert res.warnings == [NO_THINK_IGNORED_WARNING]  # the server thought anyway
 
 
 async def test_tool_call_fragments_are_assembled(replay) -> None:
