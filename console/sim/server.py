@@ -25,6 +25,7 @@ from console.config import save_config
 from console.sim import api as sim_api
 from console.sim.engine import engine_phase, serving_mem_gib
 from console.sim.shim import write_bin
+from console.sim.shims._stationfs import populate as populate_station_fs
 from console.sim.world import World
 
 BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine
@@ -104,6 +105,7 @@ class SimServer:
 
     async def start(self, host: str = "127.0.0.1") -> None:
         write_bin(self.root / "bin")
+        populate_station_fs(self.world)
         _client, auth = self._keys()
         known = []
         for name in self.world.names:

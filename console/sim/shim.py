@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,15 +40,25 @@ class ShimContext:
         return time.time()
 
 
+# Commands whose real names have underscores (the rest map ``nvidia_smi.py`` -> ``nvidia-smi``).
+UNDERSCORE_NAMES = {"ib_write_bw", "ibv_devinfo", "show_gids"}
+
+
 def shim_names() -> list[str]:
     shim_dir = Path(__file__).parent / "shims"
-    return sorted(p.stem.replace("_", "-") for p in shim_dir.glob("*.py") if not p.name.startswith("_"))
+    return sorted(p.stem if p.stem in UNDERSCORE_NAMES else p.stem.replace("_", "-")
+                  for p in shim_dir.glob("*.py") if not p.name.startswith("_"))
 
 
-def write_bin(bin_dir: Path, python: str | None = None) -> None:
+def write_bin(bin_dir: Path, python: str | None = None, exclude: Iterable[str] = (),
+              only: Iterable[str] | None = None) -> None:
+    """One wrapper per shim; ``exclude``/``only`` pick which (the lab keeps the real ip/ping/ssh/date)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     py = python or sys.executable
+    skip, keep = set(exclude), (set(only) if only is not None else None)
     for name in shim_names():
+        if name in skip or (keep is not None and name not in keep):
+            continue
         path = bin_dir / name
         path.write_text(f'#!/bin/sh\nexec "{py}" -m console.sim.shim {name} "$@"\n')
         path.chmod(0o755)
