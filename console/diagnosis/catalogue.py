@@ -154,10 +154,13 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
 
 # Link/preflight check ids (reported by console.checks, not found in logs).
 CHECK_RANKS: dict[str, int] = {
-    "link-down": R_LINK, "link-speed": R_LINK, "mtu-mismatch": R_LINK, "jumbo-ping": R_LINK,
-    "rdma-port-down": R_LINK, "rdma-bandwidth": R_LINK, "ssh-a-to-b": R_LINK, "clock-skew": R_LINK,
-    "env-mismatch": R_SETUP, "image-mismatch": R_SETUP, "checkpoint-mismatch": R_SETUP,
-    "disk-space": R_SETUP + 3, "api-exposed": 60,
+    **dict.fromkeys(("link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route",
+                     "rdma-netdev", "rdma-port-down", "roce-gid", "rdma-errors", "rdma-bandwidth", "ssh-a-to-b",
+                     "clock-skew", "clock-unsynced"), R_LINK),
+    **dict.fromkeys(("env-mismatch", "image-mismatch", "checkpoint-mismatch", "user-mismatch",
+                     "container-toolkit", "model-config"), R_SETUP),
+    "disk-space": R_SETUP + 3,
+    "api-exposed": 60,  # a security warning, unrelated to why serving failed
 }
 
 

@@ -28,7 +28,7 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.I), r"\1***"),
     (re.compile(r"(\b[A-Z][A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD)\b\s*[=:]\s*)(['\"]?)[^\s'\",]+"), r"\1\2***"),
     (re.compile(r"((?:['\"]?)\b(?:api_key|api-key|apikey|hf_token|access_token|password|secret)\b['\"]?\s*[:=]\s*"
-                r"['\"]?)[^\s'\",})]+", re.I), r"\1***"),
+                r"\[?['\"]?)[^\s'\",})\]]+", re.I), r"\1***"),
     (re.compile(r"(--(?:api-key|hf-token|token)[= ]+)(['\"]?)[^\s'\"]+"), r"\1\2***"),
 )
 

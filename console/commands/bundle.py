@@ -1,0 +1,158 @@
+"""``dgx-console bundle PATH``: a support archive (tar.gz) to attach to a report.
+
+Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, ``*_TOKEN=``, ``*_KEY=``):
+``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
+config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.checks`` is
+available), ``logs/<station>.log`` (the last N container log lines) and ``findings.json`` (the
+diagnosis over those logs and checks). An unreachable station is recorded, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import sys
+import tarfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from console import __version__
+from console.cli import UsageError, add_config_args
+from console.config import Config, config_to_dict, load_config
+from console.diagnose import Diagnoser, redact
+from console.diagnosis.fetch import StationLog, fetch_station_log
+
+DEFAULT_TAIL = 2000
+CHECKS_TIMEOUT_S = 180.0
+
+
+async def _run_checks(config: Config, timeout: float) -> tuple[list[Any] | None, str | None]:
+    """Check results, or why there are none (module not there yet, or the run failed)."""
+    try:
+        from console.checks import run_checks
+    except ImportError as exc:
+        return None, f"checks not available: {exc}"
+    try:
+        return list(await asyncio.wait_for(run_checks(config), timeout)), None
+    except TimeoutError:
+        return None, f"checks did not finish within {timeout:g} s"
+    except Exception as exc:  # a broken check run must not lose the rest of the bundle
+        return None, f"checks failed: {exc.__class__.__name__}: {exc}"
+
+
+def _check_dict(r: Any) -> dict[str, Any]:
+    d = r.to_dict() if hasattr(r, "to_dict") else {k: getattr(r, k, "") for k in
+                                                   ("id", "station", "status", "summary", "evidence", "fix")}
+    return {k: redact(v) if isinstance(v, str) else v for k, v in d.items()}
+
+
+async def _collect(config: Config, tail: int, with_checks: bool, trust: bool
+                   ) -> tuple[list[StationLog], list[Any] | None, str | None]:
+    logs_task = asyncio.gather(*(fetch_station_log(config, s, tail, trust) for s in config.stations))
+    if with_checks:
+        (logs, (checks, err)) = await asyncio.gather(logs_task, _run_checks(config, CHECKS_TIMEOUT_S))
+    else:
+        logs, checks, err = await logs_task, None, "checks skipped (--no-checks)"
+    return list(logs), checks, err
+
+
+def _config_text(config: Config) -> str | None:
+    if not config.path:
+        return None
+    try:
+        return redact(Path(config.path).read_text())
+    except OSError:
+        return None
+
+
+def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = True, trust: bool = False
+                 ) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The archive members (name -> bytes) and the manifest."""
+    logs, checks, checks_error = asyncio.run(_collect(config, tail, with_checks, trust))
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+    members: dict[str, bytes] = {}
+    stations = []
+    for log in logs:
+        d.feed(log.station, log.lines)
+        if log.ok:
+            members[f"logs/{log.station}.log"] = "".join(redact(x) + "\n" for x in log.lines).encode()
+        else:
+            members[f"logs/{log.station}.error.txt"] = (redact(log.error or "") + "\n").encode()
+        stations.append({"name": log.station, "reachable": log.ok, "error": redact(log.error) if log.error else None,
+                         "log_lines": len(log.lines)})
+    if checks is not None:
+        d.add_check_results(checks)
+    findings = d.ranked()
+    manifest = {
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "dgx_console_version": __version__,
+        "profile": config.profile.name,
+        "config_path": config.path,
+        "tail": tail,
+        "stations": stations,
+        "checks": {"included": checks is not None, "count": len(checks or []), "error": checks_error},
+        "findings": len(findings),
+        "redaction": "API keys, hub tokens, Bearer credentials and *_TOKEN / *_KEY / *_SECRET values are masked",
+    }
+    members["manifest.json"] = json.dumps(manifest, indent=2).encode()
+    text = _config_text(config)
+    if text is not None:
+        members["config.toml"] = text.encode()
+    members["config.effective.toml"] = redact(tomli_w.dumps(config_to_dict(config))).encode()
+    members["checks.json"] = json.dumps(
+        {"checks": [_check_dict(r) for r in checks]} if checks is not None else {"checks": [], "error": checks_error},
+        indent=2).encode()
+    members["findings.json"] = json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2).encode()
+    return members, manifest
+
+
+def write_archive(path: Path, members: dict[str, bytes]) -> None:
+    top = "dgx-console-bundle-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    now = time.time()
+    tmp = path.with_name(path.name + ".part")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime, info.mode = len(data), now, 0o600
+            tar.addfile(info, io.BytesIO(data))
+    tmp.replace(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tail < 1:
+        raise UsageError(f"--tail must be >= 1, got {args.tail}")
+    path = Path(args.path).expanduser()
+    if path.is_dir():
+        raise UsageError(f"{args.path}: is a directory (give a file name, e.g. bundle.tar.gz)")
+    if not path.parent.is_dir():
+        raise UsageError(f"{args.path}: directory {path.parent} does not exist")
+    config = load_config(args.config)
+    members, manifest = build_bundle(config, args.tail, not args.no_checks, args.trust_host_key)
+    try:
+        write_archive(path, members)
+    except OSError as exc:
+        raise UsageError(f"{args.path}: cannot write: {exc.strerror}") from None
+    down = [s["name"] for s in manifest["stations"] if not s["reachable"]]
+    for s in manifest["stations"]:
+        if s["error"]:
+            print(f"dgx-console: {s['name']}: {s['error']}", file=sys.stderr)
+    print(f"wrote {path} ({manifest['findings']} findings, {len(manifest['stations']) - len(down)}/"
+          f"{len(manifest['stations'])} stations read"
+          + (f"; unreachable: {', '.join(down)}" if down else "") + ")")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bundle", help="support bundle (config, checks, recent logs, findings; secrets redacted)")
+    add_config_args(p)
+    p.add_argument("path", metavar="PATH", help="archive to write (tar.gz)")
+    p.add_argument("--tail", type=int, default=DEFAULT_TAIL, metavar="N",
+                   help=f"log lines per station (default {DEFAULT_TAIL})")
+    p.add_argument("--no-checks", action="store_true", help="do not run the link/preflight checks")
+    p.set_defaults(func=run)
