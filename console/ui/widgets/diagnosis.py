@@ -1,0 +1,155 @@
+"""Diagnosis panel: ranked findings (root cause first), the selected one's evidence and fix.
+
+Pure presentation: the app hands it ``Finding`` objects (``update_findings``); it does no I/O.
+``station_badge`` gives the short severity badge a station pane shows next to its title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from console.diagnose import Finding
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
+
+
+def finding_key(f: Finding) -> str:
+    return f"{f.id}@{f.station}"
+
+
+def station_badge(findings: Iterable[Finding], station: str) -> Text | None:
+    """``✖ 2`` (worst severity, number of error/warning findings) for one station, or None."""
+    mine = [f for f in findings if f.station == station and f.severity in ("error", "warning")]
+    if not mine:
+        return None
+    worst = "error" if any(f.severity == "error" for f in mine) else "warning"
+    return Text(f"{SEVERITY_MARK[worst]} {len(mine)}", style=SEVERITY_STYLE[worst])
+
+
+def _option_label(rank: int, f: Finding) -> Text:
+    t = Text()
+    t.append(f"{rank:>2}. ", style="dim")
+    t.append(f"{SEVERITY_MARK[f.severity]} ", style=SEVERITY_STYLE[f.severity])
+    t.append(f.id, style="bold")
+    t.append(f"  {f.station}", style="dim")
+    if f.count > 1:
+        t.append(f"  ×{f.count}", style="dim")
+    return t
+
+
+def render_detail(f: Finding) -> Text:
+    t = Text()
+    t.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
+    t.append(f"{f.id}", style="bold")
+    t.append(f" on {f.station}\n\n", style="dim")
+    t.append("Cause  ", style="bold")
+    t.append(f"{f.cause}\n")
+    if f.explained_by:
+        t.append("Likely explained by  ", style="bold")
+        t.append(f"{f.explained_by}\n")
+    t.append("\nEvidence", style="bold")
+    if f.count > len(f.evidence):
+        t.append(f"  ({len(f.evidence)} of {f.count} lines)", style="dim")
+    t.append("\n")
+    for ev in f.evidence:
+        where = f"{ev.source}:{ev.line}" if ev.line is not None else ev.source
+        t.append(f"  {where}  ", style="dim")
+        t.append(f"{ev.text}\n")
+        for c in ev.context[-6:]:
+            t.append(f"      │ {c}\n", style="dim")
+    t.append("\nFix  ", style="bold green")
+    t.append(f"{f.fix}\n")
+    return t
+
+
+class DiagnosisPanel(Vertical):
+    """Ranked findings on the left of the detail of the highlighted one."""
+
+    DEFAULT_CSS = """
+    DiagnosisPanel { height: 1fr; }
+    DiagnosisPanel #diag-summary { height: 1; padding: 0 1; }
+    DiagnosisPanel #diag-list { height: auto; max-height: 12; }
+    DiagnosisPanel #diag-detail-scroll { height: 1fr; border-top: solid $panel; }
+    DiagnosisPanel #diag-detail { padding: 0 1; }
+    """
+
+    class FindingSelected(Message):
+        """The operator chose a finding (Enter/click): the app may jump to its log line."""
+
+        def __init__(self, finding: Finding) -> None:
+            super().__init__()
+            self.finding = finding
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._findings: list[Finding] = []
+        self._shape: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        yield Static("No findings", id="diag-summary")
+        yield OptionList(id="diag-list")
+        with VerticalScroll(id="diag-detail-scroll"):
+            yield Static("", id="diag-detail")
+
+    @property
+    def findings(self) -> list[Finding]:
+        return list(self._findings)
+
+    @property
+    def selected(self) -> Finding | None:
+        idx = self.query_one(OptionList).highlighted
+        return self._findings[idx] if idx is not None and idx < len(self._findings) else None
+
+    def update_findings(self, findings: Sequence[Finding]) -> None:
+        """Show these findings (already ranked, root cause first); keeps the highlighted one."""
+        shape = tuple((finding_key(f), f.severity, f.count, f.cause, f.explained_by, len(f.evidence))
+                      for f in findings)
+        if shape == self._shape:
+            return
+        self._shape = shape
+        olist = self.query_one(OptionList)
+        keep = finding_key(self.selected) if self.selected else None
+        self._findings = list(findings)
+        olist.clear_options()
+        olist.add_options([Option(_option_label(i + 1, f), id=finding_key(f)) for i, f in enumerate(self._findings)])
+        keys = [finding_key(f) for f in self._findings]
+        if self._findings:
+            olist.highlighted = keys.index(keep) if keep in keys else 0
+        self._update_summary()
+        self._show_detail()
+
+    def _update_summary(self) -> None:
+        counts = {s: sum(1 for f in self._findings if f.severity == s) for s in SEVERITY_STYLE}
+        summary = self.query_one("#diag-summary", Static)
+        if not self._findings:
+            summary.update(Text("No findings", style="green"))
+            return
+        t = Text(f"{len(self._findings)} finding{'s' if len(self._findings) != 1 else ''}: ")
+        parts = [(f"{n} {s}{'s' if n != 1 else ''}", SEVERITY_STYLE[s]) for s, n in counts.items() if n]
+        for i, (label, style) in enumerate(parts):
+            if i:
+                t.append(", ")
+            t.append(label, style=style)
+        summary.update(t)
+
+    def _show_detail(self) -> None:
+        f = self.selected
+        self.query_one("#diag-detail", Static).update(render_detail(f) if f else "")
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        f = self.selected
+        if f is not None:
+            self.post_message(self.FindingSelected(f))

@@ -1,0 +1,83 @@
+"""DiagnosisPanel in a tiny app: ranked list, the highlighted finding's evidence and fix, live updates."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.widgets import OptionList, Static
+
+from console.diagnose import Diagnoser
+from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
+
+WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600059 "
+            "milliseconds before timing out.")
+SOCKET = "station-b:391:512 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>"
+
+
+class PanelApp(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected = []
+
+    def compose(self) -> ComposeResult:
+        yield DiagnosisPanel()
+
+    def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
+        self.selected.append(msg.finding)
+
+
+def text_of(widget: Static) -> str:
+    r = widget.render()
+    return r.plain if hasattr(r, "plain") else str(r)
+
+
+async def test_panel_shows_ranked_findings_evidence_and_fix():
+    d = Diagnoser()
+    d.feed("station-a", ["INFO start", WATCHDOG])
+    d.feed("station-b", [SOCKET, SOCKET])
+    app = PanelApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(DiagnosisPanel)
+        assert text_of(panel.query_one("#diag-summary", Static)) == "No findings"
+        panel.update_findings(d.ranked())
+        await pilot.pause()
+        olist = panel.query_one(OptionList)
+        assert olist.option_count == 2
+        assert "nccl-socket-fallback" in str(olist.get_option_at_index(0).prompt)
+        detail = text_of(panel.query_one("#diag-detail", Static))
+        assert "station-b:1" in detail and "NET/Socket : Using" in detail
+        assert "NCCL_IB_HCA" in detail  # the fix
+        assert "1 error" in text_of(panel.query_one("#diag-summary", Static))
+
+        olist.focus()
+        await pilot.press("down")
+        detail = text_of(panel.query_one("#diag-detail", Static))
+        assert "nccl-timeout" in detail and "station-a:2" in detail
+        assert "Likely explained by  nccl-socket-fallback@station-b" in detail
+
+        # a new root cause arrives: the highlight stays on the finding the operator was reading
+        d.add_check_results([type("R", (), dict(id="mtu-mismatch", station="station-b", status="fail",
+                                                summary="MTU 1500 on B, 9000 on A", evidence="mtu 1500",
+                                                fix="ip link set enp1s0f1np1 mtu 9000"))()])
+        panel.update_findings(d.ranked())
+        await pilot.pause()
+        assert olist.option_count == 3
+        assert panel.selected.id == "nccl-timeout"
+        assert "mtu-mismatch" in str(olist.get_option_at_index(0).prompt)
+
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [f.id for f in app.selected] == ["nccl-timeout"]
+
+        panel.update_findings([])
+        await pilot.pause()
+        assert olist.option_count == 0 and text_of(panel.query_one("#diag-summary", Static)) == "No findings"
+
+
+async def test_station_badge():
+    d = Diagnoser()
+    d.feed("station-b", [SOCKET])
+    d.feed("station-a", ["INFO fine"])
+    assert station_badge(d.ranked(), "station-a") is None
+    badge = station_badge(d.ranked(), "station-b")
+    assert badge is not None and badge.plain == "▲ 1" and "yellow" in str(badge.style)
