@@ -172,11 +172,11 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
 
 
 def _watchdog(m: re.Match[str] | None, text: str) -> Hit | None:
-    seq = re.search(r"SeqNum=(\d+)", text)
+    seq = re.search(r"SeqNum=(\d+)|watchdog at work: (\d+)|Timeout at NCCL work: (\d+)", text)
     numel = re.search(r"NumelIn=(\d+)", text)
     if not seq:
         return None
-    n = int(seq.group(1))
+    n = int(next(g for g in seq.groups() if g))
     numel_in = int(numel.group(1)) if numel else None
     if n <= 10 or numel_in == 1:
         return Hit(
@@ -300,6 +300,10 @@ SIGNATURES: tuple[Signature, ...] = (
               cause="the torch.distributed rendezvous (TCPStore) connection to the head timed out"),
     Signature("nccl-connect", ("The client socket has",), _c(r"The client socket has failed to connect to"), severity="warning",
               rank=R_ROOT + 5, cause="the torch.distributed rendezvous (TCPStore) cannot reach the head yet"),
+    Signature("nccl-connect", ("waiting for clients",), _c(r"Timed out after \d+ seconds waiting for clients"),
+              rank=R_SYMPTOM, cause="the torch.distributed rendezvous timed out: not every station joined",
+              fix="start the worker station(s) and look at their logs; check the head address/port "
+                  "(MASTER_ADDR, --dist-init-addr) and the firewall between the stations"),
     Signature("nccl-connect", ("Connection closed by remote peer", "remote process exited or there was a network error"),
               severity="warning", rank=R_SYMPTOM,
               cause="the peer closed the NCCL connection: the process on the other station likely died "
@@ -310,6 +314,8 @@ SIGNATURES: tuple[Signature, ...] = (
               fix="run with NCCL_DEBUG=INFO on both stations and look for the first WARN"),
     # --- collectives that never finish
     Signature("nccl-timeout", ("Watchdog caught",), _c(r"Watchdog caught collective operation timeout"), refine=_watchdog),
+    Signature("nccl-timeout", ("by watchdog at work", "Timeout at NCCL work"),
+              _c(r"detected by watchdog at work|Timeout at NCCL work"), refine=_watchdog),
     Signature("nccl-hang", ("shared memory broadcast block",),
               cause="a process waited 60 s for the others (hung collective or a slow rank)"),
     Signature("nccl-hang", ("RPC call to",), _c(r"RPC call to \w+ timed out")),
