@@ -1,0 +1,124 @@
+"""Link checks against real sshd, real ip/ping/ssh in network namespaces, with real faults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+from lab import REAL_TOOLS
+
+from console.checks import SPECS, run_checks
+
+# Checks whose answers come from real tools in the lab (the rest read simulated GPU/Docker/RDMA
+# shims through the real sshd): reported by test_healthy_lab_passes_every_check.
+REAL_IN_LAB = {"mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "clock-skew", "ssh-a-to-b", "user-mismatch",
+               "link-down"}
+
+
+def by(results, id_, station):
+    hit = [r for r in results if r.id == id_ and r.station == station]
+    assert hit, f"no {id_} result for {station}: {[(r.id, r.station) for r in results]}"
+    return hit[0]
+
+
+async def test_healthy_lab_passes_every_check(lab, capsys):
+    results = await run_checks(lab.config())
+    bad = [(r.id, r.station, r.status, r.summary) for r in results if r.status not in ("pass",)
+           and r.id != "api-exposed"]
+    assert not bad, bad
+    assert {r.id for r in results} == {s.id for s in SPECS}
+    with capsys.disabled():
+        real = sorted(REAL_IN_LAB)
+        sim = sorted({s.id for s in SPECS} - REAL_IN_LAB)
+        print(f"\n[lab] real tools used: {', '.join(REAL_TOOLS)}, sshd; real checks: {', '.join(real)}"
+              f"\n[lab] simulated (shims behind real sshd): {', '.join(sim)}")
+
+
+async def test_mtu_1500_on_b_is_a_mismatch_and_the_jumbo_ping_fails(lab):
+    lab.set_mtu("B", 1500)
+    results = await run_checks(lab.config(), only=["mtu-value", "mtu-mismatch", "jumbo-ping"])
+    mm = by(results, "mtu-mismatch", "A<->B")
+    assert mm.status == "fail" and "A 9000, B 1500" in mm.summary
+    assert "mtu 1500" in mm.evidence  # the real `ip -o link` line of B
+    assert by(results, "mtu-value", "B").status == "fail"
+    assert by(results, "mtu-value", "A").status == "pass"
+    a_to_b = by(results, "jumbo-ping", "A->B")
+    assert a_to_b.status == "fail"
+    assert "100% packet loss" in a_to_b.evidence and "ping -M do -s 8972" in a_to_b.evidence
+    b_to_a = by(results, "jumbo-ping", "B->A")
+    assert b_to_a.status == "fail"
+    assert "local error: message too long, mtu=1500" in b_to_a.evidence  # real iputils output
+    assert "mtu 9000" in b_to_a.fix
+
+
+async def test_rail_link_down(lab):
+    lab.rail_down("B")
+    results = await run_checks(lab.config(), only=["link-down", "jumbo-ping"])
+    a = by(results, "link-down", "A")
+    assert a.status == "fail" and "Link detected: no" in a.evidence and a.fix
+    assert by(results, "link-down", "B").status == "fail"
+    assert by(results, "jumbo-ping", "A->B").status == "fail"
+
+
+async def test_sshd_killed_on_b_skips_b_and_runs_a(lab):
+    lab.kill_sshd("B")
+    results = await run_checks(lab.config())
+    b_only = [r for r in results if r.station == "B"]
+    assert b_only and all(r.status == "skip" and "unreachable" in r.summary for r in b_only)
+    assert by(results, "link-speed", "A").status == "pass"
+    assert by(results, "jumbo-ping", "A->B").status == "pass"  # the rail itself is fine
+    ssh = by(results, "ssh-a-to-b", "A->B")
+    assert ssh.status == "fail" and "Connection refused" in ssh.summary
+
+
+async def test_passwordless_ssh_really_tested(lab):
+    ok = await run_checks(lab.config(), only=["ssh-a-to-b"])
+    assert by(ok, "ssh-a-to-b", "A->B").status == "pass"
+    lab.remove_a_to_b_key()
+    results = await run_checks(lab.config(), only=["ssh-a-to-b"])
+    r = by(results, "ssh-a-to-b", "A->B")
+    assert r.status == "fail"
+    assert "Permission denied" in r.summary
+    assert "ssh-copy-id" in r.fix and "BatchMode=yes" in r.evidence
+
+
+async def test_port_counters_growing_between_reads_fail(lab):
+    # The counter is a FIFO: the first read gets 5, the second 50, whatever the timing.
+    path = lab.counter_path("A", "symbol_error")
+    path.unlink()
+    os.mkfifo(path)
+
+    def serve():
+        for value in (5, 50):
+            with open(path, "w") as fh:
+                fh.write(f"{value}\n")
+
+    writer = threading.Thread(target=serve, daemon=True)
+    writer.start()
+    results = await run_checks(lab.config(), only=["rdma-errors"])
+    writer.join(5)
+    r = by(results, "rdma-errors", "A")
+    assert r.status == "fail" and "symbol_error +45" in r.summary
+    assert "symbol_error:5" in r.evidence and "symbol_error:50" in r.evidence
+    assert by(results, "rdma-errors", "B").status == "pass"
+
+
+async def test_past_port_errors_warn(lab):
+    lab.bump_counter("B", "link_downed", 2)
+    results = await run_checks(lab.config(), only=["rdma-errors"])
+    r = by(results, "rdma-errors", "B")
+    assert r.status == "warn" and "link_downed=2" in r.summary
+
+
+def test_lab_leaves_nothing_behind(lab_prerequisites):
+    from lab import Lab
+
+    lab = Lab().setup()
+    names = list(lab.ns.values())
+    lab.kill_sshd("B")
+    lab.teardown()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(n in listed for n in names)
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert lab.host_if["A"] not in links and not lab.dir.exists()
