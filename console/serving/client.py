@@ -233,7 +233,7 @@ def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
     if r.finish_reason == "length" and not r.content.strip() and not r.tool_calls:
         budget = req.max_tokens if req.max_tokens is not None else "the server default"
         out.append(BUDGET_TRAP_WARNING.format(max_tokens=budget))
-    if req.tools and not r.tool_calls and r.error is None and not r.cancelled:
+    if req.tools and not r.tool_calls and r.error is None and not r.cancelled and r.finish_reason != "length":
         text = r.content + r.reasoning
         out.append(TOOL_PARSER_WARNING if "<tool_call>" in text or "<arg_key>" in text
                    else NO_TOOL_CALL_WARNING)

@@ -1,0 +1,311 @@
+"""Chat pane: a smoke chat with the served model, reasoning shown apart (dimmed, collapsible).
+
+Streams through the same ``ApiClient`` as ``dgx-console chat``. The request runs as a worker in
+the app's loop (httpx is async, nothing blocks); each delta is appended to a ``StreamText``, so a
+long reply costs what it adds, not a re-render of everything so far. After a reply: TTFT, output
+tokens (reasoning included), tokens/s, the finish reason and any warning (the reasoning budget
+trap, a tool-call parser mismatch). The API key field is a password field and is never echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, Switch
+
+from console.config import Config
+from console.serving.client import (
+    EFFORTS,
+    SMOKE_TOOL,
+    SMOKE_TOOL_PROMPT,
+    ApiClient,
+    ApiError,
+    ChatEvent,
+    ChatRequest,
+    ChatResult,
+)
+from console.ui.widgets.stream_text import StreamText
+
+DEFAULT_MAX_TOKENS = 1000
+
+
+def format_stats(r: ChatResult) -> str:
+    """One line after a reply: TTFT, output tokens (reasoning included), tok/s, finish reason."""
+    parts = []
+    if r.ttft_s is not None:
+        parts.append(f"TTFT {r.ttft_s * 1000:,.0f} ms")
+    if r.output_tokens is not None:
+        parts.append(f"{r.output_tokens:,} output tokens (reasoning incl.)")
+    if r.tokens_per_s is not None:
+        parts.append(f"{r.tokens_per_s:,.1f} tok/s")
+    parts.append(f"finish: {r.finish_reason or '-'}")
+    return " · ".join(parts)
+
+
+class UserMessage(Static):
+    DEFAULT_CSS = """
+    UserMessage { margin: 1 0 0 0; padding: 0 1; background: $boost; text-style: bold; }
+    """
+
+
+class ReplyView(Vertical):
+    """One assistant turn: reasoning (collapsible, dimmed), content, tool calls, then the stats."""
+
+    DEFAULT_CSS = """
+    ReplyView { height: auto; margin: 0 0 1 0; }
+    ReplyView Collapsible { padding: 0; margin: 0; border: none; background: transparent; }
+    ReplyView Collapsible.-empty { display: none; }
+    ReplyView .reasoning { color: $text-muted; text-style: dim italic; }
+    ReplyView .content { padding: 0 1; }
+    ReplyView .tools { color: $accent; padding: 0 1; display: none; }
+    ReplyView .tools.-shown { display: block; }
+    ReplyView .stats { color: $text-muted; padding: 0 1; }
+    ReplyView .stats.-error { color: $error; }
+    ReplyView .warnings { color: $warning; padding: 0 1; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reasoning = StreamText(classes="reasoning")
+        self.content = StreamText(classes="content")
+        self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=False, classes="-empty")
+        self.tools = Static(classes="tools")
+        self.stats = Static("…", classes="stats")
+        self.warnings = Static(classes="warnings")
+        self.result: ChatResult | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self.collapsible
+        yield self.content
+        yield self.tools
+        yield self.stats
+        yield self.warnings
+
+    def add_event(self, ev: ChatEvent) -> None:
+        if ev.kind == "reasoning":
+            if not len(self.reasoning):
+                self.collapsible.remove_class("-empty")
+            self.reasoning.append(ev.text)
+        elif ev.kind == "content":
+            if len(self.reasoning) and not len(self.content):
+                self.collapsible.collapsed = True  # the answer started: fold the thinking away
+            self.content.append(ev.text)
+
+    def finish(self, r: ChatResult) -> None:
+        self.result = r
+        if r.tool_calls:
+            lines = []
+            for call in r.tool_calls:
+                fn = call.get("function") or {}
+                args = fn.get("arguments") or ""
+                try:
+                    args = json.dumps(json.loads(args), ensure_ascii=False)
+                except ValueError:
+                    pass
+                lines.append(f"tool call → {fn.get('name')}({args})")
+            self.tools.update(Text("\n".join(lines)))
+            self.tools.add_class("-shown")
+        if r.error is not None:
+            self.stats.update(Text(_error_line(r.error)))
+            self.stats.add_class("-error")
+        elif r.cancelled:
+            self.stats.update("cancelled · " + format_stats(r))
+        else:
+            self.stats.update(format_stats(r))
+        if r.warnings:
+            self.warnings.update(Text("\n".join(f"⚠ {w}" for w in r.warnings)))
+        n_reason = len(self.reasoning)
+        self.collapsible.title = f"Reasoning ({n_reason:,} chars)" if n_reason else "Reasoning"
+
+
+def _error_line(e: ApiError) -> str:
+    label = {"unauthorized": "API key", "unavailable": "engine down", "timeout": "timeout",
+             "connect": "unreachable", "stream": "server error", "http": "request failed"}.get(e.kind, e.kind)
+    return f"✖ {label}: {e}"
+
+
+class ChatScreen(Screen):
+    """Chat with the served model. ``config_or_url``: the console's Config or an API base URL."""
+
+    DEFAULT_CSS = """
+    ChatScreen #chat-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
+    ChatScreen #settings { height: 3; padding: 0 1; }
+    ChatScreen #settings Label { padding: 1 1 0 1; }
+    ChatScreen #effort { width: 16; }
+    ChatScreen #max-tokens { width: 10; }
+    ChatScreen #temperature { width: 13; }
+    ChatScreen #api-key { width: 24; }
+    ChatScreen #conversation { height: 1fr; padding: 0 1; }
+    ChatScreen #prompt { dock: bottom; margin: 0 0 1 0; }
+    """
+    BINDINGS = [
+        Binding("escape", "back", "Back / stop", tooltip="Stop the reply being streamed, else leave the chat"),
+        Binding("ctrl+o", "tool_test", "Tool test", tooltip="Offer a get_weather tool and show the parsed call"),
+        Binding("ctrl+l", "clear", "Clear", tooltip="Forget the conversation"),
+        Binding("ctrl+y", "copy_last", "Copy reply", tooltip="Copy the last reply to the clipboard"),
+        Binding("ctrl+r", "toggle_reasoning", "Reasoning", tooltip="Fold or unfold the last reasoning"),
+    ]
+
+    def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
+                 name: str | None = None, id: str | None = None) -> None:
+        super().__init__(name=name, id=id)
+        if isinstance(config_or_url, Config):
+            self.url = config_or_url.api_url()
+            self._config_key = api_key or config_or_url.api_key()
+            self._model_hint = model or config_or_url.profile.served_model_name
+        else:
+            self.url = str(config_or_url).rstrip("/")
+            self._config_key = api_key
+            self._model_hint = model
+        self.model: str | None = model
+        self.client = ApiClient(self.url, api_key=self._config_key, timeout=10.0, stream_timeout=300.0)
+        self.history: list[dict[str, str]] = []
+        self.replies: list[ReplyView] = []
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="chat-title")
+        with Horizontal(id="settings"):
+            yield Label("Effort")
+            yield Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
+                         id="effort")
+            yield Label("No think")
+            yield Switch(False, id="no-think")
+            yield Label("Max tokens")
+            yield Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens")
+            yield Label("Temp")
+            yield Input("", placeholder="default", type="number", id="temperature")
+            yield Label("API key")
+            yield Input("", placeholder="(from config)" if self._config_key else "(none)", password=True,
+                        id="api-key")
+        yield VerticalScroll(id="conversation")
+        yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#conversation", VerticalScroll).anchor()
+        self.query_one("#prompt", Input).focus()
+
+    async def on_unmount(self) -> None:
+        await self.client.aclose()
+
+    def _title(self, state: str = "") -> str:
+        model = self.model or self._model_hint or "?"
+        return f"Chat · {model} @ {self.url}" + (f" · {state}" if state else "")
+
+    # ------------------------------------------------------------------ settings
+
+    @on(Input.Changed, "#api-key")
+    def _key_changed(self, event: Input.Changed) -> None:
+        self.client.set_api_key(event.value.strip() or self._config_key)
+
+    def _settings(self) -> dict:
+        effort = self.query_one("#effort", Select).value
+        raw_max = self.query_one("#max-tokens", Input).value.strip()
+        raw_temp = self.query_one("#temperature", Input).value.strip()
+        max_tokens = int(raw_max) if raw_max.isdigit() and int(raw_max) > 0 else None
+        try:
+            temperature = float(raw_temp) if raw_temp else None
+        except ValueError:
+            temperature = None
+        return {"effort": None if effort in ("default", Select.BLANK) else str(effort),
+                "no_think": self.query_one("#no-think", Switch).value,
+                "max_tokens": max_tokens, "temperature": temperature}
+
+    # ------------------------------------------------------------------ sending
+
+    @on(Input.Submitted, "#prompt")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.busy:
+            self.notify("A reply is still streaming (Esc stops it)", severity="warning")
+            return
+        event.input.value = ""
+        self.send(text)
+
+    def action_tool_test(self) -> None:
+        if not self.busy:
+            self.send(SMOKE_TOOL_PROMPT, tools=True)
+
+    def send(self, text: str, tools: bool = False) -> None:
+        """Show the message and stream the reply (a worker in the app's loop)."""
+        conv = self.query_one("#conversation", VerticalScroll)
+        reply = ReplyView()
+        conv.mount(UserMessage(Text(("[tool test] " if tools else "") + text)))
+        conv.mount(reply)
+        self.replies.append(reply)
+        messages = [*self.history, {"role": "user", "content": text}]
+        self.busy = True
+        self._run(reply, messages, tools)
+
+    @work(exclusive=True, group="chat")
+    async def _run(self, reply: ReplyView, messages: list[dict[str, str]], tools: bool) -> None:
+        title = self.query_one("#chat-title", Static)
+        try:
+            if self.model is None:
+                title.update(self._title("finding the model…"))
+                try:
+                    ids = [m["id"] for m in await self.client.models()]
+                except ApiError as exc:
+                    reply.finish(ChatResult(error=exc))
+                    return
+                except asyncio.CancelledError:
+                    reply.finish(ChatResult(cancelled=True))
+                    raise
+                self.model = self._model_hint if self._model_hint in ids else (ids[0] if ids else self._model_hint)
+                if not self.model:
+                    reply.finish(ChatResult(error=ApiError("http", "the server lists no model")))
+                    return
+            title.update(self._title("streaming…"))
+            req = ChatRequest(messages=tuple(messages), model=self.model, tools=(SMOKE_TOOL,) if tools else (),
+                              **self._settings())
+            result = await self.client.chat(req, on_event=reply.add_event)
+            reply.finish(result)
+            if result.error is None and not result.cancelled and not tools:
+                self.history = [*messages, {"role": "assistant", "content": result.content}]
+        finally:
+            self.busy = False
+            title.update(self._title())
+
+    # ------------------------------------------------------------------ actions
+
+    def action_back(self) -> None:
+        if self.busy:
+            self.workers.cancel_group(self, "chat")
+        else:
+            self.app.pop_screen()
+
+    def action_clear(self) -> None:
+        if self.busy:
+            self.workers.cancel_group(self, "chat")
+        self.history = []
+        self.replies = []
+        self.query_one("#conversation", VerticalScroll).remove_children()
+
+    def last_reply_text(self) -> str | None:
+        for reply in reversed(self.replies):
+            if reply.result is not None and (reply.content.text or reply.result.tool_calls):
+                return reply.content.text or json.dumps(reply.result.tool_calls)
+        return None
+
+    def action_copy_last(self) -> None:
+        text = self.last_reply_text()
+        if text is None:
+            self.notify("No reply to copy yet")
+            return
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied the last reply ({len(text):,} characters)")
+
+    def action_toggle_reasoning(self) -> None:
+        if self.replies:
+            c = self.replies[-1].collapsible
+            c.collapsed = not c.collapsed
