@@ -624,6 +624,9 @@ class ServiceActions:
     async def _wait_started(self, s: Station) -> None:
         async with self.step(s.name, "started") as st:
             f = self._followers[s.name]
+            if not f.started_marker:
+                st.detail = "container running (it joins the cluster once the head is up)"
+                return
             await self._wait(lambda: f.started, self.start_timeout_s, f"{s.name}'s engine process to start")
             st.detail = f"engine process up ({f.started_marker!r} seen)"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from console.config import Config, Profile, Station
@@ -27,7 +27,7 @@ STARTED_MARKERS = {
     ("sglang", True): "server_args=ServerArgs(",
     ("sglang", False): "server_args=ServerArgs(",
     ("vllm-ray", True): "Ray runtime started",
-    ("vllm-ray", False): "Ray runtime started",
+    ("vllm-ray", False): "",  # a Ray worker can only join once the head runs: nothing to wait for
 }
 API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
 
@@ -59,7 +59,7 @@ class LaunchSpec:
     container: str
     argv: tuple[str, ...]  # docker run ... (secret values never appear here)
     secret_env: tuple[str, ...] = ()  # env names whose values the remote shell reads from stdin
-    env: Mapping[str, str] = field(default_factory=dict)
+    image: str = ""
 
     def command(self) -> str:
         """The remote shell line. Secret values arrive on stdin (``read`` is a builtin: no argv)."""
@@ -75,7 +75,7 @@ class LaunchSpec:
         parts: list[str] = []
         cur: list[str] = []
         for a in self.argv:
-            if a.startswith("-") and cur:
+            if (a.startswith("-") or a == self.image) and cur:
                 parts.append(" ".join(shlex.quote(x) for x in cur))
                 cur = []
             cur.append(a)
@@ -224,6 +224,7 @@ def sglang_args(cfg: Config, station: Station) -> list[str]:
 def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set: bool = False) -> LaunchSpec:
     """The ``docker run`` for one station. ``api_key_set``: the head gets the key by env name."""
     p = cfg.profile
+    mode = executor(cfg)
     args = container_args(cfg, station, rt)
     secret: tuple[str, ...] = ()
     key_env = API_KEY_ENV.get(p.engine, "API_KEY")
@@ -233,7 +234,7 @@ def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set:
     head_ip = _require(cfg.head, "rail_ip")
     if p.engine == "vllm":
         serve = vllm_serve_args(cfg, station)
-        if executor(cfg) == "ray":
+        if mode == "ray":
             if station.is_head:
                 script = (f"ray start --head --port={RAY_PORT} --node-ip-address={shlex.quote(station.rail_ip)} "
                           '&& exec vllm "$@"')
@@ -252,7 +253,7 @@ def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set:
             args += [rt.image] + cmd
     else:
         raise EngineConfigError(f"profile {p.name}: unknown engine {p.engine!r}")
-    return LaunchSpec(station.name, station.rank, station.container, tuple(args), secret)
+    return LaunchSpec(station.name, station.rank, station.container, tuple(args), secret, rt.image)
 
 
 def ready_marker(cfg: Config) -> str:
