@@ -235,8 +235,8 @@ class Diagnoser:
         """End of input (files, stdin): NCCL init that started but never completed is a hang."""
         changed = False
         for source, st in self._sources.items():
-            after = st.count - st.facts.get("init_start_line", st.count)
-            if st.facts.get("init_start") and not st.facts.get("init_complete") and after >= HANG_AFTER_LINES:
+            start, done = st.facts.get("init_start_line", 0), st.facts.get("init_complete_line", 0)
+            if start > done and st.count - start >= HANG_AFTER_LINES:  # the last init never completed
                 sig = cat.Signature("nccl-hang", (), cause="NCCL communicator init started but never reached "
                                                            "Init COMPLETE (the peers never connected)")
                 ev = Evidence(source, st.facts.get("init_start_line"),

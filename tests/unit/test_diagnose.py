@@ -213,6 +213,8 @@ def test_init_started_but_never_completed_is_a_hang_at_end_of_input():
     assert ids(f) == ["nccl-hang"] and f[0].evidence[0].line == 1
     ok = lines + ["h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"]
     assert diagnose_lines("a", ok + ["INFO serving"] * 300) == []
+    restarted = ok + ["INFO restart"] * 5 + lines + ["INFO waiting"] * 300  # an old run completed, the new one not
+    assert ids(diagnose_lines("a", restarted)) == ["nccl-hang"]
 
 
 def test_secrets_never_reach_evidence():
@@ -274,3 +276,53 @@ def test_shuffled_log_vocabulary_never_yields_a_finding(lines):
     d.feed("noise", lines)
     d.finish()
     assert d.ranked() == []
+
+
+def test_healthy_formats_from_engines_reference_stay_clean():
+    """Normal startup and serving lines (vLLM 0.33 prefixes, NCCL INFO over RoCE, GB10's GDR notice,
+    periodic throughput and MTP stats, SGLang decode stats, uvicorn) give no error or warning."""
+    p = "(Worker_TP0 pid=391) INFO 11-30 14:05:21 [gpu_worker.py:301] "
+    lines = [
+        "(APIServer pid=1) INFO 11-30 14:00:01 [utils.py:253] non-default args: {'model': '/models/GLM-5.3-NVFP4', "
+        "'tool_call_parser': 'glm47', 'tensor_parallel_size': 2, 'api_key': ['sk-x']}",
+        p + "Resolved architecture: GlmMoeDsaForCausalLM",
+        p + "Using max model len 98304",
+        p + "Starting to load model /models/GLM-5.3-NVFP4...",
+        "Loading safetensors checkpoint shards:  33% Completed | 16/48 [01:02<02:04,  3.89s/it]",
+        p + "Loading weights took 412.31 seconds",
+        p + "Model loading took 218.4 GiB memory and 415.220114 seconds",
+        "station-a:391:512 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.1<0>",
+        "station-a:391:512 [0] NCCL INFO Using network IB",
+        "station-a:391:512 [0] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+        "station-a:391:512 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+        "station-a:391:512 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+        "station-a:391:512 [0] NCCL INFO comm 0x5d1c rank 0 nranks 2 cudaDev 0 nvmlDev 1 busId 1000 commId 0x9a - Init COMPLETE",
+        "spark-a:2981:2981 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'rocep1s0f1'",
+        p + "Available KV cache memory: 18.40 GiB",
+        p + "GPU KV cache size: 412,160 tokens, Maximum concurrency for 98,304 tokens per request: 4.19x",
+        "Capturing CUDA graphs (decode, FULL): 100%|██████████| 35/35 [00:09<00:00,  3.61it/s]",
+        p + "Graph capturing finished in 11 secs, took 1.42 GiB",
+        p + "init engine (profile, create kv cache, warmup model) took 88.02 s",
+        "(APIServer pid=1) INFO 11-30 14:09:01 [api_server.py:1885] Starting vLLM server on http://0.0.0.0:8000",
+        "(APIServer pid=1) INFO:     Started server process [1]",
+        "(APIServer pid=1) INFO:     Waiting for application startup.",
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        "(APIServer pid=1) INFO 11-30 14:10:01 [loggers.py:123] Engine 000: Avg prompt throughput: 512.3 tokens/s, "
+        "Avg generation throughput: 98.1 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 12.5%, "
+        "Prefix cache hit rate: 41.0%",
+        "(APIServer pid=1) INFO 11-30 14:10:01 [metrics.py:88] SpecDecoding metrics: Mean acceptance length: 2.61, "
+        "Accepted throughput: 60.12 tokens/s, Drafted throughput: 92.40 tokens/s, Accepted: 601 tokens, Drafted: 924 "
+        "tokens, Per-position acceptance rate: 0.812, 0.554, 0.301, 0.120, Avg Draft acceptance rate: 65.0%",
+        "(APIServer pid=1) INFO:     192.168.100.1:51234 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+        "[2026-04-08 14:05:21 TP0] Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, avail mem=31.20 GB",
+        "[2026-04-08 14:05:21 TP0] max_total_num_tokens=262144, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=8, context_len=202752, available_gpu_mem=16.89 GB",
+        "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, "
+        "gen throughput (token/s): 144.95, #queue-req: 0",
+        "[2026-04-08 14:05:22 TP0] The server is fired up and ready to roll!",
+    ]
+    d = Diagnoser()
+    for i in range(0, len(lines), 7):
+        d.feed("a", lines[i:i + 7])
+    d.finish()
+    assert [(f.id, f.severity) for f in d.ranked()] == [("nccl-gdr-disabled", "info")]
