@@ -151,6 +151,10 @@ def test_tool_parser_mismatch_only_for_glm5_with_glm45():
            "'/models/GLM-5.3-NVFP4', 'tool_call_parser': 'glm45', 'enable_auto_tool_choice': True}")
     assert ids(diagnose_lines("a", [bad])) == ["tool-parser-mismatch"]
     assert diagnose_lines("a", [bad.replace("glm45", "glm47")]) == []
+    ok = bad.replace("'tool_call_parser': 'glm45'", "'tool_call_parser': 'glm47', 'reasoning_parser': 'glm45'")
+    assert diagnose_lines("a", [ok]) == []  # glm45 is the right *reasoning* parser for GLM-5.x
+    assert diagnose_lines("a", ["vllm serve /models/GLM-5.3-NVFP4 --tool-call-parser glm47 --reasoning-parser glm45"]) == []
+    assert ids(diagnose_lines("a", ["vllm serve /models/GLM-5.3-NVFP4 --tool-call-parser glm45"])) == ["tool-parser-mismatch"]
     assert diagnose_lines("a", [bad.replace("GLM-5.3", "GLM-4.5-Air")]) == []
 
 
