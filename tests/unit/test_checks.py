@@ -1,0 +1,71 @@
+"""The check catalogue's pure parts: labels per scope, JSON contract, exit code, redaction."""
+
+from __future__ import annotations
+
+import json
+
+from console.checks import CHECK_IDS, CheckResult, _jobs, overall, redact_env, station_summary, to_json
+from console.config import parse_config
+
+CFG = """
+profile = "glm53-nvfp4-2x-gb300-vllm"
+[[stations]]
+name = "A"
+host = "a.example"
+rank = 0
+rail_netdev = "enp1s0f1np1"
+rdma_device = "mlx5_0"
+rail_ip = "198.18.0.1"
+[[stations]]
+name = "B"
+host = "b.example"
+rank = 1
+rail_netdev = "enp1s0f1np1"
+rdma_device = "mlx5_0"
+rail_ip = "198.18.0.2"
+"""
+
+REQUIRED_IDS = {"link-down", "link-speed", "mtu-mismatch", "jumbo-ping", "clock-skew", "rdma-port-down",
+                "ssh-a-to-b", "env-mismatch", "image-mismatch", "checkpoint-mismatch", "disk-space", "api-exposed"}
+
+
+def test_catalogue_covers_the_findings_ids():
+    assert REQUIRED_IDS <= set(CHECK_IDS)
+    assert len(CHECK_IDS) == len(set(CHECK_IDS))
+
+
+def test_jobs_label_each_scope():
+    cfg = parse_config(CFG)
+    labels = {(spec.id, label) for spec, _args, label, _needs in _jobs(cfg, None)}
+    assert ("link-down", "A") in labels and ("link-down", "B") in labels
+    assert ("jumbo-ping", "A->B") in labels and ("jumbo-ping", "B->A") in labels
+    assert ("ssh-a-to-b", "A->B") in labels and ("ssh-a-to-b", "B->A") not in labels
+    assert ("mtu-mismatch", "A<->B") in labels and ("image-mismatch", "A,B") in labels
+    assert ("api-exposed", "A") in labels and ("api-exposed", "B") not in labels
+    only = {(s.id, label) for s, _a, label, _n in _jobs(cfg, {"jumbo-ping@B->A", "link-speed"})}
+    assert only == {("jumbo-ping", "B->A"), ("link-speed", "A"), ("link-speed", "B")}
+
+
+def test_json_shape_and_exit_code():
+    rs = [CheckResult("link-down", "A", "pass", "ok"), CheckResult("jumbo-ping", "A->B", "warn", "slow")]
+    data = json.loads(to_json(rs))
+    assert data == {"checks": [
+        {"id": "link-down", "station": "A", "status": "pass", "summary": "ok", "evidence": "", "fix": ""},
+        {"id": "jumbo-ping", "station": "A->B", "status": "warn", "summary": "slow", "evidence": "", "fix": ""}]}
+    assert overall(rs) == 0
+    assert overall(rs + [CheckResult("mtu-mismatch", "A<->B", "fail", "x")]) == 1
+    assert overall([CheckResult("link-down", "B", "skip", "unreachable")]) == 0
+
+
+def test_station_summary_counts_checks_that_involve_it():
+    rs = [CheckResult("link-down", "A", "pass", ""), CheckResult("jumbo-ping", "A->B", "fail", ""),
+          CheckResult("image-mismatch", "A,B", "pass", ""), CheckResult("link-down", "B", "skip", "")]
+    assert station_summary(rs, "A") == {"pass": 2, "fail": 1, "warn": 0, "skip": 0}
+    assert station_summary(rs, "B") == {"pass": 1, "fail": 1, "warn": 0, "skip": 1}
+
+
+def test_env_evidence_is_redacted():
+    text = 'export RANK="0"\nexport HF_TOKEN="hf_abc"\nAPI_KEY=sk-1\nNCCL_IB_HCA=mlx5_0\n'
+    out = redact_env(text)
+    assert "hf_abc" not in out and "sk-1" not in out
+    assert 'export RANK="0"' in out and "NCCL_IB_HCA=mlx5_0" in out and "HF_TOKEN=<redacted>" in out
