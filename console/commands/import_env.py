@@ -1,0 +1,67 @@
+"""``dgx-console import-env ENVFILE [ENVFILE ...] [--out PATH]``: a config from ~/glm53.env files."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import tomli_w
+
+from console.cli import UsageError
+from console.config import DEFAULT_PROFILE, ConfigError, builtin_profiles
+from console.envfile_import import ImportEnvError, config_from_envs
+
+
+def _hosts(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        name, sep, host = p.partition("=")
+        if not sep or not name or not host:
+            raise UsageError(f"--host wants NAME=HOST, got {p!r}")
+        out[name] = host
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    files = []
+    for path in args.envfiles:
+        try:
+            files.append((path, Path(path).expanduser().read_text()))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        imported = config_from_envs(files, args.profile, _hosts(args.host), args.user)
+    except ImportEnvError as exc:
+        raise UsageError(str(exc)) from None
+    except ConfigError as exc:
+        raise UsageError(f"--profile: {exc.message}") from None
+    text = "# imported by dgx-console import-env from " + ", ".join(args.envfiles) + "\n"
+    text += tomli_w.dumps(imported.config)
+    for note in imported.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out).expanduser()
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists (use --force to replace it)")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+    print(f"wrote {out} ({len(imported.config['stations'])} stations, profile {imported.config['profile']})",
+          file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import-env", help="write a config from the tutorial's ~/glm53.env file(s)")
+    p.add_argument("envfiles", nargs="+", metavar="ENVFILE", help="one env file per station (or one for both)")
+    p.add_argument("--out", metavar="PATH", help="write the config here (default: print it)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--profile", default=DEFAULT_PROFILE, help="built-in profile: " + ", ".join(builtin_profiles()))
+    p.add_argument("--host", action="append", default=[], metavar="NAME=HOST",
+                   help="SSH host of a station (default: its rail IP), repeatable")
+    p.add_argument("--user", metavar="USER", help="SSH user for every station")
+    p.set_defaults(func=run)
