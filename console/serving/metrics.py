@@ -209,7 +209,8 @@ class MetricsTracker:
         def rate(key: str) -> float | None:
             if rate_base is None or new.t <= rate_base.t:
                 return None
-            d = counter_delta(new.counters.get(key), rate_base.counters.get(key))
+            # a counter absent before had not been incremented yet (SGLang creates them lazily)
+            d = counter_delta(new.counters.get(key), rate_base.counters.get(key, 0.0))
             return None if d is None else d / (new.t - rate_base.t)
 
         out["gen_tok_s"] = rate("generation_tokens")

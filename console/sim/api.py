@@ -225,6 +225,14 @@ class _Engine:
                                "seconds.", lbl, buckets=ITL_BUCKETS, registry=r)
         self.h_e2e = Histogram(p + "e2e_request_latency_seconds", "Histogram of e2e request latency in "
                                "seconds.", lbl, buckets=E2E_BUCKETS, registry=r)
+        for m in (self.c_prompt, self.c_gen, self.h_ttft, self.h_itl, self.h_e2e):
+            m.labels(*self.lv)  # exposed at zero from the start, as vLLM does
+        if not self.sglang:
+            for m in (self.c_queries, self.c_hits, self.c_preempt):
+                m.labels(*self.lv)
+            if self.spec_k:
+                for m in (self.c_drafts, self.c_draft_tokens, self.c_accepted):
+                    m.labels(*self.lv)
         self._spec_drafts = 0
         self._spec_accepted = 0
         self._gen_window: list[tuple[float, int]] = []

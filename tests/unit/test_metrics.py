@@ -207,3 +207,11 @@ def test_parse_real_vllm_032_exposition() -> None:
     tr.add(s)
     d = tr.derive()
     assert d["prefix_hit_rate"] == 0.0 and d["spec_mean_len"] is None
+
+
+def test_rate_when_counter_appears_between_scrapes() -> None:
+    """SGLang creates labelled counters on first use: absent before means zero, not unknown."""
+    tr = MetricsTracker()
+    tr.add(parse_metrics("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 0\n", 0))
+    tr.add(parse_metrics(SGLANG_TEXT, 4))
+    assert tr.derive()["gen_tok_s"] == 1000.0  # 4000 tokens in 4 s, preferred over the gauge

@@ -1,0 +1,99 @@
+"""Serving panel: rendering of snapshots (pure) and the live path monitor -> message -> panel
+against the simulated API, including the stale state once the API stops answering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+from rich.console import Console
+from textual.app import App, ComposeResult
+
+from console.serving.client import ApiClient, ChatRequest
+from console.serving.metrics import ServingMonitor, ServingSnapshot
+from console.sim.api import create_app
+from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
+
+
+def text_of(renderable) -> str:
+    c = Console(width=100, record=True, color_system=None)
+    c.print(renderable)
+    return c.export_text()
+
+
+FULL = ServingSnapshot(url="http://h:8000", healthy=True, status="ok", model="glm-5.3", version="0.30.0",
+                       engine="vllm", running=3, waiting=1, kv_usage=0.235, gen_tok_s=412.34, ttft_p50_s=0.48,
+                       itl_p50_s=0.0088, prefix_hit_rate=0.62, spec_accept_rate=0.71, spec_mean_len=2.84,
+                       updated_at=1000.0, polled_at=1000.0)
+
+
+def test_render_fresh_snapshot() -> None:
+    out = text_of(render_snapshot(FULL, now=1002.0))
+    for want in ("● healthy", "glm-5.3  (vllm 0.30.0)", "running 3 · waiting 1", "23.5 %", "412.3 tok/s",
+                 "480 ms", "8.8 ms", "62.0 %", "71.0 %", "2.84", "updated 2 s ago"):
+        assert want in out, want
+
+
+def test_render_unknowns_as_dashes_and_no_mtp_row() -> None:
+    snap = ServingSnapshot(status="ok", model="m", updated_at=10.0)
+    out = text_of(render_snapshot(snap, now=11.0))
+    assert "running — · waiting —" in out and "MTP" not in out and "0.0" not in out
+
+
+def test_render_stale_with_age_and_error() -> None:
+    from dataclasses import replace
+
+    snap = replace(FULL, status="unreachable", healthy=False, error="cannot reach http://h:8000: refused")
+    out = text_of(render_snapshot(snap, now=1000.0 + 125))
+    assert "● not answering" in out and "stale: last good poll 2 min ago" in out and "refused" in out
+    assert "412.3 tok/s" in out  # the last values stay visible
+    assert "waiting for the first poll" in text_of(render_snapshot(None))
+
+
+@dataclass
+class Backend:
+    model: str = "glm-5.3"
+    max_model_len: int = 8192
+    engine: str = "vllm"
+    engine_version: str = "0.30.0"
+    api_key: str | None = None
+    tokens_per_s: float = 3000.0
+    max_num_seqs: int = 4
+    num_speculative_tokens: int = 4
+
+    def phase(self) -> str:
+        return "ready"
+
+
+class PanelApp(App):
+    def compose(self) -> ComposeResult:
+        yield ServingPanel(id="serving")
+
+    def on_serving_update(self, msg: ServingUpdate) -> None:
+        self.query_one(ServingPanel).show(msg.snapshot)
+
+
+async def test_monitor_to_panel_then_stale() -> None:
+    runner = web.AppRunner(create_app(Backend()))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    app = PanelApp()
+    async with app.run_test(size=(100, 12)) as pilot, ApiClient(f"http://127.0.0.1:{port}", timeout=2) as c:
+        mon = ServingMonitor(c, lambda s: app.post_message(ServingUpdate(s)))
+        mon.post(await mon.poll_once())
+        await c.chat(ChatRequest(({"role": "user", "content": "hi"},), "glm-5.3"))
+        mon.post(await mon.poll_once())
+        await pilot.pause()
+        panel = app.query_one(ServingPanel)
+        out = text_of(panel.content)
+        assert "● healthy" in out and "glm-5.3" in out and "MTP accept" in out and "tok/s" in out
+        assert not panel.has_class("-stale")
+        await runner.cleanup()  # the API goes away
+        mon.post(await mon.poll_once())
+        await pilot.pause()
+        out = text_of(panel.content)
+        assert "● not answering" in out and "stale: last good poll" in out
+        assert panel.has_class("-stale") and panel.has_class("-down")
+        assert panel.snapshot.gen_tok_s is not None  # old values kept

@@ -1,0 +1,62 @@
+"""StreamText: incremental wrapping equals wrapping the whole text; rows paint what was appended."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+from textual.app import App, ComposeResult
+
+from console.ui.widgets.stream_text import StreamText, wrap_tail
+
+
+def rows_of(w: StreamText) -> list[str]:
+    return [*w._rows, w._tail] if w.row_count else []
+
+
+def fed(chunks: list[str], width: int) -> list[str]:
+    w = StreamText()
+    w._width = width
+    for c in chunks:
+        w._feed(c)
+        w._parts.append(c)
+    return rows_of(w)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab  \n日x"), max_size=12), max_size=30),
+       st.integers(min_value=2, max_value=12))
+def test_incremental_wrap_equals_one_shot(chunks: list[str], width: int) -> None:
+    assert fed(chunks, width) == fed(["".join(chunks)], width)
+    for row in fed(chunks, width):
+        assert cell_len(row) <= width
+
+
+def test_wrap_tail_breaks_at_spaces_and_hard_breaks_long_words() -> None:
+    assert wrap_tail("hello world this is a test", 10) == (["hello", "world this"], "is a test")
+    assert wrap_tail("abcdefghijklmnopqrstuvwxyz", 10) == (["abcdefghij", "klmnopqrst"], "uvwxyz")
+    assert wrap_tail("日本語のテキスト", 6) == (["日本語", "のテキ"], "スト")
+
+
+class One(App):
+    def compose(self) -> ComposeResult:
+        yield StreamText(id="s")
+
+
+async def test_rows_render_and_rewrap_on_resize() -> None:
+    app = One()
+    async with app.run_test(size=(20, 10)) as pilot:
+        w = app.query_one(StreamText)
+        for word in ("alpha ", "beta ", "gamma ", "delta ", "epsilon\n", "zeta"):
+            w.append(word)
+        await pilot.pause()
+        assert w.text == "alpha beta gamma delta epsilon\nzeta"
+        assert w.size.height == w.row_count == 3
+        assert [w.render_line(y).text.rstrip() for y in range(3)] == ["alpha beta gamma", "delta epsilon", "zeta"]
+        await pilot.resize_terminal(10, 10)
+        await pilot.pause()
+        assert [w.render_line(y).text.rstrip() for y in range(w.row_count)] == [
+            "alpha beta", "gamma", "delta", "epsilon", "zeta"]
+        w.clear()
+        await pilot.pause()
+        assert w.text == "" and w.row_count == 0
