@@ -1,0 +1,294 @@
+"""Launch / stop / restart in the TUI: confirm with the exact commands, then follow the steps.
+
+``start_action(app, config, action, read_only)`` is the whole flow the app binds to L / S / R:
+refuse in read-only mode, plan (launch resolves GPUs and the image digest on the stations), show
+``ConfirmActionScreen`` with every command that will run (API key as ``***``), then
+``ActionProgressScreen`` runs the same ``ServiceActions`` the CLI uses as an asyncio task of the
+app's loop (all I/O is awaited; nothing blocks). ``c`` / Escape cancels; a failed start asks
+whether to stop what started. The verdict is posted to the app as ``ActionFinished``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Label, RichLog, Static
+
+from console.actions import (
+    ActionEvent,
+    ActionFailed,
+    ActionResult,
+    PlannedCommand,
+    ReadOnlyError,
+    ServiceActions,
+    require_writable,
+)
+from console.config import Config
+from console.engines import LaunchSpec
+
+STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
+                "skipped": "dim", "cancelled": "magenta"}
+VERDICT_STYLE = {"ok": "bold green", "failed": "bold red", "cancelled": "bold magenta"}
+TRANSPORT_TEXT = {"gdrdma": "GPUDirect RDMA", "rdma": "RDMA (no GPUDirect)", "socket": "TCP sockets (fallback)",
+                  "unknown": "not seen"}
+ORDER_NOTE = {
+    "launch": "Workers start first, then the head; the head is ready at its ready line and /health 200.",
+    "stop": "The head stops first, then the workers.",
+    "restart": "Stops what runs (head first), then docker start: workers first, then the head.",
+}
+
+
+class ActionFinished(Message):
+    """Posted to the app when an action ends (the dashboard shows the transport verdict)."""
+
+    def __init__(self, result: ActionResult) -> None:
+        super().__init__()
+        self.result = result
+
+
+class ActionProgress(Message):
+    def __init__(self, event: ActionEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+def render_plan(action: str, plan: list[PlannedCommand]) -> Text:
+    t = Text()
+    t.append(ORDER_NOTE[action] + "\n", style="italic")
+    for i, pc in enumerate(plan, 1):
+        t.append(f"\n{i}. ", style="bold")
+        t.append(f"[{pc.station}] ", style="bold cyan")
+        t.append(pc.what + "\n", style="bold")
+        t.append("   " + pc.preview.replace("\n", "\n   ") + "\n")
+    return t
+
+
+class ConfirmActionScreen(ModalScreen[bool]):
+    """The exact commands, in order; nothing runs without a deliberate yes."""
+
+    DEFAULT_CSS = """
+    ConfirmActionScreen { align: center middle; }
+    ConfirmActionScreen > Vertical { width: 90%; height: 85%; border: thick $warning; padding: 1 2;
+                                     background: $surface; }
+    ConfirmActionScreen VerticalScroll { height: 1fr; border: round $panel; }
+    ConfirmActionScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    ConfirmActionScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
+
+    def __init__(self, action: str, plan: list[PlannedCommand]) -> None:
+        super().__init__()
+        self.action, self.plan = action, plan
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text.assemble((f"{self.action.capitalize()} the service?", "bold"),
+                                      f"  {len(self.plan)} commands, in this order"))
+            with VerticalScroll():
+                yield Static(render_plan(self.action, self.plan), id="plan")
+            with Horizontal():
+                yield Button("Cancel", id="no")
+                yield Button(self.action.capitalize(), id="yes", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # the safe choice has the focus
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class StopOnFailureScreen(ModalScreen[bool]):
+    """A start failed: stop what this run started, or leave it for a look?"""
+
+    DEFAULT_CSS = """
+    StopOnFailureScreen { align: center middle; }
+    StopOnFailureScreen > Vertical { width: 90; height: auto; border: thick $error; padding: 1 2;
+                                     background: $surface; }
+    StopOnFailureScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    StopOnFailureScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(True)", "Stop them")]
+
+    def __init__(self, result: ActionResult) -> None:
+        super().__init__()
+        self.result = result
+
+    def compose(self) -> ComposeResult:
+        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), self.result.summary, "\n")
+        for station, line in self.result.evidence:
+            t.append(f"\n{station} | ", style="bold")
+            t.append(line[:200])
+        with Vertical():
+            yield Static(t, id="failure")
+            yield Static("Stop the containers this run started (head first), or leave them running to look?")
+            with Horizontal():
+                yield Button("Leave running", id="keep")
+                yield Button("Stop them", id="stop", variant="error")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "stop")
+
+
+RunAction = Callable[[Callable[[ActionEvent], None], Callable[[ActionResult], Awaitable[bool]]],
+                     Awaitable[ActionResult]]
+
+
+class ActionProgressScreen(ModalScreen[ActionResult | None]):
+    """Steps as they happen (a table), notable log lines, then the verdict and the transport."""
+
+    DEFAULT_CSS = """
+    ActionProgressScreen { align: center middle; }
+    ActionProgressScreen > Vertical { width: 95%; height: 90%; border: thick $accent; padding: 0 1;
+                                      background: $surface; }
+    ActionProgressScreen DataTable { height: 1fr; }
+    ActionProgressScreen RichLog { height: 10; border: round $panel; }
+    ActionProgressScreen #verdict { height: auto; padding: 0 1; }
+    """
+    BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel")]
+
+    def __init__(self, action: str, run: RunAction) -> None:
+        super().__init__()
+        self.action, self._run = action, run
+        self.result: ActionResult | None = None
+        self._task: asyncio.Task | None = None
+        self._rows: dict[int, object] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text.assemble((self.action.capitalize(), "bold"), "  ", (ORDER_NOTE[self.action], "dim")))
+            yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+            yield RichLog(id="progress-log", max_lines=500, wrap=False, markup=False)
+            yield Static(Text("running... (c: cancel)", style="bold cyan"), id="verdict")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("station", "step", "status", "detail")
+        self._task = asyncio.create_task(self._drive())
+
+    async def _drive(self) -> None:
+        try:
+            res = await self._run(lambda ev: self.post_message(ActionProgress(ev)), self._ask_on_failure)
+        except Exception as exc:  # noqa: BLE001 - shown, never a crash of the console
+            res = ActionResult(self.action, result="failed", summary=f"internal error: {exc}")
+        self.result = res
+        self._show_verdict(res)
+        self.app.post_message(ActionFinished(res))
+
+    async def _ask_on_failure(self, res: ActionResult) -> bool:
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.app.push_screen(StopOnFailureScreen(res), lambda stop: fut.done() or fut.set_result(bool(stop)))
+        return await fut
+
+    def on_action_progress(self, msg: ActionProgress) -> None:
+        ev = msg.event
+        if ev.kind == "step" and ev.step is not None:
+            st = ev.step
+            table = self.query_one(DataTable)
+            cells = (st.station, st.action, Text(st.status, style=STATUS_STYLE.get(st.status, "")), st.detail[:200])
+            key = self._rows.get(id(st))
+            if key is None:
+                self._rows[id(st)] = table.add_row(*cells)
+            else:
+                for col, value in zip(table.columns, cells, strict=False):
+                    table.update_cell(key, col, value)
+        elif ev.kind in ("log", "note"):
+            self.query_one(RichLog).write(Text.assemble((f"{ev.station} | ", "bold"), ev.text[:300]))
+
+    def _show_verdict(self, res: ActionResult) -> None:
+        t = Text()
+        t.append(res.result.upper(), style=VERDICT_STYLE[res.result])
+        t.append(f"  {res.summary}\n")
+        t.append("NCCL transport: ", style="bold")
+        t.append(TRANSPORT_TEXT[res.transport],
+                 style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
+        for station, line in res.evidence[-5:]:
+            t.append(f"\n{station} | ", style="bold")
+            t.append(line[:200])
+        t.append("\n(Escape: close)", style="dim")
+        self.query_one("#verdict", Static).update(t)
+
+    def action_cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            self.query_one("#verdict", Static).update(Text("cancelling: stopping what this run started...",
+                                                           style="bold magenta"))
+
+    def action_close_or_cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self.action_cancel()
+        else:
+            self.dismiss(self.result)
+
+    async def on_unmount(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
+def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | None = None,
+                  **svc_kw) -> RunAction:
+    """The coroutine factory the progress screen drives: one ServiceActions, closed afterwards."""
+
+    async def run(on_event: Callable[[ActionEvent], None], ask: Callable[[ActionResult], Awaitable[bool]]
+                  ) -> ActionResult:
+        svc = ServiceActions(config, on_event=on_event, **svc_kw)
+        try:
+            if action == "launch":
+                return await svc.launch(specs=specs, on_failure=ask)
+            if action == "stop":
+                return await svc.stop()
+            return await svc.restart(on_failure=ask)
+        finally:
+            await svc.close()
+
+    return run
+
+
+async def plan_action(config: Config, action: str) -> tuple[list[PlannedCommand], dict[str, LaunchSpec] | None]:
+    svc = ServiceActions(config)
+    try:
+        specs = await svc.plan_launch() if action == "launch" else None
+        return svc.preview(action, specs), specs
+    finally:
+        await svc.close()
+
+
+def start_action(app: App, config: Config, action: str, read_only: bool = False, **svc_kw) -> asyncio.Task | None:
+    """L / S / R: refuse when read-only, plan, confirm, then run with progress (returns the task)."""
+    try:
+        require_writable(read_only)
+    except ReadOnlyError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return None
+
+    async def flow() -> None:
+        if action == "launch":
+            app.notify("launch: reading GPUs and the image digest on the stations...", timeout=4)
+        try:
+            plan, specs = await plan_action(config, action)
+        except ActionFailed as exc:
+            app.notify(f"{action}: {exc.detail}", severity="error", timeout=12)
+            return
+        except Exception as exc:  # noqa: BLE001 - a connection problem is a notification, not a crash
+            app.notify(f"{action}: cannot plan: {exc}", severity="error", timeout=12)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                app.push_screen(ActionProgressScreen(action, action_runner(config, action, specs, **svc_kw)))
+
+        app.push_screen(ConfirmActionScreen(action, plan), confirmed)
+
+    return asyncio.create_task(flow())

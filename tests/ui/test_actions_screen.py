@@ -1,0 +1,152 @@
+"""The action screens headless (Pilot) against the simulated stations: confirm shows the exact
+commands, progress fills the steps table from the real action, cancel and failure choices work."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from textual.app import App
+from textual.widgets import Button, DataTable, Static
+
+from console.actions import PlannedCommand
+from console.config import ApiSettings
+from console.sim.engine import container_status
+from console.ui.screens.actions import (
+    ActionFinished,
+    ActionProgressScreen,
+    ConfirmActionScreen,
+    StopOnFailureScreen,
+    action_runner,
+    plan_action,
+    start_action,
+)
+
+
+class Host(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: list = []
+        self.answers: list = []
+
+    def on_action_finished(self, msg: ActionFinished) -> None:
+        self.finished.append(msg.result)
+
+
+def plain(widget: Static) -> str:
+    r = widget.render()
+    return r.plain if hasattr(r, "plain") else str(r)
+
+
+def state(sim, name: str) -> str:
+    return container_status(sim.world, name, sim.world.state(name), "glm53")["state"]
+
+
+async def wait_for(pilot, cond, limit: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
+    while not cond():
+        assert loop.time() < end, "condition not reached"
+        await pilot.pause(0.05)
+
+
+async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_factory, monkeypatch):
+    monkeypatch.setenv("DGX_UI_KEY", "sk-ui-secret")
+    sim = await sim_factory(n=2, time_scale=0.01)
+    cfg = dataclasses.replace(sim.config, api=ApiSettings(url=sim.config.api.url, api_key_env="DGX_UI_KEY"))
+    plan, specs = await plan_action(cfg, "launch")
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.push_screen(ConfirmActionScreen("launch", plan), app.answers.append)
+        await pilot.pause()
+        text = plain(app.screen.query_one("#plan", Static))
+        assert text.index("[B] start worker") < text.index("[A] start head")
+        assert "VLLM_API_KEY=*** docker run" in text and "sk-ui-secret" not in text
+        assert "--headless" in text and "--gpus device=GPU-" in text
+        assert app.screen.focused is app.screen.query_one("#no", Button)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.answers == [False]
+    assert state(sim, "A") != "running" and state(sim, "B") != "running"
+
+
+async def test_progress_screen_runs_the_launch_and_shows_the_transport(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60))
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: app.finished)
+        res = app.finished[0]
+        assert res.result == "ok" and res.transport == "gdrdma"
+        table = screen.query_one(DataTable)
+        rows = [tuple(str(c) for c in table.get_row_at(i)[:3]) for i in range(table.row_count)]
+        assert ("B", "run", "ok") in rows and ("A", "ready", "ok") in rows
+        assert rows.index(("B", "run", "ok")) < rows.index(("A", "run", "ok"))
+        verdict = plain(screen.query_one("#verdict", Static))
+        assert verdict.startswith("OK") and "GPUDirect RDMA" in verdict
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ActionProgressScreen)
+    assert state(sim, "A") == "running"
+
+
+async def test_cancel_key_stops_what_started(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.02)
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60))
+        app.push_screen(screen)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.finished)
+        assert app.finished[0].result == "cancelled"
+        assert plain(screen.query_one("#verdict", Static)).startswith("CANCELLED")
+    assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
+
+
+async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.push_screen(ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60)))
+        await wait_for(pilot, lambda: isinstance(app.screen, StopOnFailureScreen))
+        assert "kv-cache-too-small" in plain(app.screen.query_one("#failure", Static))
+        await pilot.click("#keep")
+        await wait_for(pilot, lambda: app.finished)
+        assert app.finished[0].result == "failed" and "left running" in app.finished[0].summary
+    assert state(sim, "B") == "running"
+
+
+async def test_read_only_refuses_without_touching_a_station(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert start_action(app, sim.config, "stop", read_only=True) is None
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmActionScreen)
+    assert sim.server.sessions == 0
+
+
+async def test_stop_flow_confirm_then_run(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, running=True)
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        task = start_action(app, sim.config, "stop")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen))
+        plan_text = plain(app.screen.query_one("#plan", Static))
+        assert plan_text.index("[A] stop") < plan_text.index("[B] stop")
+        await pilot.click("#yes")
+        await wait_for(pilot, lambda: app.finished)
+        await task
+        assert app.finished[0].result == "ok"
+    assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
+
+
+def test_plan_render_is_plain_text():
+    from console.ui.screens.actions import render_plan
+
+    t = render_plan("stop", [PlannedCommand("A", "stop", "docker stop -t 30 glm53")])
+    assert "1. [A] stop" in t.plain and "docker stop -t 30 glm53" in t.plain
