@@ -1,0 +1,292 @@
+"""RDMA validation: perftest ``ib_write_bw`` between the rails, the way the Station playbook's
+validation script does it, with the result judged against the line rate and the profile's figure.
+
+Per rail (both where the profile has two): the port state on both ends first; then a server on the
+worker, readiness read from its own output, the client on the head, the result table parsed; host
+memory always, GPU memory (``--use_cuda``/``--use_cuda_dmabuf``) where the profile expects
+GPUDirect. The server process is always cleaned up — also on failure, timeout or cancel — by
+closing its channel and killing the pid it printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from console.config import Config, Station
+from console.probes import ParseError
+from console.probes import perftest as pt
+from console.probes import rdma as rdma_probe
+from console.remote import commands as rc
+from console.remote.transport import Transport, TransportError, make_transport
+
+READY_TIMEOUT_S = 20.0
+RUN_TIMEOUT_S = 60.0
+PASS_FRACTION = 0.9  # of the low end of the profile's expected range
+WARN_FRACTION = 0.6
+
+EventFn = Callable[[str, dict], None]
+
+_FIX = {
+    "rdma-port-down": "Bring the RDMA port up on both ends (`rdma link show`, `ibv_devinfo -d DEV`); check the "
+                      "cable and `ethtool NETDEV` first.",
+    "rdma-connect": "The client could not reach the server's TCP port (18515): check the rail IP, `ip route get "
+                    "PEER`, and any firewall on the rail interface.",
+    "rdma-qp": "The queue pair could not reach RTR: wrong RoCE GID index (`show_gids`, use the v2 index of the "
+               "rail IP with -x / NCCL_IB_GID_INDEX), different MTUs on the two ends, or a port down.",
+    "rdma-mr": "GPU memory could not be registered for RDMA (MR error 524 = not supported): load nvidia-peermem "
+               "or use a dmabuf-capable driver/kernel; on GB10 GPUDirect RDMA is not available.",
+    "rdma-bandwidth": "Bandwidth below the expected figure: check `ethtool NETDEV` speed on both ends, the "
+                      "cable/port pairing, the MTU (9000 on Stations) and PCIe relaxed ordering; rerun.",
+    "rdma-device": "The RDMA device named in the config does not exist: compare with `ibdev2netdev`.",
+    "rdma-timeout": "perftest did not finish in time: the server never saw the client (firewall, wrong IP) or "
+                    "the link stalled.",
+}
+
+
+@dataclass
+class RdmaRun:
+    rail: str  # RDMA device
+    memory: str  # host | gpu
+    server: str
+    client: str
+    status: str = "skip"  # pass | fail | warn | skip
+    id: str = "rdma-bandwidth"
+    summary: str = ""
+    gbps_avg: float | None = None
+    gbps_peak: float | None = None
+    line_gbps: float = 0.0
+    expected_gbps: tuple[float, float] = (0.0, 0.0)
+    evidence: str = ""
+    fix: str = ""
+    server_pid: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        d["expected_gbps"] = list(self.expected_gbps)
+        return d
+
+
+def judge(run: RdmaRun, result: pt.PerftestResult) -> RdmaRun:
+    """Status, id and summary from a parsed client result (pure; tested on real outputs)."""
+    lo, hi = run.expected_gbps
+    where = f"{run.rail} {run.memory} memory {run.client}->{run.server}"
+    if result.error:
+        run.id = {"connect": "rdma-connect", "qp-rtr": "rdma-qp", "qp-rts": "rdma-qp", "mr": "rdma-mr",
+                  "cuda": "rdma-mr", "device": "rdma-device", "port-in-use": "rdma-connect"}.get(result.error,
+                                                                                              "rdma-bandwidth")
+        run.status, run.summary, run.fix = "fail", f"{where}: {result.error_line}", _FIX[run.id]
+        return run
+    avg = result.bw_avg_gbps or 0.0
+    run.gbps_avg, run.gbps_peak = avg, result.bw_peak_gbps
+    pct = f"{100 * avg / run.line_gbps:.0f}% of the {run.line_gbps:g} Gb/s line rate" if run.line_gbps else ""
+    exp = f"expected {lo:g}-{hi:g} Gb/s" if hi else "no expected figure"
+    run.summary = f"{where}: {avg:.2f} Gb/s ({pct}; {exp})"
+    run.id = "rdma-bandwidth"
+    if not lo or avg >= PASS_FRACTION * lo:
+        run.status = "pass"
+    elif avg >= WARN_FRACTION * lo:
+        run.status, run.fix = "warn", _FIX["rdma-bandwidth"]
+    else:
+        run.status, run.fix = "fail", _FIX["rdma-bandwidth"]
+    return run
+
+
+def _gpu_index(text: str, gpu_name: str) -> int | None:
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[1].strip() == gpu_name and row[0].strip().isdigit():
+            return int(row[0])
+    return None
+
+
+class _Server:
+    """The perftest server on one station: its output, readiness and a guaranteed cleanup."""
+
+    def __init__(self, transport: Transport, cmd: str):
+        self.transport, self.cmd = transport, cmd
+        self.lines: list[str] = []
+        self.pid: int | None = None
+        self.ready = asyncio.Event()
+        self.ended = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.error: str | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        agen = self.transport.stream(self.cmd)
+        try:
+            async for line in agen:
+                if line.startswith("PID ") and self.pid is None and line[4:].strip().isdigit():
+                    self.pid = int(line[4:].strip())
+                    continue
+                self.lines.append(line)
+                if pt.is_ready(line):
+                    self.ready.set()
+        except TransportError as exc:
+            self.error = str(exc)
+        finally:
+            self.ended.set()
+            with contextlib.suppress(Exception):
+                await agen.aclose()
+
+    async def wait_ready(self, timeout: float) -> bool:
+        waiters = {asyncio.ensure_future(self.ready.wait()), asyncio.ensure_future(self.ended.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in waiters:
+                t.cancel()
+        return self.ready.is_set()
+
+    async def cleanup(self) -> None:
+        """Close the channel (sshd hangs up the process) and kill the pid it printed."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        if self.pid is not None:
+            with contextlib.suppress(TransportError, asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self.transport.run(rc.kill_pid(self.pid), timeout=10), 12)
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+
+async def _one_run(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_st: Station, cli_st: Station,
+                   gid: dict[str, int | None], extra: dict[str, list[str]], emit: EventFn) -> RdmaRun:
+    scmd = rc.perftest_server(run.rail, gid[srv_st.name], extra[srv_st.name])
+    ccmd = rc.perftest_client(run.rail, srv_st.rail_ip, gid[cli_st.name], extra[cli_st.name])
+    server = _Server(tr[srv_st.name], scmd)
+    server.start()
+    try:
+        emit("server-starting", {"rail": run.rail, "memory": run.memory, "station": srv_st.name})
+        if not await server.wait_ready(READY_TIMEOUT_S):
+            run.server_pid = server.pid
+            err = pt.find_error(server.output)
+            run.evidence = f"[{srv_st.name}] $ {scmd}\n{server.output}" + (f"\n{server.error}" if server.error else "")
+            if err:
+                return judge(run, pt.PerftestResult(error=err[0], error_line=err[1]))
+            run.status, run.id, run.fix = "fail", "rdma-timeout", _FIX["rdma-timeout"]
+            run.summary = f"{run.rail} {run.memory} memory: the server on {srv_st.name} never became ready"
+            return run
+        run.server_pid = server.pid
+        emit("server-ready", {"rail": run.rail, "memory": run.memory, "station": srv_st.name, "pid": server.pid})
+        res = await tr[cli_st.name].run(ccmd, timeout=RUN_TIMEOUT_S)
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(server.ended.wait(), 5)
+        run.evidence = (f"[{cli_st.name}] $ {ccmd}\n{(res.stdout + res.stderr).rstrip()}\n\n"
+                        f"[{srv_st.name}] $ {scmd}\n{server.output}")
+        try:
+            parsed = pt.parse_bw(res.stdout + res.stderr)
+        except ParseError as exc:
+            run.status, run.id, run.summary = "fail", "rdma-bandwidth", f"perftest output not understood: {exc}"
+            return run
+        return judge(run, parsed)
+    except TransportError as exc:
+        run.status, run.id, run.summary = "fail", "rdma-timeout", str(exc)
+        run.fix = _FIX["rdma-timeout"]
+        return run
+    finally:
+        await asyncio.shield(server.cleanup())
+        emit("server-stopped", {"rail": run.rail, "memory": run.memory, "station": srv_st.name, "pid": server.pid})
+
+
+async def _port_state(tr: Transport, st: Station, device: str) -> tuple[bool, str]:
+    cmd = rc.ibv_devinfo(device)
+    res = await tr.run(cmd)
+    ev = f"[{st.name}] $ {cmd}\n{(res.stdout + res.stderr).rstrip()}"
+    try:
+        ports = rdma_probe.parse_ibv_devinfo(res.stdout)
+    except ParseError:
+        return False, ev
+    return bool(ports) and ports[0].active, ev
+
+
+async def _gid_for(tr: Transport, st: Station, device: str) -> int | None:
+    res = await tr.run(rc.show_gids(device))
+    try:
+        gids = rdma_probe.parse_show_gids(res.stdout)
+    except ParseError:
+        return None
+    idx = rdma_probe.roce_v2_index(gids, st.rail_ip, device)
+    if idx is None:  # a second rail carries its own address: its first v2 IPv4 GID
+        idx = next((g.index for g in gids if g.device == device and g.version == "v2" and g.ipv4), None)
+    return idx
+
+
+async def validate_rdma(config: Config, transports: dict[str, Transport] | None = None,
+                        on_event: EventFn | None = None, gpu: bool | None = None) -> list[RdmaRun]:
+    """Host (and GPU) memory bandwidth on each rail, worker as server and head as client."""
+    emit = on_event or (lambda kind, detail: None)
+    if not config.workers:
+        raise ValueError("validate-rdma needs two stations (one head, at least one worker)")
+    own = transports is None
+    tr = transports or {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
+                        for s in config.stations}
+    head, worker = config.head, config.workers[0]
+    p = config.profile
+    rails = list(p.link.rails) or [head.rdma_device]
+    if head.rdma_device and head.rdma_device in rails:
+        rails.remove(head.rdma_device)
+        rails.insert(0, head.rdma_device)
+    want_gpu = p.link.gpudirect if gpu is None else gpu
+    runs: list[RdmaRun] = []
+    try:
+        gpu_extra: dict[str, list[str]] = {}
+        if want_gpu:
+            for st in (head, worker):
+                try:
+                    res = await tr[st.name].run(rc.gpu_index_names())
+                    idx = _gpu_index(res.stdout, p.gpu.name)
+                except TransportError:
+                    idx = None
+                gpu_extra[st.name] = [f"--use_cuda={idx if idx is not None else 0}", "--use_cuda_dmabuf"]
+        for rail in rails:
+            base = dict(rail=rail, server=worker.name, client=head.name, line_gbps=p.link.speed_mbps / 1000,
+                        expected_gbps=tuple(p.link.rdma_host_gbps))
+            try:
+                (ok_s, ev_s), (ok_c, ev_c) = await asyncio.gather(_port_state(tr[worker.name], worker, rail),
+                                                                  _port_state(tr[head.name], head, rail))
+                if not (ok_s and ok_c):
+                    down = [s.name for s, ok in ((worker, ok_s), (head, ok_c)) if not ok]
+                    runs.append(RdmaRun(memory="host", status="fail", id="rdma-port-down",
+                                        summary=f"{rail}: port not active on {', '.join(down)}; perftest not run",
+                                        evidence=f"{ev_c}\n\n{ev_s}", fix=_FIX["rdma-port-down"], **base))
+                    emit("run-done", runs[-1].to_dict())
+                    continue
+                gid = {head.name: await _gid_for(tr[head.name], head, rail),
+                       worker.name: await _gid_for(tr[worker.name], worker, rail)}
+            except TransportError as exc:
+                runs.append(RdmaRun(memory="host", status="skip", id="rdma-port-down", summary=str(exc), **base))
+                emit("run-done", runs[-1].to_dict())
+                continue
+            kinds = [("host", {head.name: [], worker.name: []})]
+            if want_gpu:
+                kinds.append(("gpu", gpu_extra))
+            for memory, extra in kinds:
+                run = RdmaRun(memory=memory, **base)
+                runs.append(await _one_run(config, tr, run, worker, head, gid, extra, emit))
+                emit("run-done", runs[-1].to_dict())
+        return runs
+    finally:
+        if own:
+            await asyncio.gather(*(t.close() for t in tr.values()), return_exceptions=True)
+
+
+def overall(runs: list[RdmaRun]) -> int:
+    return 1 if not runs or any(r.status == "fail" for r in runs) else 0
+
+
+def to_json(runs: list[RdmaRun]) -> str:
+    return json.dumps({"runs": [r.to_dict() for r in runs], "result": "failed" if overall(runs) else "ok"},
+                      indent=2)
