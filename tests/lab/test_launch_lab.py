@@ -1,0 +1,101 @@
+"""Launch and stop through real OpenSSH sshd in network namespaces (the lab fixture of tests/lab).
+
+The containers are the simulator's (docker shim behind the real sshd); the order of commands,
+the log following over real SSH channels, and a dead sshd are real. /health is asked of the
+simulated API on 127.0.0.1, which answers 503 until the head's engine is ready.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+
+from aiohttp import web
+
+from console.actions import ServiceActions
+from console.config import ApiSettings
+from console.remote.transport import SSHTransport
+from console.sim import api as sim_api
+from console.sim.engine import container_status
+from console.sim.server import SimBackend
+
+
+class Recording:
+    def __init__(self, inner: SSHTransport, log: list):
+        self.inner, self.log, self.station = inner, log, inner.station
+
+    async def run(self, command, timeout=None, input=None):
+        self.log.append((self.station.name, command))
+        return await self.inner.run(command, timeout=timeout, input=input)
+
+    def stream(self, command):
+        self.log.append((self.station.name, command))
+        return self.inner.stream(command)
+
+    async def close(self):
+        await self.inner.close()
+
+
+def mutations(log):
+    out = []
+    for station, cmd in log:
+        words = shlex.split(cmd.split("exec ", 1)[-1])
+        if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "start", "stop"):
+            out.append((station, words[1]))
+    return out
+
+
+async def api_for(lab):
+    runner = web.AppRunner(sim_api.create_app(SimBackend(lab.world, "A")), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def run_action(cfg, action, log, **kw):
+    transports = {s.name: Recording(SSHTransport(s, 5.0, 30.0), log) for s in cfg.stations}
+    svc = ServiceActions(cfg, transports=transports, ready_timeout_s=90)
+    try:
+        return await getattr(svc, action)(**kw)
+    finally:
+        await svc.close()
+        for t in transports.values():
+            await t.close()
+
+
+def state(lab, name):
+    return container_status(lab.world, name, lab.world.state(name), "glm53")["state"]
+
+
+async def test_launch_and_stop_through_real_sshd(lab):
+    runner, url = await api_for(lab)
+    try:
+        cfg = dataclasses.replace(lab.config(), api=ApiSettings(url=url))
+        log: list = []
+        res = await run_action(cfg, "launch", log, skip_checks=True)
+        assert res.result == "ok", (res.summary, res.evidence)
+        assert res.transport == "gdrdma"
+        assert mutations(log) == [("B", "rm"), ("B", "run"), ("A", "rm"), ("A", "run")]
+        run_a = next(c for s, c in log if s == "A" and " run " in c)
+        assert f"--master-addr {lab.rail['A']}" in run_a and f"VLLM_HOST_IP={lab.rail['A']}" in run_a
+        assert state(lab, "A") == "running" and state(lab, "B") == "running"
+
+        log.clear()
+        res = await run_action(cfg, "stop", log)
+        assert res.result == "ok"
+        assert mutations(log) == [("A", "stop"), ("B", "stop")]
+        assert state(lab, "A") == "exited" and state(lab, "B") == "exited"
+    finally:
+        await runner.cleanup()
+
+
+async def test_dead_sshd_on_the_worker_means_nothing_is_started(lab):
+    lab.kill_sshd("B")
+    log: list = []
+    res = await run_action(lab.config(), "launch", log, skip_checks=True)
+    assert res.result == "failed"
+    assert "B: cannot connect to" in res.summary or "B: no answer from" in res.summary
+    assert mutations(log) == []
+    assert state(lab, "A") != "running"
