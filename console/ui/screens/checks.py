@@ -1,0 +1,203 @@
+"""The checks screen: every link/preflight check in a table, the selected one's evidence and fix,
+rerun one (``r``) or all (``a``), RDMA validation (``v``, cancel with ``c``).
+
+Checks run as async workers on the app's loop (all I/O is awaited through the transports; nothing
+blocks). When a pass ends the screen posts ``ChecksDone`` to the app, which shows each station's
+summary on its pane (``station_summary``).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from console.checks import CheckResult, run_checks, station_summary
+from console.config import Config
+from console.rdma import RdmaRun, validate_rdma
+from console.remote.transport import Transport
+
+STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}
+
+
+class ChecksDone(Message):
+    """A pass (all checks or a rerun) finished; ``results`` is the screen's whole current table."""
+
+    def __init__(self, results: list[CheckResult]) -> None:
+        super().__init__()
+        self.results = results
+
+    def summary(self, station: str) -> dict[str, int]:
+        return station_summary(self.results, station)
+
+
+def rdma_as_check(run: RdmaRun) -> CheckResult:
+    return CheckResult(run.id, f"{run.client}->{run.server} {run.rail} {run.memory}", run.status, run.summary,
+                       run.evidence, run.fix)
+
+
+def _key(r: CheckResult) -> str:
+    return f"{r.id}@{r.station}"
+
+
+class ChecksScreen(Screen):
+    DEFAULT_CSS = """
+    ChecksScreen #checks-table { height: 1fr; min-height: 8; }
+    ChecksScreen #checks-detail { height: 1fr; border-top: solid $primary; padding: 0 1; }
+    ChecksScreen #checks-status { height: 1; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("r", "rerun_one", "Rerun check"),
+        Binding("a", "rerun_all", "Rerun all"),
+        Binding("v", "validate_rdma", "Validate RDMA"),
+        Binding("c", "cancel", "Cancel"),
+    ]
+
+    def __init__(self, config: Config, transports: dict[str, Transport] | None = None,
+                 results: list[CheckResult] | None = None, autostart: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.transports = transports
+        self.results: dict[str, CheckResult] = {_key(r): r for r in results or []}
+        self.autostart = autostart
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            yield Static("", id="checks-status")
+            yield DataTable(id="checks-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="checks-detail"):
+                yield Static("", id="checks-evidence")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column("status", key="status", width=6)
+        table.add_column("check", key="check", width=20)
+        table.add_column("station", key="station", width=22)
+        table.add_column("summary", key="summary")
+        for r in self.results.values():
+            self._show(r)
+        if self.autostart:
+            self.action_rerun_all()
+        else:
+            self._status()
+
+    # ------------------------------------------------------------ table
+
+    def _show(self, r: CheckResult) -> None:
+        table = self.query_one(DataTable)
+        key = _key(r)
+        self.results[key] = r
+        cells = (Text(r.status.upper(), style=STYLE.get(r.status, "")), r.id, r.station, r.summary)
+        if key in table.rows:
+            for col, value in zip(("status", "check", "station", "summary"), cells, strict=True):
+                table.update_cell(key, col, value)
+        else:
+            table.add_row(*cells, key=key)
+        if table.cursor_row is not None and table.row_count and self._selected_key() == key:
+            self._detail(r)
+
+    def _selected_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _detail(self, r: CheckResult | None) -> None:
+        body = Text()
+        if r is not None:
+            body.append(f"{r.id}  {r.station}  ", style="bold")
+            body.append(r.status.upper() + "\n", style=STYLE.get(r.status, ""))
+            body.append(r.summary + "\n")
+            if r.fix:
+                body.append("\nFix: ", style="bold")
+                body.append(r.fix + "\n")
+            if r.evidence:
+                body.append("\nEvidence\n", style="bold")
+                body.append(r.evidence)
+        self.query_one("#checks-evidence", Static).update(body)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None:
+            self._detail(self.results.get(event.row_key.value))
+
+    def _status(self, note: str = "") -> None:
+        counts = {s: sum(r.status == s for r in self.results.values()) for s in ("pass", "fail", "warn", "skip")}
+        text = Text("running... " if self.busy else "")
+        for s, n in counts.items():
+            text.append(f"{n} {s}  ", style=STYLE[s] if n else "dim")
+        if note:
+            text.append(note, style="italic")
+        self.query_one("#checks-status", Static).update(text)
+
+    # ------------------------------------------------------------ actions
+
+    def action_rerun_all(self) -> None:
+        self._run(None)
+
+    def action_rerun_one(self) -> None:
+        key = self._selected_key()
+        if key is None:
+            return
+        r = self.results[key]
+        if " " in r.station:  # an RDMA validation row: rerun the validation
+            self.action_validate_rdma()
+            return
+        self._run([key])
+
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "checks")
+        self.busy = False
+        self._status("cancelled")
+
+    def _run(self, only: list[str] | None) -> None:
+        self.busy = True
+        self._status()
+        self._checks_worker(only)
+
+    @work(exclusive=True, group="checks")
+    async def _checks_worker(self, only: list[str] | None) -> None:
+        try:
+            results = await run_checks(self.config, self.transports, only=only)
+        finally:
+            self.busy = False
+        for r in results:
+            self._show(r)
+        self._status()
+        if self._selected_key() is None and results:
+            self._detail(results[0])
+        self.app.post_message(ChecksDone(list(self.results.values())))
+
+    def action_validate_rdma(self) -> None:
+        if len(self.config.stations) < 2:
+            self.notify("RDMA validation needs two stations", severity="warning")
+            return
+        self.busy = True
+        self._status("RDMA validation: perftest between the rails (c cancels, the server is cleaned up)")
+        self._rdma_worker()
+
+    @work(exclusive=True, group="checks")
+    async def _rdma_worker(self) -> None:
+        def progress(kind: str, detail: dict) -> None:
+            if kind == "run-done":
+                pass
+            elif kind == "server-ready":
+                self._status(f"{detail['rail']} {detail['memory']} memory: server ready on {detail['station']}")
+
+        try:
+            runs = await validate_rdma(self.config, self.transports, on_event=progress)
+        finally:
+            self.busy = False
+        for run in runs:
+            self._show(rdma_as_check(run))
+        self._status()
+        self.app.post_message(ChecksDone(list(self.results.values())))

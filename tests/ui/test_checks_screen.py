@@ -1,0 +1,82 @@
+"""The checks screen (Pilot) against the simulated stations: table, evidence and fix of the
+selected check, rerun one / all, RDMA validation, and the summary posted to the app."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from textual.app import App
+from textual.widgets import DataTable, Static
+
+from console.checks import CHECK_IDS
+from console.ui.screens.checks import ChecksDone, ChecksScreen
+
+
+class Host(App):
+    def __init__(self, screen: ChecksScreen) -> None:
+        super().__init__()
+        self.checks_screen = screen
+        self.done: list[ChecksDone] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(self.checks_screen)
+
+    def on_checks_done(self, msg: ChecksDone) -> None:
+        self.done.append(msg)
+
+
+async def settle(pilot, screen: ChecksScreen, n_done: int, app: Host, limit: float = 60.0) -> None:
+    for _ in range(int(limit / 0.05)):
+        await pilot.pause()
+        if not screen.busy and len(app.done) >= n_done:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("checks did not finish")
+
+
+def detail_text(screen: ChecksScreen) -> str:
+    return str(screen.query_one("#checks-evidence", Static).render())
+
+
+async def test_table_detail_and_reruns(sim_factory):
+    h = await sim_factory(faults=["mtu-mismatch"])
+    screen = ChecksScreen(h.config)
+    app = Host(screen)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settle(pilot, screen, 1, app)
+        table = screen.query_one(DataTable)
+        assert table.row_count >= len(CHECK_IDS)
+        keys = [row.value for row in table.rows]
+        assert "mtu-mismatch@A<->B" in keys and "jumbo-ping@B->A" in keys
+        assert screen.results["mtu-mismatch@A<->B"].status == "fail"
+        # select the failing check: its evidence and fix are shown
+        table.move_cursor(row=keys.index("mtu-mismatch@A<->B"))
+        await pilot.pause()
+        text = detail_text(screen)
+        assert "MTU differs: A 9000, B 1500" in text and "Fix:" in text and "ip -o link show" in text
+        # the app got the per-station summary
+        assert app.done[-1].summary("B")["fail"] >= 3
+        # rerun just this check
+        await pilot.press("r")
+        await settle(pilot, screen, 2, app)
+        assert screen.results["mtu-mismatch@A<->B"].status == "fail"
+        # repair B's MTU (the fault is gone) and rerun all
+        world_meta = h.world.meta
+        world_meta["faults"]["B"] = []
+        (h.world.root / "world.json").write_text(json.dumps(world_meta))
+        await pilot.press("a")
+        await settle(pilot, screen, 3, app)
+        assert screen.results["mtu-mismatch@A<->B"].status == "pass"
+        assert screen.results["jumbo-ping@B->A"].status == "pass"
+
+
+async def test_rdma_validation_from_the_screen(sim):
+    screen = ChecksScreen(sim.config, autostart=False)
+    app = Host(screen)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.press("v")
+        await settle(pilot, screen, 1, app)
+        rows = [r for r in screen.results.values() if r.id == "rdma-bandwidth"]
+        assert len(rows) == 4 and all(r.status == "pass" for r in rows)
+        assert any("mlx5_1 gpu" in r.station for r in rows)
