@@ -69,3 +69,17 @@ def test_env_evidence_is_redacted():
     out = redact_env(text)
     assert "hf_abc" not in out and "sk-1" not in out
     assert 'export RANK="0"' in out and "NCCL_IB_HCA=mlx5_0" in out and "HF_TOKEN=<redacted>" in out
+
+
+def test_cli_usage_and_config_errors_exit_2(tmp_path, capsys):
+    from console.cli import main
+
+    assert main(["check", "--only", "no-such-check", "--config", str(tmp_path / "x.toml")]) == 2
+    assert "unknown check 'no-such-check'" in capsys.readouterr().err
+    assert main(["check", "--config", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "file not found" in err and "Traceback" not in err
+    one = tmp_path / "one.toml"
+    one.write_text('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n')
+    assert main(["validate-rdma", "--config", str(one)]) == 2
+    assert "at least two stations" in capsys.readouterr().err
