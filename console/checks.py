@@ -595,20 +595,40 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
     return CheckResult("env-mismatch", label, "pass", "env files agree (ranks, rail IPs, devices)", ev)
 
 
+def _launch_args(config: Config, head: Station) -> list[str] | None:
+    """The head's engine arguments as the launch would build them (console.engines)."""
+    from console import engines
+
+    try:
+        if config.profile.engine == "vllm":
+            return engines.vllm_serve_args(config, head)
+        return engines.sglang_args(config, head)
+    except (ValueError, KeyError):
+        return None
+
+
 async def check_api_exposed(run: CheckRun, head: Station) -> CheckResult:
-    ov = run.config.overrides
-    host = str(ov.get("host", "0.0.0.0"))
-    has_key = bool(run.config.api.api_key_env or run.config.api.api_key_file or ov.get("api_key_env"))
-    ev = (f"bind host: {host} (overrides.host; engines bind 0.0.0.0 by default)\n"
-          f"API key configured: {'yes' if has_key else 'no'} (api.api_key_env / api.api_key_file)")
+    cfg = run.config
+    args = _launch_args(cfg, head)
+    host = "0.0.0.0"
+    if args and "--host" in args[:-1]:
+        host = args[args.index("--host") + 1]
+    key_in_args = bool(args) and any(a == "--api-key" or a.startswith("--api-key=") for a in args)
+    key_configured = bool(cfg.api.api_key_env or cfg.api.api_key_file)
+    has_key = key_in_args or (key_configured and cfg.api_key() is not None)
+    shown = " ".join(a if not a.startswith("--api-key=") else "--api-key=***" for a in (args or []))
+    ev = (f"head launch arguments: {shown or '(not buildable from this config)'}\n"
+          f"API key for the launch: {'yes' if has_key else 'no'} (api.api_key_env / api.api_key_file"
+          + (", configured but empty" if key_configured and not has_key else "") + ")")
+    port = run.profile.api_port
     if host in ("0.0.0.0", "::", "") and not has_key:
         return CheckResult("api-exposed", head.name, "warn",
-                           f"the API binds {host}:{run.profile.api_port} on every interface without --api-key", ev,
-                           "Add an API key (api.api_key_env in the config; the launch adds --api-key), firewall "
-                           f"port {run.profile.api_port} to the operator's network, or bind a private address "
-                           "(overrides.host); put TLS in front before anyone else uses it.")
+                           f"the API binds {host}:{port} on every interface without --api-key", ev,
+                           "Set an API key (api.api_key_env in the config; the launch then passes --api-key), "
+                           f"firewall port {port} to the operator's network, and put TLS in front before anyone "
+                           "else uses it.")
     return CheckResult("api-exposed", head.name, "pass",
-                       f"API on {host}" + (" with an API key" if has_key else " (not on every interface)"), ev)
+                       f"API on {host}:{port}" + (" with an API key" if has_key else " (not on every interface)"), ev)
 
 
 # ------------------------------------------------------------------ registry

@@ -83,3 +83,19 @@ def test_cli_usage_and_config_errors_exit_2(tmp_path, capsys):
     one.write_text('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n')
     assert main(["validate-rdma", "--config", str(one)]) == 2
     assert "at least two stations" in capsys.readouterr().err
+
+
+async def test_api_exposed_reads_the_launch_settings(monkeypatch):
+    from console.checks import CheckRun, check_api_exposed
+
+    open_cfg = parse_config(CFG)
+    r = await check_api_exposed(CheckRun(open_cfg, {}, 1.0), open_cfg.head)
+    assert r.status == "warn" and "0.0.0.0:8000" in r.summary and "--host 0.0.0.0" in r.evidence
+    keyed = parse_config(CFG.replace('profile = "glm53-nvfp4-2x-gb300-vllm"',
+                                     'profile = "glm53-nvfp4-2x-gb300-vllm"\n[api]\napi_key_env = "DGX_TEST_KEY"'))
+    monkeypatch.setenv("DGX_TEST_KEY", "sk-secret-value")
+    r2 = await check_api_exposed(CheckRun(keyed, {}, 1.0), keyed.head)
+    assert r2.status == "pass" and "with an API key" in r2.summary and "sk-secret-value" not in r2.evidence
+    monkeypatch.delenv("DGX_TEST_KEY")
+    r3 = await check_api_exposed(CheckRun(keyed, {}, 1.0), keyed.head)
+    assert r3.status == "warn" and "configured but empty" in r3.evidence
