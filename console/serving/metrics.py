@@ -140,7 +140,8 @@ class ServingSnapshot:
     url: str = ""
     healthy: bool | None = None
     status: str = "unknown"  # ok | unhealthy | unreachable | unauthorized | unknown
-    error: str | None = None
+    error: str | None = None  # the last poll failed: the values shown are old
+    note: str | None = None  # a problem that leaves the values fresh (the key refused for /v1/models)
     model: str | None = None
     version: str | None = None
     engine: str | None = None
@@ -270,7 +271,8 @@ class ServingMonitor:
         self.snapshot = ServingSnapshot(url=client.base_url)
         self._rounds = 0
 
-    async def poll_once(self) -> ServingSnapshot:
+    async def poll_once(self, refresh: bool = False) -> ServingSnapshot:
+        """One round; the model list and version are re-read every 15 rounds or on ``refresh``."""
         snap = self.snapshot
         now = time.time()
         health = await self.client.health()
@@ -278,15 +280,18 @@ class ServingMonitor:
         error = None if health.ok else health.error
         if not health.ok and health.status is None:
             status = "unreachable"
-        updated = {}
+        updated: dict = {"note": snap.note}
         try:
-            if snap.model is None or self._rounds % 15 == 0:
+            if refresh or snap.model is None or self._rounds % 15 == 0:
+                updated["version"] = await self.client.version()
                 models = await self.client.models()
                 updated["model"] = models[0]["id"] if models else None
-                updated["version"] = await self.client.version()
+                updated["note"] = None
         except ApiError as exc:
             if exc.kind == "unauthorized":
-                status, error = ("unauthorized" if health.ok else status), str(exc)
+                updated["note"] = str(exc)
+        if updated["note"] and health.ok:
+            status = "unauthorized"
         try:
             text = await self.client.metrics_text()
             sample = parse_metrics(text, self.clock())

@@ -93,6 +93,8 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
                     style="bold yellow")
     else:
         foot = Text(f"updated {_age(age)} ago", style="dim")
+        if snap.note:
+            foot.append(f" — {snap.note}", style="yellow")
     foot.overflow = "ellipsis"
     foot.no_wrap = True
     return Group(t, foot)
