@@ -9,6 +9,7 @@ would read a real station.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -49,10 +50,15 @@ class _Builder:
     def __init__(self, start: float, scale: float, engine: str, host: str, rank: int):
         self.tl = Timeline()
         self.start, self.scale, self.engine, self.host, self.rank = start, scale, engine, host, rank
+        self.hold_from, self.hold = float("inf"), 0.0  # a head waiting for late workers: shift later events
+
+    def ts(self, t: float) -> float:
+        """Offset ``t`` (real engine seconds) in wall seconds since the start, after any wait."""
+        return t * self.scale + (self.hold if t >= self.hold_from else 0.0)
 
     def at(self, t: float, text: str, proc: str = "APIServer", pid: int = 1, level: str = "INFO",
            src: str = "api_server.py:1", raw: bool = False) -> None:
-        ts = t * self.scale
+        ts = self.ts(t)
         if raw:
             line = text
         elif self.engine == "sglang":
@@ -71,13 +77,13 @@ class _Builder:
             self.at(t, f"{self.host}:{pid}:{tid} [0] NCCL INFO {text}", raw=True)
 
     def mem(self, t: float, gib: float) -> None:
-        self.tl.mem.append((t * self.scale, gib))
+        self.tl.mem.append((self.ts(t), gib))
 
     def phase(self, t: float, name: str) -> None:
-        self.tl.phases.append((t * self.scale, name))
+        self.tl.phases.append((self.ts(t), name))
 
     def exit(self, t: float, code: int) -> None:
-        self.tl.exit_at = t * self.scale
+        self.tl.exit_at = self.ts(t)
         self.tl.exit_code = code
 
 
@@ -122,10 +128,12 @@ def _oom_traceback(b: _Builder, t: float, proc: str, pid: int, total_gib: float)
 
 
 def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
-                  head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int) -> Timeline:
+                  head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
+                  join_delay: float = 0.0) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "vllm", state["hostname"], rank)
     tl = b.tl
+    b.hold_from, b.hold = 8.0, join_delay  # the head waits here until the last worker joins
     g = profile.gpu
     s = profile.serving
     cold = g.cold_load_s
@@ -270,7 +278,7 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.mem(g1, g.loaded_gib)
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
-        tl.ready_at = (g1 + 1) * scale
+        tl.ready_at = b.ts(g1 + 1)
         return tl
     b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {g1 + 2 - load1:.2f} s",
          proc="EngineCore_DP0", pid=263, src="core.py:210")
@@ -279,15 +287,17 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(cold - 2.9, "INFO:     Waiting for application startup.", raw=True)
     b.at(cold - 2.8, "INFO:     Application startup complete.", raw=True)
     b.phase(cold - 2.8, "ready")
-    tl.ready_at = (cold - 2.8) * scale
+    tl.ready_at = b.ts(cold - 2.8)
     return tl
 
 
 def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
-                    head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int) -> Timeline:
+                    head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
+                    join_delay: float = 0.0) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "sglang", state["hostname"], rank)
     tl = b.tl
+    b.hold_from, b.hold = 3.0, join_delay  # the head waits here until the last worker joins
     g = profile.gpu
     s = profile.serving
     cold = g.cold_load_s
@@ -345,7 +355,7 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     b.mem(g1, g.loaded_gib)
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
-        tl.ready_at = (g1 + 1) * scale
+        tl.ready_at = b.ts(g1 + 1)
         return tl
     b.at(cold - 4, "INFO:     Started server process [1]", raw=True)
     b.at(cold - 3.9, "INFO:     Waiting for application startup.", raw=True)
@@ -355,36 +365,65 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     b.at(cold - 2, 'INFO:     127.0.0.1:39442 - "GET /model_info HTTP/1.1" 200 OK', raw=True)
     b.at(cold - 1, "The server is fired up and ready to roll!")
     b.phase(cold - 1, "ready")
-    tl.ready_at = (cold - 1) * scale
+    tl.ready_at = b.ts(cold - 1)
     return tl
 
 
 # ---------------------------------------------------------------- world queries
 
 
+# Serving flags a `docker run` passes that the timelines honour (flag -> profile.serving key).
+_RUN_FLAGS = {"--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seqs",
+              "--gpu-memory-utilization": "gpu_memory_utilization", "--mem-fraction-static": "mem_fraction_static",
+              "--max-running-requests": "max_running_requests", "--context-length": "context_length"}
+RENDEZVOUS_S = 600  # torch.distributed waits this long (engine seconds) for the workers to join
+
+
+def _run_profile(profile: Profile, args: list[str]) -> Profile:
+    """The profile as this run's command line changed it (e.g. ``--max-model-len 65536``)."""
+    serving = dict(profile.serving)
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in _RUN_FLAGS:
+            try:
+                serving[_RUN_FLAGS[flag]] = float(value) if "." in value else int(value)
+            except ValueError:
+                continue
+    return profile if serving == profile.serving else dataclasses.replace(profile, serving=serving)
+
+
 def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -> Timeline:
-    """The timeline of one container run (depends on peers' state at its start)."""
-    profile = world.profile
+    """The timeline of one container run. The head depends on its workers: those running when it
+    starts, or started within the rendezvous window (it then waits for the last to join)."""
+    profile = _run_profile(world.profile, list(run.get("args") or []))
     start = float(run["started_at"])
     scale = world.time_scale
     n = len(world.names)
     head_ip = world.state(world.names[0])["rail"]["ip"] if state["rank"] != 0 else state["rail"]["ip"]
     peers_ok = True
     peer_fail_at = None
+    join_at = start
     if state["rank"] == 0:
+        window = RENDEZVOUS_S * scale
         for peer in world.names[1:]:
             pst = world.state(peer)
             pc = pst["containers"].get("glm53")
             status = _status_at(world, peer, pst, pc, start) if pc else {"state": "absent"}
-            if status["state"] != "running":
+            prun = status.get("run") if status["state"] == "running" else None
+            if prun is None and pc:
+                later = [r for r in pc["runs"] if start < float(r["started_at"]) <= start + window]
+                prun = later[0] if later else None
+                if prun is not None:
+                    join_at = max(join_at, float(prun["started_at"]))
+            if prun is None:
                 peers_ok = False
-            elif pc and pc["runs"]:
-                ptl = run_timeline(world, peer, pst, pc["runs"][-1])
-                if ptl.exit_at is not None:
-                    fail_abs = float(pc["runs"][-1]["started_at"]) + ptl.exit_at
-                    peer_fail_at = fail_abs if peer_fail_at is None else min(peer_fail_at, fail_abs)
+                continue
+            ptl = run_timeline(world, peer, pst, prun)
+            if ptl.exit_at is not None:
+                fail_abs = float(prun["started_at"]) + ptl.exit_at
+                peer_fail_at = fail_abs if peer_fail_at is None else min(peer_fail_at, fail_abs)
     fn = sglang_timeline if profile.engine == "sglang" else vllm_timeline
-    return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n)
+    return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n,
+              join_delay=join_at - start if peers_ok else 0.0)
 
 
 def _status_at(world, name: str, state: dict[str, Any], c: dict[str, Any] | None, now: float) -> dict[str, Any]:
