@@ -26,16 +26,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="PATH", help="config file (default ./dgx-console.toml, then XDG dir)")
-    p.add_argument("--trust-host-key", action="store_true",
+def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """``--config`` and ``--trust-host-key`` work before or after the subcommand: on subparsers the
+    default is SUPPRESS so an absent sub-option never overwrites the top-level value."""
+    default = None if top else argparse.SUPPRESS
+    p.add_argument("--config", metavar="PATH", default=default,
+                   help="config file (default ./dgx-console.toml, then XDG dir)")
+    p.add_argument("--trust-host-key", action="store_true", default=False if top else argparse.SUPPRESS,
                    help="add an unknown station host key to known_hosts after printing its fingerprint")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="dgx-console", description="Console for one model served across several GPU stations.")
     p.add_argument("--version", action="version", version=f"dgx-console {__version__}")
-    add_config_args(p)
+    add_config_args(p, top=True)
     p.add_argument("--theme", metavar="NAME", help="theme name (dgx-dark, dgx-light, or any Textual theme)")
     p.add_argument("--read-only", action="store_true", help="disable every action that changes a station")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -36,6 +36,7 @@ from console.remote.transport import HostKeyError, Transport, TransportError, ma
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
+RECHECK_STOPPED_S = 60.0
 
 
 async def rounds(lines: AsyncIterator[str], gap_s: float = 0.05, idle_s: float | None = None
@@ -101,6 +102,7 @@ class StationService:
         self._log_buf: list[str] = []
         self._last_log_ts: str | None = None
         self._container_running = asyncio.Event()
+        self._container_state: str | None = None
         self._trust = asyncio.Event()
         self.state = "idle"
         self.last_error = ""
@@ -167,6 +169,7 @@ class StationService:
         except ParseError as exc:
             info = docker_probe.ContainerInfo(self.station.container, "absent")
             self.last_error = str(exc)
+        self._container_state = info.state
         if info.state == "running":
             self._container_running.set()
         else:
@@ -234,23 +237,45 @@ class StationService:
                 await self._refresh_container()
         raise TransportError(f"{self.station.name}: docker events stream ended")
 
+    def _ingest(self, line: str) -> None:
+        ts, text = docker_probe.split_timestamp(line)
+        if ts:
+            self._last_log_ts = ts
+        if "Launching vLLM" in text or "vLLM API server version" in text or "server_args=ServerArgs" in text:
+            self.tracker.reset()  # a new run of the container
+        if self.tracker.feed(text):
+            self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
+        self._log_buf.append(text)
+
     async def _log_stream(self) -> None:
-        """Follow the container log; when it ends (container stopped) wait for the next start."""
+        """Follow the container log; when it ends (container stopped) wait for the next start.
+
+        A container that already exited before we connected still shows its last lines: the
+        crash that brought the operator here is usually in them.
+        """
         while True:
-            await self._container_running.wait()
-            if self._last_log_ts is None:
-                self.tracker.reset()
+            if not self._container_running.is_set():
+                if self._last_log_ts is None and self._container_state not in (None, "absent"):
+                    res = await self.transport.run(
+                        commands.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False))
+                    for line in res.stdout.splitlines():
+                        self._ingest(line)
+                    # The container may have started between the first inspect and the moment the
+                    # events stream subscribed: look again before waiting for an event.
+                    info = await self._refresh_container()
+                    if info.state != "running":
+                        if self.tracker.progress.phase not in ("failed", "stopped"):
+                            self.tracker.progress.phase = "stopped"
+                        self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
+                while not self._container_running.is_set():
+                    try:  # an event normally wakes us; the slow re-check only bounds a missed one
+                        await asyncio.wait_for(self._container_running.wait(), RECHECK_STOPPED_S)
+                    except (TimeoutError, asyncio.TimeoutError):
+                        await self._refresh_container()
             cmd = commands.docker_logs(self.station.container, tail=self.config.ui.log_lines,
                                        since=self._last_log_ts)
             async for line in self.transport.stream(cmd):
-                ts, text = docker_probe.split_timestamp(line)
-                if ts:
-                    self._last_log_ts = ts
-                if "Launching vLLM" in text or "vLLM API server version" in text or "server_args=ServerArgs" in text:
-                    self.tracker.reset()  # a new run of the container
-                if self.tracker.feed(text):
-                    self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
-                self._log_buf.append(text)
+                self._ingest(line)
             # Stream ended: the container stopped or exited. Refresh and wait for the next start.
             info = await self._refresh_container()
             if info.state != "running":

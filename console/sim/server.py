@@ -238,6 +238,9 @@ class SimServer:
             pumps[2].cancel()
             closed.cancel()
             self._children.discard(proc.pid)
+            if os.environ.get("DGX_SIM_DEBUG"):
+                with open(os.environ["DGX_SIM_DEBUG"], "a") as dbg:
+                    dbg.write(f"{time.time():.3f} {name} rc={proc.returncode} closed_first={not waiter.done() or closed.done()} {command[:90]}\n")
             with contextlib.suppress(Exception):
                 process.exit(proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 255)
 

@@ -157,3 +157,10 @@ def test_cli_bad_usage_exit_2():
     assert r.returncode == 2 and "unknown fault" in r.stderr and "Traceback" not in r.stderr
     r = _cli("--theme", "no-such-theme", "demo")
     assert r.returncode == 2 and "unknown theme" in r.stderr
+
+
+def test_cli_config_before_or_after_subcommand(tmp_path):
+    missing = tmp_path / "nope.toml"
+    for args in (("--config", str(missing), "status"), ("status", "--config", str(missing))):
+        r = _cli(*args)
+        assert r.returncode == 2 and str(missing) in r.stderr and "file not found" in r.stderr
