@@ -344,11 +344,12 @@ async def check_roce_gid(run: CheckRun, st: Station) -> CheckResult:
 async def check_rdma_errors(run: CheckRun, st: Station) -> CheckResult:
     cmd = rc.rdma_counters(st.rdma_device)
     first = await run.run(st.name, cmd, tag="read1:")
-    wait = COUNTER_INTERVAL_S - (time.monotonic() - run.started)
-    if wait > 0:
-        await asyncio.sleep(wait)
+    t1 = time.monotonic()
+    # the pass has been running meanwhile: wait out the rest of the interval, at least half of it
+    await asyncio.sleep(max(COUNTER_INTERVAL_S - (t1 - run.started), COUNTER_INTERVAL_S / 2))
     second = await run.run(st.name, cmd, tag="read2:")
-    ev = _join(evidence(cmd, first), evidence(cmd, second))
+    gap = time.monotonic() - t1
+    ev = _join(evidence(cmd, first), f"(second read {gap:.1f} s later)\n" + evidence(cmd, second))
     if not first.ok or not second.ok:
         return CheckResult("rdma-errors", st.name, "warn", f"port counters of {st.rdma_device} not readable", ev,
                            "Check that /sys/class/infiniband/DEV/ports/1/counters exists (RDMA driver loaded).")

@@ -84,15 +84,18 @@ async def test_passwordless_ssh_really_tested(lab):
 
 
 async def test_port_counters_growing_between_reads_fail(lab):
-    # The counter is a FIFO: the first read gets 5, the second 50, whatever the timing.
+    # The counter is a FIFO for the first read (it gets 5); as soon as that read has its value the
+    # FIFO is replaced by a file holding 50, which the second read (an interval later) finds.
     path = lab.counter_path("A", "symbol_error")
+    later = path.with_name("symbol_error.next")
+    later.write_text("50\n")
     path.unlink()
     os.mkfifo(path)
 
     def serve():
-        for value in (5, 50):
-            with open(path, "w") as fh:
-                fh.write(f"{value}\n")
+        with open(path, "w") as fh:  # blocks until the first read opens it
+            fh.write("5\n")
+        os.replace(later, path)
 
     writer = threading.Thread(target=serve, daemon=True)
     writer.start()
