@@ -1,0 +1,96 @@
+"""``dgx-console launch|stop|restart`` as an operator runs them: a real process against the
+simulated stations (served by this test's event loop), exit codes, JSON on stdout, progress on
+stderr, Ctrl+C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+
+from console.sim.engine import container_status
+
+
+async def cli(*args: str, stdin: bytes | None = None, interrupt_on: str | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "console", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    assert proc.stdin and proc.stdout and proc.stderr
+    if stdin is not None:
+        proc.stdin.write(stdin)
+    proc.stdin.close()
+    err_lines: list[str] = []
+    async for raw in proc.stderr:
+        line = raw.decode()
+        err_lines.append(line)
+        if interrupt_on and interrupt_on in line:
+            proc.send_signal(signal.SIGINT)
+            interrupt_on = None
+    out = await proc.stdout.read()
+    rc = await asyncio.wait_for(proc.wait(), 120)
+    return rc, out.decode(), "".join(err_lines)
+
+
+def states(sim) -> dict[str, str]:
+    return {n: container_status(sim.world, n, sim.world.state(n), "glm53")["state"] for n in sim.world.names}
+
+
+async def test_launch_json_then_idempotent_then_stop(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    cfg = str(sim.config_path)
+    rc, out, err = await cli("launch", "--config", cfg, "--yes", "--json", "--skip-checks")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["result"] == "ok" and doc["transport"] == "gdrdma"
+    assert [(s["station"], s["action"]) for s in doc["steps"] if s["action"] in ("run", "ready")] == [
+        ("B", "run"), ("A", "run"), ("A", "ready")]
+    assert "B  run: ok" in err and "launch: OK" in err  # progress and verdict on stderr
+    rc, out, err = await cli("launch", "--config", cfg, "--yes")
+    assert rc == 0 and "already running" in err and out == ""
+    rc, out, err = await cli("stop", "--config", cfg, "--yes", "--json")
+    assert rc == 0 and json.loads(out)["result"] == "ok"
+    assert states(sim) == {"A": "exited", "B": "exited"}
+
+
+async def test_usage_errors_exit_2_with_one_line(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    cfg = str(sim.config_path)
+    rc, out, err = await cli("--read-only", "stop", "--config", cfg, "--yes")
+    assert rc == 2 and err.strip().count("\n") == 0 and "read-only" in err
+    rc, out, err = await cli("stop", "--config", cfg)  # stdin is a pipe: no one to confirm
+    assert rc == 2 and "without --yes" in err
+    rc, out, err = await cli("launch", "--config", cfg, "--yes", "--timeout", "-3")
+    assert rc == 2 and "--timeout" in err
+    assert sim.server.sessions == 0
+
+
+async def test_dry_run_prints_the_plan_and_changes_nothing(sim_factory):
+    sim = await sim_factory(n=3, time_scale=0.01)
+    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--dry-run", "--json")
+    assert rc == 0, err
+    plan = json.loads(out)["plan"]
+    assert [(p["station"], p["command"].split()[1]) for p in plan] == [
+        ("B", "rm"), ("B", "run"), ("C", "rm"), ("C", "run"), ("A", "rm"), ("A", "run")]
+    assert all(s != "running" for s in states(sim).values())
+
+
+async def test_ctrl_c_mid_load_cancels_and_stops_what_started(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.02)
+    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--yes", "--json", "--skip-checks",
+                             interrupt_on="A | Loading safetensors")
+    assert rc == 1
+    doc = json.loads(out)
+    assert doc["result"] == "cancelled"
+    assert "launch: CANCELLED" in err and "nothing left running" in err
+    assert states(sim) == {"A": "exited", "B": "exited"}
+
+
+async def test_fatal_line_with_keep_on_failure(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
+    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--yes", "--json", "--skip-checks",
+                             "--keep-on-failure")
+    assert rc == 1
+    assert json.loads(out)["result"] == "failed"
+    assert "kv-cache-too-small" in err and "larger than the available KV cache memory" in err
+    assert states(sim)["B"] == "running"
