@@ -262,10 +262,14 @@ async def check_jumbo_ping(run: CheckRun, src: Station, dst: Station) -> CheckRe
         "no-route": f"no route to {dst.rail_ip} ({p.error_line})",
         "error": f"ping failed: {p.error_line}",
     }.get(p.failure or "", f"ping failed ({p.failure})")
-    return CheckResult("jumbo-ping", label, "fail", why, ev,
-                       f"Both rail ends need MTU {mtu} and a link: compare `ip link show {src.rail_netdev}` on "
-                       f"{src.name} with `ip link show {dst.rail_netdev}` on {dst.name}; " +
-                       _mtu_fix(dst.rail_netdev, mtu))
+    if p.failure == "local-mtu":
+        fix = f"On {src.name}: `sudo ip link set dev {src.rail_netdev} mtu {mtu}` (and persist it)."
+    elif p.failure == "frag-needed":
+        fix = f"A switch or hop between the stations has a smaller MTU: raise it to {mtu} (or cable directly)."
+    else:
+        fix = (f"Compare `ip link show {dst.rail_netdev}` on {dst.name} (MTU {mtu}? carrier?) with "
+               f"{src.name}'s; set `sudo ip link set dev {dst.rail_netdev} mtu {mtu}` there and check the link.")
+    return CheckResult("jumbo-ping", label, "fail", why, ev, fix)
 
 
 async def check_rail_route(run: CheckRun, src: Station, dst: Station) -> CheckResult:
@@ -740,6 +744,13 @@ def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, i
         if station in re.split(r"<->|->|,", r.station):
             counts[r.status] += 1
     return counts
+
+
+def summary_line(counts: dict[str, int]) -> str:
+    """One line for a station pane: ``checks: 1 FAIL, 2 warn, 28 pass`` (failures first)."""
+    parts = [f"{counts.get('fail', 0)} FAIL"] if counts.get("fail") else []
+    parts += [f"{counts[s]} {s}" for s in ("warn", "skip", "pass") if counts.get(s)]
+    return "checks: " + (", ".join(parts) if parts else "not run")
 
 
 def to_json(results: Iterable[CheckResult]) -> str:

@@ -57,6 +57,7 @@ async def test_table_detail_and_reruns(sim_factory):
         assert "MTU differs: A 9000, B 1500" in text and "Fix:" in text and "ip -o link show" in text
         # the app got the per-station summary
         assert app.done[-1].summary("B")["fail"] >= 3
+        assert app.done[-1].summary_text("B").startswith("checks: 4 FAIL, ")
         # rerun just this check
         await pilot.press("r")
         await settle(pilot, screen, 2, app)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from console.checks import CHECK_IDS, CheckResult, _jobs, overall, redact_env, station_summary, to_json
+from console.checks import (
+    CHECK_IDS,
+    CheckResult,
+    _jobs,
+    overall,
+    redact_env,
+    station_summary,
+    summary_line,
+    to_json,
+)
 from console.config import parse_config
 
 CFG = """
@@ -62,6 +71,8 @@ def test_station_summary_counts_checks_that_involve_it():
           CheckResult("image-mismatch", "A,B", "pass", ""), CheckResult("link-down", "B", "skip", "")]
     assert station_summary(rs, "A") == {"pass": 2, "fail": 1, "warn": 0, "skip": 0}
     assert station_summary(rs, "B") == {"pass": 1, "fail": 1, "warn": 0, "skip": 1}
+    assert summary_line(station_summary(rs, "B")) == "checks: 1 FAIL, 1 skip, 1 pass"
+    assert summary_line({}) == "checks: not run"
 
 
 def test_env_evidence_is_redacted():

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from console.checks import CheckResult, run_checks, station_summary
+from console.checks import CheckResult, run_checks, station_summary, summary_line
 from console.config import Config
 from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
@@ -34,6 +34,10 @@ class ChecksDone(Message):
 
     def summary(self, station: str) -> dict[str, int]:
         return station_summary(self.results, station)
+
+    def summary_text(self, station: str) -> str:
+        """What the station's pane shows, e.g. ``checks: 1 FAIL, 1 warn, 18 pass``."""
+        return summary_line(self.summary(station))
 
 
 def rdma_as_check(run: RdmaRun) -> CheckResult:
