@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import re
 import time
@@ -49,6 +50,10 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+# The commands the current check ran (evidence when its output cannot be parsed).
+_transcript: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("transcript", default=None)
 
 
 class StationDown(Exception):
@@ -102,9 +107,13 @@ class CheckRun:
         if key not in self._memo:
             self._memo[key] = asyncio.ensure_future(self._raw(name, cmd, timeout or self.cmd_timeout))
         try:
-            return await asyncio.shield(self._memo[key])
+            res = await asyncio.shield(self._memo[key])
         except TransportError as exc:
             raise StationDown(str(exc)) from None
+        log = _transcript.get()
+        if log is not None:
+            log.append(evidence(cmd, res, name))
+        return res
 
     async def quiet(self, limit_s: float = 10.0) -> None:
         """Wait until the other commands of this pass are done (a busy link widens round trips)."""
@@ -695,6 +704,8 @@ def _jobs(config: Config, only: set[str] | None) -> list[tuple[Spec, tuple[Stati
 
 
 async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str, needs: set[str]) -> CheckResult:
+    log: list[str] = []
+    _transcript.set(log)
     try:
         for name in sorted(needs):
             await run.reachable(name)
@@ -704,11 +715,11 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
     except StationDown as exc:
         return CheckResult(spec.id, label, "skip", str(exc))
     except ParseError as exc:
-        return CheckResult(spec.id, label, "fail", f"output not understood: {exc}", "",
+        return CheckResult(spec.id, label, "fail", f"output not understood: {exc}", "\n\n".join(log),
                            "Run the command in the evidence by hand on the station; the tool may be missing or "
                            "too old.")
     except Exception as exc:  # one broken check must not hide the others
-        return CheckResult(spec.id, label, "fail", f"check failed: {exc.__class__.__name__}: {exc}", "",
+        return CheckResult(spec.id, label, "fail", f"check failed: {exc.__class__.__name__}: {exc}", "\n\n".join(log),
                            "This is a bug in the console's check; please report it with the evidence.")
 
 

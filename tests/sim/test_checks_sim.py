@@ -115,3 +115,12 @@ def test_check_cli_json_contract_and_exit_codes(sim, capsys):
     for c in data["checks"]:
         assert set(c) == {"id", "station", "status", "summary", "evidence", "fix"}
         assert c["status"] in ("pass", "fail", "warn", "skip")
+
+
+async def test_output_nobody_understands_fails_with_its_evidence(sim):
+    tool = sim.world.root / "bin" / "show_gids"
+    tool.write_text("#!/bin/sh\necho 'show_gids: mlx5_0: no such device' >&2\nexit 1\n")
+    results = await run_checks(sim.config, only=["roce-gid"])
+    r = by(results, "roce-gid", "A")
+    assert r.status == "fail" and r.summary.startswith("output not understood")
+    assert "no such device" in r.evidence and "$ show_gids mlx5_0" in r.evidence and r.fix
