@@ -26,7 +26,7 @@ from console.sim.shims._stationfs import populate
 from console.sim.world import World
 
 SSHD = os.environ.get("DGX_LAB_SSHD", "/usr/sbin/sshd")  # override only to prove the CI guard
-REAL_TOOLS = ("ip", "ping", "ssh", "date")  # the lab uses the real ones
+REAL_TOOLS = ("ip", "ping", "ssh", "date", "df")  # the lab uses the real ones
 RAIL_IFACE = "enp1s0f1np1"
 PROFILE = "glm53-nvfp4-2x-gb300-vllm"
 
