@@ -703,9 +703,27 @@ def _jobs(config: Config, only: set[str] | None) -> list[tuple[Spec, tuple[Stati
     return jobs
 
 
+# Station fields a check cannot do without (from [[stations]] in the config).
+_NEEDS_FIELDS = {
+    "link-down": ("rail_netdev",), "link-speed": ("rail_netdev",), "mtu-value": ("rail_netdev",),
+    "mtu-mismatch": ("rail_netdev",), "jumbo-ping": ("rail_netdev", "rail_ip"), "rail-route": ("rail_netdev", "rail_ip"),
+    "rdma-netdev": ("rdma_device", "rail_netdev"), "rdma-port-down": ("rdma_device",),
+    "roce-gid": ("rdma_device", "rail_ip"), "rdma-errors": ("rdma_device",),
+}
+
+
+def _missing_fields(spec: Spec, args: tuple[Station, ...]) -> list[str]:
+    return [f"{st.name}.{f}" for st in args for f in _NEEDS_FIELDS.get(spec.id, ()) if not getattr(st, f)]
+
+
 async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str, needs: set[str]) -> CheckResult:
     log: list[str] = []
     _transcript.set(log)
+    missing = _missing_fields(spec, args)
+    if missing:
+        return CheckResult(spec.id, label, "skip", f"not configured: {', '.join(missing)}", "",
+                           "Set rail_netdev, rdma_device and rail_ip in each [[stations]] table of the config "
+                           "(`ibdev2netdev` shows the device -> netdev pairs, `ip -4 addr` the rail IP).")
     try:
         for name in sorted(needs):
             await run.reachable(name)

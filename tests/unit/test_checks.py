@@ -110,3 +110,13 @@ async def test_api_exposed_reads_the_launch_settings(monkeypatch):
     monkeypatch.delenv("DGX_TEST_KEY")
     r3 = await check_api_exposed(CheckRun(keyed, {}, 1.0), keyed.head)
     assert r3.status == "warn" and "configured but empty" in r3.evidence
+
+
+async def test_checks_without_rail_settings_skip_with_the_config_fix():
+    from console.checks import run_checks
+
+    bare = parse_config(CFG.replace('rail_netdev = "enp1s0f1np1"\n', "", 1))
+    results = await run_checks(bare, transports={}, only=["link-down@A", "jumbo-ping@A->B"])
+    assert [(r.status, r.summary) for r in results] == [("skip", "not configured: A.rail_netdev"),
+                                                        ("skip", "not configured: A.rail_netdev")]
+    assert "rail_netdev" in results[0].fix
