@@ -146,20 +146,23 @@ def split_stamp(line: str) -> tuple[str | None, str]:
     return (m.group(1), m.group(2)) if m else (None, line)
 
 
-def fatal_of_line(station: str, text: str) -> str | None:
-    """The finding id if this log line means the start-up cannot succeed, else None."""
-    for fid, pat in FATAL_PATTERNS:
-        if pat.search(text):
-            return fid
+def fatal_of_line(station: str, text: str) -> tuple[str, str | None] | None:
+    """(finding id, suggested fix) if this log line means the start-up cannot succeed, else None.
+    The fix text comes from console.diagnose when it knows the finding."""
+    own = next((fid for fid, pat in FATAL_PATTERNS if pat.search(text)), None)
+    findings = []
     try:
         from console.diagnose import diagnose_lines
     except ImportError:
-        return None
-    with contextlib.suppress(Exception):  # a bug in the catalogue must not break a launch
-        for f in diagnose_lines(station, [text]):
-            if f.severity == "error" and f.id in FATAL_IDS:
-                return f.id
-    return None
+        diagnose_lines = None
+    if diagnose_lines is not None:
+        with contextlib.suppress(Exception):  # a bug in the catalogue must not break a launch
+            findings = [f for f in diagnose_lines(station, [text]) if f.severity == "error"]
+    if own:
+        fix = next((f.fix for f in findings if f.id == own), None)
+        return own, fix
+    hit = next((f for f in findings if f.id in FATAL_IDS), None)
+    return (hit.id, hit.fix) if hit else None
 
 
 class _Follower:
@@ -172,6 +175,7 @@ class _Follower:
         self.lines: list[str] = []
         self.ready = self.started = self.ended = False
         self.fatal: tuple[str, str] | None = None  # (finding id, line)
+        self.fatal_fix: str | None = None
         self.fatal_context: list[str] = []
         self.error: str | None = None
         self.restarts = 0
@@ -190,9 +194,9 @@ class _Follower:
                     self.ready = True
                     self._changed.set()
                 if self.fatal is None:
-                    fid = fatal_of_line(self.station.name, text)
-                    if fid:
-                        self.fatal = (fid, text)
+                    hit = fatal_of_line(self.station.name, text)
+                    if hit:
+                        self.fatal, self.fatal_fix = (hit[0], text), hit[1]
                         self.fatal_context = self.lines[-5:]
                         self._changed.set()
                 if _PROGRESS.search(text):
@@ -609,7 +613,8 @@ class ServiceActions:
         for name, f in self._followers.items():
             if f.fatal:
                 fid, line = f.fatal
-                raise ActionFailed(f"{name}: {fid}: {line.strip()[:300]}", [(name, ln) for ln in f.fatal_context])
+                fix = f" (fix: {f.fatal_fix})" if f.fatal_fix else ""
+                raise ActionFailed(f"{name}: {fid}: {line.strip()[:300]}{fix}", [(name, ln) for ln in f.fatal_context])
 
     def _restart_follower(self, s: Station) -> None:
         """The log stream ended but the container runs (a dropped channel): follow again, a few times."""
