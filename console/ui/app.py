@@ -86,8 +86,11 @@ class ConsoleApp(App):
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
-                 transports: dict[str, Transport] | None = None, gpu_interval_ms: int | None = None) -> None:
+                 transports: dict[str, Transport] | None = None, gpu_interval_ms: int | None = None,
+                 start_services: bool = True, clock: bool = True) -> None:
         super().__init__()
+        self._start_services = start_services
+        self._clock = clock
         self.config = config
         self.read_only = read_only
         self._theme_name = theme or config.ui.theme
@@ -99,7 +102,7 @@ class ConsoleApp(App):
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=True)
+        yield Header(show_clock=self._clock)
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
@@ -123,7 +126,7 @@ class ConsoleApp(App):
         grid = self.query_one("#stations", Grid)
         grid.styles.grid_size_columns = cols
         grid.styles.grid_size_rows = max(1, math.ceil(n / cols))
-        for st in self.config.stations:
+        for st in self.config.stations if self._start_services else ():
             svc = StationService(self.config, st, self.post_message, self._transports.get(st.name),
                                  self._gpu_interval_ms)
             self.services[st.name] = svc

@@ -50,6 +50,8 @@ def _key(r: CheckResult) -> str:
 
 
 class ChecksScreen(Screen):
+    TITLE = "Link and preflight checks"
+    SUB_TITLE = "is the cable path healthy end to end?"
     DEFAULT_CSS = """
     ChecksScreen #checks-table { height: 1fr; min-height: 8; }
     ChecksScreen #checks-detail { height: 1fr; border-top: solid $primary; padding: 0 1; }
@@ -85,7 +87,7 @@ class ChecksScreen(Screen):
         table = self.query_one(DataTable)
         table.add_column("status", key="status", width=6)
         table.add_column("check", key="check", width=20)
-        table.add_column("station", key="station", width=22)
+        table.add_column("station", key="station", width=18)
         table.add_column("summary", key="summary")
         for r in self.results.values():
             self._show(r)

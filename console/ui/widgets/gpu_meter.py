@@ -16,6 +16,26 @@ def fmt_gib(mib: float | None) -> str:
     return "n/a" if mib is None else f"{mib / 1024:.1f}"
 
 
+class Bar:
+    """A memory bar that fills whatever width it is given at render time."""
+
+    def __init__(self, frac: float | None):
+        self.frac = frac
+
+    def __rich_console__(self, console, options):
+        yield bar(self.frac, options.max_width)
+
+
+class Spark:
+    """The memory history sized to the width at render time."""
+
+    def __init__(self, values: list[float], top: float | None):
+        self.values, self.top = values, top
+
+    def __rich_console__(self, console, options):
+        yield sparkline(self.values, self.top, options.max_width)
+
+
 def bar(frac: float | None, width: int) -> Text:
     width = max(4, width)
     if frac is None:
@@ -57,6 +77,7 @@ class GpuMeter(Vertical):
         self.used_mib: float | None = None
         self.total_mib: float | None = None
         self.title = ""
+        self._last: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="gpu-head")
@@ -67,6 +88,18 @@ class GpuMeter(Vertical):
 
     def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
                        temp: int | None, power: float | None, note: str = "") -> None:
+        self._last = (name, used_mib, total_mib, util, temp, power, note)
+        if used_mib is not None:
+            self.history.append(used_mib)
+        if self.is_mounted:
+            self._render_reading()
+
+    def on_mount(self) -> None:
+        if self._last is not None:
+            self._render_reading()
+
+    def _render_reading(self) -> None:
+        name, used_mib, total_mib, util, temp, power, note = self._last
         self.used_mib, self.total_mib = used_mib, total_mib
         parts = [f"GPU{self.index} {name}"]
         if util is not None:
@@ -80,20 +113,10 @@ class GpuMeter(Vertical):
         self.title = "  ".join(parts)
         self.query_one(".gpu-head", Static).update(Text(self.title, overflow="ellipsis", no_wrap=True))
         frac = used_mib / total_mib if used_mib is not None and total_mib else None
-        width = max(4, self.query_one(".gpu-bar", Static).size.width or 30)
-        self.query_one(".gpu-bar", Static).update(bar(frac, width))
+        self.query_one(".gpu-bar", Static).update(Bar(frac))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
         self.query_one(".gpu-mem", Static).update(mem)
-        if used_mib is not None:
-            self.history.append(used_mib)
         self._render_history()
 
     def _render_history(self) -> None:
-        hist = self.query_one(".gpu-hist", Static)
-        hist.update(sparkline(list(self.history), self.total_mib, hist.size.width or 40))
-
-    def on_resize(self) -> None:
-        self._render_history()
-        if self.total_mib:
-            frac = self.used_mib / self.total_mib if self.used_mib is not None else None
-            self.query_one(".gpu-bar", Static).update(bar(frac, self.query_one(".gpu-bar", Static).size.width))
+        self.query_one(".gpu-hist", Static).update(Spark(list(self.history), self.total_mib))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from rich.highlighter import RegexHighlighter
+from rich.highlighter import Highlighter
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log
@@ -15,18 +16,26 @@ from textual.widgets import Input, Log
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-class EngineLogHighlighter(RegexHighlighter):
-    """Errors red, warnings yellow, readiness green, NCCL transport lines cyan."""
+_HIGHLIGHTS = [
+    (re.compile(r"^\(\w+ pid=\d+\)|^\[\d{4}-\d\d-\d\d [\d:]+ TP\d+\]"), "dim"),
+    (re.compile(r"via NET/IB/\d+(/GDRDMA)?|GPU Direct RDMA \w+"), "cyan"),
+    (re.compile(r"Application startup complete\.|The server is fired up and ready to roll!|Init COMPLETE"),
+     "bold green"),
+    (re.compile(r"\b(WARNING|WARN)\b|via NET/Socket\S*|Using network Socket"), "bold yellow"),
+    (re.compile(r"\b(ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)|\w+(Error|Exception)\b:?"
+                r"|\bfailed\b|died unexpectedly|NCCL WARN|out of memory|timed out|\[E\d{3,4}[ \]]"), "bold red"),
+]
 
-    base_style = "log."
-    highlights = [
-        r"(?P<error>\b(ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)|\w+(Error|Exception)\b:?"
-        r"|\bfailed\b|died unexpectedly|NCCL WARN|out of memory|timed out|\[E\d{3,4}[ \]])",
-        r"(?P<warning>\b(WARNING|WARN)\b|Socket fallback|via NET/Socket|Using network Socket)",
-        r"(?P<ready>Application startup complete\.|The server is fired up and ready to roll!|Init COMPLETE)",
-        r"(?P<transport>via NET/IB/\d+(/GDRDMA)?|GPU Direct RDMA \w+)",
-        r"(?P<stamp>^\(\w+ pid=\d+\)|^\[\d{4}-\d\d-\d\d [\d:]+ TP\d+\])",
-    ]
+
+class EngineLogHighlighter(Highlighter):
+    """Errors red, warnings yellow, readiness green, NCCL transport cyan (explicit styles, so they
+    show whatever the theme)."""
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        for rx, style in _HIGHLIGHTS:
+            for m in rx.finditer(plain):
+                text.stylize(style, m.start(), m.end())
 
 
 class LogPane(Vertical):

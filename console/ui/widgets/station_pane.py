@@ -4,9 +4,12 @@ arrives through a method called by the app's message handlers."""
 
 from __future__ import annotations
 
+import functools
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
@@ -37,6 +40,21 @@ PHASE_STYLE = {
 }
 TRANSPORT_LABEL = {"gdrdma": ("GPUDirect RDMA", "green"), "rdma": ("RDMA (no GDR)", "yellow"),
                    "socket": ("TCP socket fallback", "bold red"), "unknown": ("—", "dim")}
+
+
+def _while_mounted(method):
+    """Samples can still be queued while the app shuts down: drop them instead of failing."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if not self.is_mounted:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except NoMatches:
+            return None
+
+    return wrapper
 
 
 class StationPane(Vertical):
@@ -86,19 +104,23 @@ class StationPane(Vertical):
 
     # -------------------------------------------------------------- updates
 
+    @_while_mounted
     def set_connection(self, state: str, detail: str = "", fingerprint: str | None = None) -> None:
         self.conn_state, self.conn_detail, self.fingerprint = state, detail, fingerprint
         self.set_class(state == "unreachable", "-unreachable")
         self._render_status()
 
+    @_while_mounted
     def set_container(self, info: ContainerInfo) -> None:
         self.container = info
         self._render_status()
 
+    @_while_mounted
     def set_engine(self, progress: EngineProgress) -> None:
         self.progress = progress
         self._render_status()
 
+    @_while_mounted
     def set_badge(self, key: str, text: Text | str | None) -> None:
         """Summaries from other services (checks, diagnosis); ``None`` removes one."""
         if text is None:
@@ -107,6 +129,7 @@ class StationPane(Vertical):
             self.badges[key] = text if isinstance(text, Text) else Text(text)
         self.query_one(".badges", Static).update(Text("  ").join(self.badges.values()) if self.badges else "")
 
+    @_while_mounted
     def set_gpus(self, gpus: list[GpuReading]) -> None:
         self.gpus = gpus
         box = self.query_one(".gpus", Vertical)
@@ -119,20 +142,23 @@ class StationPane(Vertical):
         else:
             self._render_gpus()
 
+    @_while_mounted
     def set_apps(self, apps: list[ComputeApp]) -> None:
         self.apps = apps
         self._render_gpus()
 
+    @_while_mounted
     def set_host_mem(self, mem: HostMemory) -> None:
         self.host_mem = mem
         frac = mem.used_mib / mem.total_mib if mem.total_mib else None
-        line = Text("host mem ") + bar(frac, 16) + Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
+        line = Text("host mem ") + bar(frac, 24) + Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
         if self.unified:
             line.append("  (unified with GPU)", style="dim")
         self.query_one(".hostmem", Static).update(line)
         if self.unified:
             self._render_gpus()
 
+    @_while_mounted
     def add_logs(self, lines: list[str]) -> None:
         self.log_pane.add_lines(lines)
 
@@ -142,7 +168,7 @@ class StationPane(Vertical):
         meters = {m.index: m for m in self.query(GpuMeter)}
         for g in self.gpus:
             meter = meters.get(g.index)
-            if meter is None or not meter.is_mounted:
+            if meter is None:
                 continue
             used, total, note = g.memory_used_mib, g.memory_total_mib, ""
             if used is None:  # GB10: unified memory, nvidia-smi says [N/A]

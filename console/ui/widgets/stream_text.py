@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from rich.cells import get_character_cell_size
 from rich.segment import Segment
-from textual.geometry import Size
+from rich.style import Style
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -57,6 +58,7 @@ class StreamText(Widget):
         self._tail = ""  # the unfinished last row
         self._width = 0
         self._chars = 0
+        self._row_style: Style | None = None
         if text:
             self.append(text)
 
@@ -82,8 +84,8 @@ class StreamText(Widget):
         self._feed(text)
         if self.row_count != before:
             self.refresh(layout=True)
-        else:
-            self.refresh()
+        else:  # only the last row changed: repaint that row, not the widget
+            self.refresh(Region(0, self.row_count - 1, self.size.width, 1))
 
     def clear(self) -> None:
         self._parts.clear()
@@ -118,11 +120,17 @@ class StreamText(Widget):
             self._rewrap(width)
         return self.row_count
 
+    def notify_style_update(self) -> None:
+        self._row_style = None
+        super().notify_style_update()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if width != self._width:
             self._rewrap(width)
-        style = self.rich_style
+        style = self._row_style
+        if style is None:  # rich_style walks the ancestors: once per style change, not per row
+            style = self._row_style = self.rich_style
         if y < len(self._rows):
             row = self._rows[y]
         elif y == len(self._rows):

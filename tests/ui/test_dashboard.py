@@ -1,0 +1,193 @@
+"""The real app, headless (Pilot): live against simulated stations, and snapshots of fixed states."""
+
+import asyncio
+import time
+
+import pytest
+from textual.widgets import Input, Log
+
+from console.config import parse_config
+from console.messages import AppsSample, ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, HostMemSample, LogBatch
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.ui.app import ConsoleApp
+from console.ui.widgets.gpu_meter import GpuMeter
+from console.ui.widgets.station_pane import StationPane
+
+
+async def wait_until(pilot, pred, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "UI condition not reached"
+        await pilot.pause(0.1)
+
+
+def pane_text(app, name) -> str:
+    pane = app.panes[name]
+    return "\n".join(str(w.content) for w in pane.query("Static"))
+
+
+async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
+    h = await sim_factory(running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: all(p.gpus for p in app.panes.values()))
+        a, b = app.panes["A"], app.panes["B"]
+        assert "rank 0" in a.border_title and "API host" in a.border_title
+        assert "rank 1" in b.border_title and "worker" in b.border_title
+        await wait_until(pilot, lambda: "Application startup complete." in "\n".join(a.log_pane.lines))
+        await wait_until(pilot, lambda: a.progress is not None and a.progress.phase == "ready")
+        text = pane_text(app, "A")
+        assert "connected" in text and "glm53: running" in text and "ready" in text
+        assert "GPUDirect RDMA" in text
+        assert "/250.7 GiB" in text  # the GB300's memory, used/total
+        await wait_until(pilot, lambda: any("headless multiproc executor" in ln for ln in b.log_pane.lines))
+        assert "DEMO" in app.sub_title
+        # The log filter narrows the pane to matching lines and Esc restores them.
+        await pilot.press("slash")
+        await pilot.pause(0.2)
+        assert isinstance(app.focused, Input)
+        await pilot.press(*"GDRDMA")
+        await pilot.pause(0.2)
+        shown = list(a.log_pane.log_widget.lines)
+        assert shown and all("GDRDMA" in ln for ln in shown)
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert len(a.log_pane.log_widget.lines) == len(a.log_pane.lines)
+        assert isinstance(app.focused, Log)
+
+
+async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory):
+    h = await sim_factory(running=True, faults=["station-unreachable@B"], time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.panes["B"].conn_state == "unreachable")
+        assert "no answer" in pane_text(app, "B")
+        meter = app.panes["A"].query(GpuMeter).last()
+        n = len(meter.history)
+        await wait_until(pilot, lambda: len(meter.history) >= n + 3)  # A keeps updating
+        assert app.panes["A"].conn_state == "connected"
+
+
+async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
+    import dataclasses
+
+    h = await sim_factory(running=False)
+    empty = tmp_path / "kh"
+    empty.write_text("")
+    stations = tuple(dataclasses.replace(s, known_hosts=str(empty)) for s in h.config.stations)
+    cfg = dataclasses.replace(h.config, stations=stations)
+    app = ConsoleApp(cfg, gpu_interval_ms=200)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.panes["A"].conn_state == "hostkey")
+        fp = app.panes["A"].fingerprint
+        assert fp and fp.startswith("SHA256:") and fp in pane_text(app, "A")
+        await pilot.press("T")
+        await pilot.pause(0.3)
+        assert app.screen.__class__.__name__ == "TrustHostKeyScreen"
+        await pilot.click("#yes")
+        await wait_until(pilot, lambda: app.panes["A"].conn_state == "connected")
+        assert fp.removeprefix("SHA256:") not in empty.read_text()  # the key itself is stored, not the hash
+        assert "ssh-ed25519" in empty.read_text()
+
+
+# ---------------------------------------------------------------- snapshots (fixed data, no I/O)
+
+SNAP_CONFIG = """
+profile = "glm53-nvfp4-2x-gb300-vllm"
+[[stations]]
+name = "A"
+host = "station-a"
+rank = 0
+[[stations]]
+name = "B"
+host = "station-b"
+rank = 1
+"""
+
+A_LOG = [
+    "(APIServer pid=1) INFO 11-30 14:05:21 [api_server.py:1896] vLLM API server version 0.30.0",
+    "station-a:412:530 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+    "(Worker_TP0 pid=412) INFO 11-30 14:09:21 [gpu_model_runner.py:2677] Model loading took 218.00 GiB memory",
+    "(EngineCore_DP0 pid=263) WARNING 11-30 14:10:01 [core.py:90] something worth a look",
+    "INFO:     Application startup complete.",
+]
+B_LOG = [
+    "(APIServer pid=1) INFO 11-30 14:05:19 [api_server.py:1830] Launching vLLM (v0.30.0) headless multiproc executor",
+    "Loading safetensors checkpoint shards:  60% Completed | 30/50",
+    "(Worker_TP1 pid=412) ERROR 11-30 14:07:02 [multiproc_executor.py:744] WorkerProc failed to start.",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.",
+]
+
+
+def _gpus(used):
+    return [GpuReading(0, "GPU-0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1184, 97887, 1, 31, 22.5),
+            GpuReading(1, "GPU-1", "NVIDIA GB300", used, 256703, 0, 41, 165.4)]
+
+
+def snapshot_app(theme="dgx-dark") -> ConsoleApp:
+    cfg = parse_config(SNAP_CONFIG, "snap.toml")
+    app = ConsoleApp(cfg, start_services=False, clock=False, theme=theme)
+
+    async def feed(pilot):
+        await pilot.pause()
+        post = app.post_message
+        post(ConnectionState("A", "connected"))
+        post(ConnectionState("B", "connected"))
+        for used in (600, 60000, 120000, 180000, 223000, 236902):
+            post(GpuSample("A", _gpus(used), 0))
+            await pilot.pause()
+        for used in (600, 40000, 90000, 140000):
+            post(GpuSample("B", _gpus(used), 0))
+            await pilot.pause()
+        post(HostMemSample("A", HostMemory(507904, 483000), 0))
+        post(HostMemSample("B", HostMemory(507904, 480000), 0))
+        post(ContainerUpdate("A", ContainerInfo("glm53", "running")))
+        post(ContainerUpdate("B", ContainerInfo("glm53", "exited", exit_code=1)))
+        post(EngineUpdate("A", EngineProgress(phase="ready", transport="gdrdma")))
+        post(EngineUpdate("B", EngineProgress(phase="failed", transport="gdrdma",
+                                              fatal="torch.OutOfMemoryError: CUDA out of memory.")))
+        post(LogBatch("A", A_LOG))
+        post(LogBatch("B", B_LOG))
+        await pilot.pause(0.3)
+
+    app._snapshot_feed = feed
+    return app
+
+
+def test_snapshot_dashboard_dark(snap_compare):
+    app = snapshot_app()
+    assert snap_compare(app, terminal_size=(160, 40), run_before=app._snapshot_feed)
+
+
+def test_snapshot_dashboard_light(snap_compare):
+    app = snapshot_app("dgx-light")
+    assert snap_compare(app, terminal_size=(160, 40), run_before=app._snapshot_feed)
+
+
+async def test_gb10_pane_shows_process_memory_in_unified_memory():
+    cfg = parse_config(SNAP_CONFIG.replace("glm53-nvfp4-2x-gb300-vllm", "glm53-flash-nvfp4-2x-gb10-sglang"), "x.toml")
+    app = ConsoleApp(cfg, start_services=False, clock=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        app.post_message(GpuSample("A", [GpuReading(0, "GPU-x", "NVIDIA GB10", None, None, 0, 35, 11.2)], 0))
+        app.post_message(HostMemSample("A", HostMemory(123904, 20000), 0))
+        app.post_message(AppsSample("A", [ComputeApp("GPU-x", 114687, "python", 92672)], 0))
+        await pilot.pause(0.3)
+        text = pane_text(app, "A")
+        assert "90.5/121.0 GiB" in text and "unified" in text
+
+
+@pytest.mark.parametrize("n", [3, 4, 8])
+async def test_many_stations_wrap_into_a_grid(n):
+    text = "".join(f'[[stations]]\nname = "S{i}"\nhost = "h{i}"\nrank = {i}\n' for i in range(n))
+    app = ConsoleApp(parse_config(text, "x.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        panes = list(app.query(StationPane))
+        assert len(panes) == n
+        cols = len({p.region.x for p in panes})
+        assert cols == (2 if n <= 4 else 3)
+        assert all(p.region.width > 40 for p in panes)
