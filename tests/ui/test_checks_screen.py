@@ -9,7 +9,7 @@ import json
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from console.checks import CHECK_IDS
+from console.checks import CHECK_IDS, CheckResult
 from console.ui.screens.checks import ChecksDone, ChecksScreen
 
 
@@ -81,3 +81,30 @@ async def test_rdma_validation_from_the_screen(sim):
         rows = [r for r in screen.results.values() if r.id == "rdma-bandwidth"]
         assert len(rows) == 4 and all(r.status == "pass" for r in rows)
         assert any("mlx5_1 gpu" in r.station for r in rows)
+
+
+SNAP_RESULTS = [
+    CheckResult("link-down", "A", "pass", "enp1s0f1np1: link detected", "$ ethtool enp1s0f1np1\n\tLink detected: yes"),
+    CheckResult("mtu-mismatch", "A<->B", "fail", "MTU differs: A 9000, B 1500",
+                "[A] $ ip -o link show dev enp1s0f1np1\n4: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000",
+                "Set the same MTU on both ends: `sudo ip link set dev enp1s0f1np1 mtu 9000`."),
+    CheckResult("jumbo-ping", "B->A", "fail", "B's own rail MTU is 1500, below 9000",
+                "ping: local error: message too long, mtu=1500", "On B: `sudo ip link set dev enp1s0f1np1 mtu 9000`."),
+    CheckResult("clock-skew", "A<->B", "pass", "B is 3 ms ahead of A (+/- 40 ms)"),
+    CheckResult("api-exposed", "A", "warn", "the API binds 0.0.0.0:8000 on every interface without --api-key"),
+    CheckResult("link-down", "B", "skip", "unreachable: B: no answer from 198.19.0.6 within 3 s"),
+]
+
+
+def test_snapshot_checks_screen(snap_compare):
+    from console.config import parse_config
+
+    cfg = parse_config('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n[[stations]]\nname = "B"\nhost = "b"\nrank = 1\n')
+    app = Host(ChecksScreen(cfg, results=SNAP_RESULTS, autostart=False))
+
+    async def select_failure(pilot):
+        await pilot.pause()
+        await pilot.press("down")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 32), run_before=select_failure)
