@@ -128,3 +128,11 @@ def test_lab_leaves_nothing_behind(lab_prerequisites):
     assert not any(n in listed for n in names)
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert lab.host_if["A"] not in links and not lab.dir.exists()
+
+
+async def test_unknown_host_key_of_b_fails_without_prompting(lab):
+    (lab.dir / "A" / "known_hosts").write_text("")  # A never accepted B's key
+    results = await run_checks(lab.config(), only=["ssh-a-to-b"])
+    r = by(results, "ssh-a-to-b", "A->B")
+    assert r.status == "fail" and "Host key verification failed" in r.evidence
+    assert "fingerprint" in r.fix
