@@ -80,6 +80,7 @@ class ChatRequest:
     effort: str | None = None  # low | high | max (chat_template_kwargs.reasoning_effort)
     no_think: bool = False
     tools: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # engine extensions, e.g. ignore_eos for benchmarks
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -102,6 +103,7 @@ class ChatRequest:
         if self.tools:
             body["tools"] = list(self.tools)
             body["tool_choice"] = "auto"
+        body.update(self.extra)
         return body
 
 
