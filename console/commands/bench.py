@@ -1,0 +1,217 @@
+"""``dgx-console bench``: a concurrency sweep whose numbers sit beside NVIDIA's AIPerf table.
+
+Progress goes to stderr; the table (or ``--json``) to stdout; ``--out PATH`` also writes PATH.json
+(every request) and PATH.csv. Exit 0 when every request succeeded and the server's token counter
+agrees, 1 on errors or a mismatch, 2 on usage errors, 130 when interrupted (finished levels are
+still printed and saved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from console.cli import UsageError, add_config_args
+from console.config import BenchRow, load_config
+from console.serving.bench import (
+    DEFAULT_MAX_TOKENS,
+    BenchProgress,
+    BenchReport,
+    BenchRunner,
+    BenchSettings,
+    LevelResult,
+    configured_max_num_seqs,
+    load_prompts,
+    max_num_seqs_warning,
+    parse_concurrency,
+    resolve_model,
+    save_report,
+)
+from console.serving.client import EFFORTS, ApiClient, ApiError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("bench", help="concurrency sweep (AIPerf definitions, NVIDIA's method)",
+                              description=__doc__.split("\n\n")[0])
+    add_config_args(p)
+    p.add_argument("--url", help="API base URL (default: the configured head station's API)")
+    p.add_argument("--model", help="model id (default: the profile's, else the first /v1/models lists)")
+    p.add_argument("--api-key", metavar="KEY", help="API key (default: from the config's api_key_env/file)")
+    p.add_argument("--concurrency", default="1,8,16,32", metavar="LIST", help="levels, e.g. 1,8,16,32")
+    p.add_argument("--requests-per-level", type=int, metavar="N", help="measured requests (default 10x concurrency)")
+    p.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per level (default 3x concurrency)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                   help=f"output cap per request, reasoning included (default {DEFAULT_MAX_TOKENS}, NVIDIA's)")
+    p.add_argument("--effort", choices=EFFORTS, help="reasoning effort (NVIDIA ran max)")
+    p.add_argument("--ignore-eos", action="store_true", help="generate exactly --max-tokens per request")
+    p.add_argument("--prompts", metavar="FILE.jsonl", help="prompts, one JSON object a line "
+                   "({'prompt': ...} or {'messages': [...]}); default: built-in coding prompts")
+    p.add_argument("--out", metavar="PATH", help="also write PATH.json and PATH.csv")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="S",
+                   help="longest wait for the next chunk (queued requests wait long at high concurrency)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=run)
+
+
+def _positive(name: str, value: int | None, zero_ok: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not zero_ok)):
+        raise UsageError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} integer")
+
+
+def _settings(args: argparse.Namespace) -> BenchSettings:
+    try:
+        levels = parse_concurrency(args.concurrency)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    _positive("--requests-per-level", args.requests_per_level)
+    _positive("--warmup", args.warmup, zero_ok=True)
+    _positive("--max-tokens", args.max_tokens)
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    return BenchSettings(levels, args.requests_per_level, args.warmup, args.max_tokens, args.effort,
+                         args.ignore_eos)
+
+
+@dataclass
+class _Target:
+    url: str
+    key: str | None
+    model: str | None
+    warnings: list[str] = field(default_factory=list)
+    reference: dict[int, BenchRow] = field(default_factory=dict)
+
+
+def _resolve(args: argparse.Namespace, settings: BenchSettings) -> _Target:
+    """URL, key, model hint, warnings (max-num-seqs) and the reference table from the arguments
+    and the config (read when there is no --url, or --config names one)."""
+    url, key, model, warnings = args.url, args.api_key, args.model, []
+    cfg = None
+    if not url or getattr(args, "config", None):
+        cfg = load_config(getattr(args, "config", None))
+    if not url:
+        url = cfg.api_url()  # type: ignore[union-attr]
+    elif not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url must start with http:// or https:// (got {url!r})")
+    if cfg is not None:
+        key = key or cfg.api_key()
+        model = model or cfg.profile.served_model_name or None
+        w = max_num_seqs_warning(configured_max_num_seqs(cfg), settings.concurrency, cfg.profile.engine)
+        if w:
+            warnings.append(w)
+        return _Target(url, key, model, warnings, {r.concurrency: r for r in cfg.profile.reference_bench})
+    return _Target(url, key, model, warnings)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    prompts = None
+    if args.prompts:
+        try:
+            prompts = load_prompts(args.prompts)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    target = _resolve(args, settings)
+    for w in target.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return asyncio.run(_bench(args, settings, prompts, target))
+
+
+class _Progress:
+    """One line on stderr per update; rewritten in place on a terminal."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, p: BenchProgress) -> None:
+        rate = f", {p.tok_s:,.1f} tok/s" if p.tok_s is not None else ""
+        line = f"C{p.concurrency} ({p.level + 1}/{p.levels}) {p.phase}: {p.done}/{p.total}{rate}"
+        if p.phase == "done" and p.result is not None:
+            line = f"C{p.concurrency}: {_row(p.result)}"
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + line + ("\n" if p.phase == "done" else ""))
+        elif p.phase in ("done", "verify") or p.done in (0, p.total):
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _f(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _row(lv: LevelResult) -> str:
+    server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
+    flag = "  MISMATCH" if lv.mismatch else ""
+    return (f"{_f(lv.total_tok_s, ',.1f')} tok/s total, {_f(lv.per_user_tok_s, ',.1f')} per user, "
+            f"TTFT {_f(lv.ttft_ms_mean, ',.0f')} ms, ITL {_f(lv.itl_ms_mean, '.2f')} ms, "
+            f"latency {_f(lv.latency_s_mean, '.2f')} s, tokens {lv.output_tokens:,} (server {server}){flag}, "
+            f"errors {lv.errors}/{lv.requests}")
+
+
+def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = sys.stdout) -> None:
+    head = (f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
+            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}  reference (total / per-user)")
+    print(head, file=out)
+    for lv in report.levels:
+        ref = reference.get(lv.concurrency)
+        refs = f"{ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "-"
+        server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
+        print(f"{lv.concurrency:>5} {_f(lv.total_tok_s, ',.1f'):>12} {_f(lv.per_user_tok_s, ',.1f'):>9} "
+              f"{_f(lv.ttft_ms_mean, ',.0f'):>9} {_f(lv.ttft_ms_p99, ',.0f'):>8} {_f(lv.itl_ms_mean, '.2f'):>8} "
+              f"{_f(lv.itl_ms_p99, '.2f'):>7} {_f(lv.latency_s_mean, '.2f'):>8} {lv.output_tokens:>9,} "
+              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}  {refs}", file=out)
+    for lv in report.levels:
+        if lv.mismatch:
+            print(f"C{lv.concurrency}: the server counted {lv.server_tokens:,} generated tokens, the benchmark "
+                  f"{lv.output_tokens:,}: other traffic on the server, or replies without usage", file=out)
+        for e in lv.error_samples:
+            print(f"C{lv.concurrency}: error: {e}", file=out)
+
+
+async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tuple | None, t: _Target) -> int:
+    top = max(settings.concurrency)
+    transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=top + 4,
+                                                             max_keepalive_connections=top + 4))
+    async with ApiClient(t.url, api_key=t.key, timeout=10.0, stream_timeout=args.timeout,
+                         transport=transport) as client:
+        try:
+            model = args.model or await resolve_model(client, t.model)
+        except ApiError as exc:
+            print(f"dgx-console: bench: {exc}", file=sys.stderr)
+            return 1
+        runner = BenchRunner(client, model, settings, prompts, on_progress=None if args.json else _Progress())
+        runner.report.warnings.extend(t.warnings)
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, task.cancel)  # type: ignore[union-attr]
+        try:
+            await runner.run()
+        except asyncio.CancelledError:
+            task.uncancel()  # type: ignore[union-attr]
+            print("dgx-console: bench: interrupted; levels finished so far follow", file=sys.stderr)
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+    report = runner.report
+    if args.out:
+        try:
+            jpath, cpath = save_report(report, args.out)
+        except OSError as exc:
+            print(f"dgx-console: bench: cannot write {args.out}: {exc}", file=sys.stderr)
+            return 1
+        print(f"saved {jpath} and {cpath}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_table(report, t.reference)
+    if report.cancelled:
+        return 130
+    return 1 if report.failed or not report.levels else 0

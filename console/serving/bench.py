@@ -1,0 +1,530 @@
+"""Concurrency sweep against the served model, measured the way AIPerf measures.
+
+NVIDIA's headline table (concurrency 1/8/16/32 -> total tok/s, per-user tok/s, latency, TTFT, ITL)
+comes from AIPerf; to sit beside it the numbers here use the same definitions
+(shared/reference/engines.md): TTFT = first token chunk - request start, latency = last token chunk
+- request start, OSL = ``usage.completion_tokens`` (reasoning included), ITL = (latency - TTFT) /
+(OSL - 1), per-user tok/s = mean of 1/ITL, total tok/s = all output tokens / (last response - first
+request). The method is NVIDIA's too: per level a warm-up of 3x concurrency requests, then 10x
+concurrency measured requests, keeping ``concurrency`` requests in flight.
+
+The tokens counted from ``usage`` are checked against the server's own generation-token counter
+(``/metrics`` delta over the measured phase): a mismatch means the numbers cannot be trusted (other
+traffic, a server without usage, an aborted stream). :func:`summarize` and the percentile helpers
+are pure; :class:`BenchRunner` does the I/O through :class:`~console.serving.client.ApiClient`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.serving.client import TOKEN_KINDS, ApiClient, ApiError, ChatEvent, ChatRequest
+from console.serving.metrics import parse_metrics
+
+DEFAULT_CONCURRENCY = (1, 8, 16, 32)
+DEFAULT_MAX_TOKENS = 8192  # NVIDIA's output cap
+WARMUP_FACTOR = 3
+MEASURED_FACTOR = 10
+
+#: Coding prompts in the spirit of SPEED-Bench Coding (the real set is gated; these are our own).
+BUILTIN_PROMPTS: tuple[str, ...] = (
+    "Write a Python function that parses an ISO 8601 duration like 'P3DT4H5M' into seconds, with tests.",
+    "Implement an LRU cache in Rust with O(1) get and put, and explain the ownership choices.",
+    "Given a list of intervals, merge all overlapping ones. Write it in Go and give the complexity.",
+    "Write a SQL query that returns, per customer, the three most recent orders and their total value.",
+    "Refactor this JavaScript callback pyramid into async/await with proper error handling: "
+    "readFile(a, (e, x) => { parse(x, (e2, y) => { save(y, (e3) => done(e3)) }) })",
+    "Write a thread-safe bounded queue in C++17 with blocking push and pop and a close() method.",
+    "Explain and implement Dijkstra's algorithm in Python with a binary heap; handle unreachable nodes.",
+    "Write a bash script that rotates log files larger than 100 MB, keeping the last five compressed.",
+    "Design a REST API for a todo service with users and shared lists; give the routes and JSON shapes.",
+    "Write a Python asyncio TCP server that echoes lines back and closes idle clients after 30 seconds.",
+    "Implement a trie in TypeScript supporting insert, search and prefix listing, with unit tests.",
+    "Find the bug: def mean(xs): return sum(xs) / len(xs) - it crashes in production. Fix it robustly.",
+    "Write a Dockerfile for a Python web app with a multi-stage build and a non-root user.",
+    "Implement binary search over a rotated sorted array in Java and prove it terminates.",
+    "Write a regular expression that validates IPv4 addresses and explain each part; add test cases.",
+    "Implement a rate limiter (token bucket) in Python usable from many threads, with tests.",
+)
+
+Messages = tuple[dict[str, Any], ...]
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def load_prompts(path: str | Path) -> tuple[Messages, ...]:
+    """Prompts from a JSONL file: one object a line with ``prompt``/``text`` (a string),
+    ``texts`` (AIPerf's list, first used) or ``messages`` (OpenAI chat messages).
+
+    Raises ValueError naming the line on anything else (the CLI makes it a usage error)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read prompts file {p}: {exc}") from None
+    out: list[Messages] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{p}:{no}: not JSON") from None
+        out.append(_messages_from(obj, f"{p}:{no}"))
+    if not out:
+        raise ValueError(f"{p}: no prompts in the file")
+    return tuple(out)
+
+
+def _messages_from(obj: Any, where: str) -> Messages:
+    if isinstance(obj, dict):
+        msgs = obj.get("messages")
+        if isinstance(msgs, list) and msgs and all(isinstance(m, dict) and "role" in m for m in msgs):
+            return tuple(msgs)
+        for key in ("prompt", "text"):
+            if isinstance(obj.get(key), str) and obj[key].strip():
+                return ({"role": "user", "content": obj[key]},)
+        texts = obj.get("texts")
+        if isinstance(texts, list) and texts and isinstance(texts[0], str):
+            return ({"role": "user", "content": texts[0]},)
+    raise ValueError(f"{where}: expected an object with 'prompt', 'text', 'texts' or 'messages'")
+
+
+def builtin_prompts() -> tuple[Messages, ...]:
+    return tuple(({"role": "user", "content": p},) for p in BUILTIN_PROMPTS)
+
+
+# ---------------------------------------------------------------- settings
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``"1,8,16,32"`` -> (1, 8, 16, 32); ValueError with one line on anything else."""
+    levels: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"--concurrency: {part!r} is not a positive integer (e.g. 1,8,16,32)")
+        if int(part) > 4096:
+            raise ValueError(f"--concurrency: {part} is more than 4096 requests in flight")
+        if int(part) not in levels:
+            levels.append(int(part))
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """One sweep. ``None`` counts follow NVIDIA's method (3x and 10x the concurrency)."""
+
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    requests_per_level: int | None = None
+    warmup: int | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    effort: str | None = None
+    ignore_eos: bool = False
+    settle_s: float = 3.0  # how long to wait for the server's token counter to catch up
+
+    def __post_init__(self) -> None:
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise ValueError("concurrency levels must be positive integers")
+        if self.requests_per_level is not None and self.requests_per_level < 1:
+            raise ValueError("requests per level must be at least 1")
+        if self.warmup is not None and self.warmup < 0:
+            raise ValueError("warm-up requests cannot be negative")
+        if self.max_tokens < 1:
+            raise ValueError("max tokens must be at least 1")
+
+    def measured_for(self, c: int) -> int:
+        return self.requests_per_level if self.requests_per_level is not None else MEASURED_FACTOR * c
+
+    def warmup_for(self, c: int) -> int:
+        return self.warmup if self.warmup is not None else WARMUP_FACTOR * c
+
+
+# ---------------------------------------------------------------- records and definitions
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One measured request. Times are ``time.perf_counter()`` seconds; ``end`` is the last
+    response (the stream's end, usage chunk included)."""
+
+    start: float
+    end: float
+    ttft_s: float | None
+    latency_s: float | None
+    output_tokens: int | None
+    chunks: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.ttft_s is not None and self.output_tokens is not None
+
+    @property
+    def itl_s(self) -> float | None:
+        """AIPerf's inter-token latency: (latency - TTFT) / (OSL - 1)."""
+        if not self.ok or self.latency_s is None or (self.output_tokens or 0) < 2:
+            return None
+        decode = self.latency_s - (self.ttft_s or 0.0)
+        return decode / (self.output_tokens - 1) if decode > 0 else None  # type: ignore[operator]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default, which AIPerf uses)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One concurrency level; field names are the ``bench --json`` contract (plus extras)."""
+
+    concurrency: int
+    requests: int  # measured requests sent
+    output_tokens: int  # sum of usage.completion_tokens over successful requests
+    total_tok_s: float | None
+    per_user_tok_s: float | None
+    ttft_ms_mean: float | None
+    itl_ms_mean: float | None
+    latency_s_mean: float | None
+    errors: int
+    duration_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    latency_s_p50: float | None = None
+    latency_s_p99: float | None = None
+    tokens_per_chunk: float | None = None  # > 1 with MTP: one chunk carries several tokens
+    server_tokens: int | None = None  # generation-token counter delta from /metrics
+    mismatch: bool = False  # server_tokens known and different from output_tokens
+    error_samples: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error_samples"] = list(self.error_samples)
+        for k, v in d.items():
+            if isinstance(v, float):
+                d[k] = round(v, 4)
+        return d
+
+
+def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens: int | None = None) -> LevelResult:
+    """Per-level figures from measured requests, with AIPerf's definitions (pure)."""
+    ok = [r for r in records if r.ok]
+    tokens = sum(r.output_tokens or 0 for r in ok)
+    duration = None
+    if ok:
+        duration = max(r.end for r in ok) - min(r.start for r in records)
+    ttfts = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
+    itls = [r.itl_s for r in ok if r.itl_s is not None]
+    lats = [r.latency_s for r in ok if r.latency_s is not None]
+    chunks = sum(r.chunks for r in ok)
+    errors = [r.error or "no usage in the reply (stream_options.include_usage unsupported?)"
+              for r in records if not r.ok]
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(records),
+        output_tokens=tokens,
+        total_tok_s=tokens / duration if duration and duration > 0 else None,
+        per_user_tok_s=_mean([1.0 / x for x in itls]),
+        ttft_ms_mean=_mean(ttfts),
+        itl_ms_mean=None if not itls else statistics.fmean(itls) * 1000,
+        latency_s_mean=_mean(lats),
+        errors=len(errors),
+        duration_s=duration,
+        ttft_ms_p50=percentile(ttfts, 50),
+        ttft_ms_p99=percentile(ttfts, 99),
+        itl_ms_p50=None if not itls else percentile(itls, 50) * 1000,  # type: ignore[operator]
+        itl_ms_p99=None if not itls else percentile(itls, 99) * 1000,  # type: ignore[operator]
+        latency_s_p50=percentile(lats, 50),
+        latency_s_p99=percentile(lats, 99),
+        tokens_per_chunk=tokens / chunks if chunks else None,
+        server_tokens=server_tokens,
+        mismatch=server_tokens is not None and server_tokens != tokens,
+        error_samples=tuple(dict.fromkeys(errors))[:3],
+    )
+
+
+# ---------------------------------------------------------------- the service's concurrency limit
+
+
+def configured_max_num_seqs(config: Any) -> int | None:
+    """``--max-num-seqs`` (vLLM) or ``--max-running-requests`` (SGLang) the profile plus
+    ``config.overrides`` launch with; None when neither is set."""
+    from console.engines import serving_settings
+
+    settings = serving_settings(config.profile, config.overrides)
+    for key in ("max_num_seqs", "max_running_requests"):
+        value = settings.get(key)
+        if value is not None:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def max_num_seqs_warning(limit: int | None, levels: Sequence[int], engine: str = "vllm") -> str | None:
+    top = max(levels, default=0)
+    if limit is None or top <= limit:
+        return None
+    flag = "--max-running-requests" if engine == "sglang" else "--max-num-seqs"
+    return (f"the service runs with {flag} {limit}, below the highest concurrency {top}: requests "
+            f"beyond {limit} queue, so C{top} measures the queue (NVIDIA relaunched with {flag} {top} "
+            f"for its C32 row; set overrides.{flag[2:].replace('-', '_')} and restart)")
+
+
+# ---------------------------------------------------------------- the runner (I/O)
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Posted while a level runs; ``tok_s`` counts token chunks so far (live estimate)."""
+
+    level: int  # index into the sweep
+    levels: int
+    concurrency: int
+    phase: str  # "warmup" | "measure" | "verify" | "done"
+    done: int
+    total: int
+    tok_s: float | None = None
+    result: LevelResult | None = None
+
+
+@dataclass
+class BenchReport:
+    url: str
+    model: str
+    settings: BenchSettings
+    levels: list[LevelResult] = field(default_factory=list)
+    records: dict[int, list[RequestRecord]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def failed(self) -> bool:
+        return any(lv.errors or lv.mismatch for lv in self.levels)
+
+    def to_json(self, with_requests: bool = False) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {
+            "url": self.url,
+            "model": self.model,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "settings": {"concurrency": list(s.concurrency), "requests_per_level": s.requests_per_level,
+                         "warmup": s.warmup, "max_tokens": s.max_tokens, "effort": s.effort,
+                         "ignore_eos": s.ignore_eos},
+            "levels": [lv.to_json() for lv in self.levels],
+            "warnings": list(self.warnings),
+            "cancelled": self.cancelled,
+        }
+        if with_requests:
+            out["requests"] = {str(c): [asdict(r) for r in recs] for c, recs in self.records.items()}
+        return out
+
+
+CSV_FIELDS = ("concurrency", "requests", "output_tokens", "total_tok_s", "per_user_tok_s", "ttft_ms_mean",
+              "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99", "latency_s_mean",
+              "latency_s_p50", "latency_s_p99", "errors", "server_tokens", "mismatch", "duration_s")
+
+
+def to_csv(levels: Sequence[LevelResult]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for lv in levels:
+        w.writerow({k: ("" if v is None else v) for k, v in lv.to_json().items()})
+    return buf.getvalue()
+
+
+def save_report(report: BenchReport, path: str | Path) -> tuple[Path, Path]:
+    """Write ``PATH.json`` (levels, settings, every request) and ``PATH.csv`` (one row a level)."""
+    base = Path(path)
+    if base.suffix in (".json", ".csv"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    jpath, cpath = base.with_name(base.name + ".json"), base.with_name(base.name + ".csv")
+    jpath.write_text(json.dumps(report.to_json(with_requests=True), indent=2) + "\n")
+    cpath.write_text(to_csv(report.levels))
+    return jpath, cpath
+
+
+class BenchRunner:
+    """Runs a sweep through one :class:`ApiClient`; cancel by cancelling the task running
+    :meth:`run` (in-flight streams are closed, so the server aborts them; finished levels stay in
+    ``report``)."""
+
+    def __init__(self, client: ApiClient, model: str, settings: BenchSettings,
+                 prompts: Sequence[Messages] | None = None,
+                 on_progress: Callable[[BenchProgress], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.client = client
+        self.model = model
+        self.settings = settings
+        self.prompts = tuple(prompts) if prompts else builtin_prompts()
+        self.on_progress = on_progress
+        self.clock = clock
+        self.report = BenchReport(client.base_url, model, settings)
+        self._next_prompt = 0
+        self._chunks = 0  # token chunks received, in-flight requests included
+        self._done_chunks = 0  # ... by finished requests
+        self._done_tokens = 0  # usage tokens of finished requests
+
+    def _request(self) -> ChatRequest:
+        msgs = self.prompts[self._next_prompt % len(self.prompts)]
+        self._next_prompt += 1
+        s = self.settings
+        return ChatRequest(messages=msgs, model=self.model, max_tokens=s.max_tokens, effort=s.effort,
+                           extra={"ignore_eos": True} if s.ignore_eos else {})
+
+    async def _one(self, req: ChatRequest) -> RequestRecord:
+        chunks = 0
+
+        def on_event(ev: ChatEvent) -> None:
+            nonlocal chunks
+            if ev.kind in TOKEN_KINDS:
+                chunks += 1
+                self._chunks += 1
+
+        start = self.clock()
+        res = await self.client.chat(req, on_event=on_event)
+        end = self.clock()
+        if res.cancelled:
+            raise asyncio.CancelledError
+        self._done_chunks += chunks
+        self._done_tokens += res.output_tokens or 0
+        error = None
+        if res.error is not None:
+            error = f"{res.error.kind}: {res.error}"
+        elif res.output_tokens is None:
+            error = "no usage in the reply (stream_options.include_usage unsupported?)"
+        elif res.ttft_s is None:
+            error = "the reply carried no token"
+        return RequestRecord(start, end, res.ttft_s, res.latency_s, res.output_tokens, chunks, error)
+
+    async def _phase(self, index: int, c: int, n: int, phase: str) -> list[RequestRecord]:
+        """``n`` requests with ``c`` in flight (AIPerf's concurrency mode)."""
+        records: list[RequestRecord] = []
+        issued = 0
+        t0 = self.clock()
+        tokens0 = self._live_tokens()
+
+        def post() -> None:
+            if self.on_progress is None:
+                return
+            dt = self.clock() - t0
+            rate = (self._live_tokens() - tokens0) / dt if dt > 0.2 else None
+            self.on_progress(BenchProgress(index, len(self.settings.concurrency), c, phase, len(records), n, rate))
+
+        async def worker() -> None:
+            nonlocal issued
+            while issued < n:
+                issued += 1
+                records.append(await self._one(self._request()))
+                post()
+
+        post()
+        tasks = [asyncio.create_task(worker()) for _ in range(min(c, n))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return records
+
+    def _live_tokens(self) -> float:
+        """Tokens so far: usage of finished requests plus in-flight chunks at the tokens-per-chunk
+        seen so far (MTP puts several tokens in one chunk)."""
+        per_chunk = self._done_tokens / self._done_chunks if self._done_chunks else 1.0
+        return self._done_tokens + (self._chunks - self._done_chunks) * per_chunk
+
+    async def server_tokens(self) -> int | None:
+        """The server's generation-token counter, or None when /metrics has none."""
+        try:
+            value = parse_metrics(await self.client.metrics_text()).counters.get("generation_tokens")
+        except (ApiError, ValueError):
+            return None
+        return None if value is None else int(value)
+
+    async def _settled(self, expected: int | None = None) -> int | None:
+        """The counter once it stops moving (or reaches ``expected``): engines publish their
+        stats a scheduler step after the last response may have gone out."""
+        deadline = self.clock() + self.settings.settle_s
+        last = await self.server_tokens()
+        while last is not None and self.clock() < deadline:
+            if expected is not None and last == expected:
+                return last
+            await asyncio.sleep(0.1)
+            now = await self.server_tokens()
+            if now == last and expected is None:
+                return now
+            last = now
+        return last
+
+    async def run_level(self, index: int, c: int) -> LevelResult:
+        s = self.settings
+        if s.warmup_for(c):
+            await self._phase(index, c, s.warmup_for(c), "warmup")
+        before = await self._settled()
+        records = await self._phase(index, c, s.measured_for(c), "measure")
+        counted = sum(r.output_tokens or 0 for r in records if r.ok)
+        server = None
+        if before is not None:
+            self._post(index, c, "verify", len(records), len(records))
+            after = await self._settled(before + counted)
+            if after is not None and after >= before:
+                server = after - before
+        self.report.records[c] = records
+        result = summarize(c, records, server)
+        self.report.levels.append(result)
+        self._post(index, c, "done", len(records), len(records), result)
+        return result
+
+    def _post(self, index: int, c: int, phase: str, done: int, total: int, result: LevelResult | None = None) -> None:
+        if self.on_progress is not None:
+            tok_s = result.total_tok_s if result else None
+            self.on_progress(BenchProgress(index, len(self.settings.concurrency), c, phase, done, total,
+                                           tok_s, result))
+
+    async def run(self) -> BenchReport:
+        try:
+            for i, c in enumerate(self.settings.concurrency):
+                await self.run_level(i, c)
+        except asyncio.CancelledError:
+            self.report.cancelled = True
+            raise
+        return self.report
+
+
+async def resolve_model(client: ApiClient, hint: str | None) -> str:
+    """The hint when the server lists it, else the server's first model; ApiError when none."""
+    ids = [m["id"] for m in await client.models()]
+    if hint and (hint in ids or not ids):
+        return hint
+    if not ids:
+        raise ApiError("http", f"{client.base_url}/v1/models lists no model; pass --model")
+    return ids[0]
