@@ -235,6 +235,7 @@ class ServiceActions:
         self._followers: dict[str, _Follower] = {}
         self._changed = asyncio.Event()
         self._started: list[Station] = []  # containers this run started, in start order
+        self._unreached: dict[str, str] = {}
         self._res = ActionResult("none")
 
     # ------------------------------------------------------------ plumbing
@@ -295,7 +296,9 @@ class ServiceActions:
         except ParseError as exc:
             raise ActionFailed(f"{s.name}: {exc}") from None
 
-    async def _states(self) -> dict[str, docker_probe.ContainerInfo]:
+    async def _states(self, tolerate: bool = False) -> dict[str, docker_probe.ContainerInfo]:
+        """Every station's container; with ``tolerate`` an unreachable station is left out (its
+        step failed) instead of failing the whole action before anything is done."""
         async def one(s: Station) -> docker_probe.ContainerInfo:
             async with self.step(s.name, "inspect") as st:
                 info = await self.container_state(s)
@@ -303,10 +306,15 @@ class ServiceActions:
                 return info
 
         infos = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
-        for x in infos:
-            if isinstance(x, BaseException):
+        out = {}
+        for s, x in zip(self.cfg.stations, infos, strict=True):
+            if isinstance(x, ActionFailed) and tolerate:
+                self._unreached[s.name] = x.detail
+            elif isinstance(x, BaseException):
                 raise x
-        return {s.name: i for s, i in zip(self.cfg.stations, infos, strict=True)}  # type: ignore[misc]
+            else:
+                out[s.name] = x
+        return out
 
     async def close(self) -> None:
         for f in list(self._followers.values()):
@@ -418,7 +426,12 @@ class ServiceActions:
 
     async def stop(self) -> ActionResult:
         async def body() -> None:
-            states = await self._states()
+            states = await self._states(tolerate=True)
+            if self._unreached:  # stop what can be stopped (head first), then say what could not be
+                await self._stop_all(states)
+                raise ActionFailed("could not reach " + "; ".join(self._unreached.values()) + " (stopped: "
+                                   + (", ".join(n for n, i in states.items() if i.state == "running") or "none")
+                                   + ")")
             if not any(i.state == "running" for i in states.values()):
                 self._skip("all", "stop", "already stopped (" + ", ".join(
                     f"{n}: {i.state}" for n, i in states.items()) + "): nothing to do")
@@ -632,7 +645,15 @@ class ServiceActions:
             if not f.started_marker:
                 st.detail = "container running (it joins the cluster once the head is up)"
                 return
-            await self._wait(lambda: f.started, self.start_timeout_s, f"{s.name}'s engine process to start")
+            try:
+                await self._wait(lambda: f.started, self.start_timeout_s, f"{s.name}'s engine process to start")
+            except ActionFailed as exc:
+                if not exc.detail.startswith("timed out") or not f.lines:
+                    raise
+                # Another engine version may word its first line differently: it prints and runs.
+                st.status = "warn"
+                st.detail = f"no {f.started_marker!r} line in {self.start_timeout_s:g} s, but it runs and logs"
+                return
             st.detail = f"engine process up ({f.started_marker!r} seen)"
 
     async def _verify(self) -> None:
@@ -688,6 +709,8 @@ class ServiceActions:
 
     async def _stop_all(self, states: dict[str, docker_probe.ContainerInfo]) -> None:
         for s in self.order_stop:
+            if s.name not in states:
+                continue
             if states[s.name].state != "running":
                 self._skip(s.name, "stop", f"not running ({states[s.name].state})")
                 continue

@@ -284,3 +284,13 @@ async def test_run_flags_are_honoured_by_the_simulated_engine(sim_factory):
     finally:
         await t.close()
     assert "Using max model len 65536" in out and "Maximum concurrency for 65,536 tokens" in out
+
+
+async def test_stop_with_an_unreachable_worker_still_stops_the_head_and_says_so(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["station-unreachable@B"])
+    sim.world.start_container("A")
+    res, log = await act(sim.config, "stop")
+    assert res.result == "failed"
+    assert res.summary.startswith("could not reach B") and "(stopped: A)" in res.summary
+    assert mutations(log) == [("A", "stop")]
+    assert states(sim)["A"] == "exited"
