@@ -1,0 +1,204 @@
+"""Pure parts of the benchmark: AIPerf's definitions on recorded timestamps, percentiles, prompt
+files, concurrency parsing, the max-num-seqs warning, CSV/JSON output, CLI usage errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from console.cli import main
+from console.config import parse_config
+from console.serving.bench import (
+    BenchReport,
+    BenchSettings,
+    RequestRecord,
+    configured_max_num_seqs,
+    load_prompts,
+    max_num_seqs_warning,
+    parse_concurrency,
+    percentile,
+    save_report,
+    summarize,
+    to_csv,
+)
+
+# Three requests at concurrency 2, times in seconds from the first request's start, as a stream
+# would record them: start, first token chunk, last token chunk, end of stream; OSL from usage.
+RECORDED = [
+    RequestRecord(start=0.0, end=2.55, ttft_s=0.5, latency_s=2.5, output_tokens=101, chunks=101),
+    RequestRecord(start=0.1, end=1.62, ttft_s=0.4, latency_s=1.6, output_tokens=61, chunks=31),
+    RequestRecord(start=1.62, end=4.0, ttft_s=0.3, latency_s=2.3, output_tokens=201, chunks=101),
+]
+
+
+def test_definitions_reproduce_hand_computed_values():
+    lv = summarize(2, RECORDED, server_tokens=363)
+    # ITL = (latency - TTFT) / (OSL - 1): 2.0/100 = 20 ms, 1.2/60 = 20 ms, 2.0/200 = 10 ms
+    assert [r.itl_s for r in RECORDED] == pytest.approx([0.020, 0.020, 0.010])
+    assert lv.itl_ms_mean == pytest.approx((20 + 20 + 10) / 3)
+    # per-user tok/s = mean of 1/ITL (not 1/mean ITL): (50 + 50 + 100) / 3
+    assert lv.per_user_tok_s == pytest.approx(200 / 3)
+    # total = all output tokens / (last response - first request) = 363 / 4.0
+    assert lv.output_tokens == 363
+    assert lv.duration_s == pytest.approx(4.0)
+    assert lv.total_tok_s == pytest.approx(90.75)
+    assert lv.ttft_ms_mean == pytest.approx(400.0)
+    assert lv.ttft_ms_p50 == pytest.approx(400.0)
+    assert lv.ttft_ms_p99 == pytest.approx(498.0)  # 400 + 0.98 * (500 - 400)
+    assert lv.latency_s_mean == pytest.approx(6.4 / 3)
+    assert lv.latency_s_p50 == pytest.approx(2.3)
+    assert lv.tokens_per_chunk == pytest.approx(363 / 233)
+    assert lv.errors == 0 and lv.requests == 3
+    assert lv.server_tokens == 363 and lv.mismatch is False
+
+
+def test_server_counter_disagreeing_is_a_mismatch():
+    assert summarize(2, RECORDED, server_tokens=400).mismatch is True
+    assert summarize(2, RECORDED, server_tokens=None).mismatch is False  # unknown is not a mismatch
+
+
+def test_failed_requests_count_as_errors_and_stay_out_of_the_figures():
+    failed = RequestRecord(start=0.05, end=9.0, ttft_s=None, latency_s=None, output_tokens=None,
+                           error="stream: the server reported an error mid-stream: boom (code 500)")
+    no_usage = RequestRecord(start=0.2, end=8.0, ttft_s=0.2, latency_s=1.0, output_tokens=None)
+    lv = summarize(2, [*RECORDED, failed, no_usage])
+    assert lv.errors == 2 and lv.requests == 5
+    assert lv.output_tokens == 363
+    assert lv.duration_s == pytest.approx(4.0)  # the failures' late ends do not stretch it
+    assert lv.per_user_tok_s == pytest.approx(200 / 3)
+    assert any("boom" in e for e in lv.error_samples)
+    assert any("usage" in e for e in lv.error_samples)
+
+
+def test_single_token_reply_has_no_itl_and_nothing_at_all_gives_none():
+    one = RequestRecord(0.0, 0.5, 0.4, 0.4, 1, 1)
+    assert one.itl_s is None
+    lv = summarize(1, [one])
+    assert lv.itl_ms_mean is None and lv.per_user_tok_s is None
+    assert lv.total_tok_s == pytest.approx(2.0)
+    empty = summarize(4, [])
+    assert empty.total_tok_s is None and empty.output_tokens == 0 and empty.requests == 0
+
+
+def test_percentile_is_numpy_linear():
+    xs = [15.0, 20.0, 35.0, 40.0, 50.0]
+    assert percentile(xs, 50) == 35.0
+    assert percentile(xs, 99) == pytest.approx(49.6)
+    assert percentile(xs, 25) == 20.0
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
+
+
+def test_parse_concurrency():
+    assert parse_concurrency("1,8,16,32") == (1, 8, 16, 32)
+    assert parse_concurrency(" 4 , 2,4") == (4, 2)
+    for bad in ("0", "1,x", "", "-2", "1.5", "99999"):
+        with pytest.raises(ValueError, match="--concurrency"):
+            parse_concurrency(bad)
+
+
+def test_settings_default_to_nvidias_method():
+    s = BenchSettings()
+    assert s.concurrency == (1, 8, 16, 32) and s.max_tokens == 8192
+    assert (s.warmup_for(16), s.measured_for(16)) == (48, 160)
+    s2 = BenchSettings((2,), requests_per_level=5, warmup=0)
+    assert (s2.warmup_for(2), s2.measured_for(2)) == (0, 5)
+    with pytest.raises(ValueError):
+        BenchSettings((1,), max_tokens=0)
+
+
+def test_prompt_file_formats(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"prompt": "write a sort"}\n\n{"texts": ["fix the bug"]}\n'
+                 '{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}\n')
+    prompts = load_prompts(p)
+    assert prompts[0] == ({"role": "user", "content": "write a sort"},)
+    assert prompts[1] == ({"role": "user", "content": "fix the bug"},)
+    assert prompts[2][0]["role"] == "system" and len(prompts[2]) == 2
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"prompt": "ok"}\nnot json\n', r"p.jsonl:2: not JSON"),
+    ('{"question": "x"}\n', r"p.jsonl:1: expected an object"),
+    ("\n\n", "no prompts"),
+])
+def test_bad_prompt_files_name_the_line(tmp_path, text, match):
+    p = tmp_path / "p.jsonl"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_prompts(p)
+
+
+CONFIG = """\
+profile = "{profile}"
+{overrides}
+[[stations]]
+name = "A"
+host = "127.0.0.1"
+rank = 0
+
+[[stations]]
+name = "B"
+host = "127.0.0.2"
+rank = 1
+"""
+
+
+def test_max_num_seqs_from_profile_and_overrides():
+    vllm = parse_config(CONFIG.format(profile="glm53-nvfp4-2x-gb300-vllm", overrides=""), "x.toml")
+    assert configured_max_num_seqs(vllm) == 16  # the profile's
+    raised = parse_config(CONFIG.format(profile="glm53-nvfp4-2x-gb300-vllm",
+                                        overrides="[overrides]\nmax_num_seqs = 32\n"), "x.toml")
+    assert configured_max_num_seqs(raised) == 32
+    sglang = parse_config(CONFIG.format(profile="glm53-flash-nvfp4-2x-gb10-sglang", overrides=""), "x.toml")
+    assert configured_max_num_seqs(sglang) == 2
+
+    w = max_num_seqs_warning(16, (1, 8, 16, 32))
+    assert w is not None and "--max-num-seqs 16" in w and "C32" in w
+    assert max_num_seqs_warning(32, (1, 8, 16, 32)) is None
+    assert max_num_seqs_warning(None, (64,)) is None
+    assert "--max-running-requests 2" in max_num_seqs_warning(2, (1, 8), "sglang")
+
+
+def test_csv_and_json_files(tmp_path):
+    report = BenchReport("http://127.0.0.1:8000", "glm-5.3", BenchSettings((2,)))
+    report.levels.append(summarize(2, RECORDED, server_tokens=363))
+    report.records[2] = list(RECORDED)
+    jpath, cpath = save_report(report, tmp_path / "out" / "run1.json")
+    assert jpath.name == "run1.json" and cpath.name == "run1.csv"
+    data = json.loads(jpath.read_text())
+    level = data["levels"][0]
+    for key in ("concurrency", "requests", "output_tokens", "total_tok_s", "per_user_tok_s", "ttft_ms_mean",
+                "itl_ms_mean", "latency_s_mean", "errors", "server_tokens", "mismatch"):
+        assert key in level
+    assert level["total_tok_s"] == 90.75 and level["output_tokens"] == 363
+    assert len(data["requests"]["2"]) == 3 and data["requests"]["2"][0]["output_tokens"] == 101
+    rows = list(csv.DictReader(io.StringIO(cpath.read_text())))
+    assert rows[0]["concurrency"] == "2" and float(rows[0]["per_user_tok_s"]) == pytest.approx(66.6667)
+    assert to_csv([]).startswith("concurrency,requests,output_tokens,total_tok_s")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--concurrency", "1,zero"], "--concurrency"),
+    (["--concurrency", "0"], "--concurrency"),
+    (["--requests-per-level", "0"], "--requests-per-level"),
+    (["--max-tokens", "-5"], "--max-tokens"),
+    (["--warmup", "-1"], "--warmup"),
+    (["--url", "127.0.0.1:8000"], "--url"),
+])
+def test_cli_usage_errors_are_one_line_exit_2(capsys, argv, needle):
+    base = ["bench", "--url", "http://127.0.0.1:9"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_bad_prompt_file_exit_2(capsys, tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text("{nope\n")
+    assert main(["bench", "--url", "http://127.0.0.1:9", "--prompts", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:1: not JSON" in err and len(err.strip().splitlines()) == 1
