@@ -114,8 +114,11 @@ def plan_reply(body: dict[str, Any], model: str, engine: str) -> Plan:
     effort = str(kwargs.get("reasoning_effort") or body.get("reasoning_effort") or "high")
     n_reason = EFFORT_REASONING_TOKENS.get(effort, 160) if thinking else 0
     reasoning: list[str] = []
+    order = rng.sample(REASONING, len(REASONING))  # no sentence twice in a row
+    k = 0
     while len(reasoning) < n_reason:
-        reasoning += _words((" " if reasoning else "") + rng.choice(REASONING))
+        reasoning += _words((" " if reasoning else "") + order[k % len(order)])
+        k += 1
     reasoning = reasoning[:n_reason]
     tools = body.get("tools") or []
     if tools and body.get("tool_choice") != "none":
