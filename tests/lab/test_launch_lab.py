@@ -39,7 +39,7 @@ class Recording:
 def mutations(log):
     out = []
     for station, cmd in log:
-        words = shlex.split(cmd.split("exec ", 1)[-1])
+        words = shlex.split(cmd.split(" && exec ", 1)[-1] if cmd.startswith("IFS=") else cmd)
         if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "start", "stop"):
             out.append((station, words[1]))
     return out

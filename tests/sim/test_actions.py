@@ -60,7 +60,7 @@ def mutations(log) -> list[tuple[str, str]]:
     """(station, docker verb) of the commands that change a station, in order."""
     out = []
     for station, kind, cmd in log:
-        words = shlex.split(cmd.split("exec ", 1)[-1]) if kind == "run" else []
+        words = shlex.split(cmd.split(" && exec ", 1)[-1] if cmd.startswith("IFS=") else cmd) if kind == "run" else []
         if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "start", "stop"):
             out.append((station, words[1]))
     return out
@@ -294,3 +294,25 @@ async def test_stop_with_an_unreachable_worker_still_stops_the_head_and_says_so(
     assert res.summary.startswith("could not reach B") and "(stopped: A)" in res.summary
     assert mutations(log) == [("A", "stop")]
     assert states(sim)["A"] == "exited"
+
+
+async def test_partially_running_service_is_not_launched_over(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    sim.world.start_container("B")
+    res, log = await act(sim.config, "launch")
+    assert res.result == "failed" and "partially running" in res.summary and "stop it first" in res.summary
+    assert mutations(log) == []
+
+
+async def test_ray_executor_launch_order_and_flags(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01)
+    cfg = dataclasses.replace(sim.config, overrides={"executor": "ray"})
+    res, log = await act(cfg, "launch")
+    assert res.result == "ok", res.summary
+    assert [m for m in mutations(log) if m[1] == "run"] == [("B", "run"), ("A", "run")]
+    run_a = next(c for st, k, c in log if st == "A" and " run " in c)
+    run_b = next(c for st, k, c in log if st == "B" and " run " in c)
+    assert "--distributed-executor-backend ray" in run_a and "ray start --head" in run_a
+    assert "ray start --block --address=198.18.0.1:6379" in run_b and "--headless" not in run_b
+    started_b = next(s for s in res.steps if (s.station, s.action) == ("B", "started"))
+    assert "joins the cluster once the head is up" in started_b.detail
