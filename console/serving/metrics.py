@@ -311,5 +311,10 @@ class ServingMonitor:
 
     async def run(self) -> None:
         while True:
-            self.post(await self.poll_once())
+            try:
+                self.post(await self.poll_once())
+            except Exception as exc:  # noqa: BLE001 - the panel must keep updating, whatever broke
+                self.snapshot = replace(self.snapshot, error=f"poll failed: {type(exc).__name__}: {exc}"[:200],
+                                        polled_at=time.time())
+                self.post(self.snapshot)
             await asyncio.sleep(self.interval_s)

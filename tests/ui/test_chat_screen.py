@@ -187,3 +187,23 @@ def test_format_stats() -> None:
     r = ChatResult(finish_reason="stop", usage={"completion_tokens": 1234}, ttft_s=0.4567, tokens_per_s=115.26)
     assert format_stats(r) == "TTFT 457 ms · 1,234 output tokens (reasoning incl.) · 115.3 tok/s · finish: stop"
     assert json.dumps(format_stats(ChatResult())) == '"finish: -"'
+
+
+async def test_conversation_survives_leaving_the_screen(sim) -> None:
+    b, url = sim
+    app = ChatApp(url)
+    async with app.run_test(size=(120, 40)) as pilot:
+        first = app.screen
+        reply = await send(pilot, first, "remember me")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ChatScreen)
+        again = ChatScreen(url)  # what pressing `c` again does
+        await app.push_screen(again)
+        await pilot.pause()
+        assert [r.content.text for r in again.replies] == [reply.content.text]
+        assert again.replies[0].reasoning.text == reply.reasoning.text
+        assert "finish: stop" in str(again.replies[0].stats.render())
+        assert again.history[0] == {"role": "user", "content": "remember me"} and len(again.history) == 2
+        await send(pilot, again, "second")
+        assert len(again.history) == 4

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
@@ -34,6 +36,22 @@ from console.serving.client import (
 from console.ui.widgets.stream_text import StreamText
 
 DEFAULT_MAX_TOKENS = 1000
+
+
+@dataclass
+class ChatSession:
+    """The conversation with one API, kept for the app's lifetime so leaving the chat and
+    coming back (a new ChatScreen) shows it again."""
+
+    history: list[dict[str, str]] = field(default_factory=list)
+    turns: list[tuple[str, ChatResult]] = field(default_factory=list)  # (user line, reply)
+
+
+_SESSIONS: weakref.WeakKeyDictionary[App, dict[str, ChatSession]] = weakref.WeakKeyDictionary()
+
+
+def chat_session(app: App, url: str) -> ChatSession:
+    return _SESSIONS.setdefault(app, {}).setdefault(url, ChatSession())
 
 
 def format_stats(r: ChatResult) -> str:
@@ -71,11 +89,13 @@ class ReplyView(Vertical):
     ReplyView .warnings { color: $warning; padding: 0 1; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, done: ChatResult | None = None) -> None:
         super().__init__()
-        self.reasoning = StreamText(classes="reasoning")
-        self.content = StreamText(classes="content")
-        self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=False, classes="-empty")
+        self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning")
+        self.content = StreamText(done.content if done else "", classes="content")
+        self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=bool(done and done.content),
+                                       classes="" if done and done.reasoning else "-empty")
+        self._done = done
         self.tools = Static(classes="tools")
         self.stats = Static("…", classes="stats")
         self.warnings = Static(classes="warnings")
@@ -87,6 +107,10 @@ class ReplyView(Vertical):
         yield self.tools
         yield self.stats
         yield self.warnings
+
+    def on_mount(self) -> None:
+        if self._done is not None:  # a reply from before the screen was (re)opened
+            self.finish(self._done)
 
     def add_event(self, ev: ChatEvent) -> None:
         if ev.kind == "reasoning":
@@ -166,9 +190,13 @@ class ChatScreen(Screen):
             self._model_hint = model
         self.model: str | None = model
         self.client = ApiClient(self.url, api_key=self._config_key, timeout=10.0, stream_timeout=300.0)
-        self.history: list[dict[str, str]] = []
+        self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False
+
+    @property
+    def history(self) -> list[dict[str, str]]:
+        return self.session.history
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="chat-title")
@@ -190,7 +218,14 @@ class ChatScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#conversation", VerticalScroll).anchor()
+        self.session = chat_session(self.app, self.url)
+        conv = self.query_one("#conversation", VerticalScroll)
+        for user_line, result in self.session.turns:
+            reply = ReplyView(result)
+            conv.mount(UserMessage(Text(user_line)))
+            conv.mount(reply)
+            self.replies.append(reply)
+        conv.anchor()
         self.query_one("#prompt", Input).focus()
 
     async def on_unmount(self) -> None:
@@ -240,15 +275,16 @@ class ChatScreen(Screen):
         """Show the message and stream the reply (a worker in the app's loop)."""
         conv = self.query_one("#conversation", VerticalScroll)
         reply = ReplyView()
-        conv.mount(UserMessage(Text(("[tool test] " if tools else "") + text)))
+        user_line = ("[tool test] " if tools else "") + text
+        conv.mount(UserMessage(Text(user_line)))
         conv.mount(reply)
         self.replies.append(reply)
         messages = [*self.history, {"role": "user", "content": text}]
         self.busy = True
-        self._run(reply, messages, tools)
+        self._run(reply, user_line, messages, tools)
 
     @work(exclusive=True, group="chat")
-    async def _run(self, reply: ReplyView, messages: list[dict[str, str]], tools: bool) -> None:
+    async def _run(self, reply: ReplyView, user_line: str, messages: list[dict[str, str]], tools: bool) -> None:
         title = self.query_one("#chat-title", Static)
         try:
             if self.model is None:
@@ -270,8 +306,9 @@ class ChatScreen(Screen):
                               **self._settings())
             result = await self.client.chat(req, on_event=reply.add_event)
             reply.finish(result)
+            self.session.turns.append((user_line, result))
             if result.error is None and not result.cancelled and not tools:
-                self.history = [*messages, {"role": "assistant", "content": result.content}]
+                self.session.history = [*messages, {"role": "assistant", "content": result.content}]
         finally:
             self.busy = False
             title.update(self._title())
@@ -287,7 +324,8 @@ class ChatScreen(Screen):
     def action_clear(self) -> None:
         if self.busy:
             self.workers.cancel_group(self, "chat")
-        self.history = []
+        self.session.history = []
+        self.session.turns = []
         self.replies = []
         self.query_one("#conversation", VerticalScroll).remove_children()
 
