@@ -741,9 +741,16 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
                            "This is a bug in the console's check; please report it with the evidence.")
 
 
+def planned(config: Config, only: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(id, station label) of every check a pass will report, in order (for placeholder rows)."""
+    return [(spec.id, label) for spec, _a, label, _n in _jobs(config, set(only) if only is not None else None)]
+
+
 async def run_checks(config: Config, transports: dict[str, Transport] | None = None,
-                     only: Iterable[str] | None = None, cmd_timeout: float = CMD_TIMEOUT_S) -> list[CheckResult]:
-    """Every check (or those named in ``only``: ``id`` or ``id@station-label``), in catalogue order."""
+                     only: Iterable[str] | None = None, cmd_timeout: float = CMD_TIMEOUT_S,
+                     on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Every check (or those named in ``only``: ``id`` or ``id@station-label``), in catalogue order.
+    ``on_result`` is called (on the caller's loop) as each check finishes."""
     own = transports is None
     if transports is None:
         transports = {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
@@ -751,7 +758,14 @@ async def run_checks(config: Config, transports: dict[str, Transport] | None = N
     run = CheckRun(config, transports, min(cmd_timeout, config.command_timeout_s))
     try:
         jobs = _jobs(config, set(only) if only is not None else None)
-        return list(await asyncio.gather(*(_one(run, *j) for j in jobs)))
+
+        async def report(job) -> CheckResult:
+            result = await _one(run, *job)
+            if on_result is not None:
+                on_result(result)
+            return result
+
+        return list(await asyncio.gather(*(report(j) for j in jobs)))
     finally:
         for task in list(run._memo.values()) + list(run._reach.values()):
             task.cancel()
@@ -770,7 +784,7 @@ def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, i
     """Counts per status for the checks that involve ``station`` (for its pane)."""
     counts = dict.fromkeys(STATUSES, 0)
     for r in results:
-        if station in re.split(r"<->|->|,", r.station):
+        if r.status in counts and station in re.split(r"<->|->|,", r.station):
             counts[r.status] += 1
     return counts
 

@@ -108,3 +108,24 @@ def test_snapshot_checks_screen(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 32), run_before=select_failure)
+
+
+async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
+    screen = ChecksScreen(sim.config)
+    app = Host(screen)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        statuses = {r.status for r in screen.results.values()}
+        assert "running" in statuses  # placeholders for every planned check
+        for _ in range(400):  # the first finished checks appear while the others still run
+            await pilot.pause()
+            seen = {r.status for r in screen.results.values()}
+            if "running" in seen and seen & {"pass", "warn"}:
+                break
+            await asyncio.sleep(0.02)
+        assert "running" in seen and seen & {"pass", "warn"}
+        await pilot.press("c")
+        await pilot.pause()
+        assert not screen.busy
+        assert "running" not in {r.status for r in screen.results.values()}
+        assert any(r.summary == "cancelled" for r in screen.results.values())

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from console.checks import CheckResult, run_checks, station_summary, summary_line
+from console.checks import CheckResult, planned, run_checks, station_summary, summary_line
 from console.config import Config
 from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
@@ -138,7 +138,8 @@ class ChecksScreen(Screen):
 
     def _status(self, note: str = "") -> None:
         counts = {s: sum(r.status == s for r in self.results.values()) for s in ("pass", "fail", "warn", "skip")}
-        text = Text("running... " if self.busy else "")
+        running = sum(r.status == "running" for r in self.results.values())
+        text = Text(f"running ({running} left)... " if self.busy and running else ("running... " if self.busy else ""))
         for s, n in counts.items():
             text.append(f"{n} {s}  ", style=STYLE[s] if n else "dim")
         if note:
@@ -163,6 +164,9 @@ class ChecksScreen(Screen):
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "checks")
         self.busy = False
+        for r in list(self.results.values()):
+            if r.status == "running":
+                self._show(CheckResult(r.id, r.station, "skip", "cancelled", r.evidence, r.fix))
         self._status("cancelled")
 
     def _run(self, only: list[str] | None) -> None:
@@ -172,8 +176,13 @@ class ChecksScreen(Screen):
 
     @work(exclusive=True, group="checks")
     async def _checks_worker(self, only: list[str] | None) -> None:
+        for id_, label in planned(self.config, only):
+            key = f"{id_}@{label}"
+            old = self.results.get(key)
+            self._show(CheckResult(id_, label, "running", "running...", old.evidence if old else "",
+                                   old.fix if old else ""))
         try:
-            results = await run_checks(self.config, self.transports, only=only)
+            results = await run_checks(self.config, self.transports, only=only, on_result=self._live)
         finally:
             self.busy = False
         for r in results:
@@ -182,6 +191,11 @@ class ChecksScreen(Screen):
         if self._selected_key() is None and results:
             self._detail(results[0])
         self.app.post_message(ChecksDone(list(self.results.values())))
+
+    def _live(self, result: CheckResult) -> None:
+        """One check finished (called on the app's loop by run_checks)."""
+        self._show(result)
+        self._status()
 
     def action_validate_rdma(self) -> None:
         if len(self.config.stations) < 2:
