@@ -99,3 +99,15 @@ async def test_dead_sshd_on_the_worker_means_nothing_is_started(lab):
     assert "B: cannot connect to" in res.summary or "B: no answer from" in res.summary
     assert mutations(log) == []
     assert state(lab, "A") != "running"
+
+
+async def test_stop_with_the_worker_sshd_dead_stops_the_head_and_names_the_worker(lab):
+    lab.world.start_container("B")
+    lab.world.start_container("A")
+    lab.kill_sshd("B")
+    log: list = []
+    res = await run_action(lab.config(), "stop", log)
+    assert res.result == "failed"
+    assert res.summary.startswith("could not reach B") and "(stopped: A)" in res.summary
+    assert mutations(log) == [("A", "stop")]
+    assert state(lab, "A") == "exited"
