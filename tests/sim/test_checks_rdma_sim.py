@@ -88,3 +88,15 @@ async def test_cancel_cleans_up_the_server(sim):
     except asyncio.CancelledError:
         pass
     assert not await _alive(sim.config, "B", seen["pid"])
+
+
+async def test_server_that_never_gets_ready_times_out_and_is_killed(sim, monkeypatch):
+    import console.rdma as rdma
+
+    monkeypatch.setattr(rdma, "READY_TIMEOUT_S", 1.5)
+    tool = sim.world.root / "bin" / "ib_write_bw"
+    tool.write_text("#!/bin/sh\nexec sleep 300\n")  # a server that hangs before printing anything
+    runs = await validate_rdma(sim.config, gpu=False)
+    first = runs[0]
+    assert first.status == "fail" and first.id == "rdma-timeout" and "never became ready" in first.summary
+    assert first.server_pid and not await _alive(sim.config, "B", first.server_pid)
