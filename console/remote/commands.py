@@ -204,21 +204,25 @@ def read_file(path: str) -> str:
     return f"cat {station_path(path)}"
 
 
-def perftest_server(device: str, gid_index: int | None, extra: list[str] | None = None, port: int = 18515) -> str:
-    """Print the shell's pid (for a precise cleanup), then become the ib_write_bw server."""
+def _perftest_args(device: str, gid_index: int | None, extra: list[str] | None, port: int) -> list[str]:
     args = ["ib_write_bw", "-d", device, "-F", "--report_gbits", "-p", str(int(port))]
     if gid_index is not None:
         args += ["-x", str(int(gid_index))]
     args += list(extra or [])
-    return "echo PID $$; exec " + " ".join(q(a) for a in args)
+    if any(a.startswith("--use_cuda") for a in args):
+        # CUDA numbers GPUs fastest-first by default; nvidia-smi (whose index we pass) in PCI order.
+        args = ["env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"] + args
+    return args
+
+
+def perftest_server(device: str, gid_index: int | None, extra: list[str] | None = None, port: int = 18515) -> str:
+    """Print the shell's pid (for a precise cleanup), then become the ib_write_bw server."""
+    return "echo PID $$; exec " + " ".join(q(a) for a in _perftest_args(device, gid_index, extra, port))
 
 
 def perftest_client(device: str, server_ip: str, gid_index: int | None, extra: list[str] | None = None,
                     port: int = 18515) -> str:
-    args = ["ib_write_bw", "-d", device, "-F", "--report_gbits", "-p", str(int(port))]
-    if gid_index is not None:
-        args += ["-x", str(int(gid_index))]
-    args += list(extra or []) + [server_ip]
+    args = _perftest_args(device, gid_index, extra, port) + [server_ip]
     return " ".join(q(a) for a in args) + " 2>&1"
 
 

@@ -27,6 +27,7 @@ async def test_healthy_station_pair_host_and_gpu_memory_on_both_rails(sim):
     assert all(r.status == "pass" and 200 <= r.gbps_avg <= 235 for r in runs)
     assert overall(runs) == 0
     assert "--use_cuda=1 --use_cuda_dmabuf" in runs[1].evidence  # the GB300 is GPU 1 next to the RTX PRO
+    assert "env CUDA_DEVICE_ORDER=PCI_BUS_ID ib_write_bw" in runs[1].evidence  # ... in nvidia-smi order
     assert "Waiting for client to connect" in runs[0].evidence
     assert [k for k, _ in events].count("server-stopped") == 4
     for r in runs:
