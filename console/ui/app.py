@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Header, Label, Static
 
 from console.config import Config
+from console.diagnosis.engine import Diagnoser
 from console.messages import (
     AppsSample,
     ConnectionState,
@@ -30,7 +31,12 @@ from console.messages import (
 )
 from console.monitor import StationService
 from console.remote.transport import SSHTransport, Transport, TransportError
+from console.serving.client import ApiClient
+from console.serving.metrics import ServingMonitor
+from console.ui.screens.checks import ChecksDone
 from console.ui.themes import load_themes
+from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
+from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import StationPane
 
 
@@ -73,6 +79,8 @@ class ConsoleApp(App):
                    display: none; }
     .demo #demo-banner { display: block; }
     #stations { grid-gutter: 0 1; height: 1fr; }
+    #diagnosis { dock: bottom; height: 16; border: round $warning; display: none; }
+    .show-diagnosis #diagnosis { display: block; }
     StationPane.-unreachable { border: round $error; }
     StationPane.-failed { border: round $error; }
     """
@@ -81,6 +89,13 @@ class ConsoleApp(App):
         Binding("slash", "filter", "Filter log", id="filter", tooltip="Filter the focused station's log"),
         Binding("T", "trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
         Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
+        Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
+        Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from both stations' logs"),
+        Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
+        Binding("b", "bench", "Bench", id="bench", tooltip="Concurrency sweep against NVIDIA's table"),
+        Binding("L", "service('launch')", "Launch", id="launch", tooltip="Start workers, then the head"),
+        Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
+        Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
         Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys"),
     ]
@@ -98,6 +113,11 @@ class ConsoleApp(App):
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
         self.panes: dict[str, StationPane] = {}
+        self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+        self._diag_version = 0
+        self._diag_alerted: set[str] = set()
+        self._serving_task: asyncio.Task | None = None
+        self._serving_client: ApiClient | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -110,6 +130,7 @@ class ConsoleApp(App):
                                    engine=self.config.profile.engine, id=f"station-{_css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
+        yield DiagnosisPanel(id="diagnosis")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -131,9 +152,20 @@ class ConsoleApp(App):
                                  self._gpu_interval_ms)
             self.services[st.name] = svc
             svc.start()
+        if self._start_services:
+            self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
+                                             timeout=self.config.api.timeout_s)
+            monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
+            self._serving_task = asyncio.create_task(monitor.run())
+        # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
+        self.set_interval(0.5, self._refresh_diagnosis)
 
     async def on_unmount(self) -> None:
+        if self._serving_task:
+            self._serving_task.cancel()
         await asyncio.gather(*(s.stop() for s in self.services.values()), return_exceptions=True)
+        if self._serving_client:
+            await self._serving_client.aclose()
 
     # ------------------------------------------------------------------ messages
 
@@ -167,6 +199,38 @@ class ConsoleApp(App):
     def on_log_batch(self, msg: LogBatch) -> None:
         if pane := self.panes.get(msg.station):
             pane.add_logs(msg.lines)
+        self.diagnoser.feed(msg.station, msg.lines)
+
+    def on_serving_update(self, msg: ServingUpdate) -> None:
+        head = self.panes.get(self.config.head.name)
+        if head is not None:
+            for panel in head.query(ServingPanel):
+                panel.show(msg.snapshot)
+
+    def on_checks_done(self, msg: ChecksDone) -> None:
+        for name, pane in self.panes.items():
+            pane.set_badge("checks", msg.summary_text(name))
+        self.diagnoser.add_check_results(msg.results)
+        self._refresh_diagnosis()
+
+    def _refresh_diagnosis(self) -> None:
+        if self.diagnoser.version == self._diag_version:
+            return
+        self._diag_version = self.diagnoser.version
+        findings = self.diagnoser.ranked()
+        self.query_one(DiagnosisPanel).update_findings(findings)
+        for name, pane in self.panes.items():
+            pane.set_badge("diagnosis", station_badge(findings, name))
+        for f in findings:
+            if f.severity == "error" and f.id not in self._diag_alerted:
+                self._diag_alerted.add(f.id)
+                self.notify(f"Diagnosis: {f.id} on {f.station} — {f.cause[:90]} (press d)", severity="error",
+                            timeout=10)
+
+    def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
+        ev = next((e for e in msg.finding.evidence if e.source in self.panes), None)
+        if ev is not None:
+            self.panes[ev.source].log_pane.jump_to(ev.line)
 
     # ------------------------------------------------------------------ actions
 
@@ -187,6 +251,34 @@ class ConsoleApp(App):
         for svc in self.services.values():
             if svc.state in ("unreachable", "connecting"):
                 svc.retry_now()
+
+    def action_toggle_diagnosis(self) -> None:
+        self.toggle_class("show-diagnosis")
+        if self.has_class("show-diagnosis"):
+            self._refresh_diagnosis()
+            self.query_one(DiagnosisPanel).query_one("OptionList").focus()
+
+    def action_checks(self) -> None:
+        from console.ui.screens.checks import ChecksScreen
+
+        self.push_screen(ChecksScreen(self.config))
+
+    def action_chat(self) -> None:
+        from console.ui.screens.chat import ChatScreen
+
+        self.push_screen(ChatScreen(self.config))
+
+    def action_bench(self) -> None:
+        screen = self.add_optional_screen("console.ui.screens.bench", "BenchScreen")
+        if screen is None:
+            self.notify("The benchmark screen is not available in this build.", severity="warning")
+            return
+        self.push_screen(screen(self.config))  # type: ignore[operator]
+
+    def action_service(self, action: str) -> None:
+        from console.ui.screens.actions import start_action
+
+        start_action(self, self.config, action, read_only=self.read_only)
 
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"

@@ -65,7 +65,8 @@ async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory)
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_until(pilot, lambda: app.panes["B"].conn_state == "unreachable")
         assert "no answer" in pane_text(app, "B")
-        meter = app.panes["A"].query(GpuMeter).last()
+        await wait_until(pilot, lambda: app.panes["A"].meters)
+        meter = app.panes["A"].meters[-1]
         n = len(meter.history)
         await wait_until(pilot, lambda: len(meter.history) >= n + 3)  # A keeps updating
         assert app.panes["A"].conn_state == "connected"

@@ -85,7 +85,14 @@ class LogPane(Vertical):
         if match:
             clean = [ln for ln in clean if match(ln)]
         if clean:
-            self.log_widget.write_lines(clean)
+            log = self.log_widget
+            self._following = log.is_vertical_scroll_end
+            log.write_lines(clean)
+
+    def on_resize(self) -> None:
+        # The pane shrinks when the status above it grows (a fatal line): keep following the end.
+        if getattr(self, "_following", True):
+            self.log_widget.scroll_end(animate=False, immediate=False)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -94,6 +101,20 @@ class LogPane(Vertical):
         match = self._matcher()
         log.write_lines([ln for ln in self.lines if match(ln)] if match else list(self.lines))
         log.scroll_end(animate=False, immediate=True)  # the old scroll offset may be past the new end
+
+    def jump_to(self, line_no: int) -> None:
+        """Show line ``line_no`` (1-based, counted over everything this station printed)."""
+        first_kept = self.total - len(self.lines) + 1
+        if line_no < first_kept:
+            self.app.notify(f"line {line_no} is older than the {len(self.lines)} lines kept", timeout=5)
+            return
+        if self.filter_text:
+            self.query_one(Input).value = ""
+            self.set_filter("")
+        log = self.log_widget
+        y = line_no - first_kept
+        log.scroll_to(y=max(0, y - 3), animate=False)
+        log.focus()
 
     def open_filter(self) -> None:
         self.add_class("filtering")

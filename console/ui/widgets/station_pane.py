@@ -83,6 +83,7 @@ class StationPane(Vertical):
         self.apps: list[ComputeApp] = []
         self.host_mem: HostMemory | None = None
         self.badges: dict[str, Text] = {}
+        self.meters: list[GpuMeter] = []
         role = "API host" if station.is_head else "worker"
         where = station.host + (f":{station.port}" if station.port else "")
         self.border_title = f"{station.name} · rank {station.rank} · {role}"
@@ -93,6 +94,10 @@ class StationPane(Vertical):
         yield Vertical(classes="gpus")
         yield Static("", classes="hostmem")
         yield Static("", classes="badges")
+        if self.station.is_head:
+            from console.ui.widgets.serving_panel import ServingPanel
+
+            yield ServingPanel(classes="serving")
         yield LogPane(self.max_lines)
 
     def on_mount(self) -> None:
@@ -132,15 +137,13 @@ class StationPane(Vertical):
     @_while_mounted
     def set_gpus(self, gpus: list[GpuReading]) -> None:
         self.gpus = gpus
-        box = self.query_one(".gpus", Vertical)
-        meters = list(box.query(GpuMeter))
-        if len(meters) != len(gpus):
+        # Our own list, not a DOM query: a mount still in flight must not look like "no meters".
+        if [m.index for m in self.meters] != [g.index for g in gpus]:
+            box = self.query_one(".gpus", Vertical)
             box.remove_children()
-            meters = [GpuMeter(g.index) for g in gpus]
-            box.mount(*meters)
-            self.call_after_refresh(self._render_gpus)
-        else:
-            self._render_gpus()
+            self.meters = [GpuMeter(g.index) for g in gpus]
+            box.mount(*self.meters)
+        self._render_gpus()
 
     @_while_mounted
     def set_apps(self, apps: list[ComputeApp]) -> None:
@@ -165,7 +168,7 @@ class StationPane(Vertical):
     # -------------------------------------------------------------- rendering
 
     def _render_gpus(self) -> None:
-        meters = {m.index: m for m in self.query(GpuMeter)}
+        meters = {m.index: m for m in self.meters}
         for g in self.gpus:
             meter = meters.get(g.index)
             if meter is None:
