@@ -438,6 +438,8 @@ class ServiceActions:
                 self._res.summary = "already stopped"
                 return
             await self._stop_all(states)
+            self._res.summary = "stopped " + ", ".join(
+                s.name for s in self.order_stop if states[s.name].state == "running") + " (head first)"
 
         return await self._guard("stop", body, False, "keep")
 

@@ -153,7 +153,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                                       background: $surface; }
     ActionProgressScreen DataTable { height: 1fr; }
     ActionProgressScreen RichLog { height: 10; border: round $panel; }
-    ActionProgressScreen #verdict { height: auto; padding: 0 1; }
+    ActionProgressScreen #verdict { height: 6; padding: 0 1; }
     """
     BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel")]
 
@@ -201,17 +201,18 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 self._rows[id(st)] = table.add_row(*cells)
             else:
                 for col, value in zip(table.columns, cells, strict=False):
-                    table.update_cell(key, col, value)
+                    table.update_cell(key, col, value, update_width=True)
         elif ev.kind in ("log", "note"):
             self.query_one(RichLog).write(Text.assemble((f"{ev.station} | ", "bold"), ev.text[:300]))
 
     def _show_verdict(self, res: ActionResult) -> None:
         t = Text()
         t.append(res.result.upper(), style=VERDICT_STYLE[res.result])
-        t.append(f"  {res.summary}\n")
-        t.append("NCCL transport: ", style="bold")
-        t.append(TRANSPORT_TEXT[res.transport],
-                 style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
+        t.append(f" - {res.summary}")
+        if self.action != "stop":
+            t.append("\nNCCL transport: ", style="bold")
+            t.append(TRANSPORT_TEXT[res.transport],
+                     style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
         for station, line in res.evidence[-5:]:
             t.append(f"\n{station} | ", style="bold")
             t.append(line[:200])
@@ -291,4 +292,10 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
 
         app.push_screen(ConfirmActionScreen(action, plan), confirmed)
 
-    return asyncio.create_task(flow())
+    task = asyncio.create_task(flow())
+    _FLOWS.add(task)  # the loop keeps only weak references to tasks
+    task.add_done_callback(_FLOWS.discard)
+    return task
+
+
+_FLOWS: set[asyncio.Task] = set()
