@@ -44,6 +44,10 @@ TOOL_PARSER_WARNING = (
     "--tool-call-parser does not match the model (finding tool-parser-mismatch)"
 )
 NO_TOOL_CALL_WARNING = "a tool was offered but the server returned no tool call"
+TOOL_SWALLOWED_WARNING = (
+    "the server returned no tool call and no content, yet the model generated {n} tokens after its "
+    "reasoning: the server's --tool-call-parser likely does not match the model (finding tool-parser-mismatch)"
+)
 THINK_IN_CONTENT_WARNING = (
     "reasoning markup (<think>) arrived inside content: the server runs without a matching "
     "--reasoning-parser"
@@ -237,8 +241,15 @@ def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
         out.append(BUDGET_TRAP_WARNING.format(max_tokens=budget))
     if req.tools and not r.tool_calls and r.error is None and not r.cancelled and r.finish_reason != "length":
         text = r.content + r.reasoning
-        out.append(TOOL_PARSER_WARNING if "<tool_call>" in text or "<arg_key>" in text
-                   else NO_TOOL_CALL_WARNING)
+        hidden = _hidden_tokens(r)
+        if "<tool_call>" in text or "<arg_key>" in text:
+            out.append(TOOL_PARSER_WARNING)
+        elif not r.content.strip() and hidden is not None and hidden > 2:
+            # generated tokens that surfaced nowhere: a parser swallowed them (engines.md: a wrong
+            # tool parser fails silently, content empty and tool_calls null)
+            out.append(TOOL_SWALLOWED_WARNING.format(n=hidden))
+        else:
+            out.append(NO_TOOL_CALL_WARNING)
     if req.no_think and r.reasoning:
         out.append(NO_THINK_IGNORED_WARNING)
     if "<think>" in r.content or "</think>" in r.content:
@@ -246,6 +257,15 @@ def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
     if r.finish_reason in ("error", "abort"):
         out.append(f"the server ended the reply with finish_reason {r.finish_reason!r}")
     return out
+
+
+def _hidden_tokens(r: ChatResult) -> int | None:
+    """Completion tokens that were neither reasoning nor content (None when usage says too little)."""
+    u = r.usage or {}
+    details = u.get("completion_tokens_details") or {}
+    if not isinstance(u.get("completion_tokens"), int) or not isinstance(details.get("reasoning_tokens"), int):
+        return None
+    return u["completion_tokens"] - details["reasoning_tokens"]
 
 
 def events_from_chunk(chunk: dict[str, Any], t: float) -> list[ChatEvent]:

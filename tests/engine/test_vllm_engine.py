@@ -14,7 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console.serving.client import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ApiClient, ChatRequest
+from console.serving.client import (
+    SMOKE_TOOL,
+    SMOKE_TOOL_PROMPT,
+    TOOL_SWALLOWED_WARNING,
+    ApiClient,
+    ChatRequest,
+)
 from console.serving.metrics import ServingMonitor, parse_metrics
 
 
@@ -90,6 +96,19 @@ async def test_tool_call(engine) -> None:
     assert json.loads(call["function"]["arguments"]) == EXPECTED["tool_arguments"]
     assert r.reasoning == EXPECTED["tool_reasoning"] and r.content == ""
     assert r.usage["completion_tokens"] == EXPECTED["tool_completion_tokens"]
+
+
+async def test_tool_call_text_swallowed_is_flagged(engine) -> None:
+    """With tool_choice none the server runs no tool parser: the GLM tool-call text the model
+    wrote surfaces nowhere (as with a wrong --tool-call-parser); the client must say so."""
+    req = ChatRequest(({"role": "user", "content": SMOKE_TOOL_PROMPT},), engine.model, max_tokens=100,
+                      tools=(SMOKE_TOOL,), extra={"tool_choice": "none"})
+    async with ApiClient(engine.url, api_key=engine.api_key) as c:
+        r = await c.chat(req)
+    assert r.tool_calls == [] and r.content == "" and r.finish_reason == "stop"
+    hidden = EXPECTED["tool_completion_tokens"] - r.usage["completion_tokens_details"]["reasoning_tokens"]
+    assert r.warnings == [TOOL_SWALLOWED_WARNING.format(n=hidden)]
+    assert "tool-parser-mismatch" in r.warnings[0]
 
 
 async def test_api_key_401_states(engine) -> None:

@@ -21,6 +21,7 @@ from console.serving.client import (
     NO_TOOL_CALL_WARNING,
     SMOKE_TOOL,
     TOOL_PARSER_WARNING,
+    TOOL_SWALLOWED_WARNING,
     ApiClient,
     ChatRequest,
     events_from_chunk,
@@ -179,9 +180,14 @@ async def test_tool_parser_mismatch_and_no_call(replay) -> None:
                                   "</arg_value></tool_call>"}, finish="stop"), "[DONE]"]
     res = await make().chat(ChatRequest(messages=REQ.messages, model="m", tools=(SMOKE_TOOL,)))
     assert res.tool_calls == [] and res.warnings == [TOOL_PARSER_WARNING]
-    r.script = [chunk({"content": "It is sunny."}, finish="stop"), "[DONE]"]
+    r.script = [chunk({"content": "It is sunny."}, finish="stop"), usage(5, 4, reasoning=0), "[DONE]"]
     res = await make().chat(ChatRequest(messages=REQ.messages, model="m", tools=(SMOKE_TOOL,)))
     assert res.warnings == [NO_TOOL_CALL_WARNING]
+    # nothing surfaced but the reasoning, yet 10 tokens were generated after it: swallowed
+    r.script = [chunk({"reasoning": "Calling the tool"}), chunk({}, finish="stop"), usage(87, 13, reasoning=3),
+                "[DONE]"]
+    res = await make().chat(ChatRequest(messages=REQ.messages, model="m", tools=(SMOKE_TOOL,)))
+    assert res.warnings == [TOOL_SWALLOWED_WARNING.format(n=10)]
 
 
 async def test_budget_trap(replay) -> None:
