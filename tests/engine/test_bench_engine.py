@@ -1,0 +1,33 @@
+"""The benchmark against the real vLLM server of this tier: the tokens it counts from ``usage``
+equal vLLM's own ``vllm:generation_tokens_total`` delta, per level, with and without ignore_eos."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from console.serving.bench import BenchRunner, BenchSettings
+from console.serving.client import ApiClient
+
+_spec = importlib.util.spec_from_file_location("engine_build_model", Path(__file__).with_name("build_model.py"))
+_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+EXPECTED = _mod.EXPECTED
+
+
+async def test_bench_counts_equal_vllm_counter(engine) -> None:
+    async with ApiClient(engine.url, api_key=engine.api_key, stream_timeout=120) as c:
+        natural = await BenchRunner(c, engine.model, BenchSettings((1, 2), requests_per_level=3, warmup=1,
+                                                                   max_tokens=64)).run()
+        forced = await BenchRunner(c, engine.model, BenchSettings((2,), requests_per_level=2, warmup=0,
+                                                                  max_tokens=20, ignore_eos=True)).run()
+    for lv in natural.levels:
+        assert lv.errors == 0 and lv.requests == 3
+        # every reply is the tiny model's fixed chain: reasoning + content + EOS
+        assert lv.output_tokens == 3 * EXPECTED["completion_tokens"]
+        assert lv.server_tokens == lv.output_tokens and not lv.mismatch
+        assert lv.ttft_ms_mean > 0 and lv.itl_ms_mean > 0 and lv.total_tok_s > 0 and lv.per_user_tok_s > 0
+        assert lv.ttft_ms_p50 <= lv.ttft_ms_p99 and lv.latency_s_p50 <= lv.latency_s_p99
+    lv = forced.levels[0]
+    assert lv.output_tokens == 2 * 20 and lv.server_tokens == 40 and not lv.mismatch
+    assert not natural.failed and not forced.failed
