@@ -39,7 +39,7 @@ class Recording:
 
 
 def recorded(config, log):
-    return {s.name: Recording(SSHTransport(s, 5.0, 30.0), log) for s in config.stations}
+    return {s.name: Recording(SSHTransport(s, 20.0, 60.0), log) for s in config.stations}
 
 
 async def act(config, action: str, log=None, events=None, **kw):
@@ -150,7 +150,7 @@ async def test_worker_failing_to_start_means_the_head_is_never_started(sim_facto
 
 
 async def test_cancel_mid_load_stops_what_started(sim_factory):
-    sim = await sim_factory(n=2, time_scale=0.02)
+    sim = await sim_factory(n=2, time_scale=0.03)
     log: list = []
     events: list = []
     transports = recorded(sim.config, log)

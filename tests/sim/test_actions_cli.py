@@ -8,6 +8,9 @@ import asyncio
 import json
 import signal
 import sys
+import tomllib
+
+import tomli_w
 
 from console.sim.engine import container_status
 
@@ -32,13 +35,22 @@ async def cli(*args: str, stdin: bytes | None = None, interrupt_on: str | None =
     return rc, out.decode(), "".join(err_lines)
 
 
+def config_path(sim) -> str:
+    """The sim's config with timeouts for a loaded CI machine (the fixture's 3 s connect is tight)."""
+    data = tomllib.loads(sim.config_path.read_text())
+    data.update(connect_timeout_s=20.0, command_timeout_s=60.0)
+    path = sim.config_path.with_name("cli-" + sim.config_path.name)
+    path.write_text(tomli_w.dumps(data))
+    return str(path)
+
+
 def states(sim) -> dict[str, str]:
     return {n: container_status(sim.world, n, sim.world.state(n), "glm53")["state"] for n in sim.world.names}
 
 
 async def test_launch_json_then_idempotent_then_stop(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01)
-    cfg = str(sim.config_path)
+    cfg = config_path(sim)
     rc, out, err = await cli("launch", "--config", cfg, "--yes", "--json", "--skip-checks")
     assert rc == 0, err
     doc = json.loads(out)
@@ -55,7 +67,7 @@ async def test_launch_json_then_idempotent_then_stop(sim_factory):
 
 async def test_usage_errors_exit_2_with_one_line(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01)
-    cfg = str(sim.config_path)
+    cfg = config_path(sim)
     rc, out, err = await cli("--read-only", "stop", "--config", cfg, "--yes")
     assert rc == 2 and err.strip().count("\n") == 0 and "read-only" in err
     rc, out, err = await cli("stop", "--config", cfg)  # stdin is a pipe: no one to confirm
@@ -67,7 +79,7 @@ async def test_usage_errors_exit_2_with_one_line(sim_factory):
 
 async def test_dry_run_prints_the_plan_and_changes_nothing(sim_factory):
     sim = await sim_factory(n=3, time_scale=0.01)
-    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--dry-run", "--json")
+    rc, out, err = await cli("launch", "--config", config_path(sim), "--dry-run", "--json")
     assert rc == 0, err
     plan = json.loads(out)["plan"]
     assert [(p["station"], p["command"].split()[1]) for p in plan] == [
@@ -76,8 +88,8 @@ async def test_dry_run_prints_the_plan_and_changes_nothing(sim_factory):
 
 
 async def test_ctrl_c_mid_load_cancels_and_stops_what_started(sim_factory):
-    sim = await sim_factory(n=2, time_scale=0.02)
-    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--yes", "--json", "--skip-checks",
+    sim = await sim_factory(n=2, time_scale=0.03)
+    rc, out, err = await cli("launch", "--config", config_path(sim), "--yes", "--json", "--skip-checks",
                              interrupt_on="A | Loading safetensors")
     assert rc == 1
     doc = json.loads(out)
@@ -88,7 +100,7 @@ async def test_ctrl_c_mid_load_cancels_and_stops_what_started(sim_factory):
 
 async def test_fatal_line_with_keep_on_failure(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
-    rc, out, err = await cli("launch", "--config", str(sim.config_path), "--yes", "--json", "--skip-checks",
+    rc, out, err = await cli("launch", "--config", config_path(sim), "--yes", "--json", "--skip-checks",
                              "--keep-on-failure")
     assert rc == 1
     assert json.loads(out)["result"] == "failed"

@@ -38,6 +38,11 @@ def plain(widget: Static) -> str:
     return r.plain if hasattr(r, "plain") else str(r)
 
 
+def relaxed(cfg):
+    """Timeouts for a loaded CI machine (the sim fixture's 3 s connect is tight)."""
+    return dataclasses.replace(cfg, connect_timeout_s=20.0, command_timeout_s=60.0)
+
+
 def state(sim, name: str) -> str:
     return container_status(sim.world, name, sim.world.state(name), "glm53")["state"]
 
@@ -54,7 +59,7 @@ async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_fact
     monkeypatch.setenv("DGX_UI_KEY", "sk-ui-secret")
     sim = await sim_factory(n=2, time_scale=0.01)
     cfg = dataclasses.replace(sim.config, api=ApiSettings(url=sim.config.api.url, api_key_env="DGX_UI_KEY"))
-    plan, specs = await plan_action(cfg, "launch")
+    plan, specs = await plan_action(relaxed(cfg), "launch")
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
         app.push_screen(ConfirmActionScreen("launch", plan), app.answers.append)
@@ -74,7 +79,7 @@ async def test_progress_screen_runs_the_launch_and_shows_the_transport(sim_facto
     sim = await sim_factory(n=2, time_scale=0.01)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        screen = ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60))
+        screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
         app.push_screen(screen)
         await wait_for(pilot, lambda: app.finished)
         res = app.finished[0]
@@ -95,7 +100,7 @@ async def test_cancel_key_stops_what_started(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.02)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        screen = ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60))
+        screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
         app.push_screen(screen)
         await pilot.pause()
         table = screen.query_one(DataTable)
@@ -111,7 +116,7 @@ async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory)
     sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        app.push_screen(ActionProgressScreen("launch", action_runner(sim.config, "launch", ready_timeout_s=60)))
+        app.push_screen(ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60)))
         await wait_for(pilot, lambda: isinstance(app.screen, StopOnFailureScreen) and app.screen.query("#keep"))
         await pilot.pause()
         assert "kv-cache-too-small" in plain(app.screen.query_one("#failure", Static))
@@ -135,7 +140,7 @@ async def test_stop_flow_confirm_then_run(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, running=True)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        task = start_action(app, sim.config, "stop")
+        task = start_action(app, relaxed(sim.config), "stop")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
         await pilot.pause()
         plan_text = plain(app.screen.query_one("#plan", Static))
