@@ -38,13 +38,13 @@ class Recording:
         await self.inner.close()
 
 
-def recorded(config, log):
-    return {s.name: Recording(SSHTransport(s, 20.0, 60.0), log) for s in config.stations}
+def recorded(config, log, connect_s: float = 20.0):
+    return {s.name: Recording(SSHTransport(s, connect_s, 60.0), log) for s in config.stations}
 
 
-async def act(config, action: str, log=None, events=None, **kw):
+async def act(config, action: str, log=None, events=None, connect_s: float = 20.0, **kw):
     log = [] if log is None else log
-    transports = recorded(config, log)
+    transports = recorded(config, log, connect_s)
     svc = ServiceActions(config, transports=transports, ready_timeout_s=60, on_event=(events or []).append)
     try:
         if action == "launch":
@@ -289,7 +289,7 @@ async def test_run_flags_are_honoured_by_the_simulated_engine(sim_factory):
 async def test_stop_with_an_unreachable_worker_still_stops_the_head_and_says_so(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, faults=["station-unreachable@B"])
     sim.world.start_container("A")
-    res, log = await act(sim.config, "stop")
+    res, log = await act(sim.config, "stop", connect_s=3.0)
     assert res.result == "failed"
     assert res.summary.startswith("could not reach B") and "(stopped: A)" in res.summary
     assert mutations(log) == [("A", "stop")]
