@@ -60,6 +60,19 @@ class StationDown(Exception):
     """The station could not be reached; its checks are skipped with this reason."""
 
 
+class ToolMissing(Exception):
+    """A command the check needs is not installed on the station (exit status 127)."""
+
+
+# Where the tools come from, for the fix of a ToolMissing.
+TOOL_PACKAGES = {
+    "ethtool": "ethtool", "ip": "iproute2", "rdma": "iproute2", "ping": "iputils-ping", "ssh": "openssh-client",
+    "ibv_devinfo": "ibverbs-utils (rdma-core)", "ibdev2netdev": "MLNX_OFED / DOCA-OFED (mlnx-tools)",
+    "show_gids": "MLNX_OFED / DOCA-OFED (mlnx-tools)", "ib_write_bw": "perftest", "chronyc": "chrony",
+    "timedatectl": "systemd", "docker": "Docker", "nvidia-smi": "the NVIDIA driver", "df": "coreutils",
+}
+
+
 # ------------------------------------------------------------------ the per-run context
 
 
@@ -113,6 +126,9 @@ class CheckRun:
         log = _transcript.get()
         if log is not None:
             log.append(evidence(cmd, res, name))
+        if res.exit_status == 127:
+            tool = cmd.split()[0] if cmd.split() else cmd
+            raise ToolMissing(f"{tool} not found on {name}")
         return res
 
     async def quiet(self, limit_s: float = 10.0) -> None:
@@ -703,6 +719,18 @@ def _jobs(config: Config, only: set[str] | None) -> list[tuple[Spec, tuple[Stati
     return jobs
 
 
+def _failed_line(log: list[str]) -> str | None:
+    """'TOOL failed on STATION: first error line' for the last command that exited non-zero."""
+    for entry in reversed(log):
+        head, _, body = entry.partition("\n")
+        if "(exit status" in body:
+            m = re.match(r"\[(\S+)\] \$ (\S+)", head)
+            lines = [ln for ln in body.splitlines() if ln.strip() and not ln.startswith("(exit status")]
+            if m:
+                return f"{m.group(2)} failed on {m.group(1)}" + (f": {lines[0].strip()[:160]}" if lines else "")
+    return None
+
+
 # Station fields a check cannot do without (from [[stations]] in the config).
 _NEEDS_FIELDS = {
     "link-down": ("rail_netdev",), "link-speed": ("rail_netdev",), "mtu-value": ("rail_netdev",),
@@ -732,8 +760,14 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
         return await spec.fn(run, *args)
     except StationDown as exc:
         return CheckResult(spec.id, label, "skip", str(exc))
+    except ToolMissing as exc:
+        tool = str(exc).split()[0]
+        pkg = TOOL_PACKAGES.get(tool, "its package")
+        return CheckResult(spec.id, label, "fail", str(exc), "\n\n".join(log),
+                           f"Install {pkg} on the station (DGX OS ships it), or put it on the login shell's PATH.")
     except ParseError as exc:
-        return CheckResult(spec.id, label, "fail", f"output not understood: {exc}", "\n\n".join(log),
+        why = _failed_line(log)
+        return CheckResult(spec.id, label, "fail", why or f"output not understood: {exc}", "\n\n".join(log),
                            "Run the command in the evidence by hand on the station; the tool may be missing or "
                            "too old.")
     except Exception as exc:  # one broken check must not hide the others

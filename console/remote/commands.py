@@ -196,7 +196,7 @@ def model_revision(model_dir: str) -> str:
 
 def disk_free(path: str) -> str:
     """Free space where the checkpoint lives (its parent when it is not there yet)."""
-    return (f"d={station_path(path)}; [ -d \"$d\" ] || d=$(dirname \"$d\"); "
+    return (f"d={station_path(path)}; while [ ! -d \"$d\" ] && [ \"$d\" != / ]; do d=$(dirname \"$d\"); done; "
             "df -B1 --output=target,size,avail \"$d\"")
 
 

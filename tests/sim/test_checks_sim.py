@@ -122,5 +122,25 @@ async def test_output_nobody_understands_fails_with_its_evidence(sim):
     tool.write_text("#!/bin/sh\necho 'show_gids: mlx5_0: no such device' >&2\nexit 1\n")
     results = await run_checks(sim.config, only=["roce-gid"])
     r = by(results, "roce-gid", "A")
-    assert r.status == "fail" and r.summary.startswith("output not understood")
-    assert "no such device" in r.evidence and "$ show_gids mlx5_0" in r.evidence and r.fix
+    assert r.status == "fail" and r.summary == "show_gids failed on A: show_gids: mlx5_0: no such device"
+    assert "$ show_gids mlx5_0" in r.evidence and "(exit status 1)" in r.evidence and r.fix
+
+
+async def test_missing_tool_names_the_package(sim):
+    (sim.world.root / "bin" / "show_gids").unlink()  # not on this host either
+    results = await run_checks(sim.config, only=["roce-gid"])
+    r = by(results, "roce-gid", "B")
+    assert r.status == "fail" and r.summary == "show_gids not found on B"
+    assert "mlnx-tools" in r.fix and "(exit status 127)" in r.evidence
+
+
+async def test_absent_checkpoint_needs_free_disk(sim):
+    import shutil
+
+    mdir = next((sim.world.station_dir("B") / "fs").rglob("config.json")).parent
+    shutil.rmtree(mdir)
+    results = await run_checks(sim.config, only=["disk-space", "checkpoint-mismatch", "model-config"])
+    disk = by(results, "disk-space", "B")
+    assert disk.status == "pass" and "checkpoint needs 464 GB" in disk.summary  # df of the nearest parent
+    assert by(results, "checkpoint-mismatch", "A,B").summary == "checkpoint incomplete or absent on B"
+    assert by(results, "model-config", "B").status == "fail"
