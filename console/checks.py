@@ -32,7 +32,6 @@ from console.remote import commands as rc
 from console.remote.transport import CommandResult, Transport, TransportError, make_transport
 
 STATUSES = ("pass", "fail", "warn", "skip")
-CMD_TIMEOUT_S = 12.0
 COUNTER_INTERVAL_S = 1.0
 SKEW_LIMIT_S = 0.25
 EVIDENCE_MAX = 4000
@@ -109,7 +108,8 @@ class CheckRun:
     async def _raw(self, name: str, cmd: str, timeout: float) -> CommandResult:
         t = self.transports[name]
         try:
-            return await asyncio.wait_for(t.run(cmd, timeout=timeout), timeout + 2)
+            # the transport times the command itself; this guard also covers waiting for a channel
+            return await asyncio.wait_for(t.run(cmd, timeout=timeout), 2 * timeout + 5)
         except TimeoutError:
             raise TransportError(f"{name}: no answer within {timeout:g} s: {cmd[:80]}") from None
 
@@ -264,7 +264,7 @@ async def check_jumbo_ping(run: CheckRun, src: Station, dst: Station) -> CheckRe
     mtu = run.profile.link.mtu
     size = ping_probe.jumbo_payload(mtu)
     cmd = rc.jumbo_ping(src.rail_netdev, dst.rail_ip, size)
-    res = await run.run(src.name, cmd, timeout=15)
+    res = await run.run(src.name, cmd)
     label = f"{src.name}->{dst.name}"
     ev = evidence(cmd, res, src.name)
     try:
@@ -449,7 +449,7 @@ async def check_clock_skew(run: CheckRun, a: Station, b: Station) -> CheckResult
 async def check_ssh(run: CheckRun, src: Station, dst: Station) -> CheckResult:
     target = dst.rail_ip or dst.host
     cmd = rc.ssh_peer(target)
-    res = await run.run(src.name, cmd, timeout=15)
+    res = await run.run(src.name, cmd)
     label = f"{src.name}->{dst.name}"
     ev = evidence(cmd, res, src.name)
     if res.ok:
@@ -536,7 +536,7 @@ async def check_model_config(run: CheckRun, st: Station) -> CheckResult:
 async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResult:
     p = run.profile
     cmd = rc.model_revision(p.model_dir)
-    results = await asyncio.gather(*(run.run(s.name, cmd, timeout=30) for s in stations))
+    results = await asyncio.gather(*(run.run(s.name, cmd) for s in stations))
     ev = _join(*(evidence(cmd, r, s.name) for s, r in zip(stations, results, strict=True)))
     label = ",".join(s.name for s in stations)
     seen = {}
@@ -565,7 +565,7 @@ async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResul
 async def check_disk(run: CheckRun, st: Station) -> CheckResult:
     p = run.profile
     c1, c2 = rc.disk_free(p.model_dir), rc.model_revision(p.model_dir)
-    r1, r2 = await asyncio.gather(run.run(st.name, c1), run.run(st.name, c2, timeout=30))
+    r1, r2 = await asyncio.gather(run.run(st.name, c1), run.run(st.name, c2))
     ev = _join(evidence(c1, r1), evidence(c2, r2))
     df = disk_probe.parse_df(r1.stdout)
     shards = disk_probe.parse_shards(r2.stdout)
@@ -781,7 +781,7 @@ def planned(config: Config, only: Iterable[str] | None = None) -> list[tuple[str
 
 
 async def run_checks(config: Config, transports: dict[str, Transport] | None = None,
-                     only: Iterable[str] | None = None, cmd_timeout: float = CMD_TIMEOUT_S,
+                     only: Iterable[str] | None = None, cmd_timeout: float | None = None,
                      on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
     """Every check (or those named in ``only``: ``id`` or ``id@station-label``), in catalogue order.
     ``on_result`` is called (on the caller's loop) as each check finishes."""
@@ -789,7 +789,7 @@ async def run_checks(config: Config, transports: dict[str, Transport] | None = N
     if transports is None:
         transports = {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
                       for s in config.stations}
-    run = CheckRun(config, transports, min(cmd_timeout, config.command_timeout_s))
+    run = CheckRun(config, transports, cmd_timeout or config.command_timeout_s)
     try:
         jobs = _jobs(config, set(only) if only is not None else None)
 

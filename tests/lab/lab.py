@@ -238,7 +238,7 @@ class Lab:
     # ------------------------------------------------------------ the console's side
 
     def config_text(self) -> str:
-        lines = ['profile = "glm53-nvfp4-2x-gb300-vllm"', "connect_timeout_s = 3.0", "command_timeout_s = 15.0", ""]
+        lines = ['profile = "glm53-nvfp4-2x-gb300-vllm"', "connect_timeout_s = 3.0", "command_timeout_s = 30.0", ""]
         for rank, name in enumerate(("A", "B")):
             lines += [
                 "[[stations]]", f'name = "{name}"', f'host = "{self.mgmt[name]}"', f"rank = {rank}", 'user = "root"',
