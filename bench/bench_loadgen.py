@@ -158,6 +158,8 @@ async def _level(url: str, c: int, requests: int, max_tokens: int) -> dict:
         "c": c, "tokens_ok": lv.server_tokens == lv.output_tokens == srv_tokens, "errors": lv.errors,
         "server_total": srv_tokens / srv_span, "client_total": lv.total_tok_s,
         "server_user": srv_user, "client_user": lv.per_user_tok_s, "cpu": cpu,
+        # CPU seconds this process spent per streamed token (warm-up included: c + requests replies)
+        "cpu_us_per_tok": (cpu * wall) / ((c + requests) * max_tokens) * 1e6,
     }
 
 
@@ -188,8 +190,9 @@ def main() -> int:
     print(f"server pid {proc.pid} at {url}, {args.rate:g} tok/s per stream, {args.max_tokens} tokens a request, "
           f"{os.cpu_count()} CPUs; medians of {args.repeat}", file=sys.stderr)
     print(f"{'conc':>5} {'server tok/s':>13} {'client tok/s':>13} {'dev %':>6} {'server/user':>12} "
-          f"{'client/user':>12} {'dev %':>6} {'tokens':>7} {'client CPU':>10}")
+          f"{'client/user':>12} {'dev %':>6} {'tokens':>7} {'client CPU':>10} {'us CPU/tok':>10}")
     best = 0.0
+    cpu_per_tok: list[float] = []
     t_start = time.monotonic()
     try:
         for c in levels:
@@ -198,13 +201,14 @@ def main() -> int:
                 break
             runs = [asyncio.run(_level(url, c, 2 * c, args.max_tokens)) for _ in range(args.repeat)]
             med = {k: statistics.median(r[k] for r in runs)
-                   for k in ("server_total", "client_total", "server_user", "client_user", "cpu")}
+                   for k in ("server_total", "client_total", "server_user", "client_user", "cpu", "cpu_us_per_tok")}
             ok = all(r["tokens_ok"] and not r["errors"] for r in runs)
             d_total = _dev(med["client_total"], med["server_total"])
             d_user = _dev(med["client_user"], med["server_user"])
             print(f"{c:>5} {med['server_total']:>13,.0f} {med['client_total']:>13,.0f} {d_total:>6.2f} "
                   f"{med['server_user']:>12,.1f} {med['client_user']:>12,.1f} {d_user:>6.2f} "
-                  f"{'equal' if ok else 'DIFFER':>7} {med['cpu'] * 100:>9.0f}%", flush=True)
+                  f"{'equal' if ok else 'DIFFER':>7} {med['cpu'] * 100:>9.0f}% {med['cpu_us_per_tok']:>10.1f}", flush=True)
+            cpu_per_tok.append(med["cpu_us_per_tok"])
             if ok and d_total <= 2.0 and d_user <= 2.0:
                 best = max(best, med["server_total"])
     finally:
@@ -212,6 +216,11 @@ def main() -> int:
         proc.join(5)
     print(f"highest streamed tok/s with client figures within 2% of the server's: {best:,.0f} "
           f"(target >= 5,000)")
+    if cpu_per_tok:
+        us = statistics.median(cpu_per_tok)
+        print(f"client CPU per streamed token: {us:.1f} us (median over levels) -> one core's ceiling "
+              f"~{1e6 / us:,.0f} tok/s; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+              f"(a busy machine starves the client and lowers the first figure)")
     return 0
 
 
