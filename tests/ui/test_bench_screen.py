@@ -178,3 +178,28 @@ def test_plot_shows_the_knee_beside_the_reference():
     c8 = next(i for i, line in enumerate(lines) if line.strip().startswith("C8"))
     assert re.fullmatch(r"ref\s+-", lines[c8 + 1].strip())  # no reference row at C8
     assert "knee: total throughput peaks at C16" in text
+
+
+async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim_factory, tmp_path, monkeypatch):
+    from console.ui.app import ConsoleApp
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    h = await sim_factory(running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=500)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("b")
+        await _until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench screen")
+        screen = app.screen
+        assert screen.url == h.config.api_url()
+        async with ApiClient(screen.url) as client:
+            for _ in range(200):
+                if (await client.health()).ok:
+                    break
+                await asyncio.sleep(0.1)
+        _set(screen, concurrency="2", requests="2", warmup="0", max_tokens="8")
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        assert screen.state == "done" and screen.levels[0].server_tokens == screen.levels[0].output_tokens
+        assert screen.saved[0].parent == tmp_path / "data" / "dgx-console" / "bench"
+        await pilot.press("escape")
+        await _until(pilot, lambda: not isinstance(app.screen, BenchScreen), "back to the dashboard")
