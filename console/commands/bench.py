@@ -212,6 +212,8 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
         print(json.dumps(report.to_json(), indent=2))
     else:
         print_table(report, t.reference)
+    for w in report.warnings[len(t.warnings):]:  # what the server reported during the sweep
+        print(f"warning: {w}", file=sys.stderr)
     if report.cancelled:
         return 130
     return 1 if report.failed or not report.levels else 0

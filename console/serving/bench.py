@@ -133,6 +133,7 @@ class BenchSettings:
     effort: str | None = None
     ignore_eos: bool = False
     settle_s: float = 3.0  # how long to wait for the server's token counter to catch up
+    watch_s: float = 0.5  # how often /metrics is read for running/waiting during a level
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -218,6 +219,8 @@ class LevelResult:
     tokens_per_chunk: float | None = None  # > 1 with MTP: one chunk carries several tokens
     server_tokens: int | None = None  # generation-token counter delta from /metrics
     mismatch: bool = False  # server_tokens known and different from output_tokens
+    server_running_max: int | None = None  # peak requests the server ran at once while measured
+    server_waiting_max: int | None = None  # peak requests it kept waiting (its queue)
     error_samples: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -229,8 +232,10 @@ class LevelResult:
         return d
 
 
-def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens: int | None = None) -> LevelResult:
+def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens: int | None = None,
+              server_peaks: dict[str, float] | None = None) -> LevelResult:
     """Per-level figures from measured requests, with AIPerf's definitions (pure)."""
+    peaks = server_peaks or {}
     ok = [r for r in records if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
     duration = None
@@ -262,6 +267,8 @@ def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens:
         tokens_per_chunk=tokens / chunks if chunks else None,
         server_tokens=server_tokens,
         mismatch=server_tokens is not None and server_tokens != tokens,
+        server_running_max=int(peaks["running"]) if "running" in peaks else None,
+        server_waiting_max=int(peaks["waiting"]) if "waiting" in peaks else None,
         error_samples=tuple(dict.fromkeys(errors))[:3],
     )
 
@@ -293,6 +300,15 @@ def max_num_seqs_warning(limit: int | None, levels: Sequence[int], engine: str =
     return (f"the service runs with {flag} {limit}, below the highest concurrency {top}: requests "
             f"beyond {limit} queue, so C{top} measures the queue (NVIDIA relaunched with {flag} {top} "
             f"for its C32 row; set overrides.{flag[2:].replace('-', '_')} and restart)")
+
+
+def queue_warning(lv: LevelResult) -> str | None:
+    """What the server itself reported: it ran fewer requests than were in flight, the rest queued."""
+    run, wait = lv.server_running_max, lv.server_waiting_max
+    if not wait or run is None or run >= lv.concurrency:
+        return None
+    return (f"C{lv.concurrency}: the server ran at most {run} requests at once and queued up to {wait}: "
+            f"its --max-num-seqs (or KV cache) is below the concurrency, so this level measures the queue")
 
 
 # ---------------------------------------------------------------- the runner (I/O)
@@ -347,7 +363,8 @@ class BenchReport:
 
 CSV_FIELDS = ("concurrency", "requests", "output_tokens", "total_tok_s", "per_user_tok_s", "ttft_ms_mean",
               "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99", "latency_s_mean",
-              "latency_s_p50", "latency_s_p99", "errors", "server_tokens", "mismatch", "duration_s")
+              "latency_s_p50", "latency_s_p99", "errors", "server_tokens", "mismatch", "duration_s",
+              "server_running_max", "server_waiting_max")
 
 
 def to_csv(levels: Sequence[LevelResult]) -> str:
@@ -485,12 +502,31 @@ class BenchRunner:
             last = now
         return last
 
+    async def _watch(self, peaks: dict[str, float]) -> None:
+        """Peak running/waiting requests the server reports while a level is measured."""
+        while True:
+            try:
+                gauges = parse_metrics(await self.client.metrics_text()).gauges
+            except (ApiError, ValueError):
+                return
+            for key in ("running", "waiting"):
+                if key in gauges:
+                    peaks[key] = max(peaks.get(key, 0.0), gauges[key])
+            await asyncio.sleep(self.settings.watch_s)
+
     async def run_level(self, index: int, c: int) -> LevelResult:
         s = self.settings
         if s.warmup_for(c):
             await self._phase(index, c, s.warmup_for(c), "warmup")
         before = await self._settled()
-        records = await self._phase(index, c, s.measured_for(c), "measure")
+        peaks: dict[str, float] = {}
+        watch = asyncio.create_task(self._watch(peaks)) if before is not None else None
+        try:
+            records = await self._phase(index, c, s.measured_for(c), "measure")
+        finally:
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
         counted = sum(r.output_tokens or 0 for r in records if r.ok)
         server = None
         if before is not None:
@@ -499,8 +535,10 @@ class BenchRunner:
             if after is not None and after >= before:
                 server = after - before
         self.report.records[c] = records
-        result = summarize(c, records, server)
+        result = summarize(c, records, server, peaks)
         self.report.levels.append(result)
+        if (w := queue_warning(result)) is not None:
+            self.report.warnings.append(w)
         self._post(index, c, "done", len(records), len(records), result)
         return result
 

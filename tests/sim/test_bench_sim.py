@@ -83,6 +83,16 @@ async def test_sweep_counts_what_the_server_counts(api):
     assert not report.failed
 
 
+async def test_the_servers_queue_is_reported(api):
+    client = await api(tokens_per_s=400.0, max_num_seqs=2)  # the engine runs 2 at once, we send 4
+    settings = BenchSettings((4,), requests_per_level=4, warmup=0, max_tokens=200, ignore_eos=True, watch_s=0.1)
+    report = await BenchRunner(client, "glm-5.3", settings).run()
+    lv = report.levels[0]
+    assert lv.server_running_max == 2 and lv.server_waiting_max == 2
+    assert lv.server_tokens == lv.output_tokens == 800
+    assert any("ran at most 2 requests at once and queued up to 2" in w for w in report.warnings)
+
+
 async def test_reasoning_is_counted_and_effort_changes_the_length(api):
     client = await api(tokens_per_s=2000.0)
     low = await BenchRunner(client, "glm-5.3", BenchSettings((1,), 2, 0, 2000, effort="low")).run()

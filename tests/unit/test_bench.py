@@ -20,6 +20,7 @@ from console.serving.bench import (
     max_num_seqs_warning,
     parse_concurrency,
     percentile,
+    queue_warning,
     save_report,
     summarize,
     to_csv,
@@ -71,6 +72,15 @@ def test_failed_requests_count_as_errors_and_stay_out_of_the_figures():
     assert lv.per_user_tok_s == pytest.approx(200 / 3)
     assert any("boom" in e for e in lv.error_samples)
     assert any("usage" in e for e in lv.error_samples)
+
+
+def test_queue_warning_from_the_servers_peaks():
+    queued = summarize(32, RECORDED, server_peaks={"running": 16.0, "waiting": 16.0})
+    assert (queued.server_running_max, queued.server_waiting_max) == (16, 16)
+    w = queue_warning(queued)
+    assert w is not None and w.startswith("C32: the server ran at most 16 requests at once and queued up to 16")
+    assert queue_warning(summarize(16, RECORDED, server_peaks={"running": 16.0, "waiting": 0.0})) is None
+    assert queue_warning(summarize(16, RECORDED)) is None  # no /metrics gauges: nothing claimed
 
 
 def test_single_token_reply_has_no_itl_and_nothing_at_all_gives_none():

@@ -37,6 +37,7 @@ from console.serving.bench import (
     configured_max_num_seqs,
     max_num_seqs_warning,
     parse_concurrency,
+    queue_warning,
     resolve_model,
     save_report,
 )
@@ -215,7 +216,9 @@ class BenchScreen(Screen):
         except ValueError:
             levels = ()
         w = max_num_seqs_warning(self.max_num_seqs, levels, self.config.profile.engine)
-        self.query_one("#warning", Static).update(Text(f"⚠ {w}") if w else "")
+        found = [q for lv in self.levels if (q := queue_warning(lv))]  # what the server reported
+        lines = ([w] if w else []) + found
+        self.query_one("#warning", Static).update(Text("\n".join(f"⚠ {x}" for x in lines)))
 
     # ------------------------------------------------------------------ running
 
@@ -230,6 +233,7 @@ class BenchScreen(Screen):
             self._status(f"✖ {exc}")
             return
         self.levels = []
+        self._show_warning()
         self.saved = None
         self.query_one("#results", DataTable).clear()
         self._replot()
@@ -314,6 +318,7 @@ class BenchScreen(Screen):
         if p.phase == "done" and p.result is not None:
             self.levels.append(p.result)
             self._add_row(p.result)
+            self._show_warning()
             self._replot()
             bar.update(total=max(1, p.total), progress=p.total)
             return
