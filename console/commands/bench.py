@@ -129,6 +129,7 @@ class _Progress:
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
+        self._last: tuple | None = None
 
     def __call__(self, p: BenchProgress) -> None:
         rate = f", {p.tok_s:,.1f} tok/s" if p.tok_s is not None else ""
@@ -137,7 +138,8 @@ class _Progress:
             line = f"C{p.concurrency}: {_row(p.result)}"
         if self.tty:
             sys.stderr.write("\r\x1b[2K" + line + ("\n" if p.phase == "done" else ""))
-        elif p.phase in ("done", "verify") or p.done in (0, p.total):
+        elif (key := (p.concurrency, p.phase, p.done == p.total)) != self._last:  # a log: one line a step
+            self._last = key
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
 

@@ -35,6 +35,7 @@ DEFAULT_CONCURRENCY = (1, 8, 16, 32)
 DEFAULT_MAX_TOKENS = 8192  # NVIDIA's output cap
 WARMUP_FACTOR = 3
 MEASURED_FACTOR = 10
+PROGRESS_S = 1.0  # live progress between request completions
 
 #: Coding prompts in the spirit of SPEED-Bench Coding (the real set is gated; these are our own).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -298,8 +299,8 @@ def max_num_seqs_warning(limit: int | None, levels: Sequence[int], engine: str =
         return None
     flag = "--max-running-requests" if engine == "sglang" else "--max-num-seqs"
     return (f"the service runs with {flag} {limit}, below the highest concurrency {top}: requests "
-            f"beyond {limit} queue, so C{top} measures the queue (NVIDIA relaunched with {flag} {top} "
-            f"for its C32 row; set overrides.{flag[2:].replace('-', '_')} and restart)")
+            f"beyond {limit} queue, so C{top} measures the queue (NVIDIA relaunched with --max-num-seqs 32 "
+            f"for its C32 row); set overrides.{flag[2:].replace('-', '_')} = {top} and restart")
 
 
 def queue_warning(lv: LevelResult) -> str | None:
@@ -462,8 +463,14 @@ class BenchRunner:
                 records.append(await self._one(self._request()))
                 post()
 
+        async def ticker() -> None:  # long replies: the live rate moves between completions too
+            while True:
+                await asyncio.sleep(PROGRESS_S)
+                post()
+
         post()
         tasks = [asyncio.create_task(worker()) for _ in range(min(c, n))]
+        tick = asyncio.create_task(ticker()) if self.on_progress is not None else None
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -471,6 +478,10 @@ class BenchRunner:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        finally:
+            if tick is not None:
+                tick.cancel()
+                await asyncio.gather(tick, return_exceptions=True)
         return records
 
     def _live_tokens(self) -> float:
