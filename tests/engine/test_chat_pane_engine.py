@@ -87,7 +87,7 @@ async def test_serving_panel_against_vllm(engine) -> None:
         await pilot.pause()
         panel = app.query_one(ServingPanel)
         out = _text(panel.content)
-        assert "● healthy" in out and f"{engine.model}  (vllm 0.32" in out and "running 0 · waiting 0" in out
+        assert "● healthy" in out and f"{engine.model} (vllm 0.32" in out and "0 run · 0 wait" in out
         assert "MTP" not in out and "updated 0 s ago" in out
         c.set_api_key(None)  # the models list is behind --api-key; health and metrics are not
         mon.post(await mon.poll_once(refresh=True))

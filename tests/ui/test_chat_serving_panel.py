@@ -16,7 +16,7 @@ from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render
 
 
 def text_of(renderable) -> str:
-    c = Console(width=100, record=True, color_system=None)
+    c = Console(width=62, record=True, color_system=None)  # a station pane's width
     c.print(renderable)
     return c.export_text()
 
@@ -29,15 +29,15 @@ FULL = ServingSnapshot(url="http://h:8000", healthy=True, status="ok", model="gl
 
 def test_render_fresh_snapshot() -> None:
     out = text_of(render_snapshot(FULL, now=1002.0))
-    for want in ("● healthy", "glm-5.3  (vllm 0.30.0)", "running 3 · waiting 1", "23.5 %", "412.3 tok/s",
-                 "480 ms", "8.8 ms", "62.0 %", "71.0 %", "2.84", "updated 2 s ago"):
+    for want in ("● healthy", "glm-5.3 (vllm 0.30.0)", "3 run · 1 wait", "23.5 %", "412.3 tok/s",
+                 "480 ms p50", "8.8 ms p50", "62.0 % hit", "71.0 % accepted", "2.84 tok/step", "updated 2 s ago"):
         assert want in out, want
 
 
 def test_render_unknowns_as_dashes_and_no_mtp_row() -> None:
     snap = ServingSnapshot(status="ok", model="m", updated_at=10.0)
     out = text_of(render_snapshot(snap, now=11.0))
-    assert "running — · waiting —" in out and "MTP" not in out and "0.0" not in out
+    assert "— run · — wait" in out and "MTP" not in out and "0.0" not in out
 
 
 def test_render_stale_with_age_and_error() -> None:
@@ -88,7 +88,7 @@ async def test_monitor_to_panel_then_stale() -> None:
         await pilot.pause()
         panel = app.query_one(ServingPanel)
         out = text_of(panel.content)
-        assert "● healthy" in out and "glm-5.3" in out and "MTP accept" in out and "tok/s" in out
+        assert "● healthy" in out and "glm-5.3" in out and "MTP" in out and "tok/s" in out
         assert not panel.has_class("-stale")
         await runner.cleanup()  # the API goes away
         mon.post(await mon.poll_once())

@@ -57,7 +57,7 @@ def _age(s: float) -> str:
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> Group:
     """The panel's content as a Rich table (pure: a snapshot and a clock in, a renderable out)."""
     now = time.time() if now is None else now
-    t = Table.grid(padding=(0, 2), expand=True)
+    t = Table.grid(padding=(0, 1), expand=True)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(no_wrap=True)
     t.add_column(style="bold", no_wrap=True)
@@ -73,18 +73,18 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
         "unauthorized": Text("● API key refused", style="bold yellow"),
     }.get(snap.status, Text("● unknown", style="dim"))
     engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
-    t.add_row("API", health, "Model", Text(f"{snap.model or '—'}  ({engine})", overflow="ellipsis"))
+    t.add_row("API", health, "Model", Text(f"{snap.model or '—'} ({engine})", overflow="ellipsis"))
     val = "dim" if stale else ""
-    t.add_row("Requests", Text(f"running {_num(snap.running, '.0f')} · waiting {_num(snap.waiting, '.0f')}",
-                               style=val),
-              "KV cache", Text(_pct(snap.kv_usage), style=val))
-    t.add_row("Generation", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val),
-              "Prefix hits", Text(_pct(snap.prefix_hit_rate), style=val))
-    t.add_row("TTFT p50", Text(_ms(snap.ttft_p50_s), style=val),
-              "ITL p50", Text(_ms(snap.itl_p50_s), style=val))
+    t.add_row("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val),
+              "KV", Text(_pct(snap.kv_usage), style=val))
+    t.add_row("Gen", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val),
+              "Prefix", Text(_pct(snap.prefix_hit_rate) + (" hit" if snap.prefix_hit_rate is not None else ""),
+                             style=val))
+    t.add_row("TTFT", Text(_ms(snap.ttft_p50_s) + (" p50" if snap.ttft_p50_s is not None else ""), style=val),
+              "ITL", Text(_ms(snap.itl_p50_s) + (" p50" if snap.itl_p50_s is not None else ""), style=val))
     if snap.spec_accept_rate is not None or snap.spec_mean_len is not None:
-        t.add_row("MTP accept", Text(_pct(snap.spec_accept_rate), style=val),
-                  "Mean accept len", Text(_num(snap.spec_mean_len, ".2f"), style=val))
+        t.add_row("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val),
+                  "Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))
     age = snap.age_s(now)
     if age is None:
         foot = Text(f"no metrics yet{': ' + snap.error if snap.error else ''}", style="yellow")
@@ -95,8 +95,6 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {snap.note}", style="yellow")
-    foot.overflow = "ellipsis"
-    foot.no_wrap = True
     return Group(t, foot)
 
 
