@@ -31,3 +31,14 @@ async def test_bench_counts_equal_vllm_counter(engine) -> None:
     lv = forced.levels[0]
     assert lv.output_tokens == 2 * 20 and lv.server_tokens == 40 and not lv.mismatch
     assert not natural.failed and not forced.failed
+
+
+async def test_bench_sees_vllm_queue_beyond_max_num_seqs(engine) -> None:
+    # the tier's server runs with --max-num-seqs 8: at C10, vLLM itself reports 8 running and 2 waiting
+    settings = BenchSettings((10,), requests_per_level=10, warmup=0, max_tokens=300, ignore_eos=True, watch_s=0.05)
+    async with ApiClient(engine.url, api_key=engine.api_key, stream_timeout=120) as c:
+        report = await BenchRunner(c, engine.model, settings).run()
+    lv = report.levels[0]
+    assert lv.errors == 0 and lv.output_tokens == 3000 and lv.server_tokens == 3000
+    assert lv.server_running_max == 8 and lv.server_waiting_max == 2
+    assert any("C10: the server ran at most 8 requests at once" in w for w in report.warnings)
