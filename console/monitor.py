@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from textual.message import Message
 
@@ -39,53 +39,6 @@ BACKOFF_S = (1, 2, 4, 8, 15, 30)
 RECHECK_STOPPED_S = 60.0
 
 
-async def rounds(lines: AsyncIterator[str], gap_s: float = 0.05, idle_s: float | None = None
-                 ) -> AsyncIterator[list[str]]:
-    """Group a stream's lines into rounds: lines arriving within ``gap_s`` belong together.
-
-    ``nvidia-smi -lms`` prints one line per GPU per interval in one burst; with ``idle_s`` an
-    empty round is produced when nothing arrives (no compute processes on the GPU).
-    """
-    q: asyncio.Queue[str | None] = asyncio.Queue()
-
-    async def reader() -> None:
-        try:
-            async for line in lines:
-                await q.put(line)
-        finally:
-            await q.put(None)
-
-    task = asyncio.create_task(reader())
-    try:
-        while True:
-            try:
-                first = await (asyncio.wait_for(q.get(), idle_s) if idle_s else q.get())
-            except TimeoutError:
-                yield []
-                continue
-            if first is None:
-                break
-            batch = [first]
-            while True:
-                try:
-                    nxt = await asyncio.wait_for(q.get(), gap_s)
-                except TimeoutError:
-                    break
-                if nxt is None:
-                    yield batch
-                    return
-                batch.append(nxt)
-            yield batch
-        if not task.done():
-            await task
-        elif task.exception():
-            raise task.exception()  # type: ignore[misc]
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-
-
 class StationService:
     """Streams one station's GPUs, host memory, container state and logs as messages."""
 
@@ -103,6 +56,8 @@ class StationService:
         self._last_log_ts: str | None = None
         self._container_running = asyncio.Event()
         self._container_state: str | None = None
+        self._gpu_count = 1
+        self._apps: dict[int, tuple[smi.ComputeApp, float]] = {}
         self._trust = asyncio.Event()
         self.state = "idle"
         self.last_error = ""
@@ -159,7 +114,9 @@ class StationService:
         res = await self.transport.run(commands.gpu_query())
         if res.ok:
             with contextlib.suppress(ParseError):
-                self.post(GpuSample(self.station.name, smi.parse_gpus(res.stdout), time.time()))
+                gpus = smi.parse_gpus(res.stdout)
+                self._gpu_count = max(1, len(gpus))
+                self.post(GpuSample(self.station.name, gpus, time.time()))
         await self._refresh_container()
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
@@ -200,24 +157,43 @@ class StationService:
     # ------------------------------------------------------------------ streams
 
     async def _gpu_stream(self) -> None:
-        async for batch in rounds(self.transport.stream(commands.gpu_query(self.gpu_interval_ms))):
+        """``nvidia-smi -lms`` prints one line per GPU per interval: a round is complete when every
+        GPU seen at connect time has reported, or when an index repeats."""
+        batch: dict[int, smi.GpuReading] = {}
+        async for line in self.transport.stream(commands.gpu_query(self.gpu_interval_ms)):
+            if not line.strip():
+                continue
             try:
-                gpus = smi.parse_gpus("\n".join(batch))
-            except ParseError as exc:
+                (reading,) = smi.parse_gpus(line)
+            except (ParseError, ValueError) as exc:
                 self.last_error = str(exc)
                 continue
-            self.post(GpuSample(self.station.name, gpus, time.time()))
+            if reading.index in batch:
+                self._post_gpus(batch)
+                batch = {}
+            batch[reading.index] = reading
+            if len(batch) >= self._gpu_count:
+                self._post_gpus(batch)
+                batch = {}
         raise TransportError(f"{self.station.name}: nvidia-smi stream ended")
 
+    def _post_gpus(self, batch: dict[int, smi.GpuReading]) -> None:
+        self.post(GpuSample(self.station.name, [batch[i] for i in sorted(batch)], time.time()))
+        if self.unified:  # no line at all means no compute process: forget apps not seen lately
+            horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
+            stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
+            for pid in stale:
+                del self._apps[pid]
+            self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
+
     async def _apps_stream(self) -> None:
-        idle = 2.5 * self.gpu_interval_ms / 1000
-        async for batch in rounds(self.transport.stream(commands.compute_apps_query(self.gpu_interval_ms)),
-                                  idle_s=idle):
+        async for line in self.transport.stream(commands.compute_apps_query(self.gpu_interval_ms)):
             try:
-                apps = smi.parse_compute_apps("\n".join(batch))
+                apps = smi.parse_compute_apps(line)
             except ParseError:
                 continue
-            self.post(AppsSample(self.station.name, apps, time.time()))
+            for app in apps:
+                self._apps[app.pid] = (app, time.monotonic())
         raise TransportError(f"{self.station.name}: compute-apps stream ended")
 
     async def _meminfo_stream(self) -> None:
@@ -270,7 +246,7 @@ class StationService:
                 while not self._container_running.is_set():
                     try:  # an event normally wakes us; the slow re-check only bounds a missed one
                         await asyncio.wait_for(self._container_running.wait(), RECHECK_STOPPED_S)
-                    except (TimeoutError, asyncio.TimeoutError):
+                    except TimeoutError:
                         await self._refresh_container()
             cmd = commands.docker_logs(self.station.container, tail=self.config.ui.log_lines,
                                        since=self._last_log_ts)

@@ -194,21 +194,30 @@ class SSHTransport:
                 raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
 
     async def stream(self, command: str) -> AsyncIterator[str]:
-        """Lines of a long-running remote command; closing the iterator ends the remote process."""
+        """Lines of a long-running remote command; closing the iterator ends the remote process.
+
+        Closing never waits more than a moment for the station: quitting the console or
+        reconnecting must not hang on a peer that is slow to acknowledge the channel close.
+        """
         conn = await self.connect()
         async with self._sem:
             try:
-                async with conn.create_process(
+                proc = await conn.create_process(
                     command, encoding="utf-8", errors="replace", term_type="dumb", request_pty="force"
-                ) as proc:
-                    try:
-                        async for line in proc.stdout:
-                            yield line.rstrip("\r\n")
-                    finally:
-                        proc.close()
+                )
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError, asyncssh.ChannelOpenError) as exc:
                 self._lost()
                 raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+            try:
+                async for line in proc.stdout:
+                    yield line.rstrip("\r\n")
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                self._lost()
+                raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+            finally:
+                proc.close()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
