@@ -54,7 +54,8 @@ class FastServer:
     def __init__(self, rate: float):
         self.interval = 1.0 / rate
         self.generated = 0
-        self.records: list[tuple[float, float, float, int]] = []  # arrival, first send, last send, tokens
+        # arrival, first token sent, last token sent, tokens, last response (usage + [DONE]) sent
+        self.records: list[tuple[float, float, float, int, float]] = []
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -118,7 +119,7 @@ class FastServer:
                  "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}}
         writer.write(_chunked(b"data: " + json.dumps(usage).encode() + b"\n\n") + _chunked(DONE) + b"0\r\n\r\n")
         await writer.drain()
-        self.records.append((arrival, first, last, n))
+        self.records.append((arrival, first, last, n, time.perf_counter()))
 
 
 def _serve(sock: socket.socket, rate: float) -> None:
@@ -151,7 +152,7 @@ async def _level(url: str, c: int, requests: int, max_tokens: int) -> dict:
     t_first = min(r.start for r in records)
     srv = [s for s in stats if s[0] >= t_first]  # warm-up requests all ended before the first measured one
     srv_tokens = sum(s[3] for s in srv)
-    srv_span = max(s[2] for s in srv) - min(s[0] for s in srv)
+    srv_span = max(s[4] for s in srv) - min(s[0] for s in srv)  # last response - first request, as AIPerf
     srv_user = statistics.fmean((s[3] - 1) / (s[2] - s[1]) for s in srv if s[3] > 1 and s[2] > s[1])
     cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / wall
     return {
