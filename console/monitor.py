@@ -13,6 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable
 
+import psutil
 from textual.message import Message
 
 from console.config import Config, Station
@@ -29,7 +30,7 @@ from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
 from console.probes.engine_log import EngineLogTracker
-from console.probes.meminfo import parse_meminfo
+from console.probes.meminfo import HostMemory, parse_meminfo
 from console.remote import commands
 from console.remote.transport import HostKeyError, Transport, TransportError, make_transport
 
@@ -197,6 +198,12 @@ class StationService:
         raise TransportError(f"{self.station.name}: compute-apps stream ended")
 
     async def _meminfo_stream(self) -> None:
+        if self.station.local:  # the console runs on this station: psutil, no process at all
+            while True:
+                vm = psutil.virtual_memory()
+                mem = HostMemory(vm.total // 2**20, vm.available // 2**20, getattr(vm, "cached", 0) // 2**20 or None)
+                self.post(HostMemSample(self.station.name, mem, time.time()))
+                await asyncio.sleep(2.0)
         block: list[str] = []
         async for line in self.transport.stream(commands.meminfo_stream(2.0)):
             if line.strip() == "@@":
