@@ -121,13 +121,13 @@ class BenchScreen(Screen):
 
     DEFAULT_CSS = """
     BenchScreen #bench-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    BenchScreen #settings { height: 3; padding: 0 1; }
-    BenchScreen #settings Label { padding: 1 1 0 1; }
+    BenchScreen .settings { height: 3; padding: 0 1; }
+    BenchScreen .settings Label { padding: 1 1 0 1; }
     BenchScreen #concurrency { width: 16; }
     BenchScreen #requests, BenchScreen #warmup { width: 10; }
     BenchScreen #max-tokens { width: 10; }
-    BenchScreen #effort { width: 14; }
-    BenchScreen #settings Button { margin: 0 1; min-width: 10; }
+    BenchScreen #effort { width: 18; }
+    BenchScreen .settings Button { margin: 0 1; min-width: 10; }
     BenchScreen #warning { padding: 0 1; color: $warning; height: auto; }
     BenchScreen #status { height: 1; padding: 0 1; }
     BenchScreen #bar { padding: 0 1; height: 1; }
@@ -158,7 +158,7 @@ class BenchScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(f"Benchmark · {self.config.profile.name} @ {self.url}", id="bench-title")
-        with Horizontal(id="settings"):
+        with Horizontal(id="settings", classes="settings"):
             yield Label("Concurrency")
             yield Input(",".join(str(r.concurrency) for r in self.reference) or "1,8,16,32", id="concurrency")
             yield Label("Requests")
@@ -167,6 +167,7 @@ class BenchScreen(Screen):
             yield Input("", placeholder="3x", type="integer", id="warmup")
             yield Label("Max tokens")
             yield Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens")
+        with Horizontal(id="settings2", classes="settings"):
             yield Label("Effort")
             yield Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
                          id="effort")
