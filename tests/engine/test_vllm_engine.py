@@ -120,6 +120,14 @@ async def test_api_key_401_states(engine) -> None:
             assert "vllm:" in await c.metrics_text()  # nor is /metrics
 
 
+async def test_stream_timeout_is_a_state(engine) -> None:
+    """A read timeout shorter than the gap between vLLM's chunks (~10 ms a decode step here)."""
+    async with ApiClient(engine.url, api_key=engine.api_key, stream_timeout=0.001) as c:
+        r = await c.chat(ChatRequest(HI, engine.model, max_tokens=100))
+        assert r.error is not None and r.error.kind == "timeout" and "timed out" in str(r.error)
+        assert (await c.health()).ok  # the server is fine; only this stream gave up
+
+
 async def _counters(c: ApiClient) -> dict[str, float]:
     return parse_metrics(await c.metrics_text()).counters
 
