@@ -71,9 +71,9 @@ async def test_sweep_counts_what_the_server_counts(api):
         assert lv.output_tokens == 4 * 24  # ignore_eos: exactly max_tokens each
         assert lv.server_tokens == lv.output_tokens and not lv.mismatch
         assert lv.total_tok_s and lv.per_user_tok_s and lv.ttft_ms_mean and lv.itl_ms_mean
-    # the simulated engine paces 400 tok/s per user at C1 (a loose bound: loopback and two cores)
+    # the simulated engine paces 400 tok/s per user at C1 (a loose bound: a loaded CI box only slows it)
     c1 = report.levels[0]
-    assert 250 < c1.per_user_tok_s < 520
+    assert 200 < c1.per_user_tok_s < 520
     assert c1.itl_ms_mean == pytest.approx(1000 / c1.per_user_tok_s, rel=0.2)
     # progress: warm-up then measured requests, then the verified result, per level
     phases = [(p.concurrency, p.phase) for p in seen]
