@@ -276,11 +276,14 @@ class ServingMonitor:
         snap = self.snapshot
         now = time.time()
         health = await self.client.health()
+        if not health.ok and health.status is None:  # no HTTP answer: skip the rest of the round
+            self._rounds += 1
+            self.snapshot = replace(snap, healthy=False, status="unreachable", error=health.error, polled_at=now)
+            return self.snapshot
+        # 503 with /metrics still answering: the values are fresh, the status says unhealthy
         status = "ok" if health.ok else "unhealthy"
-        error = None if health.ok else health.error
-        if not health.ok and health.status is None:
-            status = "unreachable"
-        updated: dict = {"note": snap.note}
+        error = None
+        updated: dict = {"note": snap.note if health.ok else health.error}
         try:
             if refresh or snap.model is None or self._rounds % 15 == 0:
                 updated["version"] = await self.client.version()
@@ -292,6 +295,8 @@ class ServingMonitor:
                 updated["note"] = str(exc)
         if updated["note"] and health.ok:
             status = "unauthorized"
+        if not health.ok:
+            updated["note"] = health.error
         try:
             text = await self.client.metrics_text()
             sample = parse_metrics(text, self.clock())
@@ -300,11 +305,11 @@ class ServingMonitor:
             updated["engine"] = sample.engine
             updated["updated_at"] = now
         except ApiError as exc:
-            error = error or str(exc)
+            error = str(exc)
             if exc.kind in ("connect", "timeout"):
                 status = "unreachable"
         except ValueError as exc:  # not Prometheus text
-            error = error or f"/metrics: cannot parse ({str(exc)[:80]})"
+            error = f"/metrics: cannot parse ({str(exc)[:80]})"
         self._rounds += 1
         self.snapshot = replace(snap, healthy=health.ok, status=status, error=error, polled_at=now, **updated)
         return self.snapshot

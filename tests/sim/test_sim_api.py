@@ -233,3 +233,13 @@ async def test_prefix_cache_hits_on_chat_history(serve) -> None:
     tr = MetricsTracker()
     tr.add(parse_metrics(await c.metrics_text(), 0))
     assert 0 < tr.derive()["prefix_hit_rate"] < 1
+
+
+async def test_monitor_dead_engine_is_unhealthy_not_stale(serve) -> None:
+    b, c = await serve()
+    mon = ServingMonitor(c, lambda s: None)
+    assert (await mon.poll_once()).status == "ok"
+    b.state = "dead"  # /health 503 while /metrics still answers, as vLLM's API process does
+    snap = await mon.poll_once()
+    assert snap.status == "unhealthy" and not snap.healthy and snap.error is None
+    assert "503" in snap.note and not snap.is_stale()
