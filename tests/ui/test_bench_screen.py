@@ -203,3 +203,19 @@ async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim
         assert screen.saved[0].parent == tmp_path / "data" / "dgx-console" / "bench"
         await pilot.press("escape")
         await _until(pilot, lambda: not isinstance(app.screen, BenchScreen), "back to the dashboard")
+
+
+async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = parse_config(CONFIG.format(url=f"http://127.0.0.1:{port}"), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: screen.state != "running" and not screen.running, "the failure")
+        assert screen.state == "error"
+        assert "cannot reach" in _text(screen.query_one("#status", Static).render())
+        assert screen.saved is None and not (tmp_path / "results").exists()

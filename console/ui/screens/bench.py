@@ -278,21 +278,22 @@ class BenchScreen(Screen):
             try:
                 model = await resolve_model(client, self._model_hint)
             except ApiError as exc:
-                self.state = "error"
                 self._status(f"✖ {exc}")
+                self.state = "error"
                 return
             self.runner = BenchRunner(client, model, settings,
                                       on_progress=lambda p: self.post_message(BenchUpdate(p)))
             try:
                 report = await self.runner.run()
             except asyncio.CancelledError:
-                self.state = "cancelled"
-                self._status(f"cancelled after {len(self.runner.report.levels)} level(s); streams closed")
                 await self._save()
+                self._status(f"cancelled after {len(self.runner.report.levels)} level(s); streams closed"
+                             + (f" · saved {self.saved[0]} and .csv" if self.saved else ""))
+                self.state = "cancelled"  # last: watchers see the final status and files
                 raise
-            self.state = "failed" if report.failed else "done"
             await self._save()
             self._status(self._summary())
+            self.state = "failed" if report.failed else "done"
         finally:
             await client.aclose()
             self._set_running(False)
