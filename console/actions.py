@@ -236,6 +236,7 @@ class ServiceActions:
         self._changed = asyncio.Event()
         self._started: list[Station] = []  # containers this run started, in start order
         self._unreached: dict[str, str] = {}
+        self._cancel_requested = self._cancelling = False
         self._res = ActionResult("none")
 
     # ------------------------------------------------------------ plumbing
@@ -257,6 +258,7 @@ class ServiceActions:
 
     @contextlib.asynccontextmanager
     async def step(self, station: str, action: str) -> AsyncIterator[Step]:
+        self._check_cancel()
         st = Step(station, action)
         self._res.steps.append(st)
         self._emit(ActionEvent("step", station, f"{action}...", st))
@@ -389,7 +391,9 @@ class ServiceActions:
         if action == "launch":
             assert specs is not None
             for s in self.order_start:
-                out.append(PlannedCommand(s.name, "remove the old container if stopped", rc.docker_rm(s.container)))
+                prev = prev_name(s.container)
+                out.append(PlannedCommand(s.name, f"keep the stopped container and its log as {prev}",
+                                          f"{rc.docker_rm(prev)}; {rc.docker_rename(s.container, prev)}"))
                 out.append(PlannedCommand(s.name, "start " + ("head (API server)" if s.is_head else "worker"),
                                           specs[s.name].preview()))
         elif action in ("stop", "restart"):
@@ -555,10 +559,14 @@ class ServiceActions:
 
     async def _start_fresh(self, s: Station, spec: engines.LaunchSpec, info: docker_probe.ContainerInfo) -> None:
         async with self.step(s.name, "run") as st:
-            if info.state != "absent":
-                r = await self._run(s, rc.docker_rm(s.container))
+            if info.state != "absent":  # keep the last run's log for the diagnosis: rename, not remove
+                prev = prev_name(s.container)
+                r = await self._run(s, rc.docker_rm(prev))
+                if not r.ok and "no such container" not in (r.stderr + r.stdout).lower():
+                    raise ActionFailed(f"docker rm {prev} failed on {s.name}: {_last(r.stderr)}")
+                r = await self._run(s, rc.docker_rename(s.container, prev))
                 if not r.ok:
-                    raise ActionFailed(f"docker rm failed on {s.name}: {_last(r.stderr)}")
+                    raise ActionFailed(f"docker rename failed on {s.name}: {_last(r.stderr)}")
             key_input = None
             if spec.secret_env:
                 if not self._api_key:
@@ -621,10 +629,28 @@ class ServiceActions:
                 if left <= 0:
                     raise ActionFailed(f"timed out after {timeout:g} s waiting for {what}")
                 self._changed.clear()
-                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), min(left, 5.0))
+                # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancel that races its timeout
+                waiter = asyncio.ensure_future(self._changed.wait())
+                try:
+                    await asyncio.wait({waiter}, timeout=min(left, 5.0))
+                finally:
+                    waiter.cancel()
+
+    def request_cancel(self, task: asyncio.Task | None = None) -> None:
+        """Cancel from outside (Ctrl+C, a key): a flag checked at every step and every wake-up of a
+        wait (woken at once). ``task``: also cancel it, for a hard stop of a command in flight."""
+        self._cancel_requested = True
+        self._changed.set()
+        if task is not None and not task.done():
+            task.cancel()
+
+    def _check_cancel(self) -> None:
+        if self._cancel_requested and not self._cancelling:
+            self._cancelling = True  # once: the clean-up that follows must run
+            raise asyncio.CancelledError()
 
     def _raise_if_fatal(self) -> None:
+        self._check_cancel()
         for name, f in self._followers.items():
             if f.fatal:
                 fid, line = f.fatal
@@ -736,6 +762,10 @@ _TRANSPORT_TEXT = {
     "socket": "NCCL fell back to TCP sockets (NET/Socket)",
     "unknown": "no NCCL transport lines seen (is NCCL_DEBUG=INFO set?)",
 }
+
+
+def prev_name(container: str) -> str:
+    return f"{container}-prev"
 
 
 def _first(text: object) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
 
@@ -108,6 +110,18 @@ async def _trust(svc: ServiceActions, trust: bool) -> None:
 async def _act(cfg: Config, args: argparse.Namespace, action: str, specs: dict[str, LaunchSpec] | None
                ) -> ActionResult:
     svc = ServiceActions(cfg, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None))
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    presses = 0
+
+    def on_sigint() -> None:  # first Ctrl+C: cancel at the next step or wake-up; second: at once
+        nonlocal presses
+        presses += 1
+        print(f"dgx-console: cancelling {action} ..." if presses == 1 else "dgx-console: cancelling now",
+              file=sys.stderr, flush=True)
+        svc.request_cancel(task if presses > 1 else None)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         await _trust(svc, args.trust_host_key)
         keep = getattr(args, "keep_on_failure", False)

@@ -236,3 +236,8 @@ def pid_alive(pid: int) -> str:
 
 def gpu_index_names() -> str:
     return "nvidia-smi --query-gpu=index,name --format=csv,noheader"
+
+
+def docker_rename(container: str, new_name: str) -> str:
+    """Keep the previous run (and its log, the evidence of what went wrong) under another name."""
+    return f"docker rename {q(container)} {q(new_name)}"

@@ -406,11 +406,12 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
         window = RENDEZVOUS_S * scale
         for peer in world.names[1:]:
             pst = world.state(peer)
-            pc = pst["containers"].get("glm53")
-            status = _status_at(world, peer, pst, pc, start) if pc else {"state": "absent"}
-            prun = status.get("run") if status["state"] == "running" else None
-            if prun is None and pc:
-                later = [r for r in pc["runs"] if start < float(r["started_at"]) <= start + window]
+            # every run of the peer's serving containers, whatever they are called now (renamed -prev)
+            runs = sorted((r for c in pst["containers"].values() for r in c["runs"]),
+                          key=lambda r: float(r["started_at"]))
+            prun = _run_at(world, peer, pst, runs, start)
+            if prun is None:
+                later = [r for r in runs if start < float(r["started_at"]) <= start + window]
                 prun = later[0] if later else None
                 if prun is not None:
                     join_at = max(join_at, float(prun["started_at"]))
@@ -424,6 +425,20 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
     fn = sglang_timeline if profile.engine == "sglang" else vllm_timeline
     return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n,
               join_delay=join_at - start if peers_ok else 0.0)
+
+
+def _run_at(world, name: str, state: dict[str, Any], runs: list[dict[str, Any]], t: float) -> dict[str, Any] | None:
+    """The run of a (worker) station that was up at time ``t``, if any."""
+    for run in reversed(runs):
+        t0 = float(run["started_at"])
+        if t0 > t:
+            continue
+        stopped = run.get("stopped_at")
+        if stopped is not None and float(stopped) <= t:
+            return None
+        tl = run_timeline(world, name, state, run)
+        return None if tl.exit_at is not None and t0 + tl.exit_at <= t else run
+    return None
 
 
 def _status_at(world, name: str, state: dict[str, Any], c: dict[str, Any] | None, now: float) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def mutations(log):
     out = []
     for station, cmd in log:
         words = shlex.split(cmd.split(" && exec ", 1)[-1] if cmd.startswith("IFS=") else cmd)
-        if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "start", "stop"):
+        if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "rename", "start", "stop"):
             out.append((station, words[1]))
     return out
 
@@ -77,7 +77,8 @@ async def test_launch_and_stop_through_real_sshd(lab):
         res = await run_action(cfg, "launch", log, skip_checks=True)
         assert res.result == "ok", (res.summary, res.evidence)
         assert res.transport == "gdrdma"
-        assert mutations(log) == [("B", "rm"), ("B", "run"), ("A", "rm"), ("A", "run")]
+        assert mutations(log) == [("B", "rm"), ("B", "rename"), ("B", "run"), ("A", "rm"), ("A", "rename"),
+                                  ("A", "run")]
         run_a = next(c for s, c in log if s == "A" and " run " in c)
         assert f"--master-addr {lab.rail['A']}" in run_a and f"VLLM_HOST_IP={lab.rail['A']}" in run_a
         assert state(lab, "A") == "running" and state(lab, "B") == "running"

@@ -61,7 +61,7 @@ def mutations(log) -> list[tuple[str, str]]:
     out = []
     for station, kind, cmd in log:
         words = shlex.split(cmd.split(" && exec ", 1)[-1] if cmd.startswith("IFS=") else cmd) if kind == "run" else []
-        if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "start", "stop"):
+        if len(words) > 1 and words[0] == "docker" and words[1] in ("run", "rm", "rename", "start", "stop"):
             out.append((station, words[1]))
     return out
 
@@ -75,7 +75,7 @@ async def test_launch_two_stations_worker_first_then_head(sim_factory):
     res, log = await act(sim.config, "launch")
     assert res.result == "ok", res.summary
     assert res.transport == "gdrdma"
-    assert mutations(log) == [("B", "rm"), ("B", "run"), ("A", "rm"), ("A", "run")]
+    assert mutations(log) == [("B", "rm"), ("B", "rename"), ("B", "run"), ("A", "rm"), ("A", "rename"), ("A", "run")]
     # the worker's engine process was seen up before the head was started
     b_started = next(i for i, s in enumerate(res.steps) if (s.station, s.action) == ("B", "started"))
     a_run = next(i for i, s in enumerate(res.steps) if (s.station, s.action) == ("A", "run"))
@@ -143,7 +143,7 @@ async def test_worker_failing_to_start_means_the_head_is_never_started(sim_facto
     assert res.result == "failed"
     assert "docker run failed on C (exit 125)" in res.summary
     assert ("A", "run") not in mutations(log)
-    assert mutations(log)[:3] == [("B", "rm"), ("B", "run"), ("C", "rm")]
+    assert mutations(log)[:5] == [("B", "rm"), ("B", "rename"), ("B", "run"), ("C", "rm"), ("C", "rename")]
     # what this run had started (B) was stopped again: nothing is left half-up
     assert mutations(log)[-1] == ("B", "stop")
     assert states(sim)["B"] == "exited" and states(sim)["A"] != "running"
@@ -316,3 +316,18 @@ async def test_ray_executor_launch_order_and_flags(sim_factory):
     assert "ray start --block --address=198.18.0.1:6379" in run_b and "--headless" not in run_b
     started_b = next(s for s in res.steps if (s.station, s.action) == ("B", "started"))
     assert "joins the cluster once the head is up" in started_b.detail
+
+
+async def test_a_relaunch_keeps_the_failed_run_and_its_log_as_prev(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
+    assert (await act(sim.config, "launch"))[0].result == "failed"
+    res, log = await act(sim.config, "launch")
+    assert res.result == "failed"
+    t = SSHTransport(sim.config.head, 20.0, 60.0)
+    try:
+        prev = await t.run("docker logs glm53-prev")
+        cur = await t.run("docker inspect --format '{{.State.Status}}' glm53-prev")
+    finally:
+        await t.close()
+    assert "larger than the available KV cache memory" in prev.stdout
+    assert cur.stdout.strip() == "exited"

@@ -195,6 +195,8 @@ def cmd_logs(args: list[str], ctx) -> int:
     last_t = now
     while True:
         time.sleep(0.1)
+        if ctx.orphaned():
+            return 0
         now = time.time()
         state = ctx.state
         status = container_status(ctx.world, ctx.station, state, name, now)
@@ -231,6 +233,8 @@ def cmd_events(args: list[str], ctx) -> int:
     prev = {n: inspect_data(ctx, n, time.time()) for n in watch}
     while True:
         time.sleep(0.2)
+        if ctx.orphaned():
+            return 0
         now = time.time()
         for n in watch:
             cur = inspect_data(ctx, n, now)
@@ -310,6 +314,31 @@ def cmd_rm(args: list[str], ctx) -> int:
             s["containers"][name]["runs"] = []
         print(name)
     return rc
+
+
+def cmd_rename(args: list[str], ctx) -> int:
+    if len(args) != 2:
+        print('"docker rename" requires exactly 2 arguments.', file=sys.stderr)
+        return 1
+    old, new = args
+    with ctx.world.edit(ctx.station) as s:
+        c = s["containers"].get(old)
+        if c is None or c["state"] == "absent":
+            print(f"Error response from daemon: No such container: {old}", file=sys.stderr)
+            return 1
+        taken = s["containers"].get(new)
+        if taken and taken["state"] != "absent":
+            print(f'Error response from daemon: Conflict. The container name "/{new}" is already in use by '
+                  f'container "{container_id(ctx.station, new)}". You have to remove (or rename) that container '
+                  "to be able to reuse that name.", file=sys.stderr)
+            return 1
+        st = container_status(ctx.world, ctx.station, s, old, time.time())
+        if st["state"] == "exited" and c["runs"] and c["runs"][-1].get("stopped_at") is None:
+            # freeze how it ended: its timeline must not be recomputed against later peers
+            c["runs"][-1]["stopped_at"] = st["finished_at"]
+            c["runs"][-1]["exit_code"] = st.get("exit_code")
+        s["containers"][new] = s["containers"].pop(old)
+    return 0
 
 
 _RUN_VALUE_FLAGS = {"--name", "-e", "--env", "-v", "--volume", "--device", "--ulimit", "--gpus", "--shm-size",
@@ -429,7 +458,8 @@ def cmd_info(args: list[str], ctx) -> int:
 
 
 COMMANDS = {"inspect": cmd_inspect, "info": cmd_info, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
-            "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image}
+            "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image,
+            "rename": cmd_rename}
 
 
 def main(argv: list[str], ctx) -> int:

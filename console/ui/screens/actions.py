@@ -221,7 +221,9 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
 
     def action_cancel(self) -> None:
         if self._task is not None and not self._task.done():
-            self._task.cancel()
+            soft = getattr(self._run, "cancel", None)
+            if soft is None or not soft():  # the action stops at its next step or wake-up
+                self._task.cancel()
             self.query_one("#verdict", Static).update(Text("cancelling: stopping what this run started...",
                                                            style="bold magenta"))
 
@@ -242,9 +244,12 @@ def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | No
                   **svc_kw) -> RunAction:
     """The coroutine factory the progress screen drives: one ServiceActions, closed afterwards."""
 
+    holder: list[ServiceActions] = []
+
     async def run(on_event: Callable[[ActionEvent], None], ask: Callable[[ActionResult], Awaitable[bool]]
                   ) -> ActionResult:
         svc = ServiceActions(config, on_event=on_event, **svc_kw)
+        holder.append(svc)
         try:
             if action == "launch":
                 return await svc.launch(specs=specs, on_failure=ask)
@@ -254,6 +259,12 @@ def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | No
         finally:
             await svc.close()
 
+    def cancel() -> bool:
+        if holder:
+            holder[0].request_cancel()
+        return bool(holder)
+
+    run.cancel = cancel  # type: ignore[attr-defined]
     return run
 
 
