@@ -91,13 +91,18 @@ def image_digests(image: str) -> str:
 
 
 def docker_rm(container: str) -> str:
-    """Remove a stopped container so a fresh ``docker run --name`` can take its name."""
+    """Remove a stopped container (the launch clears NAME-prev before keeping the last run there)."""
     return f"docker rm {q(container)}"
 
 
 def docker_logs_since(container: str, since: str, follow: bool = True) -> str:
     """Only this run's lines (``docker start`` keeps the previous runs' log)."""
     return "exec docker logs --timestamps" + (" -f" if follow else "") + f" --since {q(since)} {q(container)} 2>&1"
+
+
+def docker_rename(container: str, new_name: str) -> str:
+    """Keep the previous run (and its log, the evidence of what went wrong) under another name."""
+    return f"docker rename {q(container)} {q(new_name)}"
 
 
 # --- link checks and RDMA ---
@@ -236,8 +241,3 @@ def pid_alive(pid: int) -> str:
 
 def gpu_index_names() -> str:
     return "nvidia-smi --query-gpu=index,name --format=csv,noheader"
-
-
-def docker_rename(container: str, new_name: str) -> str:
-    """Keep the previous run (and its log, the evidence of what went wrong) under another name."""
-    return f"docker rename {q(container)} {q(new_name)}"
