@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from console.serving.client import TOKEN_KINDS, ApiClient, ApiError, ChatEvent, ChatRequest
-from console.serving.metrics import parse_metrics
+from console.serving.metrics import MetricsSample, parse_metrics
 
 DEFAULT_CONCURRENCY = (1, 8, 16, 32)
 DEFAULT_MAX_TOKENS = 8192  # NVIDIA's output cap
@@ -312,6 +312,15 @@ def queue_warning(lv: LevelResult) -> str | None:
             f"its --max-num-seqs (or KV cache) is below the concurrency, so this level measures the queue")
 
 
+def generation_tokens(sample: MetricsSample) -> int | None:
+    """The generation-token counter of one scrape. An engine's scrape without it has generated
+    nothing yet (SGLang creates counters on first use); no engine metrics at all is unknown."""
+    value = sample.counters.get("generation_tokens")
+    if value is None:
+        return 0 if sample.engine is not None else None
+    return int(value)
+
+
 # ---------------------------------------------------------------- the runner (I/O)
 
 
@@ -493,10 +502,9 @@ class BenchRunner:
     async def server_tokens(self) -> int | None:
         """The server's generation-token counter, or None when /metrics has none."""
         try:
-            value = parse_metrics(await self.client.metrics_text()).counters.get("generation_tokens")
+            return generation_tokens(parse_metrics(await self.client.metrics_text()))
         except (ApiError, ValueError):
             return None
-        return None if value is None else int(value)
 
     async def _settled(self, expected: int | None = None) -> int | None:
         """The counter once it stops moving (or reaches ``expected``): engines publish their

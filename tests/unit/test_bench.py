@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from console.serving.bench import (
     BenchSettings,
     RequestRecord,
     configured_max_num_seqs,
+    generation_tokens,
     load_prompts,
     max_num_seqs_warning,
     parse_concurrency,
@@ -25,6 +27,7 @@ from console.serving.bench import (
     summarize,
     to_csv,
 )
+from console.serving.metrics import parse_metrics
 
 # Three requests at concurrency 2, times in seconds from the first request's start, as a stream
 # would record them: start, first token chunk, last token chunk, end of stream; OSL from usage.
@@ -81,6 +84,17 @@ def test_queue_warning_from_the_servers_peaks():
     assert w is not None and w.startswith("C32: the server ran at most 16 requests at once and queued up to 16")
     assert queue_warning(summarize(16, RECORDED, server_peaks={"running": 16.0, "waiting": 0.0})) is None
     assert queue_warning(summarize(16, RECORDED)) is None  # no /metrics gauges: nothing claimed
+
+
+def test_generation_counter_from_real_metrics_text():
+    vllm = Path(__file__).parents[1] / "fixtures" / "vllm-0.32-cpu-metrics.txt"
+    sample = parse_metrics(vllm.read_text())
+    assert generation_tokens(sample) == int(sample.counters["generation_tokens"])
+    # SGLang before its first request: gauges, no counter yet -> nothing generated
+    fresh = parse_metrics("# TYPE sglang:num_running_reqs gauge\n"
+                          'sglang:num_running_reqs{model_name="glm-5.3-flash"} 0.0\n')
+    assert generation_tokens(fresh) == 0
+    assert generation_tokens(parse_metrics("# TYPE up gauge\nup 1.0\n")) is None  # not an engine
 
 
 def test_single_token_reply_has_no_itl_and_nothing_at_all_gives_none():
