@@ -386,11 +386,13 @@ def parse_config(text: str, path: str | None = None) -> Config:
     ranks = sorted(s.rank for s in stations)
     if ranks != list(range(len(stations))):
         seen: set[int] = set()
-        i = 0
-        for i, s in enumerate(stations):  # point at the first station that breaks the sequence
+        bad = 0
+        for idx, s in enumerate(stations):  # point at the first station that breaks the sequence
             if s.rank in seen or s.rank >= len(stations):
+                bad = idx
                 break
             seen.add(s.rank)
+        i = bad
         raise err("stations", i, "rank", f"stations[{i}].rank",
                   f"ranks must be 0..{len(stations) - 1}, each once (got {ranks})")
 

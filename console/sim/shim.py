@@ -39,6 +39,13 @@ class ShimContext:
     def now(self) -> float:
         return time.time()
 
+    def orphaned(self) -> bool:
+        """The simulator that ran us is gone: a follow loop must end instead of lingering."""
+        return os.getppid() != self._parent or not self.world.root.exists()
+
+    def __post_init__(self) -> None:
+        self._parent = os.getppid()
+
 
 # Commands whose real names have underscores (the rest map ``nvidia_smi.py`` -> ``nvidia-smi``).
 UNDERSCORE_NAMES = {"ib_write_bw", "ibv_devinfo", "show_gids"}

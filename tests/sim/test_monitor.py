@@ -3,7 +3,15 @@
 import asyncio
 import time
 
-from console.messages import AppsSample, ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, HostMemSample, LogBatch
+from console.messages import (
+    AppsSample,
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    HostMemSample,
+    LogBatch,
+)
 from console.monitor import StationService
 
 
@@ -32,7 +40,7 @@ class Collector:
             self.event.clear()
             try:
                 await asyncio.wait_for(self.event.wait(), left)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
 
 

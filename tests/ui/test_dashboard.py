@@ -1,19 +1,25 @@
 """The real app, headless (Pilot): live against simulated stations, and snapshots of fixed states."""
 
-import asyncio
 import time
 
 import pytest
 from textual.widgets import Input, Log
 
 from console.config import parse_config
-from console.messages import AppsSample, ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, HostMemSample, LogBatch
+from console.messages import (
+    AppsSample,
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    HostMemSample,
+    LogBatch,
+)
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.ui.app import ConsoleApp
-from console.ui.widgets.gpu_meter import GpuMeter
 from console.ui.widgets.station_pane import StationPane
 
 

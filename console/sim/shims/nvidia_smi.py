@@ -149,7 +149,7 @@ def main(argv: list[str], ctx) -> int:
     if query is None and apps is None and not list_gpus:
         query = ["index", "name", "memory.used", "memory.total", "utilization.gpu"]
     emit()
-    while loop_s:
+    while loop_s and not ctx.orphaned():
         time.sleep(loop_s)
         emit()
     return 0
