@@ -69,7 +69,7 @@ def state(lab, name):
     return container_status(lab.world, name, lab.world.state(name), "glm53")["state"]
 
 
-async def test_launch_and_stop_through_real_sshd(lab):
+async def test_launch_stop_restart_through_real_sshd(lab):
     runner, url = await api_for(lab)
     try:
         cfg = dataclasses.replace(lab.config(), api=ApiSettings(url=url))
@@ -88,6 +88,12 @@ async def test_launch_and_stop_through_real_sshd(lab):
         assert res.result == "ok"
         assert mutations(log) == [("A", "stop"), ("B", "stop")]
         assert state(lab, "A") == "exited" and state(lab, "B") == "exited"
+
+        log.clear()
+        res = await run_action(cfg, "restart", log)
+        assert res.result == "ok", (res.summary, res.evidence)
+        assert mutations(log) == [("B", "start"), ("A", "start")] and res.transport == "gdrdma"
+        assert state(lab, "A") == "running" and state(lab, "B") == "running"
     finally:
         await runner.cleanup()
 
