@@ -115,6 +115,7 @@ class ConsoleApp(App):
         self.panes: dict[str, StationPane] = {}
         self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
         self._diag_version = 0
+        self._last_checks: list | None = None
         self._diag_alerted: set[str] = set()
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
@@ -208,6 +209,7 @@ class ConsoleApp(App):
                 panel.show(msg.snapshot)
 
     def on_checks_done(self, msg: ChecksDone) -> None:
+        self._last_checks = list(msg.results)
         for name, pane in self.panes.items():
             pane.set_badge("checks", msg.summary_text(name))
         self.diagnoser.add_check_results(msg.results)
@@ -261,7 +263,8 @@ class ConsoleApp(App):
     def action_checks(self) -> None:
         from console.ui.screens.checks import ChecksScreen
 
-        self.push_screen(ChecksScreen(self.config))
+        # Reopening shows the last results (and reruns them) instead of an empty table.
+        self.push_screen(ChecksScreen(self.config, results=self._last_checks))
 
     def action_chat(self) -> None:
         from console.ui.screens.chat import ChatScreen
