@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import inspect
 import json
 import re
@@ -236,6 +237,7 @@ class ServiceActions:
         self._changed = asyncio.Event()
         self._started: list[Station] = []  # containers this run started, in start order
         self._unreached: dict[str, str] = {}
+        self._stopped: list[str] = []  # stations this run stopped (in stop / restart)
         self._cancel_requested = self._cancelling = False
         self._res = ActionResult("none")
 
@@ -494,6 +496,8 @@ class ServiceActions:
                     s.name for s in self._started) + " (nothing left running)"
             elif self._started:
                 res.summary = "cancelled; left running: " + ", ".join(s.name for s in self._started)
+            elif self._stopped:
+                res.summary = "cancelled; stopped so far: " + ", ".join(self._stopped) + " (the rest as it was)"
             else:
                 res.summary = "cancelled before anything was started or stopped"
         finally:
@@ -502,7 +506,7 @@ class ServiceActions:
                 seen = [transport_of_lines(f.lines) for f in self._followers.values()]
                 known = [t for t in seen if t != "unknown"]
                 if known:
-                    res.transport = known[0] if len(known) == 1 else worse(known[0], known[1])
+                    res.transport = functools.reduce(worse, known)
         return res
 
     async def _cleanup(self, why: str) -> None:
@@ -753,6 +757,7 @@ class ServiceActions:
             info = await self.container_state(s)
             if info.state == "running":
                 raise ActionFailed(f"{s.name}: still running after docker stop")
+            self._stopped.append(s.name)
             st.detail = (why + ": " if why else "") + f"{s.container} {info.state}"
 
 
