@@ -344,7 +344,7 @@ class ServiceActions:
                     if len(parts) >= 3 and parts[0].isdigit():
                         gpus.append((int(parts[0]), parts[1], ",".join(parts[2:])))
                 try:
-                    uuids = engines.pick_gpus(s, self.cfg.profile, gpus)
+                    uuids = engines.pick_gpus(s, self.cfg.profile, gpus, len(self.cfg.stations))
                 except engines.EngineConfigError as exc:
                     raise ActionFailed(str(exc)) from None
                 image = await self._image_digest(s)

@@ -140,8 +140,9 @@ def _require(station: Station, attr: str) -> str:
 def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[str]:
     """docker run flags shared by both engines (up to, not including, the image)."""
     p = cfg.profile
-    netdev = _require(station, "rail_netdev")
-    rail_ip = _require(station, "rail_ip")
+    multi = len(cfg.stations) > 1  # one station with several GPUs needs no rail
+    netdev = _require(station, "rail_netdev") if multi else station.rail_netdev
+    rail_ip = _require(station, "rail_ip") if multi else station.rail_ip
     if not rt.gpu_uuids:
         raise EngineConfigError(f"station {station.name}: no serving GPU selected")
     hca = cfg.overrides.get("nccl_ib_hca") or station.rdma_device or ",".join(p.link.rails)
@@ -152,18 +153,16 @@ def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[st
              "--gpus", _gpus_value(rt.gpu_uuids),
              "--device", "/dev/infiniband",
              "-v", f"{_require_model_dir(p)}:{p.model_dir}:ro"]
-    env = {
-        "NCCL_DEBUG": "INFO",
-        "NCCL_SOCKET_IFNAME": netdev,
-        "GLOO_SOCKET_IFNAME": netdev,
-        "TP_SOCKET_IFNAME": netdev,
-    }
-    if hca:
+    env = {"NCCL_DEBUG": "INFO"}
+    if netdev:
+        env.update(NCCL_SOCKET_IFNAME=netdev, GLOO_SOCKET_IFNAME=netdev, TP_SOCKET_IFNAME=netdev)
+    if hca and multi:
         env["NCCL_IB_HCA"] = hca
     gid = cfg.overrides.get("nccl_ib_gid_index")
     if gid is not None:
         env["NCCL_IB_GID_INDEX"] = str(gid)
-    env["VLLM_HOST_IP" if p.engine == "vllm" else "SGLANG_HOST_IP"] = rail_ip
+    if rail_ip:
+        env["VLLM_HOST_IP" if p.engine == "vllm" else "SGLANG_HOST_IP"] = rail_ip
     extra = cfg.overrides.get("extra_env") or {}
     if not isinstance(extra, dict):
         raise EngineConfigError("overrides.extra_env: must be a table of NAME = value")
@@ -186,14 +185,14 @@ def _require_model_dir(p: Profile) -> str:
 
 def vllm_serve_args(cfg: Config, station: Station) -> list[str]:
     p = cfg.profile
-    head_ip = _require(cfg.head, "rail_ip")
     n = len(cfg.stations)
     tp = int(cfg.overrides.get("tensor_parallel_size", p.tensor_parallel))
     out = ["serve", p.model_dir, "--served-model-name", p.served_model_name,
            "--tensor-parallel-size", str(tp)]
     if executor(cfg) == "ray":
         out += ["--distributed-executor-backend", "ray"]
-    else:
+    elif n > 1:
+        head_ip = _require(cfg.head, "rail_ip")
         out += ["--nnodes", str(n), "--node-rank", str(station.rank), "--master-addr", head_ip]
         if not station.is_head:
             out.append("--headless")
@@ -209,13 +208,15 @@ def vllm_serve_args(cfg: Config, station: Station) -> list[str]:
 
 def sglang_args(cfg: Config, station: Station) -> list[str]:
     p = cfg.profile
-    head_ip = _require(cfg.head, "rail_ip")
     port = int(p.serving.get("dist_init_port", SGLANG_DIST_PORT))
     tp = int(cfg.overrides.get("tp", p.tensor_parallel))
     out = ["python3", "-m", "sglang.launch_server", "--model-path", p.model_dir,
-           "--served-model-name", p.served_model_name, "--tp", str(tp),
-           "--dist-init-addr", f"{head_ip}:{port}", "--nnodes", str(len(cfg.stations)),
-           "--node-rank", str(station.rank), "--host", "0.0.0.0", "--port", str(p.api_port)]
+           "--served-model-name", p.served_model_name, "--tp", str(tp)]
+    if len(cfg.stations) > 1:
+        head_ip = _require(cfg.head, "rail_ip")
+        out += ["--dist-init-addr", f"{head_ip}:{port}", "--nnodes", str(len(cfg.stations)),
+                "--node-rank", str(station.rank)]
+    out += ["--host", "0.0.0.0", "--port", str(p.api_port)]
     out += _flag_args(serving_settings(p, {k: v for k, v in cfg.overrides.items() if k != "tp"}))
     out += [str(a) for a in cfg.overrides.get("extra_args") or []]
     return out
@@ -231,10 +232,10 @@ def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set:
     if api_key_set and station.is_head:
         args += ["-e", key_env]  # docker copies the value from the client's environment
         secret = (key_env,)
-    head_ip = _require(cfg.head, "rail_ip")
     if p.engine == "vllm":
         serve = vllm_serve_args(cfg, station)
         if mode == "ray":
+            head_ip = _require(cfg.head, "rail_ip")
             if station.is_head:
                 script = (f"ray start --head --port={RAY_PORT} --node-ip-address={shlex.quote(station.rail_ip)} "
                           '&& exec vllm "$@"')
@@ -264,15 +265,17 @@ def started_marker(cfg: Config, station: Station) -> str:
     return STARTED_MARKERS[(marker_engine(cfg), station.is_head)]
 
 
-def pick_gpus(station: Station, profile: Profile, gpus: list[tuple[int, str, str]]) -> tuple[str, ...]:
+def pick_gpus(station: Station, profile: Profile, gpus: list[tuple[int, str, str]], n_stations: int | None = None
+              ) -> tuple[str, ...]:
     """Choose the serving GPU(s) from ``(index, uuid, name)``: the station's ``gpu`` (UUID or name)
-    or the profile's GPU name. Never "all": a DGX Station also carries a display GPU."""
+    or the profile's GPU name, TP / stations of them. Never "all": a DGX Station also carries a
+    display GPU."""
     want = station.gpu or profile.gpu.name
     by_uuid = [u for _i, u, _n in gpus if u == want]
     if by_uuid:
         return tuple(by_uuid)
     by_name = [u for _i, u, n in gpus if n == want]
-    per_node = max(1, profile.tensor_parallel // max(1, profile.nnodes))
+    per_node = max(1, profile.tensor_parallel // max(1, n_stations or profile.nnodes))
     if len(by_name) < per_node:
         seen = ", ".join(f"{i}: {n}" for i, _u, n in gpus) or "none"
         raise EngineConfigError(f"station {station.name}: needs {per_node} GPU(s) matching {want!r}; found {seen}")

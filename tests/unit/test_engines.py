@@ -345,3 +345,27 @@ def test_ray_worker_has_no_start_line_to_wait_for():
     c = cfg(VLLM, '[overrides]\nexecutor = "ray"\n')
     assert engines.started_marker(c, c.station("B")) == ""
     assert engines.started_marker(c, c.head) == "Ray runtime started"
+
+
+ONE_STATION = """
+profile = "{profile}"
+
+[[stations]]
+name = "solo"
+host = "localhost"
+rank = 0
+"""
+
+
+@pytest.mark.parametrize("profile", [VLLM, SGLANG])
+def test_one_station_needs_no_rail_and_gets_no_multi_node_flags(profile):
+    c = parse_config(ONE_STATION.format(profile=profile))
+    rt = engines.StationRuntime(("GPU-a", "GPU-b"), RT_VLLM.image)
+    argv = engines.build_launch(c, c.head, rt).argv
+    for flag in ("--nnodes", "--node-rank", "--master-addr", "--headless", "--dist-init-addr"):
+        assert flag not in argv
+    assert not any(a.startswith(("NCCL_SOCKET_IFNAME", "VLLM_HOST_IP", "SGLANG_HOST_IP", "NCCL_IB_HCA"))
+                   for a in argv)
+    assert "NCCL_DEBUG=INFO" in argv and argv[argv.index("--gpus") + 1] == '"device=GPU-a,GPU-b"'
+    gpus = [(0, "GPU-a", c.profile.gpu.name), (1, "GPU-b", c.profile.gpu.name)]
+    assert engines.pick_gpus(c.head, c.profile, gpus, n_stations=1) == ("GPU-a", "GPU-b")
