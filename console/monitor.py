@@ -221,13 +221,11 @@ class StationService:
         raise TransportError(f"{self.station.name}: docker events stream ended")
 
     def _ingest(self, line: str) -> None:
+        """Hot path (every log line): strip the docker timestamp and buffer. Parsing for the
+        engine phase happens once per batch in ``flush_logs``."""
         ts, text = docker_probe.split_timestamp(line)
         if ts:
             self._last_log_ts = ts
-        if "Launching vLLM" in text or "vLLM API server version" in text or "server_args=ServerArgs" in text:
-            self.tracker.reset()  # a new run of the container
-        if self.tracker.feed(text):
-            self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
         self._log_buf.append(text)
 
     async def _log_stream(self) -> None:
@@ -243,6 +241,7 @@ class StationService:
                         commands.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False))
                     for line in res.stdout.splitlines():
                         self._ingest(line)
+                    self.flush_logs()
                     # The container may have started between the first inspect and the moment the
                     # events stream subscribed: look again before waiting for an event.
                     info = await self._refresh_container()
@@ -259,6 +258,7 @@ class StationService:
                                        since=self._last_log_ts)
             async for line in self.transport.stream(cmd):
                 self._ingest(line)
+            self.flush_logs()
             # Stream ended: the container stopped or exited. Refresh and wait for the next start.
             info = await self._refresh_container()
             if info.state != "running":
@@ -276,6 +276,8 @@ class StationService:
     def flush_logs(self) -> None:
         if self._log_buf:
             buf, self._log_buf = self._log_buf, []
+            if self.tracker.feed_batch(buf):
+                self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
             for i in range(0, len(buf), LOG_BATCH_MAX):
                 self.post(LogBatch(self.station.name, buf[i:i + LOG_BATCH_MAX]))
 

@@ -55,6 +55,16 @@ class EngineProgress:
                 "loaded": "weights loaded"}.get(self.phase, self.phase)
 
 
+# Lines that start a new run of the container: the phase starts over.
+RESET_MARKERS = ("Launching vLLM", "vLLM API server version", "server_args=ServerArgs")
+# Every substring feed() reacts to: a batch is scanned for these once, and only lines holding
+# one are parsed (most of a busy log is request and throughput lines that change nothing).
+_ANCHORS = ("NCCL", "NET/", "Loading safetensors", "Starting to load model", "Load weight", "Model loading took",
+            "KV cache", "KV Cache", "Capturing CUDA graphs", "Capture cuda graph", "Graph capturing finished",
+            "headless multiproc executor", "Shutting down", *READY_MARKERS.values(), *FATAL_MARKERS,
+            *RESET_MARKERS)
+
+
 class EngineLogTracker:
     def __init__(self, engine: str = "vllm", head: bool = True):
         self.engine = engine
@@ -66,7 +76,20 @@ class EngineLogTracker:
         self._channel: str | None = None
         self._hint: str | None = None
 
+    def feed_batch(self, lines: list[str]) -> bool:
+        """Feed many lines; True when the phase changed. Cheap on lines that cannot matter."""
+        blob = "\n".join(lines)
+        if not any(a in blob for a in _ANCHORS):
+            return False
+        changed = False
+        for line in lines:
+            if any(a in line for a in _ANCHORS):
+                changed |= self.feed(line)
+        return changed
+
     def feed(self, line: str) -> bool:
+        if any(m in line for m in RESET_MARKERS):
+            self.reset()
         p = self.progress
         before = (p.phase, p.load_pct, p.transport, p.fatal)
         if "\x1b" in line:

@@ -79,6 +79,7 @@ class SimServer:
         self._api_runners: dict[str, web.AppRunner] = {}
         self.sessions = 0  # command lines executed (for the remote-cost benchmark)
         self._children: set[int] = set()
+        self._handlers: set[asyncio.Task] = set()
 
     # ---------------------------------------------------------------- keys
 
@@ -196,6 +197,10 @@ class SimServer:
     def _handler(self, name: str):
         async def handle(process: asyncssh.SSHServerProcess) -> None:
             self.sessions += 1
+            me = asyncio.current_task()
+            if me is not None:
+                self._handlers.add(me)
+                me.add_done_callback(self._handlers.discard)
             command = process.command or "exec bash -l"
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -254,6 +259,9 @@ class SimServer:
                 os.killpg(pid, signal.SIGKILL)
         for srv in self._servers:
             srv.close()
+        # Let the sessions reap their killed processes, so no subprocess transport outlives the loop.
+        if self._handlers:
+            await asyncio.wait(list(self._handlers), timeout=3)
         for runner in self._api_runners.values():
             with contextlib.suppress(Exception):
                 await runner.cleanup()
