@@ -168,3 +168,20 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
     ansi = EngineLogTracker("vllm")
     ansi.feed("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO:     Application startup complete.")
     assert ansi.progress.phase == "ready"
+
+
+def test_engine_log_anchors_cover_every_marker():
+    from console.probes.engine_log import _ANCHORS, FATAL_MARKERS, READY_MARKERS, RESET_MARKERS
+
+    phase_lines = ["Loading safetensors checkpoint shards:  2% Completed | 1/50", "Starting to load model x",
+                   "Load weight begin.", "Model loading took 1 GiB", "Available KV cache memory: 1 GiB",
+                   "KV Cache is allocated.", "Capturing CUDA graphs (decode, FULL)", "Capture cuda graph begin.",
+                   "Graph capturing finished in 3 secs", "headless multiproc executor", "INFO:     Shutting down",
+                   "NCCL INFO Using network IB", "NET/IB : Using [0]mlx5_0:1/RoCE"]
+    for text in (*FATAL_MARKERS, *READY_MARKERS.values(), *RESET_MARKERS, *phase_lines):
+        assert any(a in text for a in _ANCHORS), text
+    t = EngineLogTracker("vllm")
+    assert not t.feed_batch(["(APIServer pid=1) INFO 11-30 14:05:21 [loggers.py:123] Engine 000: Avg prompt "
+                             "throughput: 0.0 tokens/s, Running: 16 reqs"] * 100)
+    assert t.feed_batch(["noise"] * 50 + ["Loading safetensors checkpoint shards:  40% Completed | 20/50"])
+    assert t.progress.phase == "loading" and t.progress.load_pct == 40
