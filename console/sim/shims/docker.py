@@ -194,7 +194,7 @@ def cmd_logs(args: list[str], ctx) -> int:
     seen = len(lines)
     last_t = now
     while True:
-        time.sleep(0.1)
+        time.sleep(0.25)  # a real docker blocks on the log file; this only bounds the sim's CPU
         if ctx.orphaned():
             return 0
         now = time.time()
@@ -232,7 +232,7 @@ def cmd_events(args: list[str], ctx) -> int:
     watch = names or list(ctx.state["containers"])
     prev = {n: inspect_data(ctx, n, time.time()) for n in watch}
     while True:
-        time.sleep(0.2)
+        time.sleep(0.4)
         if ctx.orphaned():
             return 0
         now = time.time()
