@@ -317,6 +317,26 @@ def _error(status: int, message: str, kind: str) -> web.Response:
                              status=status)
 
 
+
+@dataclass
+class FixedBackend:
+    """A backend whose engine phase is set by hand (``state``): the simulated API on its own,
+    without simulated stations, for tests and load generation."""
+
+    model: str = "glm-5.3"
+    max_model_len: int = 8192
+    engine: str = "vllm"
+    engine_version: str = "0.30.0"
+    api_key: str | None = None
+    tokens_per_s: float = 1000.0
+    max_num_seqs: int = 8
+    num_speculative_tokens: int = 0
+    state: str = "ready"
+
+    def phase(self) -> str:
+        return self.state
+
+
 def create_app(backend) -> web.Application:
     """``backend``: model, max_model_len, engine, api_key, tokens_per_s, max_num_seqs, phase()."""
     app = web.Application()

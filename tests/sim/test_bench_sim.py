@@ -17,24 +17,13 @@ from aiohttp import web
 from console.serving.bench import BenchProgress, BenchRunner, BenchSettings
 from console.serving.client import ApiClient, ChatRequest
 from console.serving.metrics import parse_metrics
-from console.sim.api import create_app
+from console.sim.api import FixedBackend, create_app
 
 
 @dataclass
-class Backend:
+class Backend(FixedBackend):
     """What ``create_app`` needs: a station whose engine is ready, at a known per-user rate."""
-
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
-    api_key: str | None = None
     tokens_per_s: float = 400.0
-    max_num_seqs: int = 8
-    num_speculative_tokens: int = 0
-
-    def phase(self) -> str:
-        return "ready"
 
 
 @pytest.fixture

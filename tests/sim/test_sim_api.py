@@ -14,23 +14,13 @@ from aiohttp import web
 
 from console.serving.client import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ApiClient, ChatRequest
 from console.serving.metrics import MetricsTracker, ServingMonitor, parse_metrics
-from console.sim.api import EFFORT_REASONING_TOKENS, create_app, plan_reply
+from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, create_app, plan_reply
 
 
 @dataclass
-class Backend:
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
-    api_key: str | None = None
+class Backend(FixedBackend):
     tokens_per_s: float = 4000.0
     max_num_seqs: int = 4
-    num_speculative_tokens: int = 0
-    state: str = "ready"
-
-    def phase(self) -> str:
-        return self.state
 
 
 Serve = Callable[..., Any]

@@ -9,7 +9,6 @@ import csv
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 from aiohttp import web
@@ -21,23 +20,10 @@ from console.config import BenchRow, parse_config
 from console.serving.bench import RequestRecord, summarize
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
-from console.sim.api import create_app
+from console.sim.api import FixedBackend, create_app
 from console.ui.screens.bench import BenchScreen, knee_of, render_plot
 
-
-@dataclass
-class Backend:
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
-    api_key: str | None = None
-    tokens_per_s: float = 1000.0
-    max_num_seqs: int = 8
-    num_speculative_tokens: int = 0
-
-    def phase(self) -> str:
-        return "ready"
+Backend = FixedBackend
 
 
 CONFIG = """\

@@ -13,25 +13,15 @@ from aiohttp import web
 from textual.app import App
 from textual.widgets import Input, Select, Switch
 
-from console.sim.api import EFFORT_REASONING_TOKENS, plan_reply
+from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, plan_reply
 from console.sim.api import create_app as sim_app
 from console.ui.screens.chat import ChatScreen, ReplyView
 
 
 @dataclass
-class Backend:
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
-    api_key: str | None = None
+class Backend(FixedBackend):
     tokens_per_s: float = 3000.0
     max_num_seqs: int = 4
-    num_speculative_tokens: int = 0
-    state: str = "ready"
-
-    def phase(self) -> str:
-        return self.state
 
 
 class ChatApp(App):

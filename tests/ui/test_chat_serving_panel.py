@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 
 from console.serving.client import ApiClient, ChatRequest
 from console.serving.metrics import ServingMonitor, ServingSnapshot
-from console.sim.api import create_app
+from console.sim.api import FixedBackend, create_app
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
 
 
@@ -51,18 +51,10 @@ def test_render_stale_with_age_and_error() -> None:
 
 
 @dataclass
-class Backend:
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
-    api_key: str | None = None
+class Backend(FixedBackend):
     tokens_per_s: float = 3000.0
     max_num_seqs: int = 4
     num_speculative_tokens: int = 4
-
-    def phase(self) -> str:
-        return "ready"
 
 
 class PanelApp(App):

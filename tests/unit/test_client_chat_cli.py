@@ -12,23 +12,14 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
-from console.sim.api import create_app
+from console.sim.api import FixedBackend, create_app
 
 
 @dataclass
-class Backend:
-    model: str = "glm-5.3"
-    max_model_len: int = 8192
-    engine: str = "vllm"
-    engine_version: str = "0.30.0"
+class Backend(FixedBackend):
     api_key: str | None = "cli-key"
     tokens_per_s: float = 3000.0
     max_num_seqs: int = 4
-    num_speculative_tokens: int = 0
-    state: str = "ready"
-
-    def phase(self) -> str:
-        return self.state
 
 
 @pytest.fixture
