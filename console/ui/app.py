@@ -236,6 +236,14 @@ class ConsoleApp(App):
 
     # ------------------------------------------------------------------ actions
 
+    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service"}
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...)."""
+        if action in self._DASHBOARD_ONLY and len(self.screen_stack) > 1:
+            return False
+        return True
+
     def focused_station(self) -> StationPane | None:
         node = self.focused
         while node is not None:
