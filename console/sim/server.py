@@ -321,6 +321,15 @@ async def serve_forever(world: World, config_path: str | None, running: bool, ap
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if ready_file:  # started by `demo`: end with the console even if it was killed without cleanup
+        parent = os.getppid()
+
+        async def watch_parent() -> None:
+            while os.getppid() == parent:
+                await asyncio.sleep(1.0)
+            stop.set()
+
+        server._tasks.append(asyncio.create_task(watch_parent()))  # cancelled by server.stop()
     print(f"simulated stations up ({', '.join(f'{e.name}:{e.port}' for e in server.endpoints.values())}); "
           f"config: {config_path or '-'}; Ctrl+C to stop", file=sys.stderr)
     try:
