@@ -48,8 +48,11 @@ def docker_inspect(container: str) -> str:
     return f"docker inspect --format {q(docker_probe.INSPECT_FORMAT)} {q(container)}"
 
 
-def docker_events(container: str) -> str:
-    return (f"exec docker events --filter {q('container=' + container)} "
+def docker_events(container: str, since: str = "30s") -> str:
+    """``--since`` replays the last few seconds (a duration on the station's own clock, so no
+    skew): a start that lands between our ``docker inspect`` and the moment the subscription is
+    live is not missed. A replayed event only costs one more inspect."""
+    return (f"exec docker events --since {q(since)} --filter {q('container=' + container)} "
             f"--format {q(docker_probe.EVENTS_FORMAT)}")
 
 

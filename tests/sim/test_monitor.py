@@ -156,3 +156,28 @@ async def test_container_restart_resumes_log_without_repeating(sim_factory):
         assert second.count("INFO:     Application startup complete.") == 1
     finally:
         await asyncio.gather(*(s.stop() for s in svcs))
+
+
+async def test_events_replay_a_start_that_beat_the_subscription(sim_factory):
+    """``docker events --since 30s``: a start between our inspect and the subscription is not lost."""
+    from console.probes import docker as docker_probe
+    from console.remote import commands
+    from console.remote.transport import SSHTransport
+
+    h = await sim_factory(running=False, time_scale=0.005)
+    h.start_service(gap_s=0.0)
+    await asyncio.sleep(0.5)  # both containers run before anyone subscribes
+    t = SSHTransport(h.config.station("A"), connect_timeout=2.0, command_timeout=10.0)
+    try:
+        lines = []
+
+        async def first_line():
+            async for line in t.stream(commands.docker_events("glm53")):
+                lines.append(line)
+                return
+
+        await asyncio.wait_for(first_line(), 10)
+        ev = docker_probe.parse_event(lines[0])
+        assert ev is not None and ev.status == "start" and ev.name == "glm53"
+    finally:
+        await t.close()

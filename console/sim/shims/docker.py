@@ -59,6 +59,16 @@ def inspect_data(ctx, name: str, now: float) -> dict | None:
     }
 
 
+def go_duration_s(text: str) -> float:
+    """``docker ... --since 30s|2m|1h30m`` (relative to now); a Unix or RFC3339 time is treated as
+    "replay nothing" since only the relative form is used by the console."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return 0.0
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
 def render(template: str, data: dict) -> str:
     def lookup(path: str):
         cur = data
@@ -216,8 +226,13 @@ def cmd_logs(args: list[str], ctx) -> int:
 def cmd_events(args: list[str], ctx) -> int:
     fmt = None
     names: list[str] = []
+    since_s = 0.0
     i = 0
     while i < len(args):
+        if args[i] == "--since":
+            since_s = go_duration_s(args[i + 1])
+            i += 2
+            continue
         if args[i] == "--filter":
             key, _, val = args[i + 1].partition("=")
             if key == "container":
@@ -230,9 +245,13 @@ def cmd_events(args: list[str], ctx) -> int:
             continue
         i += 1
     watch = names or list(ctx.state["containers"])
-    prev = {n: inspect_data(ctx, n, time.time()) for n in watch}
+    # --since: diff against the state that long ago, so a change inside the window is reported
+    prev = {n: inspect_data(ctx, n, time.time() - since_s) for n in watch}
+    first = since_s > 0
     while True:
-        time.sleep(0.4)
+        if not first:
+            time.sleep(0.4)
+        first = False
         if ctx.orphaned():
             return 0
         now = time.time()
