@@ -90,14 +90,19 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("VIRTUAL_ENV", None)
-    cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+    # nice 10: the server's scheduler process polls a whole core while it generates, and on a 2-core CI
+    # machine the test's own client (the console's code under test) was starved for seconds at a time.
+    # On a real station the engine and the console never share CPUs; here the client gets first call.
+    # Its own process group (for killpg) but our session: with sched_autogroup a new session would get
+    # its own scheduling group, where nice has no effect against ours.
+    cmd = ["nice", "-n", "10", str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "1024", "--gpu-memory-utilization", "0.3", "--dtype", "float32",
            "--enforce-eager", "--max-num-seqs", "8", "--reasoning-parser", "glm45",
            "--tool-call-parser", "glm47", "--enable-auto-tool-choice", "--api-key", API_KEY]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work,
-                                start_new_session=True)
+                                process_group=0)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_S
     try:
