@@ -427,7 +427,10 @@ class ApiClient:
                         continue
                     for ev in events_from_chunk(chunk, time.perf_counter()):
                         yield ev
-        except httpx.TimeoutException:
+        except httpx.ConnectTimeout:
+            raise ApiError("timeout", f"{what}: connecting to {self.base_url} timed out after {self.timeout:g}s"
+                           ) from None
+        except httpx.TimeoutException:  # read, write or pool: the stream went quiet
             raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)") from None
         except SSEError as exc:
             raise ApiError("stream", f"{what}: not an event stream ({exc})") from None

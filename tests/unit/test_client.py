@@ -284,3 +284,33 @@ def test_events_from_chunk_old_error_shape() -> None:
         events_from_chunk({"object": "error", "message": "bad thing", "type": "BadRequestError", "code": 400}, 0)
     evs = events_from_chunk(chunk({"content": "x", "reasoning": None, "reasoning_content": "y"}, "stop"), 1.0)
     assert [(e.kind, e.text) for e in evs] == [("reasoning", "y"), ("content", "x"), ("finish", "stop")]
+
+
+async def test_connect_timeout_is_named_as_such() -> None:
+    """A server whose accept queue is full drops our SYN: the error says connecting timed out, not
+    that a stream went quiet for the (much longer) stream timeout."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue; later SYNs are dropped, never refused
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(("127.0.0.1", port))
+            fillers.append(f)
+        c = ApiClient(f"http://127.0.0.1:{port}", timeout=0.5, stream_timeout=60)
+        try:
+            res = await c.chat(REQ)
+        finally:
+            await c.aclose()
+        assert res.error is not None and res.error.kind == "timeout"
+        assert "connecting to" in str(res.error) and "0.5s" in str(res.error)
+        assert "no data for 60s" not in str(res.error)
+    finally:
+        for f in fillers:
+            f.close()
+        srv.close()
