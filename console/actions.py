@@ -40,6 +40,11 @@ FATAL_IDS = {
     "gloo-interface", "smem-kernel-limit", "mtp-weight-mismatch", "ray-version-mismatch",
     "corrupt-checkpoint", "port-in-use", "state-cache-too-small",
 }
+# A line that says "the engine died, root cause above": the cause is another line, often on another
+# station (a worker that died on B makes A print this). Reported only when no cause shows up within
+# CONSEQUENCE_GRACE_S.
+CONSEQUENCE_IDS = {"engine-dead"}
+CONSEQUENCE_GRACE_S = 3.0
 # Always active (and the whole list when console.diagnose is absent): (id, pattern).
 FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((i, re.compile(p)) for i, p in (
     ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|not enough GPU memory|Not enough memory\. Please try"),
@@ -147,6 +152,14 @@ def split_stamp(line: str) -> tuple[str | None, str]:
     return (m.group(1), m.group(2)) if m else (None, line)
 
 
+def most_telling(finding_ids: list[str]) -> int:
+    """Index of the fatal finding to report: the first cause, else the first consequence."""
+    for i, fid in enumerate(finding_ids):
+        if fid not in CONSEQUENCE_IDS:
+            return i
+    return 0
+
+
 def fatal_of_line(station: str, text: str) -> tuple[str, str | None] | None:
     """(finding id, suggested fix) if this log line means the start-up cannot succeed, else None.
     The fix text comes from console.diagnose when it knows the finding."""
@@ -194,9 +207,9 @@ class _Follower:
                 if self.station.is_head and self.ready_marker in text:
                     self.ready = True
                     self._changed.set()
-                if self.fatal is None:
+                if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
                     hit = fatal_of_line(self.station.name, text)
-                    if hit:
+                    if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
                         self.fatal, self.fatal_fix = (hit[0], text), hit[1]
                         self.fatal_context = self.lines[-5:]
                         self._changed.set()
@@ -234,6 +247,7 @@ class ServiceActions:
         self.stop_timeout_s = stop_timeout_s
         self._api_key = cfg.api_key() if api_key is False else (api_key or None)
         self._followers: dict[str, _Follower] = {}
+        self._consequence_at: float | None = None
         self._changed = asyncio.Event()
         self._started: list[Station] = []  # containers this run started, in start order
         self._unreached: dict[str, str] = {}
@@ -468,6 +482,7 @@ class ServiceActions:
     async def _guard(self, action: str, body: Callable[[], Awaitable[None]], on_failure: FailureDecision,
                      on_cancel: str) -> ActionResult:
         self._res = res = ActionResult(action, steps=list(self._res.steps))  # keeps plan_launch's steps
+        self._consequence_at = None
         try:
             await body()
             if res.result == "ok" and not res.summary:
@@ -636,7 +651,7 @@ class ServiceActions:
                 # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancel that races its timeout
                 waiter = asyncio.ensure_future(self._changed.wait())
                 try:
-                    await asyncio.wait({waiter}, timeout=min(left, 5.0))
+                    await asyncio.wait({waiter}, timeout=max(0.05, min(left, 5.0, self._grace_left())))
                 finally:
                     waiter.cancel()
 
@@ -654,12 +669,27 @@ class ServiceActions:
             raise asyncio.CancelledError()
 
     def _raise_if_fatal(self) -> None:
+        """Fail on the most telling fatal line: a cause on any station beats a consequence."""
         self._check_cancel()
-        for name, f in self._followers.items():
-            if f.fatal:
-                fid, line = f.fatal
-                fix = f" (fix: {f.fatal_fix})" if f.fatal_fix else ""
-                raise ActionFailed(f"{name}: {fid}: {line.strip()[:300]}{fix}", [(name, ln) for ln in f.fatal_context])
+        found = [(name, f) for name, f in self._followers.items() if f.fatal]
+        if not found:
+            return
+        i = most_telling([f.fatal[0] for _, f in found])  # type: ignore[index]
+        name, f = found[i]
+        if f.fatal[0] in CONSEQUENCE_IDS:  # type: ignore[index]
+            if self._consequence_at is None:
+                self._consequence_at = time.monotonic()
+            if self._grace_left() > 0:
+                return
+        fid, line = f.fatal  # type: ignore[misc]
+        fix = f" (fix: {f.fatal_fix})" if f.fatal_fix else ""
+        raise ActionFailed(f"{name}: {fid}: {line.strip()[:300]}{fix}", [(name, ln) for ln in f.fatal_context])
+
+    def _grace_left(self) -> float:
+        """Seconds a consequence-only failure still waits for its cause (inf when none is pending)."""
+        if self._consequence_at is None:
+            return float("inf")
+        return CONSEQUENCE_GRACE_S - (time.monotonic() - self._consequence_at)
 
     def _restart_follower(self, s: Station) -> None:
         """The log stream ended but the container runs (a dropped channel): follow again, a few times."""

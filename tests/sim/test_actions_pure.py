@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.actions import ActionResult, Step, fatal_of_line, parse_docker_time, split_stamp
+from console.actions import ActionResult, Step, fatal_of_line, most_telling, parse_docker_time, split_stamp
 
 KV = ("ValueError: To serve at least one request with the models's max seq len (98304), (35.49 GiB KV cache is "
       "needed, which is larger than the available KV cache memory (11.45 GiB). Based on the available memory, the "
@@ -29,6 +29,14 @@ KV = ("ValueError: To serve at least one request with the models's max seq len (
 def test_fatal_lines(line, fid):
     hit = fatal_of_line("B", line)
     assert hit is not None and hit[0] == fid
+
+
+def test_a_cause_on_another_station_beats_the_consequence_seen_first():
+    # worker-dies on B: A prints "Engine core initialization failed. See root cause above." and may be
+    # read first; the launch must name B's dead worker (CI once reported A: engine-dead)
+    assert most_telling(["engine-dead", "worker-died"]) == 1
+    assert most_telling(["cuda-oom", "nccl-timeout"]) == 0
+    assert most_telling(["engine-dead", "engine-dead"]) == 0
 
 
 def test_the_fix_comes_from_the_diagnosis_catalogue():
