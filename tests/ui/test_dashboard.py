@@ -198,3 +198,21 @@ async def test_many_stations_wrap_into_a_grid(n):
         cols = len({p.region.x for p in panes})
         assert cols == (2 if n <= 4 else 3)
         assert all(p.region.width > 40 for p in panes)
+
+
+async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
+    """EngineLog measures width in place (no thread worker per write): the horizontal extent must
+    still be the widest line's cells, tabs expanded and wide characters counted twice."""
+    app = ConsoleApp(parse_config(SNAP_CONFIG, "snap.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        log = app.panes["A"].log_pane.log_widget
+        app.post_message(LogBatch("A", ["x" * 300, "short"]))
+        await pilot.pause(0.2)
+        assert log.virtual_size.width == 300 and log.virtual_size.height == 2
+        app.post_message(LogBatch("A", ["\t" + "y" * 300]))  # a tab expands to 8 cells
+        await pilot.pause(0.2)
+        assert log.virtual_size.width == 308
+        app.post_message(LogBatch("A", ["模型" * 160]))  # 320 double-width characters
+        await pilot.pause(0.2)
+        assert log.virtual_size.width == 640
