@@ -166,9 +166,16 @@ async def test_events_replay_a_start_that_beat_the_subscription(sim_factory):
 
     h = await sim_factory(running=False, time_scale=0.005)
     h.start_service(gap_s=0.0)
-    await asyncio.sleep(0.5)  # both containers run before anyone subscribes
     t = SSHTransport(h.config.station("A"), connect_timeout=2.0, command_timeout=10.0)
     try:
+        # the container is running (docker says so) before anyone subscribes to its events
+        deadline = time.monotonic() + 10
+        while True:
+            res = await t.run(commands.docker_inspect("glm53"))
+            if docker_probe.parse_inspect("glm53", res.stdout, res.exit_status).state == "running":
+                break
+            assert time.monotonic() < deadline, "the container never started"
+            await asyncio.sleep(0.1)
         lines = []
 
         async def first_line():
