@@ -1,0 +1,82 @@
+"""The one sanitizer for outside text: nothing a station, a server or a file says reaches the terminal
+as a control or escape sequence, and nothing of it is ever parsed as Rich markup.
+
+Outside text is model output (content, reasoning, tool calls), model ids, server error bodies, metric
+labels, container logs, remote command output, evidence lines and config values echoed back. A
+hostile server streaming ``ESC ] 52 ; c ; <base64> BEL`` would otherwise write the operator's
+clipboard on every repaint. Complete escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit
+and 8-bit forms, and two-byte ``ESC x``) are removed; every other C0 control except tab and newline,
+DEL, C1 controls and the bidirectional overrides become a visible placeholder (``␀``, ``␛``, ``�``)
+so the operator sees that something was there. Every pattern is a character class or a single
+bounded run: linear in the length of the text (log lines can be megabytes).
+
+``--json`` output keeps the data as it came: JSON escapes it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+
+# A complete escape sequence: CSI (ESC [ or 0x9B) params, intermediates, final byte; a string
+# sequence OSC/DCS/SOS/PM/APC (ESC ] P X ^ _ or 0x9D 0x90 0x98 0x9E 0x9F) up to BEL or ST (ESC \ or
+# 0x9C) or, unterminated, to the end of the text; any other two-byte ``ESC x``.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+)
+# What is left after sequences: C0 (but tab, newline), DEL, C1, bidi embeddings/overrides/isolates.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _placeholder(m: re.Match[str]) -> str:
+    ch = m.group()
+    code = ord(ch)
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ␀ ␇ ␍ ␛ ...
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return "\ufffd"
+
+
+def clean(text: str) -> str:
+    """``text`` with escape sequences removed and other controls shown as placeholders.
+
+    Tabs and newlines are kept; a CR that ends a line (CRLF) is dropped.
+    """
+    if not _CONTROL.search(text):
+        return text
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if text.endswith("\r"):
+            text = text[:-1]
+    text = _SEQUENCE.sub("", text)
+    return _CONTROL.sub(_placeholder, text)
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``clean`` for a one-line place (a title, a table cell, a notification, a stderr message):
+    runs of whitespace become single spaces, and beyond ``limit`` characters the text is clipped with a
+    visible marker."""
+    text = " ".join(clean(text).split())
+    return clip(text, limit) if limit is not None else text
+
+
+def clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters plus a marker saying how much was cut (never silently)."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return f"{text[:limit]}… [+{cut:,} chars]"
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Outside text as a Rich ``Text``: sanitized and never interpreted as markup."""
+    return Text(clean(text), style=style)
+
+
+def is_clean(text: str) -> bool:
+    """True when ``text`` holds nothing ``clean`` would change (for tests and assertions)."""
+    return _CONTROL.search(text) is None
