@@ -91,8 +91,8 @@ class ReplyView(Vertical):
 
     def __init__(self, done: ChatResult | None = None) -> None:
         super().__init__()
-        self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning")
-        self.content = StreamText(done.content if done else "", classes="content")
+        self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning", live=done is None)
+        self.content = StreamText(done.content if done else "", classes="content", live=done is None)
         self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=bool(done and done.content),
                                        classes="" if done and done.reasoning else "-empty")
         self._done = done
@@ -124,6 +124,8 @@ class ReplyView(Vertical):
 
     def finish(self, r: ChatResult) -> None:
         self.result = r
+        self.reasoning.seal()
+        self.content.seal()
         if r.tool_calls:
             lines = []
             for call in r.tool_calls:
