@@ -90,6 +90,8 @@ class Profile:
     link: LinkProfile
     serving: dict[str, Any]
     reference_bench: tuple[BenchRow, ...]
+    # how reference_bench was measured: source, prompts, max_tokens, effort (bench comparability)
+    reference_method: dict[str, Any] = field(default_factory=dict)
 
 
 def builtin_profiles() -> list[str]:
@@ -134,6 +136,7 @@ def _profile_from_dict(d: dict[str, Any], src: str) -> Profile:
             ),
             serving=dict(d.get("serving", {})),
             reference_bench=tuple(BenchRow(**row) for row in d.get("reference_bench", [])),
+            reference_method=dict(d.get("reference_method", {})),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(src, None, "profile", f"invalid profile: {exc!r}") from None
