@@ -17,7 +17,7 @@ from rich.console import Console
 from textual.app import App
 from textual.widgets import DataTable, Input, Static, Switch
 
-from console.config import BenchRow, parse_config
+from console.config import parse_config
 from console.serving.bench import RequestRecord, summarize
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
