@@ -30,6 +30,7 @@ from console.messages import (
     LogBatch,
 )
 from console.monitor import StationService
+from console.probes.engine_log import EngineProgress
 from console.remote.transport import SSHTransport, Transport, TransportError
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
@@ -119,6 +120,7 @@ class ConsoleApp(App):
         self._diag_alerted: set[str] = set()
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
+        self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
 
     # ------------------------------------------------------------------ layout
 
@@ -196,6 +198,13 @@ class ConsoleApp(App):
     def on_engine_update(self, msg: EngineUpdate) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_engine(msg.progress)
+        if msg.station == self.config.head.name:  # the API's fate: serving panel, chat, bench
+            self.head_engine = msg.progress
+            for panel in pane.query(ServingPanel) if pane else ():
+                panel.set_engine(msg.progress)
+            for screen in self.screen_stack:
+                if hasattr(screen, "set_head_engine"):
+                    screen.set_head_engine(msg.progress)
 
     def on_log_batch(self, msg: LogBatch) -> None:
         if pane := self.panes.get(msg.station):

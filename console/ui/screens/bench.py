@@ -31,6 +31,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar
 from textual_plotext import PlotextPlot
 
 from console.config import BenchRow, Config
+from console.probes.engine_log import EngineProgress
 from console.serving.bench import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
@@ -49,6 +50,7 @@ from console.serving.bench import (
     short_levels_warning,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
+from console.ui.engine_state import api_expectation, why_no_api
 from console.ui.widgets.settings_bar import SettingsBar
 
 
@@ -154,6 +156,7 @@ def _fmt(v: float | None, spec: str) -> str:
 class BenchScreen(Screen):
     """Concurrency sweep against the configured head's API, beside the profile's reference."""
 
+    AUTO_FOCUS = "#concurrency"
     DEFAULT_CSS = """
     BenchScreen #bench-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
     BenchScreen #concurrency { width: 16; }
@@ -194,6 +197,10 @@ class BenchScreen(Screen):
         self.running = False
         self.state = "idle"  # idle | running | done | failed | cancelled | error
         self.saved: tuple[Path, Path] | None = None
+        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
+
+    def set_head_engine(self, progress: EngineProgress | None) -> None:
+        self.head_engine = progress
 
     def compose(self) -> ComposeResult:
         yield Static(f"Benchmark · {self.config.profile.name} @ {self.url}", id="bench-title")
@@ -224,6 +231,7 @@ class BenchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.head_engine = getattr(self.app, "head_engine", None)
         self._columns(self._comparison_now())
         self._settings_changed()
 
@@ -349,7 +357,11 @@ class BenchScreen(Screen):
             try:
                 model = await resolve_model(client, self._model_hint)
             except ApiError as exc:
-                self._status(f"✖ {exc}")
+                waiting = why_no_api(self.head_engine) if exc.kind in ("connect", "unavailable") else None
+                if waiting and api_expectation(self.head_engine) == "loading":
+                    self._status(f"◌ {waiting}: the API answers once the engine is ready; run the sweep then")
+                else:
+                    self._status(f"✖ {exc}" + (f" — {waiting}" if waiting else ""))
                 self.state = "error"
                 return
             self.runner = BenchRunner(client, model, settings,

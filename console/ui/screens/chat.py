@@ -10,19 +10,22 @@ trap, a tool-call parser mismatch). The API key field is a password field and is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, Switch
 
 from console.config import Config
+from console.probes.engine_log import EngineProgress
 from console.serving.client import (
     EFFORTS,
     SMOKE_TOOL,
@@ -33,6 +36,8 @@ from console.serving.client import (
     ChatRequest,
     ChatResult,
 )
+from console.ui.engine_state import why_no_api
+from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 
 DEFAULT_MAX_TOKENS = 1000
@@ -86,11 +91,13 @@ class ReplyView(Vertical):
     ReplyView .tools.-shown { display: block; }
     ReplyView .stats { color: $text-muted; padding: 0 1; }
     ReplyView .stats.-error { color: $error; }
+    ReplyView .stats.-waiting { color: $secondary; }
     ReplyView .warnings { color: $warning; padding: 0 1; }
     """
 
-    def __init__(self, done: ChatResult | None = None) -> None:
+    def __init__(self, done: ChatResult | None = None, engine: EngineProgress | None = None) -> None:
         super().__init__()
+        self.engine = engine  # the head's engine phase when the request was sent
         self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning", live=done is None)
         self.content = StreamText(done.content if done else "", classes="content", live=done is None)
         self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=bool(done and done.content),
@@ -139,8 +146,13 @@ class ReplyView(Vertical):
             self.tools.update(Text("\n".join(lines)))
             self.tools.add_class("-shown")
         if r.error is not None:
-            self.stats.update(Text(_error_line(r.error)))
-            self.stats.add_class("-error")
+            waiting = why_no_api(self.engine) if r.error.kind in ("connect", "unavailable") else None
+            if waiting is not None and self.engine is not None and self.engine.phase != "failed":
+                self.stats.update(Text(f"◌ {waiting}: the API answers once the engine is ready; send again then"))
+                self.stats.add_class("-waiting")
+            else:
+                self.stats.update(Text(_error_line(r.error) + (f" — {waiting}" if waiting else "")))
+                self.stats.add_class("-error")
         elif r.cancelled:
             self.stats.update("cancelled · " + format_stats(r))
         else:
@@ -162,12 +174,10 @@ class ChatScreen(Screen):
 
     DEFAULT_CSS = """
     ChatScreen #chat-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    ChatScreen #settings { height: 3; padding: 0 1; }
-    ChatScreen #settings Label { padding: 1 1 0 1; }
     ChatScreen #effort { width: 16; }
-    ChatScreen #max-tokens { width: 10; }
+    ChatScreen #max-tokens { width: 12; }
     ChatScreen #temperature { width: 13; }
-    ChatScreen #api-key { width: 24; }
+    ChatScreen #api-key { width: 22; }
     ChatScreen #conversation { height: 1fr; padding: 0 1; }
     ChatScreen #prompt { dock: bottom; margin: 0 0 1 0; }
     """
@@ -195,6 +205,7 @@ class ChatScreen(Screen):
         self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False
+        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -202,24 +213,22 @@ class ChatScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="chat-title")
-        with Horizontal(id="settings"):
-            yield Label("Effort")
-            yield Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
-                         id="effort")
-            yield Label("No think")
-            yield Switch(False, id="no-think")
-            yield Label("Max tokens")
-            yield Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens")
-            yield Label("Temp")
-            yield Input("", placeholder="default", type="number", id="temperature")
-            yield Label("API key")
-            yield Input("", placeholder="(from config)" if self._config_key else "(none)", password=True,
-                        id="api-key")
+        yield SettingsBar(
+            Label("Effort"),
+            Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
+                   id="effort"),
+            Label("No think"), Switch(False, id="no-think"),
+            Label("Max tokens"), Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens"),
+            Label("Temp"), Input("", placeholder="default", type="number", id="temperature"),
+            Label("API key"),
+            Input("", placeholder="(from config)" if self._config_key else "(none)", password=True, id="api-key"),
+            id="settings")
         yield VerticalScroll(id="conversation")
         yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_head_engine(getattr(self.app, "head_engine", None))
         self.session = chat_session(self.app, self.url)
         conv = self.query_one("#conversation", VerticalScroll)
         for user_line, result in self.session.turns:
@@ -233,9 +242,21 @@ class ChatScreen(Screen):
     async def on_unmount(self) -> None:
         await self.client.aclose()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
+
+    def set_head_engine(self, progress: EngineProgress | None) -> None:
+        """The head station's engine phase, from the app's EngineUpdate messages."""
+        self.head_engine = progress
+        if not self.busy:
+            with contextlib.suppress(NoMatches):
+                self.query_one("#chat-title", Static).update(self._title())
+
     def _title(self, state: str = "") -> str:
         model = self.model or self._model_hint or "?"
-        return f"Chat · {model} @ {self.url}" + (f" · {state}" if state else "")
+        if not state and (waiting := why_no_api(self.head_engine)):
+            state = f"engine {waiting}"
+        return f"Chat · {model}" + (f" · {state}" if state else "") + f" · {self.url}"
 
     # ------------------------------------------------------------------ settings
 
@@ -276,7 +297,7 @@ class ChatScreen(Screen):
     def send(self, text: str, tools: bool = False) -> None:
         """Show the message and stream the reply (a worker in the app's loop)."""
         conv = self.query_one("#conversation", VerticalScroll)
-        reply = ReplyView()
+        reply = ReplyView(engine=self.head_engine)
         user_line = ("[tool test] " if tools else "") + text
         conv.mount(UserMessage(Text(user_line)))
         conv.mount(reply)
@@ -294,6 +315,7 @@ class ChatScreen(Screen):
                 try:
                     ids = [m["id"] for m in await self.client.models()]
                 except ApiError as exc:
+                    reply.engine = self.head_engine
                     reply.finish(ChatResult(error=exc))
                     return
                 except asyncio.CancelledError:
@@ -307,6 +329,7 @@ class ChatScreen(Screen):
             req = ChatRequest(messages=tuple(messages), model=self.model, tools=(SMOKE_TOOL,) if tools else (),
                               **self._settings())
             result = await self.client.chat(req, on_event=reply.add_event)
+            reply.engine = self.head_engine  # the phase when the answer (or the refusal) came
             reply.finish(result)
             self.session.turns.append((user_line, result))
             if result.error is None and not result.cancelled and not tools:

@@ -38,13 +38,14 @@ class SettingsBar(Grid):
 
     DEFAULT_CSS = """
     SettingsBar { height: auto; grid-gutter: 0 0; padding: 0 1; grid-rows: auto; }
-    SettingsBar > Label { padding: 1 1 0 1; }
+    SettingsBar > Label { padding: 1 1 0 1; width: 100%; text-align: right; }
     SettingsBar > Label.-focused { color: $accent; text-style: bold; }
     SettingsBar > Input:focus, SettingsBar > Switch:focus { border: tall $accent; }
     SettingsBar > Select:focus > SelectCurrent { border: tall $accent; }
+    SettingsBar > Switch { width: 10; }
     SettingsBar > Button { margin: 0 1; }
     SettingsBar.-compact > Label { padding: 0 1; }
-    SettingsBar.-compact > Switch { border: none; height: 1; padding: 0 1; }
+    SettingsBar.-compact > Switch { border: none; height: 1; padding: 0 1; width: 8; }
     SettingsBar.-compact > Input:focus, SettingsBar.-compact > Switch:focus {
         background: $accent 35%; border: none;
     }
@@ -66,12 +67,12 @@ class SettingsBar(Grid):
         if not groups:
             return
         widths = [(_cells(label), _cells(field)) for label, field in groups]
-        per_row = 1
+        per_row, cols = 1, [max(w[0] for w in widths), max(w[1] for w in widths)]
         for n in range(len(groups), 0, -1):
             rows = [widths[r:r + n] for r in range(0, len(widths), n)]
-            cols = [max(row[k][j] for row in rows if k < len(row)) for k in range(n) for j in (0, 1)]
-            if sum(cols) <= width - 2:  # the bar's padding
-                per_row = n
+            fit = [max(row[k][j] for row in rows if k < len(row)) for k in range(n) for j in (0, 1)]
+            if sum(fit) <= width - 2:  # the bar's padding
+                per_row, cols = n, fit
                 break
         rows_needed = math.ceil(len(groups) / per_row)
         compact = height < COMPACT_BELOW_HEIGHT or rows_needed > COMPACT_ABOVE_ROWS
@@ -80,7 +81,7 @@ class SettingsBar(Grid):
         for field in self.query("Input, Select, Button"):
             field.compact = compact  # type: ignore[attr-defined]
         self.styles.grid_size_columns = per_row * 2
-        self.styles.grid_columns = "auto"
+        self.styles.grid_columns = " ".join(str(c) for c in cols)
 
     def on_mount(self) -> None:
         self.fit(self.app.size.width, self.app.size.height)
