@@ -445,6 +445,12 @@ def xdg_config_path() -> Path:
     return Path(base) / "dgx-console" / "config.toml"
 
 
+def xdg_data_dir() -> Path:
+    """``$XDG_DATA_HOME/dgx-console`` (default ``~/.local/share/dgx-console``): results, screenshots."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dgx-console"
+
+
 def find_config(explicit: str | None) -> Path:
     """``--config``, then ./dgx-console.toml, then the XDG config dir."""
     if explicit:

@@ -9,16 +9,17 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, SystemModalScreen
 from textual.widgets import Button, Footer, Header, Label, Static
 
-from console.config import Config
+from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
 from console.messages import (
     AppsSample,
@@ -34,6 +35,7 @@ from console.probes.engine_log import EngineProgress
 from console.remote.transport import SSHTransport, Transport, TransportError
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
@@ -74,6 +76,7 @@ class TrustHostKeyScreen(ModalScreen[bool]):
 
 class ConsoleApp(App):
     TITLE = "dgx-console"
+    COMMANDS = App.COMMANDS | {DashboardCommands, NavigationCommands, ScreenCommands}
     AUTO_FOCUS = "StationPane Log"
     CSS = """
     #demo-banner { height: 1; background: $warning; color: $background; text-style: bold; content-align: center middle;
@@ -84,6 +87,10 @@ class ConsoleApp(App):
     .show-diagnosis #diagnosis { display: block; }
     StationPane.-unreachable { border: round $error; }
     StationPane.-failed { border: round $error; }
+    /* Dialogs: a scrolled box inside a dialog's border is a tinted panel, not a second frame (its
+       2-cell scrollbar beside a round border read as a doubled right border). */
+    ModalScreen VerticalScroll { border: none; background: $boost; padding: 0 1;
+                                 scrollbar-size-vertical: 1; scrollbar-background: $boost; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
@@ -98,7 +105,8 @@ class ConsoleApp(App):
         Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
         Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
-        Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys"),
+        Binding("f1,question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys (F1 or ?; Esc closes)"),
+        Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
@@ -248,9 +256,14 @@ class ConsoleApp(App):
     _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service"}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...)."""
-        if action in self._DASHBOARD_ONLY and len(self.screen_stack) > 1:
+        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...);
+        Esc closes the help panel first, and is the screen's own Esc when no help is shown."""
+        # the command palette (a system screen) opened on the dashboard leaves its keys usable
+        if action in self._DASHBOARD_ONLY and sum(not isinstance(s, SystemModalScreen)
+                                                  for s in self.screen_stack) > 1:
             return False
+        if action == "close_help":
+            return bool(self.screen.query("HelpPanel"))
         return True
 
     def focused_station(self) -> StationPane | None:
@@ -309,6 +322,9 @@ class ConsoleApp(App):
         else:
             self.action_show_help_panel()
 
+    def action_close_help(self) -> None:
+        self.action_hide_help_panel()
+
     def action_trust(self) -> None:
         pane = self.focused_station()
         candidates = [p for p in self.panes.values() if p.conn_state == "hostkey"]
@@ -337,12 +353,30 @@ class ConsoleApp(App):
         self.notify(f"{station}: trusted {fp}", timeout=5)
         svc.retry_now()
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot, saved where a directory exists; Textual's notice names the file."""
+        if path is None:
+            target = screenshot_dir()
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                target = Path.cwd()
+            path = str(target)
+        return super().deliver_screenshot(filename, path, time_format)
+
     def add_optional_screen(self, module: str, attr: str) -> object | None:
         """Screens delivered by other modules are imported on use (start-up stays fast)."""
         try:
             return getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return None
+
+
+def screenshot_dir() -> Path:
+    """Where the palette's Screenshot goes: the XDG data dir (Textual's default, ~/Downloads, may
+    not exist on a station or in a container)."""
+    return xdg_data_dir() / "screenshots"
 
 
 def _css_id(name: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Select, Static, Switch
 from textual_plotext import PlotextPlot
 
-from console.config import BenchRow, Config
+from console.config import BenchRow, Config, xdg_data_dir
 from console.probes.engine_log import EngineProgress
 from console.serving.bench import (
     DEFAULT_MAX_TOKENS,
@@ -50,13 +49,13 @@ from console.serving.bench import (
     short_levels_warning,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
+from console.ui.commands import BenchCommands
 from console.ui.engine_state import api_expectation, why_no_api
 from console.ui.widgets.settings_bar import SettingsBar
 
 
 def default_results_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dgx-console" / "bench"
+    return xdg_data_dir() / "bench"
 
 
 # ---------------------------------------------------------------- Figure 2 (pure data, then the widget)
@@ -157,6 +156,7 @@ class BenchScreen(Screen):
     """Concurrency sweep against the configured head's API, beside the profile's reference."""
 
     AUTO_FOCUS = "#concurrency"
+    COMMANDS = {BenchCommands}
     DEFAULT_CSS = """
     BenchScreen #bench-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
     BenchScreen #concurrency { width: 16; }

@@ -36,6 +36,7 @@ from console.serving.client import (
     ChatRequest,
     ChatResult,
 )
+from console.ui.commands import ChatCommands
 from console.ui.engine_state import why_no_api
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
@@ -172,6 +173,7 @@ def _error_line(e: ApiError) -> str:
 class ChatScreen(Screen):
     """Chat with the served model. ``config_or_url``: the console's Config or an API base URL."""
 
+    COMMANDS = {ChatCommands}
     DEFAULT_CSS = """
     ChatScreen #chat-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
     ChatScreen #effort { width: 16; }
