@@ -214,6 +214,7 @@ class Config:
     ui: UiSettings = field(default_factory=UiSettings)
     overrides: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
+    keys: dict[str, str] = field(default_factory=dict)  # [keys]: binding id -> keys ("f5" or "ctrl+r,f5")
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 30.0
 
@@ -269,7 +270,8 @@ _STATION_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 _API_FIELDS = {"url": str, "api_key_env": str, "api_key_file": str, "timeout_s": (int, float)}
 _UI_FIELDS = {"theme": str, "refresh_ms": int, "log_lines": int}
-_TOP_FIELDS = {"profile", "stations", "api", "ui", "overrides", "simulated", "connect_timeout_s", "command_timeout_s"}
+_TOP_FIELDS = {"profile", "stations", "api", "ui", "overrides", "simulated", "connect_timeout_s", "command_timeout_s",
+               "keys"}
 
 
 class _Locator:
@@ -426,6 +428,15 @@ def parse_config(text: str, path: str | None = None) -> Config:
     simulated = data.get("simulated", False)
     if not isinstance(simulated, bool):
         raise err(None, None, "simulated", "simulated", "must be true or false")
+    keys = data.get("keys", {})  # the binding ids and key names are checked by the TUI (console/ui/keymap.py)
+    if not isinstance(keys, dict):
+        raise err(None, None, "keys", "keys", "must be a table of binding id = \"key\"")
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
+                      "the README (e.g. bench-run = \"f5\")")
+        if not isinstance(value, str) or not value.strip():
+            raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
 
     return Config(
         path=path,
@@ -437,7 +448,20 @@ def parse_config(text: str, path: str | None = None) -> Config:
         simulated=simulated,
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
         command_timeout_s=float(data.get("command_timeout_s", 30.0)),
+        keys={k: v.strip() for k, v in keys.items()},
     )
+
+
+def field_error(cfg: Config, table: str, key: str, message: str) -> ConfigError:
+    """A ConfigError with the field's line, for a field checked after loading (the [keys] table
+    against the screens' bindings)."""
+    line = None
+    if cfg.path:
+        try:
+            line = _Locator(Path(cfg.path).read_text()).line_of(table, None, key)
+        except OSError:
+            pass
+    return ConfigError(cfg.path, line, f"{table}.{key}", message)
 
 
 def xdg_config_path() -> Path:
@@ -489,6 +513,8 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
         out["ui"] = ui
     if cfg.overrides:
         out["overrides"] = dict(cfg.overrides)
+    if cfg.keys:
+        out["keys"] = dict(cfg.keys)
     defaults = Station(name="", host="", rank=0)
     out["stations"] = [
         {k: v for k, v in vars(s).items() if k in ("name", "host", "rank") or (v is not None and v != getattr(defaults, k))}

@@ -145,6 +145,8 @@ class ConsoleApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
+            self.set_keymap(self.config.keys)
         for t in load_themes():
             self.register_theme(t)
         if self._theme_name in self.available_themes:

@@ -175,9 +175,9 @@ class BenchScreen(Screen):
     BenchScreen #notes { height: auto; max-height: 6; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("ctrl+r", "start", "Run sweep", id="bench.start", tooltip="Start the concurrency sweep"),
-        Binding("ctrl+b", "cancel", "Cancel", id="bench.cancel", tooltip="Cancel the sweep (finished levels stay)"),
-        Binding("escape", "back", "Back / cancel", id="bench.back", tooltip="Cancel a running sweep, else leave"),
+        Binding("ctrl+r", "start", "Run sweep", id="bench-run", tooltip="Start the concurrency sweep"),
+        Binding("ctrl+b", "cancel", "Cancel", id="bench-cancel", tooltip="Cancel the sweep (finished levels stay)"),
+        Binding("escape", "back", "Back / cancel", id="bench-back", tooltip="Cancel a running sweep, else leave"),
     ]
 
     def __init__(self, config: Config, *, results_dir: Path | None = None, name: str | None = None,

@@ -184,11 +184,14 @@ class ChatScreen(Screen):
     ChatScreen #prompt { dock: bottom; margin: 0 0 1 0; }
     """
     BINDINGS = [
-        Binding("escape", "back", "Back / stop", tooltip="Stop the reply being streamed, else leave the chat"),
-        Binding("ctrl+o", "tool_test", "Tool test", tooltip="Offer a get_weather tool and show the parsed call"),
-        Binding("ctrl+l", "clear", "Clear", tooltip="Forget the conversation"),
-        Binding("ctrl+y", "copy_last", "Copy reply", tooltip="Copy the last reply to the clipboard"),
-        Binding("ctrl+r", "toggle_reasoning", "Reasoning", tooltip="Fold or unfold the last reasoning"),
+        Binding("escape", "back", "Back / stop", id="chat-back",
+                tooltip="Stop the reply being streamed, else leave the chat"),
+        Binding("ctrl+o", "tool_test", "Tool test", id="chat-tool-test",
+                tooltip="Offer a get_weather tool and show the parsed call"),
+        Binding("ctrl+l", "clear", "Clear", id="chat-clear", tooltip="Forget the conversation"),
+        Binding("ctrl+y", "copy_last", "Copy reply", id="chat-copy", tooltip="Copy the last reply to the clipboard"),
+        Binding("ctrl+r", "toggle_reasoning", "Reasoning", id="chat-reasoning",
+                tooltip="Fold or unfold the last reasoning"),
     ]
 
     def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
