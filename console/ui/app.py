@@ -137,8 +137,10 @@ class ConsoleApp(App):
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.config.ui.log_lines, unified=self.config.profile.gpu.unified_memory,
-                                   engine=self.config.profile.engine, id=f"station-{_css_id(st.name)}")
+                p = self.config.profile
+                pane = StationPane(st, self.config.ui.log_lines, unified=p.gpu.unified_memory,
+                                   engine=p.engine, gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name,
+                                   expected_frac=expected_gpu_fill(p), id=f"station-{_css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
         yield DiagnosisPanel(id="diagnosis")
@@ -191,7 +193,7 @@ class ConsoleApp(App):
 
     def on_gpu_sample(self, msg: GpuSample) -> None:
         if pane := self.panes.get(msg.station):
-            pane.set_gpus(msg.gpus)
+            pane.set_gpus(msg.gpus, msg.at)
 
     def on_apps_sample(self, msg: AppsSample) -> None:
         if pane := self.panes.get(msg.station):
@@ -373,6 +375,17 @@ class ConsoleApp(App):
             return getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return None
+
+
+def expected_gpu_fill(profile) -> float | None:
+    """The serving GPU's memory fill once loaded, as the profile expects it: vLLM claims its
+    --gpu-memory-utilization up front (0.93: 231 of 251 GiB is normal, not a warning)."""
+    util = profile.serving.get("gpu_memory_utilization")
+    if util:
+        return float(util)
+    if profile.gpu.memory_total_mib and profile.gpu.loaded_gib:
+        return profile.gpu.loaded_gib * 1024 / profile.gpu.memory_total_mib
+    return None
 
 
 def screenshot_dir() -> Path:

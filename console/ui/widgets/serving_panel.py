@@ -21,9 +21,7 @@ from textual.widgets import Static
 from console.probes.engine_log import EngineProgress
 from console.serving.metrics import ServingSnapshot
 from console.ui.engine_state import api_expectation
-
-#: Rich styles for what a value means (the panel maps them to the theme's colours).
-PALETTE = {"ok": "green", "calm": "cyan", "warn": "yellow", "error": "red"}
+from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
 
@@ -62,11 +60,11 @@ def _age(s: float) -> str:
 
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
-                    engine: EngineProgress | None = None, palette: dict[str, str] | None = None) -> Group:
+                    engine: EngineProgress | None = None, palette: Palette = DEFAULT) -> Group:
     """The panel's content as a Rich table (pure: a snapshot, a clock and the head's engine phase
-    in, a renderable out). ``palette``: colours for ok / calm / warn / error."""
+    in, a renderable out). ``palette``: the theme's colours for ok / calm / warn / error."""
     now = time.time() if now is None else now
-    pal = {**PALETTE, **(palette or {})}
+    pal = palette
     t = Table.grid(padding=(0, 1), expand=True)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(no_wrap=True)
@@ -79,13 +77,13 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     expect = api_expectation(engine)
     loading = snap.status in ("unreachable", "unhealthy") and expect == "loading"
     health = {
-        "ok": Text("● healthy", style=pal["ok"]),
-        "unhealthy": Text("● unhealthy (503)", style=f"bold {pal['error']}"),
-        "unreachable": Text("● not answering", style=f"bold {pal['error']}"),
-        "unauthorized": Text("● API key refused", style=f"bold {pal['warn']}"),
+        "ok": Text("● healthy", style=pal.ok),
+        "unhealthy": Text("● unhealthy (503)", style=f"bold {pal.error}"),
+        "unreachable": Text("● not answering", style=f"bold {pal.error}"),
+        "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
     if loading:  # expected while the engine starts: calm, with the phase
-        health = Text(f"◌ starting (engine {engine.label})", style=pal["calm"])  # type: ignore[union-attr]
+        health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
     elif snap.status == "unreachable" and expect == "stopped":
         health = Text("○ stopped (the engine is not running)", style="dim")
     engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
@@ -106,14 +104,14 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text("the API answers once the engine is ready" + (
             f"; last good poll {_age(age)} ago" if age is not None else ""), style="dim")
     elif age is None:
-        foot = Text(f"no metrics yet{': ' + snap.error if snap.error else ''}", style=pal["warn"])
+        foot = Text(f"no metrics yet{': ' + snap.error if snap.error else ''}", style=pal.warn)
     elif stale:
         foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {snap.error}" if snap.error else ""),
-                    style=f"bold {pal['warn']}")
+                    style=f"bold {pal.warn}")
     else:
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
-            foot.append(f" — {snap.note}", style=pal["warn"])
+            foot.append(f" — {snap.note}", style=pal.warn)
     return Group(t, foot)
 
 
@@ -146,11 +144,6 @@ class ServingPanel(Static):
         self.engine = progress
         self._redraw()
 
-    def _palette(self) -> dict[str, str]:
-        theme = self.app.current_theme
-        return {k: v for k, v in (("ok", theme.success), ("calm", theme.secondary), ("warn", theme.warning),
-                                  ("error", theme.error)) if v}
-
     def _redraw(self) -> None:
         snap = self.snapshot
         now = time.time()
@@ -162,4 +155,4 @@ class ServingPanel(Static):
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
             self.border_subtitle = snap.url
-        self.update(render_snapshot(snap, now, self.engine, self._palette()))
+        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app)))
