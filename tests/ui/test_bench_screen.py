@@ -205,6 +205,9 @@ def test_figure_points_and_the_knee_come_from_levels_that_reached_their_concurre
     short = summarize(64, [RequestRecord(0.0, 1.0, 0.1, 1.0, 9000, 9000)] * 2)  # 18,000 tok/s
     assert short.label == "C64 (2 in flight)"
     assert knee_line([*levels, short]).startswith("knee: total throughput peaks at C16")
+    # the best level is the last one measured: no knee yet, and it says so
+    assert knee_line(levels[:3]).startswith("total throughput still rises at C16")
+    assert "the knee is beyond it" in knee_line(levels[:3])
 
 
 async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim_factory, tmp_path, monkeypatch):

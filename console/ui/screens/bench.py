@@ -85,9 +85,12 @@ def knee_line(levels: Sequence[LevelResult]) -> str:
     knee = knee_of(levels)
     if knee is None:
         return ""
-    return (f"knee: total throughput peaks at C{knee.concurrency} ({knee.total_tok_s:,.1f} tok/s, "
-            f"{knee.per_user_tok_s or 0:,.1f} per user)" if knee.per_user_tok_s is not None else
-            f"knee: total throughput peaks at C{knee.concurrency} ({knee.total_tok_s:,.1f} tok/s)")
+    figures = f"{knee.total_tok_s:,.1f} tok/s" + (
+        f", {knee.per_user_tok_s:,.1f} per user" if knee.per_user_tok_s is not None else "")
+    if knee.concurrency == max(lv.concurrency for lv in levels if lv.reached and lv.total_tok_s):
+        return (f"total throughput still rises at C{knee.concurrency} ({figures}), the highest level "
+                "measured: the knee is beyond it")
+    return f"knee: total throughput peaks at C{knee.concurrency} ({figures})"
 
 
 class ThroughputFigure(PlotextPlot):
