@@ -11,7 +11,7 @@ from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600059 "
             "milliseconds before timing out.")
-SOCKET = "station-b:391:512 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>"
+SOCKET = "station-b:391:512 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0"
 
 
 class PanelApp(App):
@@ -45,7 +45,7 @@ async def test_panel_shows_ranked_findings_evidence_and_fix():
         assert olist.option_count == 2
         assert "nccl-socket-fallback" in str(olist.get_option_at_index(0).prompt)
         detail = text_of(panel.query_one("#diag-detail", Static))
-        assert "station-b:1" in detail and "NET/Socket : Using" in detail
+        assert "station-b:1" in detail and "via NET/Socket" in detail
         assert "NCCL_IB_HCA" in detail  # the fix
         assert "1 error" in text_of(panel.query_one("#diag-summary", Static))
 
