@@ -99,6 +99,9 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(p, flags)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*+[ -/]*+[@-~]")
+
+
 OOM_LOAD_FIX = ("the weights do not fit in this GPU's memory: more tensor parallelism (more stations/GPUs), a "
                 "smaller quantization of the checkpoint, or free the GPU of other processes first")
 
@@ -235,7 +238,7 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
     Spec("nccl-version-mismatch", "error", R_SETUP + 1,
          "the stations run different NCCL versions",
          "run the same image (the same NCCL build) on every station; pin the profile's NCCL on all of them",
-         next="checks", fatal=True),
+         next="checks"),
     Spec("checkpoint-shard-missing", "error", R_ROOT,
          "a checkpoint file the model needs is missing on this station (incomplete download or copy)",
          "compare the files with model.safetensors.index.json on both stations and recopy the missing shards",
@@ -862,6 +865,8 @@ def fatal_of_text(text: str) -> tuple[str, str] | None:
     the ids whose spec is ``fatal``, at error severity."""
     if not any(a in text for a in FATAL_ANCHORS):
         return None
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
     for sig, hit in signature_hits(text, FATAL_ANCHORS):
         spec = SPECS[sig.id]
         severity = (hit and hit.severity) or sig.severity or spec.severity

@@ -16,15 +16,14 @@ entry explains becomes ``unrecognised-error``, ranked below every specific findi
 from __future__ import annotations
 
 import functools
-import itertools
 import re
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from console.diagnosis import catalogue as cat
+from console.diagnosis.scan import KeyIndex
 from console.diagnosis.text import clean, redact, shorten
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
@@ -190,21 +189,7 @@ _ANCHOR_TABLE: dict[str, tuple[tuple[cat.Signature, ...], tuple[tuple[str, re.Pa
 for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
     _ANCHOR_TABLE[_a] = (cat.ANCHORS.get(_a, ()), cat.CONTEXT_ANCHORS.get(_a, ()), _a in cat.GENERIC_ANCHORS)
 
-# A whole-batch scan costs about the same whatever the needle (shorter ones a little more), so the
-# batch is scanned once per *key*, not per anchor: keys are lower-case substrings rare in healthy logs
-# that several anchors share, looked up in an ASCII-folded lower-case copy of the batch (non-ASCII
-# characters become one "?" byte each, so offsets still match the text); the anchors themselves are
-# then checked, case and all, on the few lines a key hit. An anchor no key covers is its own key.
-_KEY_WORDS = ("error", "fail", "exception", "memory", "socket", "mamba", "version", "load", "watchdog",
-              "capabilit", "driver", "placement", "gated", "exit", "died", "nvrm", "compatib", "] via ",
-              "using network", "context_length", "parser", "detector", "waiting for",
-              "no ", "got ", "illegal", "user-specified", "gpu direct rdma", "ddress", "desired", "remote ",
-              "restricted", "cache blocks", "state cache")
-_KEYS: dict[bytes, tuple[str, ...]] = {}
-for _a in _ANCHOR_TABLE:
-    _low = _a.lower()
-    _key = next((k for k in _KEY_WORDS if k in _low), _low)
-    _KEYS[_key.encode()] = _KEYS.get(_key.encode(), ()) + (_a,)
+_INDEX = KeyIndex(_ANCHOR_TABLE)
 
 
 class Diagnoser:
@@ -240,23 +225,7 @@ class Diagnoser:
         base = st.count
         st.count += len(lines)
         blob = "\n".join(lines)
-        hits: dict[int, list[str]] | None = None
-        starts: list[int] | None = None
-        find = blob.encode("ascii", "replace").lower().find
-        for key, anchors in _KEYS.items():
-            i = find(key)
-            if i < 0:
-                continue
-            if starts is None:
-                starts = [0, *itertools.accumulate(len(s) + 1 for s in lines)]
-                hits = {}
-            while i >= 0:
-                idx = bisect_right(starts, i) - 1
-                line = lines[idx]
-                found = [a for a in anchors if a in line]
-                if found:
-                    hits.setdefault(idx, []).extend(found)  # type: ignore[union-attr]
-                i = find(key, starts[idx + 1])
+        hits = _INDEX.hits(lines, blob)
         if not st.nccl and "NCCL " in blob:
             st.nccl = True
         for fact, flag in cat.FACTS.items():
@@ -456,12 +425,15 @@ class Diagnoser:
                                         shorten(redact(summary), 200), ts, self._seq))
         return True
 
-    def note_exit(self, source: str, code: int | None, name: str = "the container") -> bool:
+    def note_exit(self, source: str, code: int | None, name: str = "the container", oom_killed: bool = False) -> bool:
         """The container stopped with ``code``: a non-zero exit no finding explains is not silence."""
         if code is None or code in (0, 130, 143):  # clean, Ctrl-C, SIGTERM (docker stop)
-            self._exits.pop(source, None)
+            if source in self._exits:
+                del self._exits[source]
+                self.version += 1
             return False
-        why = " (SIGKILL: the host OOM killer, or `docker stop` past its timeout)" if code == 137 else ""
+        why = (" (killed by the OOM killer: the host ran out of memory)" if oom_killed else
+               " (SIGKILL: the host OOM killer, or `docker stop` past its timeout)" if code == 137 else "")
         if source in self._exits and self._exits[source].summary.endswith(f"code {code}{why}"):
             return False
         self._seq += 1

@@ -115,7 +115,9 @@ def test_live_station_log_through_transport(tmp_path, monkeypatch, capsys):
     f = data["findings"][0]
     assert f["id"] == "nccl-socket-fallback" and f["station"] == "station-b" and f["count"] == 2
     assert f["evidence"][0]["line"] == 2 and f["first_seen_at"] == "2026-11-30T14:05:21.123456789Z"
-    assert (tmp_path / "docker.args").read_text().split() == ["logs", "--timestamps", "--tail", "300", "glm53"]
+    calls = (tmp_path / "docker.args").read_text().splitlines()
+    assert calls[0].split() == ["logs", "--timestamps", "--tail", "300", "glm53"]
+    assert calls[1].split()[0] == "inspect"  # its exit code: a stopped container is never silent
 
 
 def test_unreachable_station_is_reported_not_fatal(tmp_path, monkeypatch, capsys):
