@@ -582,7 +582,8 @@ class Diagnoser:
                 out.append(self._from_roles(source, network + announce, counts.get("socket-network", 0) + n_announce,
                                             cause=cause, rank=cat.R_FALLBACK, lead=network[0]))
             elif roles.get("ib-disabled") and not uses_ib:
-                out.append(self._from_roles(source, roles["ib-disabled"], counts.get("ib-disabled", 0)))
+                out.append(self._from_roles(source, roles["ib-disabled"] + announce,
+                                            counts.get("ib-disabled", 0) + n_announce, lead=roles["ib-disabled"][0]))
             if roles.get("verbs-missing") and not uses_ib:
                 sev = "error" if multi else "warning"
                 cause = None if multi else (cat.SPECS["nccl-ib-missing"].cause

@@ -81,3 +81,28 @@ async def test_station_badge():
     assert station_badge(d.ranked(), "station-a") is None
     badge = station_badge(d.ranked(), "station-b")
     assert badge is not None and badge.plain == "▲ 1" and "yellow" in str(badge.style)
+
+
+async def test_next_step_is_a_key_to_press_and_log_text_is_sanitized():
+    from console.diagnosis.engine import diagnose_lines
+    from console.ui.widgets.diagnosis import render_detail
+
+    socket = diagnose_lines("station-b", [SOCKET])[0]
+    detail = render_detail(socket).plain
+    assert "Next  press k to run the link checks and RDMA validation now" in detail
+    assert "dgx-console check" not in detail  # a command to type elsewhere is the CLI's wording, not the TUI's
+    assert "dgx-console check" in socket.fix  # ... which diagnose --json keeps
+    oom = diagnose_lines("B", ["Loading safetensors checkpoint shards:  60% Completed | 30/50",
+                               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB."])[0]
+    text = render_detail(oom).plain
+    assert "tensor parallelism" in text and "lower --gpu-memory-utilization headroom" not in text
+    hostile = diagnose_lines("x", ["RuntimeError: boom \x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[31mred\x1b[0m"])[0]
+    rendered = render_detail(hostile).plain
+    assert "\x1b" not in rendered and "\x07" not in rendered and "RuntimeError: boom" in rendered
+
+    app = PanelApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(DiagnosisPanel)
+        panel.update_findings([hostile, socket])
+        await pilot.pause()
+        assert "\x1b" not in text_of(panel.query_one("#diag-detail", Static))

@@ -58,6 +58,11 @@ def render_detail(f: Finding) -> Text:
     if f.explained_by:
         t.append("Likely explained by  ", style="bold")
         t.append(f"{one_line(f.explained_by)}\n")
+    t.append("Fix  ", style="bold green")
+    t.append(f"{one_line(f.remedy)}\n")
+    if f.next_action:
+        t.append("Next  ", style="bold cyan")
+        t.append(f"{f.next_action}\n")
     t.append("\nEvidence", style="bold")
     if f.count > len(f.evidence):
         t.append(f"  ({len(f.evidence)} of {f.count} lines)", style="dim")
@@ -69,11 +74,6 @@ def render_detail(f: Finding) -> Text:
         frames = ev.context[:6] if f.id == "unrecognised-error" else ev.context[-6:]  # where it started
         for c in frames:
             t.append(f"      │ {one_line(c)}\n", style="dim")
-    t.append("\nFix  ", style="bold green")
-    t.append(f"{one_line(f.remedy)}\n")
-    if f.next_action:
-        t.append("Next  ", style="bold cyan")
-        t.append(f"{f.next_action}\n")
     return t
 
 
