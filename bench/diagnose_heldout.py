@@ -17,34 +17,16 @@ Prints, for the ``console`` package on the import path:
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-from console.diagnose import Diagnoser, has_problems
+from console.diagnose import has_problems
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+from log_excerpts import diagnose, expected  # noqa: E402  (the corpus's own reader)
 
 HELDOUT = Path(__file__).resolve().parent / "heldout"
-
-
-def sources(path: Path) -> dict[str, list[str]]:
-    """Lines per source (``# station:`` switches it; other ``#`` metadata lines are dropped)."""
-    out: dict[str, list[str]] = defaultdict(list)
-    current = path.name
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# station: "):
-            current = line.split(":", 1)[1].strip()
-            continue
-        if line.startswith(("# source:", "# note:")):
-            continue
-        out[current].append(line)
-    return dict(out)
-
-
-def diagnose(path: Path):
-    d = Diagnoser()
-    for name, lines in sources(path).items():
-        d.feed(name, lines)
-    d.finish()
-    return d.ranked()
 
 
 def main() -> None:
@@ -54,22 +36,22 @@ def main() -> None:
     kinds: dict[str, list[bool]] = defaultdict(list)
     healthy_alarms, healthy_total, silent, outside_total = 0, 0, 0, 0
     for path in sorted(HELDOUT.glob("*.log")):
-        expected = path.name.split("__", 1)[0]
+        kind = expected(path)
         findings = diagnose(path)
         got = [f"{f.id}:{f.severity}" for f in findings]
-        if expected.startswith("healthy"):
+        if kind.startswith("healthy"):
             healthy_total += 1
             bad = has_problems(findings)
             healthy_alarms += bad
             verdict = "FALSE ALARM" if bad else "ok"
-        elif expected == "outside":
+        elif kind == "outside":
             outside_total += 1
             quiet = not findings
             silent += quiet
             verdict = "SILENT" if quiet else "ok"
         else:
-            first = bool(findings) and findings[0].id == expected
-            kinds[expected].append(first)
+            first = bool(findings) and findings[0].id == kind
+            kinds[kind].append(first)
             verdict = "ok" if first else "WRONG"
         if args.verbose:
             print(f"{verdict:12} {path.name:60} {' '.join(got[:4])}")

@@ -9,12 +9,13 @@ trimmed from the reports, never rewritten.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from log_excerpts import diagnose, expected, load
 
-from console.diagnose import SPECS, Diagnoser, has_problems
+from console.diagnose import SPECS, has_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "tests" / "fixtures" / "logs"
@@ -38,32 +39,6 @@ MIN_EXCERPTS = 3
 
 def docs_ids() -> set[str]:
     return set(re.findall(r"^\| `([a-z0-9-]+)` \|", DOCS_FINDINGS.read_text(), re.M))
-
-
-def load(path: Path) -> dict[str, list[str]]:
-    """Lines per source (the file name, or each ``# station:``), metadata lines dropped."""
-    text = path.read_text(encoding="utf-8").splitlines()
-    assert text[0].startswith("# source: https://github.com/"), f"{path.name} lacks its source link"
-    out: dict[str, list[str]] = defaultdict(list)
-    current = path.name
-    for line in text:
-        if line.startswith("# station: "):
-            current = line.split(":", 1)[1].strip()
-        elif not line.startswith(("# source:", "# note:")):
-            out[current].append(line)
-    return dict(out)
-
-
-def diagnose(path: Path):
-    d = Diagnoser()
-    for name, lines in load(path).items():
-        d.feed(name, lines)
-    d.finish()
-    return d.ranked()
-
-
-def expected(path: Path) -> str:
-    return path.name.split("__", 1)[0]
 
 
 def test_catalogue_has_every_id():
