@@ -7,31 +7,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from pair_app import GB10, GB300, pair_app, pair_config, until
 from rich.console import Console
 
-from console.config import parse_config
 from console.messages import EngineUpdate, GpuSample
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
-from console.ui.app import ConsoleApp, expected_gpu_fill
+from console.ui.app import expected_gpu_fill
 from console.ui.palette import fill_level
 from console.ui.widgets.gpu_meter import GpuMeter, bar, history_label, sparkline
-
-CONFIG = """\
-profile = "{profile}"
-
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-rank = 0
-
-[[stations]]
-name = "B"
-host = "127.0.0.2"
-rank = 1
-"""
-GB300 = "glm53-nvfp4-2x-gb300-vllm"
-GB10 = "glm53-flash-nvfp4-2x-gb10-sglang"
 
 
 def _rendered(renderable, width: int = 90):
@@ -45,7 +29,7 @@ def _styles(text) -> set[str]:
 
 
 def test_fill_levels_follow_the_profiles_expectation():
-    cfg = parse_config(CONFIG.format(profile=GB300))
+    cfg = pair_config(profile=GB300)
     expected = expected_gpu_fill(cfg.profile)
     assert expected == pytest.approx(0.93)
     loaded = 231.35 * 1024 / 256703  # the tutorial's idle, loaded GPU
@@ -57,16 +41,13 @@ def test_fill_levels_follow_the_profiles_expectation():
 
 @pytest.mark.parametrize("theme", ["dgx-dark", "dgx-light"])
 async def test_the_expected_fill_is_calm_in_every_theme(theme):
-    app = ConsoleApp(parse_config(CONFIG.format(profile=GB300)), start_services=False, clock=False, theme=theme)
+    app = pair_app(theme=theme, profile=GB300)
     async with app.run_test(size=(200, 50)) as pilot:
         gpus = [GpuReading(0, "GPU-d", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1200, 97887, 1, 31, 22.0),
                 GpuReading(1, "GPU-s", "NVIDIA GB300", int(231.35 * 1024), 256703, 0, 41, 165.0)]
         app.post_message(GpuSample("A", gpus, 100.0))
         pane = app.panes["A"]
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if len(pane.meters) == 2 and pane.meters[1].used_mib is not None:
-                break
+        await until(pilot, lambda: len(pane.meters) == 2 and pane.meters[1].used_mib is not None, "the meters")
         serving = pane.meters[1]
         assert serving.expected_frac == pytest.approx(0.93) and pane.meters[0].expected_frac is None
         text = _rendered(serving.query_one(".gpu-bar").content, 60)
@@ -76,14 +57,11 @@ async def test_the_expected_fill_is_calm_in_every_theme(theme):
 
 async def test_rdma_without_gdr_is_expected_on_a_gb10_pair_and_loading_is_calm():
     for profile, expect_calm in ((GB10, True), (GB300, False)):
-        app = ConsoleApp(parse_config(CONFIG.format(profile=profile)), start_services=False, clock=False)
+        app = pair_app(profile=profile)
         async with app.run_test(size=(200, 50)) as pilot:
             app.post_message(EngineUpdate("B", EngineProgress(phase="loading", load_pct=30, transport="rdma")))
             pane = app.panes["B"]
-            for _ in range(100):
-                await pilot.pause(0.02)
-                if pane.progress is not None:
-                    break
+            await until(pilot, lambda p=pane: p.progress is not None, "the phase")
             status = pane.query_one(".status").content
             rdma = next(s for s in status.spans if status.plain[s.start:s.end] == "RDMA (no GDR)")
             loading = next(s for s in status.spans if status.plain[s.start:s.end].startswith("loading weights"))
@@ -105,7 +83,7 @@ def test_history_row_has_a_time_scale_and_singular_sample():
 
 
 async def test_meter_time_scale_comes_from_the_samples_clock():
-    app = ConsoleApp(parse_config(CONFIG.format(profile=GB300)), start_services=False, clock=False)
+    app = pair_app(profile=GB300)
     async with app.run_test(size=(200, 50)) as pilot:
         g = [GpuReading(1, "GPU-s", "NVIDIA GB300", 1000, 256703, 0, 41, 165.0)]
         t0 = time.time()

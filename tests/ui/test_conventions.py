@@ -4,51 +4,21 @@ palette's screenshot lands in a directory that exists and says where, dialogs ha
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+from pair_app import pair_app, until
 from textual.command import CommandList, CommandPalette
 
-from console.config import parse_config
-from console.ui.app import ConsoleApp
 from console.ui.commands import SCREENS
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.chat import ChatScreen
-
-CONFIG = """\
-profile = "glm53-nvfp4-2x-gb300-vllm"
-
-[api]
-url = "http://127.0.0.1:9"
-
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-rank = 0
-
-[[stations]]
-name = "B"
-host = "127.0.0.2"
-rank = 1
-"""
-
-
-def _app(tmp_path, text: str = CONFIG) -> ConsoleApp:
-    return ConsoleApp(parse_config(text, str(tmp_path / "c.toml")), start_services=False, clock=False)
-
-
-async def _until(pilot, cond, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 async def _palette(pilot, query: str) -> list[str]:
     """Open the palette, type ``query``, return the prompts of the hits shown."""
     app = pilot.app
     await pilot.press("ctrl+p")
-    await _until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+    await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
     if query:
         await pilot.press(*query)
     hits: list[str] = []
@@ -59,14 +29,14 @@ async def _palette(pilot, query: str) -> list[str]:
         hits = [str(options.get_option_at_index(i).prompt).split("\n")[0] for i in range(options.option_count)]
         return bool(hits) and not app.screen._calling_screen is None  # noqa: E714
 
-    await _until(pilot, listed, f"hits for {query!r}")
+    await until(pilot, listed, f"hits for {query!r}")
     await pilot.pause(0.3)  # every provider has answered
     listed()
     return hits
 
 
 async def test_palette_offers_every_screen_and_the_dashboards_keys(tmp_path):
-    app = _app(tmp_path)
+    app = pair_app(tmp_path, api_url="http://127.0.0.1:9")
     async with app.run_test(size=(160, 45)) as pilot:
         hits = await _palette(pilot, "")
         for want in ("Open the chat", "Open the bench", "Open the checks", "Show the diagnosis",
@@ -82,7 +52,7 @@ async def test_palette_offers_every_screen_and_the_dashboards_keys(tmp_path):
         hits = await _palette(pilot, "chat")
         assert hits[0] == "Open the chat"
         await pilot.press("enter")
-        await _until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         # on the chat: its own keys, the app's, and the way to the other screens
         hits = await _palette(pilot, "")
         for want in ("chat: Tool test", "chat: Copy reply", "chat: Clear", "app: Theme", "Open the bench",
@@ -93,28 +63,28 @@ async def test_palette_offers_every_screen_and_the_dashboards_keys(tmp_path):
         hits = await _palette(pilot, "bench")
         assert hits[0] == "Open the bench"
         await pilot.press("enter")
-        await _until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench")
+        await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench")
         assert len(app.screen_stack) == 2  # the chat was closed on the way, not stacked under
         hits = await _palette(pilot, "run sweep")
         assert hits[0] == "bench: Run sweep"
 
 
 async def test_f1_opens_the_keys_and_esc_closes_them_before_leaving(tmp_path):
-    app = _app(tmp_path)
+    app = pair_app(tmp_path, api_url="http://127.0.0.1:9")
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("f1")
-        await _until(pilot, lambda: bool(app.screen.query("HelpPanel")), "the help panel")
+        await until(pilot, lambda: bool(app.screen.query("HelpPanel")), "the help panel")
         await pilot.press("escape")
-        await _until(pilot, lambda: not app.screen.query("HelpPanel"), "help closed")
+        await until(pilot, lambda: not app.screen.query("HelpPanel"), "help closed")
         await pilot.press("c")
-        await _until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         await pilot.press("f1")  # from the prompt (an Input): F1 is not text
-        await _until(pilot, lambda: bool(app.screen.query("HelpPanel")), "the help panel on the chat")
+        await until(pilot, lambda: bool(app.screen.query("HelpPanel")), "the help panel on the chat")
         await pilot.press("escape")  # closes the help, the chat stays
-        await _until(pilot, lambda: not app.screen.query("HelpPanel"), "help closed on the chat")
+        await until(pilot, lambda: not app.screen.query("HelpPanel"), "help closed on the chat")
         assert isinstance(app.screen, ChatScreen)
         await pilot.press("escape")  # now Esc is the chat's: back to the dashboard
-        await _until(pilot, lambda: not isinstance(app.screen, ChatScreen), "back")
+        await until(pilot, lambda: not isinstance(app.screen, ChatScreen), "back")
 
 
 async def test_palette_screenshot_goes_to_a_directory_that_exists_and_says_where(tmp_path, monkeypatch):
@@ -122,16 +92,16 @@ async def test_palette_screenshot_goes_to_a_directory_that_exists_and_says_where
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    app = _app(tmp_path)
+    app = pair_app(tmp_path, api_url="http://127.0.0.1:9")
     async with app.run_test(size=(120, 35)) as pilot:
         hits = await _palette(pilot, "screenshot")
         assert hits[0] == "Screenshot"
         await pilot.press("enter")
         shots = tmp_path / "data" / "dgx-console" / "screenshots"
-        await _until(pilot, lambda: shots.is_dir() and any(shots.glob("*.svg")), "the screenshot")
+        await until(pilot, lambda: shots.is_dir() and any(shots.glob("*.svg")), "the screenshot")
         svg = next(shots.glob("*.svg"))
         assert "<svg" in svg.read_text()[:200]
-        await _until(pilot, lambda: any(str(svg) in str(n.message) for n in app._notifications), "the notice")
+        await until(pilot, lambda: any(str(svg) in str(n.message) for n in app._notifications), "the notice")
         assert not (home / "Downloads").exists()
 
 
@@ -141,11 +111,11 @@ async def test_dialogs_scrolled_box_is_a_panel_not_a_second_frame(tmp_path):
     from console.actions import PlannedCommand
     from console.ui.screens.actions import ConfirmActionScreen
 
-    app = _app(tmp_path)
+    app = pair_app(tmp_path, api_url="http://127.0.0.1:9")
     async with app.run_test(size=(80, 24)) as pilot:
         plan = [PlannedCommand("A", "stop", "docker stop -t 30 glm53\n" * 3) for _ in range(8)]
         app.push_screen(ConfirmActionScreen("stop", plan))
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmActionScreen), "the dialog")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmActionScreen), "the dialog")
         await pilot.pause()
         box = app.screen.query_one(VerticalScroll)
         assert box.max_scroll_y > 0  # the plan overflows: the scrollbar shows

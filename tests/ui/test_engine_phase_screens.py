@@ -6,12 +6,11 @@ messages the station services would post are posted by the test): the serving bo
 from __future__ import annotations
 
 import socket
-import time
 
+from pair_app import pair_app, until
 from rich.console import Console
 from textual.widgets import Input, Label, Select, Static
 
-from console.config import parse_config
 from console.messages import EngineUpdate
 from console.probes.engine_log import EngineProgress
 from console.serving.metrics import ServingSnapshot
@@ -19,23 +18,6 @@ from console.ui.app import ConsoleApp
 from console.ui.screens.chat import ChatScreen
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
 from console.ui.widgets.settings_bar import SettingsBar
-
-CONFIG = """\
-profile = "glm53-nvfp4-2x-gb300-vllm"
-
-[api]
-url = "http://127.0.0.1:{port}"
-
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-rank = 0
-
-[[stations]]
-name = "B"
-host = "127.0.0.2"
-rank = 1
-"""
 
 
 def _dead_port() -> int:
@@ -50,16 +32,8 @@ def _text(renderable, width: int = 90) -> str:
     return c.export_text()
 
 
-async def _until(pilot, cond, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
 def _app(tmp_path) -> ConsoleApp:
-    cfg = parse_config(CONFIG.format(port=_dead_port()), str(tmp_path / "c.toml"))
-    return ConsoleApp(cfg, start_services=False, clock=False)
+    return pair_app(tmp_path, api_url=f"http://127.0.0.1:{_dead_port()}")
 
 
 UNREACHABLE = ServingSnapshot(url="http://127.0.0.1:9", status="unreachable", healthy=False,
@@ -81,10 +55,10 @@ async def test_serving_box_is_calm_while_the_head_engine_loads(tmp_path):
     async with app.run_test(size=(200, 50)) as pilot:
         panel = app.panes["A"].query_one(ServingPanel)
         app.post_message(ServingUpdate(UNREACHABLE))
-        await _until(pilot, lambda: panel.snapshot is not None, "the snapshot")
+        await until(pilot, lambda: panel.snapshot is not None, "the snapshot")
         assert panel.has_class("-down")  # no engine phase known: not answering is a failure
         app.post_message(EngineUpdate("A", EngineProgress(phase="loading", load_pct=40)))
-        await _until(pilot, lambda: panel.engine is not None, "the head's phase")
+        await until(pilot, lambda: panel.engine is not None, "the head's phase")
         assert panel.has_class("-starting") and not panel.has_class("-down")
         assert "starting (engine loading weights 40%)" in _text(panel.content)
         app.post_message(EngineUpdate("B", EngineProgress(phase="failed")))  # a worker's phase is not the API's
@@ -96,24 +70,24 @@ async def test_chat_says_still_loading_instead_of_unreachable(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(120, 35)) as pilot:
         app.post_message(EngineUpdate("A", EngineProgress(phase="graphs")))
-        await _until(pilot, lambda: app.head_engine is not None, "the head's phase")
+        await until(pilot, lambda: app.head_engine is not None, "the head's phase")
         await pilot.press("c")
-        await _until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         chat = app.screen
         assert "engine still loading (capturing CUDA graphs)" in str(chat.query_one("#chat-title", Static).content)
         chat.query_one("#prompt", Input).value = "hello"
         await pilot.press("enter")
-        await _until(pilot, lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy, "reply")
+        await until(pilot, lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy, "reply")
         stats = str(chat.replies[-1].stats.content)
         assert stats.startswith("◌ still loading (capturing CUDA graphs)") and "unreachable" not in stats
         assert chat.replies[-1].stats.has_class("-waiting") and not chat.replies[-1].stats.has_class("-error")
         # the engine is up now (the app hands the phase over while the chat is open): a refusal is an error
         app.post_message(EngineUpdate("A", EngineProgress(phase="ready")))
-        await _until(pilot, lambda: chat.head_engine.phase == "ready", "the new phase")
+        await until(pilot, lambda: chat.head_engine.phase == "ready", "the new phase")
         assert "still loading" not in str(chat.query_one("#chat-title", Static).content)
         chat.query_one("#prompt", Input).value = "again"
         await pilot.press("enter")
-        await _until(pilot, lambda: len(chat.replies) == 2 and chat.replies[-1].result is not None
+        await until(pilot, lambda: len(chat.replies) == 2 and chat.replies[-1].result is not None
                      and not chat.busy, "the second reply")
         assert str(chat.replies[-1].stats.content).startswith("✖ unreachable")
 
@@ -122,7 +96,7 @@ async def test_chat_settings_fit_at_80_columns_and_show_1000_and_the_focus(tmp_p
     app = _app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("c")
-        await _until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
         chat = app.screen
         bar = chat.query_one(SettingsBar)
         assert bar.has_class("-compact")  # one line a row on a 24-row terminal
@@ -142,7 +116,7 @@ async def test_chat_settings_fit_at_80_columns_and_show_1000_and_the_focus(tmp_p
         assert labels["Effort"].has_class("-focused") and not labels["Max tokens"].has_class("-focused")
     async with _app(tmp_path).run_test(size=(200, 50)) as pilot:  # wide: one row of tall fields
         await pilot.press("c")
-        await _until(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), "the chat")
+        await until(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), "the chat")
         bar = pilot.app.screen.query_one(SettingsBar)
         assert not bar.has_class("-compact") and bar.per_row == 5
         max_tokens = pilot.app.screen.query_one("#max-tokens", Input)
@@ -158,11 +132,11 @@ async def test_bench_says_still_loading_instead_of_cannot_reach(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(150, 45)) as pilot:
         app.post_message(EngineUpdate("A", EngineProgress(phase="kv-cache")))
-        await _until(pilot, lambda: app.head_engine is not None, "the head's phase")
+        await until(pilot, lambda: app.head_engine is not None, "the head's phase")
         await pilot.press("b")
-        await _until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench")
+        await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench")
         bench = app.screen
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: bench.state == "error" and not bench.running, "the refusal")
+        await until(pilot, lambda: bench.state == "error" and not bench.running, "the refusal")
         status = str(bench.query_one("#status", Static).content)
         assert status.startswith("◌ still loading (allocating KV cache)") and "cannot reach" not in status

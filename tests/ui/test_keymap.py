@@ -3,9 +3,8 @@ starts (an unknown id, a key Textual cannot name, a clash on one screen: one lin
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from pair_app import until
 
 from console.cli import main
 from console.config import parse_config
@@ -29,13 +28,6 @@ rank = 0
 """
 
 
-async def _until(pilot, cond, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
-
-
 async def test_remapped_keys_open_the_screens_and_the_old_keys_do_not(tmp_path):
     cfg = parse_config(BASE + 'chat = "f6"\nbench = "f7,ctrl+b"\nchat-clear = "f8"\n', str(tmp_path / "c.toml"))
     assert check_keymap(cfg) == {"chat": "f6", "bench": "f7,ctrl+b", "chat-clear": "f8"}
@@ -45,13 +37,13 @@ async def test_remapped_keys_open_the_screens_and_the_old_keys_do_not(tmp_path):
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ChatScreen)
         await pilot.press("f6")
-        await _until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat on F6")
+        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat on F6")
         footer_keys = {b.binding.id: k for k, b in app.screen.active_bindings.items() if b.binding.id}
         assert footer_keys["chat-clear"] == "f8"
         await pilot.press("escape")
-        await _until(pilot, lambda: not isinstance(app.screen, ChatScreen), "back")
+        await until(pilot, lambda: not isinstance(app.screen, ChatScreen), "back")
         await pilot.press("ctrl+b")
-        await _until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench on its second key")
+        await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench on its second key")
 
 
 def test_every_key_of_the_app_has_an_id_to_remap():

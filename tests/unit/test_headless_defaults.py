@@ -5,29 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-from pathlib import Path
 
-from test_diagnose_cli import (
-    WORKER_LOG,  # a real NCCL socket-fallback excerpt (pytest puts tests/unit on the path)
-)
+# a real NCCL socket-fallback excerpt and a docker stand-in (pytest puts tests/unit on the path)
+from test_diagnose_cli import WORKER_LOG, fake_docker
 
 from console.cli import main
 
 
-def _fake_docker(tmp_path: Path) -> Path:
-    """A ``docker`` on PATH printing the worker log for ``docker logs`` (LocalTransport runs it)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (tmp_path / "docker.out").write_text(WORKER_LOG)
-    script = bindir / "docker"
-    script.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/docker.args\ncat {tmp_path}/docker.out\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return bindir
-
-
 def test_diagnose_with_a_config_reads_every_station(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PATH", f"{_fake_docker(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{fake_docker(tmp_path, WORKER_LOG)}{os.pathsep}{os.environ['PATH']}")
     cfg = tmp_path / "dgx-console.toml"
     cfg.write_text("""
 profile = "glm53-nvfp4-2x-gb300-vllm"

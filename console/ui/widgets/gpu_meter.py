@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
+from console.ui.widgets.serving_panel import _age  # one way to say a span: "45 s", "2 min", "1.5 h"
 
 HISTORY = 120
 
@@ -55,21 +56,13 @@ def bar(frac: float | None, width: int, expected: float | None = None, palette: 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
-def fmt_span(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def history_label(shown: int, total: int, span_s: float | None, roomy: bool) -> str:
     """The time scale of the row: ``last 2 min`` (what the shown samples cover, newest on the
     right), with the sample count when there is room; ``1 sample`` before there is a span."""
     count = f"{total} sample{'' if total == 1 else 's'}"
     if span_s is None or shown < 2:
         return f" {count}"
-    scale = f" last {fmt_span(span_s)}"
+    scale = f" last {_age(span_s)}"
     return f"{scale} · {count}" if roomy else scale
 
 
