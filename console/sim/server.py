@@ -26,9 +26,7 @@ from console.sim import api as sim_api
 from console.sim.engine import engine_phase, serving_mem_gib
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
-from console.sim.world import World
-
-BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine
+from console.sim.world import BASE_HOST_USED_MIB, World, held_mib
 
 
 class SimBackend:
@@ -150,13 +148,14 @@ class SimServer:
 
     async def _api_gate(self, runner: web.AppRunner, backend: SimBackend, host: str, port: int) -> None:
         site: web.TCPSite | None = None
+        stays_open = "port-stays-open" in self.world.faults(backend.station)
         while True:
             phase = await asyncio.to_thread(backend.phase)
             if phase == "ready" and site is None:
                 site = web.TCPSite(runner, host, port, reuse_address=True)
                 with contextlib.suppress(OSError):
                     await site.start()
-            elif phase != "ready" and site is not None:
+            elif phase != "ready" and site is not None and not stays_open:
                 await site.stop()
                 site = None
             await asyncio.sleep(0.3)
@@ -174,6 +173,7 @@ class SimServer:
         used = BASE_HOST_USED_MIB[unified]
         if unified:
             used += int(serving_mem_gib(self.world, name, st) * 1024)
+            used += sum(held_mib(g) for g in st["gpus"] if g["serving"])
         else:
             used += 4096 if engine_phase(self.world, name, st) != "down" else 0
         avail = max(0, total - used)
@@ -282,7 +282,7 @@ class SimServer:
                 "identity_file": str(self.root / "keys" / "client_ed25519"),
             })
         head_api = self.endpoints[self.world.names[0]].api_port
-        return {
+        out = {
             "profile": self.world.profile.name,
             "simulated": True,
             "connect_timeout_s": 3.0,
@@ -290,6 +290,9 @@ class SimServer:
             "api": {"url": f"http://{host}:{head_api}"},
             "stations": stations,
         }
+        if self.world.operator_overrides:  # what the world's operator asked for (a fault's cause)
+            out["overrides"] = self.world.operator_overrides
+        return out
 
     def write_config(self, path: str | os.PathLike) -> None:
         tmp = Path(str(path) + ".tmp")
