@@ -1079,60 +1079,28 @@ class ServiceActions:
                     delay = min(delay * 2, 2.0)
 
     async def _first_token(self) -> None:
-        """Ready means a reply: stream a few tokens (temperature 0) and record the first one.
-        408, 429, 5xx, timeouts and refused connections are retried with a short backoff until
-        the launch timeout; anything else (401, a wrong model) fails at once."""
-        from console.serving.client import TOKEN_KINDS, ApiClient, ApiError, ChatRequest
+        """Ready means a reply (console.serving.readiness): the first streamed token, retried on
+        busy answers until the launch timeout."""
+        from console.serving.client import ApiClient
+        from console.serving.readiness import NotReady, first_token, served_model
 
         head = self.cfg.head.name
         async with self.step(head, "first-token") as st:
-            url = self.cfg.api_url()
-            async with ApiClient(url, self._api_key, timeout=min(10.0, max(5.0, self.cfg.api.timeout_s)),
-                                 stream_timeout=60.0) as client:
-                model = self.cfg.profile.served_model_name
-                with contextlib.suppress(ApiError):
-                    models = await client.models()
-                    if models:
-                        model = str(models[0]["id"])
-                req = ChatRequest(messages=({"role": "user", "content": "Reply with one word: ready."},),
-                                  model=model, max_tokens=4, temperature=0.0)
-                delay, tries = 0.5, 0
-                while True:
-                    tries += 1
-                    t0 = time.time()
-                    first: float | None = None
-                    err: ApiError | None = None
-                    stream = client.stream_chat(req)
-                    try:
-                        async for ev in stream:
-                            if ev.kind in TOKEN_KINDS:
-                                first = time.time()
-                                break
-                    except ApiError as exc:
-                        err = exc
-                    finally:
-                        await stream.aclose()
-                    if first is not None:
-                        ms = (first - t0) * 1000
-                        self._record_event(head, "first-token", first, f"{ms:.0f} ms after the request ({model})",
-                                           (("ttft_ms", round(ms, 1)),))
-                        st.detail = f"first token {ms:.0f} ms after the request" + (
-                            f" (try {tries})" if tries > 1 else "")
-                        return
-                    if err is None:
-                        raise ActionFailed(f"{head} answered the chat request with no token at all ({model})")
-                    status = err.status or 0
-                    retry = status in (408, 429) or status >= 500 or err.kind in (
-                        "timeout", "connect", "unavailable", "stream")
-                    if not retry:
-                        raise ActionFailed(f"{head} is healthy but refuses a chat request: {one_line(str(err), 200)}")
-                    if time.monotonic() + delay > self._ready_deadline:
-                        raise ActionFailed(f"no first token within the launch timeout ({tries} tries): "
-                                           f"{one_line(str(err), 200)}")
+            async with ApiClient(self.cfg.api_url(), self._api_key,
+                                 timeout=min(10.0, max(5.0, self.cfg.api.timeout_s)), stream_timeout=60.0) as client:
+                model = await served_model(client, self.cfg.profile.served_model_name)
+
+                def retrying(tries: int, err: Exception, delay: float) -> None:
                     st.detail = f"try {tries}: {one_line(str(err), 120)}; retrying in {delay:g} s"
-                    self._raise_if_fatal()
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
+
+                try:
+                    tok = await first_token(client, model, self._ready_deadline, retrying, self._raise_if_fatal)
+                except NotReady as exc:
+                    raise ActionFailed(f"{head} {one_line(exc.detail, 300)}") from None
+            self._record_event(head, "first-token", tok.at, f"{tok.ttft_ms:.0f} ms after the request ({model})",
+                               (("ttft_ms", round(tok.ttft_ms, 1)),))
+            st.detail = f"first token {tok.ttft_ms:.0f} ms after the request" + (
+                f" (try {tok.tries})" if tok.tries > 1 else "")
 
     def _compare_kv(self) -> None:
         """After the load: the engine's own KV figure beside the estimate."""

@@ -11,12 +11,12 @@ import json
 
 import pytest
 from aiohttp import ClientSession, web
+from test_actions import act, mutations, recorded, states  # tests/sim is on sys.path (pytest prepend mode)
 
 from console.actions import ServiceActions
 from console.config import ApiSettings
 from console.launch_history import LaunchHistory, config_key
 from console.probes.engine_log import TIMELINE_ORDER
-from test_actions import act, mutations, recorded, states  # tests/sim is on sys.path (pytest prepend mode)
 
 
 def kv_logged(res, station: str) -> tuple[float | None, float | None]:

@@ -42,6 +42,26 @@ TRANSPORT_LABEL = {"gdrdma": ("GPUDirect RDMA", "green"), "rdma": ("RDMA (no GDR
                    "socket": ("TCP socket fallback", "bold red"), "unknown": ("—", "dim")}
 
 
+TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-start": "loading",
+                  "weights-end": "weights", "kv-cache": "KV", "cuda-graphs": "graphs"}
+
+
+def timeline_line(p: EngineProgress) -> Text:
+    """The start-up so far in one line: each event seen, with the engine's own figures and the
+    time since the first event ("weights 218.00 GiB in 239.4 s +4:02")."""
+    t = Text("start-up ", style="dim")
+    first = p.timeline[0].at
+    for i, ev in enumerate(e for e in p.timeline if e.event in TIMELINE_SHORT):
+        if i:
+            t.append(" · ", style="dim")
+        t.append(TIMELINE_SHORT[ev.event], style="bold" if ev.event in ("weights-end", "kv-cache") else "")
+        if ev.detail and ev.event != "weights-start":
+            t.append(f" {ev.detail}")
+        since = int(ev.at - first)
+        t.append(f" +{since // 60}:{since % 60:02d}", style="dim")
+    return t
+
+
 def _while_mounted(method):
     """Samples can still be queued while the app shuts down: drop them instead of failing."""
 
@@ -211,5 +231,8 @@ class StationPane(Vertical):
             if p.fatal:
                 t.append("\n  ")
                 t.append(p.fatal[-160:], style="red")
+            if p.timeline:
+                t.append("\n")
+                t.append_text(timeline_line(p))
         self.query_one(".status", Static).update(t)
         self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")
