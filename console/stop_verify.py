@@ -103,15 +103,18 @@ def judge(station: str, container_name: str, container_state: str, reading: Memo
         b_total, b_avail = (baseline or {}).get("host_total_mib"), (baseline or {}).get("host_available_mib")
         if b_total and b_avail is not None:
             base_used, kind = b_total - b_avail, "pre-launch baseline"
+            leaked, bad = used - base_used, used - base_used > margin
         else:
-            base_used, kind = int(IDLE_HOST_USED_FRAC * h.total_mib) - margin, "an idle station (no baseline recorded)"
-        v.memory = {"kind": "host", "used_mib": used, "baseline_used_mib": base_used if b_total else None,
-                    "margin_mib": margin, "judged_against": kind}
-        if used - base_used > margin:
+            base_used, kind = None, f"an idle station (under {IDLE_HOST_USED_FRAC:.0%} in use; no baseline recorded)"
+            leaked = used - int(IDLE_HOST_USED_FRAC * h.total_mib)
+            bad = leaked > 0
+        v.memory = {"kind": "host", "used_mib": used, "baseline_used_mib": base_used, "margin_mib": margin,
+                    "judged_against": kind}
+        if bad:
             v.findings.append(_finding(
                 "stop-memory-leak", station,
-                f"{station}: {(used - max(base_used, 0)) / 1024:.1f} GiB of unified memory did not come back "
-                f"(in use {used / 1024:.1f} of {h.total_mib / 1024:.1f} GiB vs {kind})"
+                f"{station}: {leaked / 1024:.1f} GiB of unified memory did not come back (in use {used / 1024:.1f} of "
+                f"{h.total_mib / 1024:.1f} GiB vs {kind})"
                 + ("; nvidia-smi shows no process holding it" if not reading.apps else ""),
                 [f"/proc/meminfo: MemTotal {h.total_mib} MiB, MemAvailable {h.available_mib} MiB"]))
         return v

@@ -63,7 +63,7 @@ TIMELINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((e, re.compile
     ("weights-end", r"Model loading took (?P<gib>[\d.]+) ?GiB"),
     ("weights-end", r"Load weight end\..*mem usage=(?P<gib>[\d.]+) GB"),
     ("kv-cache", r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
-    ("kv-cache", r"GPU KV cache size: (?P<tokens>[\d,]+) tokens"),
+    ("kv-cache", r"(?:GPU|CPU) KV cache size: (?P<tokens>[\d,]+) tokens"),
     ("kv-cache", r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB"),
     ("kv-cache", r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), KV size: (?P<gib>[\d.]+) GB"),
     ("cuda-graphs", r"Graph capturing finished in (?P<seconds>[\d.]+) secs?(?:, took (?P<gib>[\d.]+) GiB)?"),
