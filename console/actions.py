@@ -632,7 +632,7 @@ class ServiceActions:
 
     async def launch(self, *, skip_checks: bool = False, specs: dict[str, engines.LaunchSpec] | None = None,
                      on_failure: FailureDecision = True, on_cancel: str = "stop", replace: bool = False,
-                     skip_fit: bool = False) -> ActionResult:
+                     skip_fit: bool = False, drop_caches: bool = False) -> ActionResult:
         async def body() -> None:
             states = await self._states()
             running = await self.service_running(states)
@@ -653,6 +653,8 @@ class ServiceActions:
                                        + "; ".join(v.summary() for v in bad),
                                        [(v.station, f["cause"]) for v in bad for f in v.findings])
                 states = await self._states()
+            if drop_caches:
+                await self._drop_caches()
             await self._fit_gate(skip_fit)
             for s in self.order_start:
                 if self.cfg.launch_script_for(s):
@@ -844,13 +846,30 @@ class ServiceActions:
                 if w.severity != "info" or w.id == "kv-concurrency":
                     self.note(w.station, w.text + (f" (fix: {w.fix})" if w.fix and w.severity != "info" else ""))
             if errors and not skip:
+                drop = " --drop-caches," if any(w.id == "free-memory-at-startup" for w in errors) else ""
                 raise ActionFailed("the estimate says it does not fit: " + "; ".join(w.text for w in errors)
-                                   + " (fix it, or --skip-fit to launch anyway)",
+                                   + f" (fix it,{drop} or --skip-fit to launch anyway)",
                                    [(w.station, f"{w.id}: {w.fix}") for w in errors])
             if errors:
                 st.status, st.detail = "warn", "does not fit (launching anyway, --skip-fit): " + st.detail
             elif any(w.severity == "warning" for w in report.warnings()):
                 st.status = "warn"
+
+    async def _drop_caches(self) -> None:
+        """Drop the page cache on every station before the estimate (unified memory: vLLM counts
+        the cache as used and refuses to start below its share)."""
+        async def one(s: Station) -> None:
+            async with self.step(s.name, "drop-caches") as st:
+                r = await self._run(s, rc.drop_caches())
+                if not r.ok:
+                    raise ActionFailed(f"{s.name}: dropping the page cache needs root or passwordless sudo "
+                                       f"({one_line(_last(r.stderr or r.stdout), 160)})")
+                st.detail = "sync; vm.drop_caches=3"
+
+        out = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
+        for x in out:
+            if isinstance(x, BaseException):
+                raise x
 
     async def _keep_prev(self, s: Station, info: docker_probe.ContainerInfo) -> None:
         """Keep the last run's container and log for the diagnosis: rename, not remove."""
@@ -1258,13 +1277,14 @@ def _last(text: str) -> str:
 
 async def run_action(cfg: Config, action: str, *, skip_checks: bool = False, on_failure: FailureDecision = True,
                      on_cancel: str = "stop", specs: dict[str, engines.LaunchSpec] | None = None,
-                     replace: bool = False, skip_fit: bool = False, **svc_kw: Any) -> ActionResult:
+                     replace: bool = False, skip_fit: bool = False, drop_caches: bool = False,
+                     **svc_kw: Any) -> ActionResult:
     """One action with its own transports, closed afterwards (CLI entry)."""
     svc = ServiceActions(cfg, **svc_kw)
     try:
         if action == "launch":
             return await svc.launch(skip_checks=skip_checks, specs=specs, on_failure=on_failure, on_cancel=on_cancel,
-                                    replace=replace, skip_fit=skip_fit)
+                                    replace=replace, skip_fit=skip_fit, drop_caches=drop_caches)
         if action == "stop":
             return await svc.stop()
         if action == "restart":

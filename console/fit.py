@@ -240,11 +240,13 @@ def estimate(station: str, shape: ModelShape, checkpoint_bytes: float, settings:
     bpt = kv_bytes_per_token(shape, s.kv_cache_dtype, s.tensor_parallel, s.mtp)
     budget = s.memory_fraction * total
     warnings: list[FitWarning] = []
-    if mem.unified:
+    if mem.unified:  # the kernel reclaims page cache for an allocation, but vLLM's start check counts it as used
         free = (mem.free_mib if s.engine == "vllm" else mem.available_mib)
+        room = mem.available_mib
     else:
-        free = None if mem.used_mib is None else mem.total_mib - mem.used_mib
+        free = room = None if mem.used_mib is None else mem.total_mib - mem.used_mib
     free_gib = None if free is None else free / 1024
+    room_gib = None if room is None else room / 1024
     if s.engine == "vllm":
         overhead = ACTIVATION_GIB + (0.0 if s.enforce_eager else CUDA_GRAPHS_GIB)
         kv = budget - weights - overhead
@@ -264,14 +266,13 @@ def estimate(station: str, shape: ModelShape, checkpoint_bytes: float, settings:
             "gpu-processes", "warning", station,
             f"{station}: {len(others)} process(es) already hold memory on the serving GPU: {held}",
             "stop them (a leftover container or engine: docker ps -a; kill the pid), or reboot if nothing owns it"))
-    if free_gib is not None and weights + overhead > free_gib:
-        why = (f"{_g(free_gib)} free" + (f" ({held})" if held else "")
-               + (f"; {_g((mem.cached_mib or 0) / 1024)} is page cache" if mem.unified and mem.cached_mib else ""))
+    if room_gib is not None and weights + overhead > room_gib:
+        why = f"{_g(room_gib)} {'available' if mem.unified else 'free'}" + (f" ({held})" if held else "")
         warnings.append(FitWarning(
             "cuda-oom", "error", station,
             f"{station}: the weights ({_g(weights)} per GPU) do not fit: {why}: the load would run out of memory",
-            "free the GPU memory first" + (f" ({DROP_CACHES} for the page cache)" if mem.unified else "")
-            + f", or more GPUs (tensor parallel {s.tensor_parallel} -> {s.tensor_parallel * 2})"))
+            "free the memory first (stop what holds it; reboot if nothing owns it), or more GPUs "
+            f"(tensor parallel {s.tensor_parallel} -> {s.tensor_parallel * 2})"))
     elif free_gib is not None and free_gib < budget and (s.engine == "vllm" or mem.unified):
         vllm = s.engine == "vllm"
         warnings.append(FitWarning(

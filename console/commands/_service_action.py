@@ -55,6 +55,9 @@ def add_action_parser(sub, action: str, run) -> argparse.ArgumentParser:
                        help="a service is running: stop it (verified) and launch a fresh one")
         p.add_argument("--skip-fit", action="store_true",
                        help="launch even when the fit estimate says it does not fit")
+        p.add_argument("--drop-caches", action="store_true",
+                       help="drop the page cache on every station before the estimate and the start (GB10: vLLM "
+                            "counts it as used memory; needs root or passwordless sudo)")
     if action in ("stop", "restart"):
         p.add_argument("--verify-timeout", type=float, metavar="S", default=30.0,
                        help="seconds a station may take to come back clean after the stop (default 30)")
@@ -163,7 +166,7 @@ async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionP
         if action == "launch":
             return await svc.launch(skip_checks=args.skip_checks, specs=plan.specs if plan else None,
                                     on_failure=not keep, on_cancel="keep" if keep else "stop",
-                                    replace=args.replace, skip_fit=args.skip_fit)
+                                    replace=args.replace, skip_fit=args.skip_fit, drop_caches=args.drop_caches)
         if action == "stop":
             return await svc.stop()
         return await svc.restart(on_failure=not keep, on_cancel="keep" if keep else "stop")

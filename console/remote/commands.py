@@ -266,3 +266,10 @@ def run_launch_script(path: str, log_path: str) -> str:
 
 def tail_file(path: str, lines: int = 20) -> str:
     return f"tail -n {int(lines)} {station_path(path)}"
+
+
+def drop_caches() -> str:
+    """Flush dirty pages, then drop the page cache (root, else passwordless sudo): on unified
+    memory (GB10) the cache counts as used for the engine's free-memory check."""
+    return ("sync && { sysctl -q -w vm.drop_caches=3 2>/dev/null || sudo -n sysctl -q -w vm.drop_caches=3; } "
+            "&& echo dropped")

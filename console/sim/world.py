@@ -123,7 +123,7 @@ class World:
         if any("kv-too-small" in f for f in fault_map.values()):
             overrides["max_model_len" if profile.engine == "vllm" else "context_length"] = FULL_CONTEXT
         meta = {
-            "profile": profile.name,
+            "profile": profile_name if profile_name.endswith(".toml") else profile.name,  # a file: keep its path
             "stations": names,
             "time_scale": time_scale,
             "created_at": time.time(),
@@ -301,3 +301,27 @@ def append_log(world: World, name: str, line: str, at: float | None = None) -> N
     t = time.time() if at is None else at
     with open(world.station_dir(name) / "extra.log", "a") as fh:
         fh.write(f"{t:.6f} {line}\n")
+
+
+def write_meminfo(world: World, name: str, unified: bool) -> None:
+    """The station's /proc/meminfo (the sim server rewrites it every second; ``sysctl -w
+    vm.drop_caches`` at once, as the kernel would)."""
+    from console.sim.engine import engine_phase, serving_mem_gib
+
+    st = world.state(name)
+    total = st["host_mem_total_mib"]
+    used = BASE_HOST_USED_MIB[unified]
+    if unified:
+        used += int(serving_mem_gib(world, name, st) * 1024)
+        used += sum(held_mib(g) for g in st["gpus"] if g["serving"])
+    else:
+        used += 4096 if engine_phase(world, name, st) != "down" else 0
+    avail = max(0, total - used)
+    cached = min(int(st.get("page_cache_mib", avail * 0.3)), avail)  # until `sysctl -w vm.drop_caches=3`
+    text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {max(0, avail - cached - 2048) * 1024:>10} kB\n"
+            f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
+            f"Cached:         {cached * 1024:>10} kB\nSwapTotal:             0 kB\n")
+    path = world.station_dir(name) / "meminfo"
+    tmp = path.with_name(f"meminfo.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, web
@@ -268,3 +269,37 @@ async def test_plan_while_the_service_runs_estimates_as_if_stopped(sim_factory):
     await asyncio.sleep(0)
     report, note = await estimate(sim.config)
     assert report.ok and note is not None and "as if it were stopped" in note
+
+
+async def test_gb10_page_cache_below_the_utilization_offers_and_runs_the_drop_caches_step(sim_factory, tmp_path):
+    """vLLM on a DGX Spark pair (NVIDIA's Spark vLLM playbook): the page cache left by copying the
+    checkpoint counts as used unified memory, so vLLM would refuse to start below its share."""
+    from console.config import builtin_profiles  # noqa: F401 - the profile format is the built-ins'
+    from console.profiles import __file__ as profiles_init
+
+    gb10 = (Path(profiles_init).parent / "glm53-flash-nvfp4-2x-gb10-sglang.toml").read_text()
+    text = (gb10.replace('engine = "sglang"', 'engine = "vllm"')
+            .replace('name = "glm53-flash-nvfp4-2x-gb10-sglang"', 'name = "glm53-flash-2x-gb10-vllm"')
+            .replace('image = "lmsysorg/sglang:v0.5.23-cu130-gb10"', 'image = "vllm/vllm-openai:v0.30.0-aarch64"')
+            .replace("mem_fraction_static = 0.84", "gpu_memory_utilization = 0.85\nmax_model_len = 32768\n"
+                                                   "max_num_seqs = 4\nkv_cache_dtype = \"fp8\"")
+            .replace("max_running_requests = 2\ncontext_length = 65536\n", ""))
+    prof = tmp_path / "gb10-vllm.toml"
+    prof.write_text(text)
+    sim = await sim_factory(n=2, profile=str(prof), time_scale=0.005)
+    await asyncio.sleep(1.2)  # the sim writes each station's /proc/meminfo once a second
+    svc = ServiceActions(sim.config)
+    try:
+        plan = await svc.plan("launch")
+    finally:
+        await svc.close()
+    errors = [w for w in plan.fit.warnings() if w.severity == "error"]
+    assert errors and all(w.id == "free-memory-at-startup" for w in errors), [(w.id, w.text) for w in errors]
+    assert "page cache" in errors[0].text and "drop_caches" in errors[0].fix
+    res, log = await act(sim.config, "launch")
+    assert res.result == "failed" and "--drop-caches" in res.summary
+    res, log = await act(sim.config, "launch", drop_caches=True)
+    assert [s.status for s in res.steps if s.action == "drop-caches"] == ["ok", "ok"]
+    fit_step = next(s for s in res.steps if s.action == "fit")
+    assert fit_step.status in ("ok", "warn"), fit_step.detail
+    assert res.result == "ok", res.summary

@@ -61,6 +61,7 @@ class Confirmed:
 
     replace: bool = False
     skip_fit: bool = False
+    drop_caches: bool = False
 
 
 class ActionFinished(Message):
@@ -124,6 +125,11 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
         self.full = plan if isinstance(plan, ActionPlan) else ActionPlan(action, list(plan))
         self.plan = self.full.commands
         self.needs_fit_consent = self.full.fit is not None and not self.full.fit.ok
+        warned = self.full.fit.warnings() if self.full.fit is not None else []
+        self.offer_drop = any(w.id == "free-memory-at-startup" for w in warned)
+        # dropping the page cache is enough when the free memory at start is the only problem
+        self.drop_is_enough = self.offer_drop and all(w.id == "free-memory-at-startup" for w in warned
+                                                      if w.severity == "error")
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -137,6 +143,9 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
                 yield Static(render_fit(self.full), id="fit")
             if self.full.running:
                 yield Checkbox("Stop the running service (verified) and replace it", id="replace")
+            if self.offer_drop:
+                yield Checkbox("Drop the page cache on every station first (sync; vm.drop_caches=3)",
+                               id="drop-caches")
             if self.needs_fit_consent:
                 yield Checkbox("Launch anyway: the estimate says it does not fit", id="skip-fit")
             with Horizontal():
@@ -153,12 +162,13 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
             boxes = self.query(f"#{cid}").results(Checkbox)
             return any(b.value for b in boxes)
 
-        return Confirmed(replace=ticked("replace"), skip_fit=ticked("skip-fit"))
+        return Confirmed(replace=ticked("replace"), skip_fit=ticked("skip-fit"), drop_caches=ticked("drop-caches"))
 
     @on(Checkbox.Changed)
     def _ticked(self, _event: Checkbox.Changed) -> None:
         c = self._consents()
-        ready = (c.replace or not self.full.running) and (c.skip_fit or not self.needs_fit_consent)
+        fit_ok = c.skip_fit or not self.needs_fit_consent or (c.drop_caches and self.drop_is_enough)
+        ready = (c.replace or not self.full.running) and fit_ok
         self.query_one("#yes", Button).disabled = not ready
 
     @on(Button.Pressed)
@@ -341,7 +351,7 @@ def action_runner(config: Config, action: str, plan: ActionPlan | None = None, c
             if action == "launch":
                 c = choice or Confirmed()
                 return await svc.launch(specs=plan.specs if plan else None, on_failure=ask, replace=c.replace,
-                                        skip_fit=c.skip_fit)
+                                        skip_fit=c.skip_fit, drop_caches=c.drop_caches)
             if action == "stop":
                 return await svc.stop()
             return await svc.restart(on_failure=ask)
