@@ -61,6 +61,8 @@ async def _one(n: int, faults: list[str]) -> dict[str, float]:
             tl = run_timeline(world, head, st, run)
             ready = next(s for s in res.steps if s.action == "ready")
             out["ready_seen_ms"] = (ready.finished_at - (float(run["started_at"]) + tl.ready_at)) * 1000
+            # what readiness by a reply costs beyond the engine's ready line: /health, then a first token
+            out["token_after_ready_ms"] = (tok.at - (float(run["started_at"]) + tl.ready_at)) * 1000
         else:
             failed = next(s for s in res.steps if s.status == "failed")
             worker = world.names[1]
@@ -98,6 +100,7 @@ async def main() -> None:
         print(f"  launch s          {_fmt([r['launch_s'] for r in ok])}   sessions {ok[0]['launch_sessions']:.0f}")
         print(f"  first token s     {_fmt([r['first_token_s'] for r in ok])}   (launch call -> first streamed token)")
         print(f"  ready seen +ms    {_fmt([r['ready_seen_ms'] for r in ok])}")
+        print(f"  token after +ms   {_fmt([r['token_after_ready_ms'] for r in ok])}   (ready line -> first token)")
         print(f"  fit verdict s     {_fmt([r['fit_verdict_s'] for r in bad])}   (oom: rejected before any load)")
         print(f"  fatal seen +ms    {_fmt([r['fatal_seen_ms'] for r in bad])}   (oom on the first worker, --skip-fit)")
         print(f"  stop s            {_fmt([r['stop_s'] for r in ok])}   sessions {ok[0]['stop_sessions']:.0f}")
