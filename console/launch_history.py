@@ -73,21 +73,25 @@ def durations(events: list[TimelineEvent]) -> dict[str, float]:
 
 
 def compare(now: dict[str, dict[str, float]], previous: list[dict[str, dict[str, float]]]) -> list[str]:
-    """Lines like "A: weights 4m02s (last time 3m58s)", and "slower than the last N" where it is."""
+    """One line per station: "A: weights 4m02s (last time 3m58s) · KV cache 0.8s ...", and
+    "slower than the last N" on each phase where it is."""
     lines = []
     for station, phases in now.items():
+        parts = []
         for phase in PHASES:
             if phase not in phases:
                 continue
             cur = phases[phase]
             past = [p[station][phase] for p in previous if phase in p.get(station, {})]
-            text = f"{station}: {PHASE_LABELS[phase]} {fmt_duration(cur)}"
+            text = f"{PHASE_LABELS[phase]} {fmt_duration(cur)}"
             if past:
                 text += f" (last time {fmt_duration(past[-1])})"
                 med = statistics.median(past)
                 if cur > SLOWER_RATIO * med and cur - med >= SLOWER_MIN_S:
-                    text += f": slower than the last {len(past)} (median {fmt_duration(med)})"
-            lines.append(text)
+                    text += f", slower than the last {len(past)} (median {fmt_duration(med)})"
+            parts.append(text)
+        if parts:
+            lines.append(f"{station}: " + " · ".join(parts))
     return lines
 
 

@@ -70,9 +70,9 @@ def _ev(event: str, at: float, **vals: float) -> TimelineEvent:
 def test_the_comparison_names_last_time_and_where_it_is_slower():
     previous = [{"A": {"weights": 238.0, "ready": 400.0}}, {"A": {"weights": 240.0, "ready": 410.0}}]
     lines = launch_history.compare({"A": {"weights": 242.0, "ready": 600.0}}, previous)
-    assert lines[0] == "A: weights 4m02s (last time 4m00s)"
-    assert lines[1] == "A: start to /health 200 10m00s (last time 6m50s): slower than the last 2 (median 6m45s)"
-    assert launch_history.compare({"A": {"weights": 3.0}}, []) == ["A: weights 3.0s"]
+    assert lines == ["A: weights 4m02s (last time 4m00s) · start to /health 200 10m00s (last time 6m50s), slower "
+                     "than the last 2 (median 6m45s)"]
+    assert launch_history.compare({"A": {"weights": 3.0}, "B": {}}, []) == ["A: weights 3.0s"]
 
 
 def test_history_keeps_records_per_service_and_the_last_baseline(tmp_path):

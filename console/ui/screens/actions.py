@@ -109,11 +109,11 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
 
     DEFAULT_CSS = """
     ConfirmActionScreen { align: center middle; }
-    ConfirmActionScreen > Vertical { width: 90%; height: 85%; border: thick $warning; padding: 1 2;
+    ConfirmActionScreen > Vertical { width: 90%; height: 90%; border: thick $warning; padding: 0 1;
                                      background: $surface; }
     ConfirmActionScreen VerticalScroll { height: 1fr; border: round $panel; }
     ConfirmActionScreen #running { color: $error; text-style: bold; height: auto; }
-    ConfirmActionScreen #fit { height: auto; max-height: 10; }
+    ConfirmActionScreen #fit { height: auto; border-bottom: solid $panel; }
     ConfirmActionScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
     ConfirmActionScreen Button { margin-left: 2; }
     """
@@ -137,10 +137,10 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
                                       f"  {len(self.plan)} commands, in this order"))
             if self.full.running:
                 yield Static(Text(self.full.running), id="running")
-            with VerticalScroll():
+            with VerticalScroll():  # only this part shrinks on a small terminal: the choices stay visible
+                if self.full.fit is not None:
+                    yield Static(render_fit(self.full), id="fit")
                 yield Static(render_plan(self.action, self.plan), id="plan")
-            if self.full.fit is not None:
-                yield Static(render_fit(self.full), id="fit")
             if self.full.running:
                 yield Checkbox("Stop the running service (verified) and replace it", id="replace")
             if self.offer_drop:

@@ -47,18 +47,20 @@ TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-s
 
 
 def timeline_line(p: EngineProgress) -> Text:
-    """The start-up so far in one line: each event seen, with the engine's own figures and the
-    time since the first event ("weights 218.00 GiB in 239.4 s +4:02")."""
-    t = Text("start-up ", style="dim")
-    first = p.timeline[0].at
-    for i, ev in enumerate(e for e in p.timeline if e.event in TIMELINE_SHORT):
+    """The start-up so far in one line: the engine's own figures per phase reached, the latest
+    phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...")."""
+    evs = [e for e in p.timeline if e.event in TIMELINE_SHORT]
+    if not evs:
+        return Text()
+    since = int(evs[-1].at - evs[0].at)
+    t = Text(f"start-up +{since // 60}:{since % 60:02d} ", style="dim")
+    shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
+    for i, ev in enumerate(shown):
         if i:
             t.append(" · ", style="dim")
-        t.append(TIMELINE_SHORT[ev.event], style="bold" if ev.event in ("weights-end", "kv-cache") else "")
-        if ev.detail and ev.event != "weights-start":
+        t.append(TIMELINE_SHORT[ev.event], style="bold")
+        if ev.detail:
             t.append(f" {ev.detail}")
-        since = int(ev.at - first)
-        t.append(f" +{since // 60}:{since % 60:02d}", style="dim")
     return t
 
 
