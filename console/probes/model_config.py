@@ -18,11 +18,11 @@ configs nest the language model in ``text_config``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.probes import ParseError
+from console.probes.disk import config_json, quantization_of
 
 AttentionKind = Literal["mla", "gqa"]
 
@@ -100,12 +100,7 @@ def _layer_kinds(d: dict[str, Any], n: int) -> tuple[int, int, int]:
 def parse_model_shape(text: str) -> ModelShape:
     """config.json text -> ModelShape; a clear ParseError when the fields that size a KV cache
     are missing (never a guessed number)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"config.json: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise ParseError("config.json: not a JSON object")
+    data = config_json(text)
     top = data
     d = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
     if d is not data and "num_hidden_layers" not in d:
@@ -119,8 +114,7 @@ def parse_model_shape(text: str) -> ModelShape:
     rope = _int(d, "qk_rope_head_dim")
     attn_layers, linear, sliding = _layer_kinds(d, n)
     dtype = str(d.get("torch_dtype") or d.get("dtype") or top.get("torch_dtype") or "bfloat16")
-    q = top.get("quantization_config") or {}
-    quant = (q.get("quant_algo") or q.get("quant_method")) if isinstance(q, dict) else None
+    quant = quantization_of(top)
     common: dict[str, Any] = dict(
         model_type=str(d.get("model_type") or top.get("model_type") or ""),
         architectures=tuple(str(a) for a in (top.get("architectures") or d.get("architectures") or ())),
@@ -128,7 +122,7 @@ def parse_model_shape(text: str) -> ModelShape:
         mtp_layers=_int(d, "num_nextn_predict_layers", "mtp_num_hidden_layers") or 0, dtype=dtype,
         max_position_embeddings=_int(d, "max_position_embeddings", "max_sequence_length", "seq_length"),
         hidden_size=hidden, q_lora_rank=_int(d, "q_lora_rank"), n_routed_experts=_int(d, "n_routed_experts"),
-        quantization=str(quant) if quant else None)
+        quantization=quant)
     if kv_lora:
         return ModelShape(attention="mla", num_kv_heads=None, head_dim=None, kv_lora_rank=kv_lora,
                           qk_rope_head_dim=rope or 0, index_head_dim=_int(d, "index_head_dim"), **common)
