@@ -820,7 +820,9 @@ class ServiceActions:
                     self.note(w.station, w.text + (f" (fix: {w.fix})" if w.fix and w.severity != "info" else ""))
             if errors and not skip:
                 drop = " --drop-caches," if any(w.id == "free-memory-at-startup" for w in errors) else ""
-                raise ActionFailed("the estimate says it does not fit: " + "; ".join(w.text for w in errors)
+                unknown = all(w.id in ("model-config", "memory-unknown") for w in errors)
+                raise ActionFailed(("the estimate could not be made: " if unknown else
+                                    "the estimate says it does not fit: ") + "; ".join(w.text for w in errors)
                                    + f" (fix it,{drop} or --skip-fit to launch anyway)",
                                    [(w.station, f"{w.id}: {w.fix}") for w in errors])
             if errors:
