@@ -37,7 +37,7 @@ class SettingsPair(Horizontal):
     """One label and its field, kept together on a row."""
 
     DEFAULT_CSS = """
-    SettingsPair { width: auto; height: auto; padding: 0 1 0 0; }
+    SettingsPair { width: auto; height: auto; }
     """
 
     def __init__(self, label: Label, field: Widget) -> None:
@@ -46,7 +46,7 @@ class SettingsPair(Horizontal):
 
     @property
     def cells(self) -> int:
-        return _cells(self.label) + _cells(self.field) + 1
+        return _cells(self.label) + _cells(self.field)  # the label's padding parts it from the last pair
 
 
 class SettingsBar(Grid):

@@ -26,8 +26,8 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 FLUSH_S = 0.1  # a live widget paints its appends at most this often (10 Hz reads as smooth)
-RESERVE = 1  # rows a live widget claims beyond its text (a blank line under the streamed text)
-LAYOUT_S = 0.25  # a live widget grows (a layout of the whole view) at most this often
+RESERVE = 2  # rows a live widget claims beyond its text (blank lines the stream types into)
+LAYOUT_S = 0.4  # a live widget grows (a layout of the whole view) at most this often
 
 
 def wrap_tail(tail: str, width: int) -> tuple[list[str], str]:
