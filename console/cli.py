@@ -3,6 +3,11 @@
 Each subcommand lives in ``console/commands/<name>.py`` and exposes ``register(subparsers)``
 (which calls ``subparsers.add_parser`` and sets ``func``); this module only discovers them, so
 adding a subcommand never touches this file. Usage and config errors print one line and exit 2.
+
+Plain output is terminal-safe whatever a subcommand prints: for every headless subcommand stdout
+and stderr pass through ``console.sanitize.clean`` (only the few colour/erase sequences the console
+itself writes are let through), so text from a server, a station or a file can never carry an
+escape sequence to the operator's terminal. ``--json`` output is JSON with ASCII escapes: unchanged.
 """
 
 from __future__ import annotations
@@ -10,20 +15,58 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from console import __version__
 from console.config import ConfigError
 from console.errors import UsageError
+from console.sanitize import clean, is_clean, one_line
 
 __all__ = ["UsageError", "add_config_args", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        sys.stderr.write(f"dgx-console: error: {message}\n")
+        sys.stderr.write(f"dgx-console: error: {one_line(message, 500)}\n")
         raise SystemExit(2)
+
+
+# The only control sequences the console's own plain output writes: chat's dim/reset around
+# reasoning and bench's rewrite-the-progress-line.
+_OWN_SEQUENCES = re.compile(r"\x1b\[[02]m|\r\x1b\[2K")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` cleaned for a terminal, keeping only the console's own ``_OWN_SEQUENCES``."""
+    if is_clean(text):
+        return text
+    out, pos = [], 0
+    for m in _OWN_SEQUENCES.finditer(text):
+        out += [clean(text[pos:m.start()]), m.group()]
+        pos = m.end()
+    out.append(clean(text[pos:]))
+    return "".join(out)
+
+
+class SafeStream:
+    """A text stream whose every write is ``terminal_safe`` (the rest is the wrapped stream's)."""
+
+    def __init__(self, raw: TextIO):
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(terminal_safe(text))
+        return len(text)
+
+    def writelines(self, lines: Sequence[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
@@ -55,24 +98,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _error(exc: BaseException) -> int:
+    print(f"dgx-console: {one_line(str(exc), 2000)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tui = not getattr(args, "func", None) or args.command == "demo"  # Textual owns the terminal there
     if not getattr(args, "func", None):
         from console.commands._tui import run_tui
 
         args.func = run_tui
+    saved = sys.stdout, sys.stderr
+    if not tui:
+        sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
-        print(f"dgx-console: {exc}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"dgx-console: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, UsageError) as exc:
+        return _error(exc)
     except KeyboardInterrupt:
         print("dgx-console: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if not tui:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ refuse in read-only mode, plan (launch resolves GPUs and the image digest on the
 ``ActionProgressScreen`` runs the same ``ServiceActions`` the CLI uses as an asyncio task of the
 app's loop (all I/O is awaited; nothing blocks). ``c`` / Escape cancels; a failed start asks
 whether to stop what started. The verdict is posted to the app as ``ActionFinished``.
+Step details, evidence and log lines quote the stations: sanitized, shown as ``Text``, never markup.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from console.actions import (
 )
 from console.config import Config
 from console.engines import LaunchSpec
+from console.sanitize import clean, one_line, plain
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}
@@ -66,9 +68,9 @@ def render_plan(action: str, plan: list[PlannedCommand]) -> Text:
     t.append(ORDER_NOTE[action] + "\n", style="italic")
     for i, pc in enumerate(plan, 1):
         t.append(f"\n{i}. ", style="bold")
-        t.append(f"[{pc.station}] ", style="bold cyan")
-        t.append(pc.what + "\n", style="bold")
-        t.append("   " + pc.preview.replace("\n", "\n   ") + "\n")
+        t.append(f"[{one_line(pc.station, 60)}] ", style="bold cyan")
+        t.append(one_line(pc.what, 300) + "\n", style="bold")
+        t.append("   " + clean(pc.preview).replace("\n", "\n   ") + "\n")
     return t
 
 
@@ -124,10 +126,10 @@ class StopOnFailureScreen(ModalScreen[bool]):
         self.result = result
 
     def compose(self) -> ComposeResult:
-        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), self.result.summary, "\n")
+        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), one_line(self.result.summary, 600), "\n")
         for station, line in self.result.evidence:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
         with Vertical():
             yield Static(t, id="failure")
             yield Static("Stop the containers this run started (head first), or leave them running to look?")
@@ -195,7 +197,8 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         if ev.kind == "step" and ev.step is not None:
             st = ev.step
             table = self.query_one(DataTable)
-            cells = (st.station, st.action, Text(st.status, style=STATUS_STYLE.get(st.status, "")), st.detail[:200])
+            cells = (plain(one_line(st.station, 60)), plain(one_line(st.action, 60)),
+                     Text(one_line(st.status, 20), style=STATUS_STYLE.get(st.status, "")), plain(one_line(st.detail, 200)))
             key = self._rows.get(id(st))
             if key is None:
                 self._rows[id(st)] = table.add_row(*cells)
@@ -203,19 +206,20 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 for col, value in zip(table.columns, cells, strict=False):
                     table.update_cell(key, col, value, update_width=True)
         elif ev.kind in ("log", "note"):
-            self.query_one(RichLog).write(Text.assemble((f"{ev.station} | ", "bold"), ev.text[:300]))
+            self.query_one(RichLog).write(Text.assemble((f"{one_line(ev.station, 60)} | ", "bold"),
+                                                        one_line(ev.text, 300)))
 
     def _show_verdict(self, res: ActionResult) -> None:
         t = Text()
         t.append(res.result.upper(), style=VERDICT_STYLE[res.result])
-        t.append(f" - {res.summary}")
+        t.append(f" - {one_line(res.summary, 600)}")
         if self.action != "stop":
             t.append("\nNCCL transport: ", style="bold")
             t.append(TRANSPORT_TEXT[res.transport],
                      style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
         for station, line in res.evidence[-5:]:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
         t.append("\n(Escape: close)", style="dim")
         self.query_one("#verdict", Static).update(t)
 
@@ -282,7 +286,7 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
     try:
         require_writable(read_only)
     except ReadOnlyError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
+        app.notify(one_line(str(exc), 300), severity="error", timeout=6, markup=False)
         return None
 
     async def flow() -> None:
@@ -291,10 +295,10 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
         try:
             plan, specs = await plan_action(config, action)
         except ActionFailed as exc:
-            app.notify(f"{action}: {exc.detail}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: {exc.detail}", 600), severity="error", timeout=12, markup=False)
             return
         except Exception as exc:  # noqa: BLE001 - a connection problem is a notification, not a crash
-            app.notify(f"{action}: cannot plan: {exc}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: cannot plan: {exc}", 600), severity="error", timeout=12, markup=False)
             return
 
         def confirmed(yes: bool | None) -> None:
