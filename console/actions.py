@@ -586,11 +586,10 @@ class ServiceActions:
                 r = await self._run(s, rc.docker_rename(s.container, prev))
                 if not r.ok:
                     raise ActionFailed(f"docker rename failed on {s.name}: {_last(r.stderr)}")
-            key_input = None
-            if spec.secret_env:
-                if not self._api_key:
-                    raise ActionFailed("the API key is configured but empty (check api.api_key_env/file)")
-                key_input = "".join(self._api_key + "\n" for _ in spec.secret_env)
+            try:  # secret values travel on stdin, by name only (never in an argv on the station)
+                key_input = engines.secret_input(self.cfg, spec, self._api_key)
+            except engines.EngineConfigError as exc:
+                raise ActionFailed(str(exc)) from None
             r = await self._run(s, spec.command(), timeout=max(120.0, self.cfg.command_timeout_s), input=key_input)
             if not r.ok:
                 raise ActionFailed(f"docker run failed on {s.name} (exit {r.exit_status}): {_last(r.stderr)}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 import re
 import sys
@@ -25,7 +26,7 @@ from console.config import ConfigError
 from console.errors import UsageError
 from console.sanitize import clean, is_clean, one_line
 
-__all__ = ["UsageError", "add_config_args", "build_parser", "main"]
+__all__ = ["UsageError", "add_config_args", "build_parser", "check_seconds", "check_url_arg", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,6 +68,21 @@ class SafeStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
+
+
+def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:
+    """A timeout flag: a finite number of seconds, > 0 (``nan``, ``inf``, ``0``, ``-1`` are refused)."""
+    if not math.isfinite(value) or not 0 < value <= limit:
+        raise UsageError(f"{flag} must be a number of seconds > 0 and <= {limit:g}, got {value:g}")
+
+
+def check_url_arg(url: str, flag: str = "--url") -> None:
+    """An API base URL flag: http(s), a host, a port 1-65535 (``http://[::1`` is a usage error)."""
+    from console.config import check_url
+
+    problem = check_url(url)
+    if problem:
+        raise UsageError(f"{flag} {problem} (got {one_line(repr(url), 100)})")
 
 
 def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
