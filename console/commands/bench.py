@@ -164,7 +164,8 @@ def _row(lv: LevelResult) -> str:
             f"errors {lv.errors}/{lv.requests}")
 
 
-def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = sys.stdout) -> None:
+def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up now: the CLI wraps stdout to keep it terminal-safe
     head = (f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
             f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}  reference (total / per-user)")
     print(head, file=out)

@@ -481,16 +481,18 @@ class ApiClient:
 
         Bounded: ``stream_timeout`` is the longest gap between two *data* events (SSE comments, the
         keep-alives some proxies send, do not count), ``total_timeout`` the whole reply, and at most
-        MAX_STREAM_BYTES are read (checked while a line is still arriving, too)."""
+        MAX_STREAM_BYTES are read (counted chunk by chunk, while a line is still arriving too)."""
         timeout = httpx.Timeout(self.stream_timeout, connect=self.timeout)
         what = "POST /v1/chat/completions"
         loop = asyncio.get_running_loop()
         started = loop.time()
         total_deadline = started + self.total_timeout
-        guard = _StreamGuard()
         try:
-            async with aconnect_sse(self._http, "POST", "/v1/chat/completions", json=req.body(),
-                                    headers=self._headers(), timeout=timeout) as source:
+            # ASCII JSON: the history may hold a server's lone surrogate, which UTF-8 cannot encode
+            body = json.dumps(req.body()).encode()
+            async with aconnect_sse(self._http, "POST", "/v1/chat/completions", content=body,
+                                    headers={**self._headers(), "Content-Type": "application/json"},
+                                    timeout=timeout) as source:
                 resp = source.response
                 if resp.status_code >= 400:
                     try:
@@ -498,31 +500,25 @@ class ApiClient:
                     except _TooLarge:
                         body = b""
                     self._raise_for(resp.status_code, body, resp.reason_phrase, what)
-                guard.start(resp, MAX_STREAM_BYTES)
+                resp.stream = _CappedStream(resp.stream, MAX_STREAM_BYTES)  # type: ignore[arg-type]
                 events = source.aiter_sse().__aiter__()
                 try:
                     while True:
-                        if guard.tripped or resp.num_bytes_downloaded > MAX_STREAM_BYTES:
-                            raise ApiError("too-large", f"{what}: the reply is larger than "
-                                           f"{MAX_STREAM_BYTES // MIB} MB; stopped reading")
                         idle_deadline = loop.time() + self.stream_timeout
                         try:
-                            async with asyncio.timeout_at(min(idle_deadline, total_deadline)) as cm:
-                                guard.scope = cm
+                            async with asyncio.timeout_at(min(idle_deadline, total_deadline)):
                                 sse = await anext(events)
                         except StopAsyncIteration:
                             return
+                        except _TooLarge:
+                            raise ApiError("too-large", f"{what}: the reply is larger than "
+                                           f"{MAX_STREAM_BYTES // MIB} MB; stopped reading") from None
                         except TimeoutError:
-                            if guard.tripped:
-                                raise ApiError("too-large", f"{what}: the reply is larger than "
-                                               f"{MAX_STREAM_BYTES // MIB} MB; stopped reading") from None
                             if loop.time() >= total_deadline - 0.001:
                                 raise ApiError("timeout", f"{what}: the reply took longer than "
                                                f"{self.total_timeout:g}s in all") from None
                             raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)"
                                            ) from None
-                        finally:
-                            guard.scope = None
                         data = sse.data.strip()
                         if data == "[DONE]":
                             return
@@ -537,7 +533,6 @@ class ApiClient:
                         for ev in events_from_chunk(chunk, time.perf_counter()):
                             yield ev
                 finally:
-                    guard.stop()
                     await events.aclose()  # type: ignore[attr-defined]
         except httpx.ConnectTimeout:
             raise ApiError("timeout", f"{what}: connecting to {self.base_url} timed out after {self.timeout:g}s"
@@ -593,31 +588,19 @@ async def _read_capped(resp: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class _StreamGuard:
-    """Watches a streamed response's byte count while the reader waits for the next event: past the
-    limit it fires the reader's current timeout scope now (a 1 GB line without a newline never
-    completes an event, so the check cannot wait for one)."""
+class _CappedStream(httpx.AsyncByteStream):
+    """A response body that raises _TooLarge past ``limit`` bytes, chunk by chunk as they arrive
+    (a 1 GB line without a newline never completes an event, so the check cannot wait for one)."""
 
-    PERIOD_S = 0.1
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int):
+        self._inner, self._limit, self.count = inner, limit, 0
 
-    def __init__(self) -> None:
-        self.scope: asyncio.Timeout | None = None
-        self.tripped = False
-        self._task: asyncio.Task | None = None
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self.count += len(chunk)
+            if self.count > self._limit:
+                raise _TooLarge()
+            yield chunk
 
-    def start(self, resp: httpx.Response, limit: int) -> None:
-        async def watch() -> None:
-            loop = asyncio.get_running_loop()
-            while True:
-                await asyncio.sleep(self.PERIOD_S)
-                if resp.num_bytes_downloaded > limit:
-                    self.tripped = True
-                    if self.scope is not None:
-                        self.scope.reschedule(loop.time())
-                    return
-
-        self._task = asyncio.create_task(watch())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+    async def aclose(self) -> None:
+        await self._inner.aclose()

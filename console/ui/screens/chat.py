@@ -309,7 +309,10 @@ class ChatScreen(Screen):
             title.update(self._title("streaming…"))
             req = ChatRequest(messages=tuple(messages), model=self.model, tools=(SMOKE_TOOL,) if tools else (),
                               **self._settings())
-            result = await self.client.chat(req, on_event=reply.add_event)
+            try:
+                result = await self.client.chat(req, on_event=reply.add_event)
+            except Exception as exc:  # noqa: BLE001 - a broken reply is a visible error, never the app's end
+                result = ChatResult(error=ApiError("stream", f"internal error: {type(exc).__name__}: {exc}"))
             reply.finish(result)
             self.session.turns.append((user_line, result))
             if result.error is None and not result.cancelled and not tools:
