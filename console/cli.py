@@ -26,13 +26,21 @@ from console.config import ConfigError
 from console.errors import UsageError
 from console.sanitize import clean, is_clean, one_line
 
-__all__ = ["UsageError", "add_config_args", "build_parser", "check_seconds", "check_url_arg", "main"]
+__all__ = ["UsageError", "add_config_args", "build_parser", "check_api_key_arg", "check_seconds", "check_url_arg",
+           "main"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
         sys.stderr.write(f"dgx-console: error: {one_line(message, 500)}\n")
         raise SystemExit(2)
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # argparse drops a lone "--" even as an option's value (``--timeout=--``) and hands the
+        # command an empty list instead of a number: refuse it like a missing value
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
 
 
 # The only control sequences the console's own plain output writes: chat's dim/reset around
@@ -85,6 +93,14 @@ def check_url_arg(url: str, flag: str = "--url") -> None:
         raise UsageError(f"{flag} {problem} (got {one_line(repr(url), 100)})")
 
 
+def check_api_key_arg(key: str | None) -> None:
+    """``--api-key``: what an HTTP header can carry (the value itself is never echoed)."""
+    from console.serving.client import valid_api_key
+
+    if key is not None and not valid_api_key(key):
+        raise UsageError("--api-key must be printable ASCII without spaces (the key is not shown)")
+
+
 def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
     """``--config`` and ``--trust-host-key`` work before or after the subcommand: on subparsers the
     default is SUPPRESS so an absent sub-option never overwrites the top-level value."""
@@ -127,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from console.commands._tui import run_tui
 
         args.func = run_tui
+    for dest, value in vars(args).items():  # no flag of any subcommand means anything with NaN or inf
+        if isinstance(value, float) and not math.isfinite(value):
+            return _error(UsageError(f"--{dest.replace('_', '-')} must be a finite number, got {value}"))
     saved = sys.stdout, sys.stderr
     if not tui:
         sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]

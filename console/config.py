@@ -19,7 +19,7 @@ from typing import Any
 
 import tomli_w
 
-from console.safe_files import KIB, MIB, FileProblem, read_text
+from console.safe_files import KIB, MIB, FileProblem, expand, read_text
 from console.sanitize import clip, is_clean
 
 DEFAULT_PROFILE = "glm53-nvfp4-2x-gb300-vllm"
@@ -247,10 +247,12 @@ def _parse_toml(text: str, src: str | os.PathLike | None) -> dict[str, Any]:
 def load_profile(name_or_path: str) -> Profile:
     """A built-in profile by name, or a profile TOML file by path."""
     if name_or_path.endswith(".toml") or os.sep in name_or_path:
-        p = Path(name_or_path).expanduser()
+        p = expand(name_or_path)
         try:
             text = read_text(p, MAX_CONFIG_BYTES)
         except FileProblem as exc:
+            if not os.path.exists(p):  # the config names a file that is not there: point at the config
+                raise ConfigError(None, None, "profile", f"cannot read profile {p}: {exc}") from None
             raise ConfigError(p, None, "", f"cannot read profile: {exc}") from None
         return _profile_from_dict(_parse_toml(text, p), str(p), text)
     files = resources.files("console.profiles")
@@ -345,7 +347,7 @@ class Config:
             return os.environ[self.api.api_key_env]
         if self.api.api_key_file:
             try:
-                key = read_text(Path(self.api.api_key_file).expanduser(), MAX_KEY_FILE_BYTES).strip()
+                key = read_text(expand(self.api.api_key_file), MAX_KEY_FILE_BYTES).strip()
             except FileProblem:
                 return None
             return key if key and "\n" not in key and is_clean(key) else None
@@ -486,6 +488,10 @@ def check_host(value: str) -> str | None:
 def _check_path(value: str) -> str | None:
     if not value or not is_clean(value) or "\n" in value or "\t" in value:
         return "must be a path without control characters"
+    try:
+        Path(value).expanduser()
+    except RuntimeError:
+        return f"{_show(value)}: no such user's home directory"
     return None
 
 
@@ -540,10 +546,10 @@ def parse_config(text: str, path: str | None = None) -> Config:
     is_file = profile_name.endswith(".toml") or os.sep in profile_name
     try:
         if path and is_file:
-            profile_name = str((Path(path).parent / Path(profile_name).expanduser()).resolve())
+            profile_name = str((Path(path).parent / expand(profile_name)).resolve())
         profile = load_profile(profile_name)
     except ConfigError as exc:
-        if is_file and (exc.line or exc.field_path):  # the profile file itself is wrong: point there
+        if is_file and exc.path != "<config>":  # the profile file itself is wrong: point there
             raise
         raise err(None, None, "profile", "profile", exc.message) from None
     except (OSError, RuntimeError, ValueError) as exc:  # resolve() on a looping symlink, an odd path
@@ -746,7 +752,7 @@ def xdg_config_path() -> Path:
 def find_config(explicit: str | None) -> Path:
     """``--config``, then ./dgx-console.toml, then the XDG config dir."""
     if explicit:
-        return Path(explicit).expanduser()
+        return expand(explicit)
     for cand in (Path.cwd() / CONFIG_NAME, xdg_config_path()):
         if cand.is_file():
             return cand
@@ -777,8 +783,8 @@ def _check_files(cfg: Config, text: str) -> None:
     if cfg.api.api_key_file:
         checks.append((cfg.api.api_key_file, "api", None, "api_key_file", "api.api_key_file", MAX_KEY_FILE_BYTES))
     for name, table, index, key, fpath, limit in checks:
-        p = Path(name).expanduser()
-        if not p.exists():
+        p = expand(name)
+        if not os.path.exists(p):
             continue  # created on first trust / read when the key is needed
         try:
             read_text(p, limit)

@@ -24,6 +24,16 @@ KIB = 1024
 MIB = 1024 * KIB
 
 
+def expand(path: str | os.PathLike) -> Path:
+    """``Path(path).expanduser()`` that never raises: ``~nosuchuser/x`` stays as written (and is then
+    simply not found) instead of ``RuntimeError: Could not determine home directory``."""
+    p = Path(path)
+    try:
+        return p.expanduser()
+    except RuntimeError:
+        return p
+
+
 class FileProblem(Exception):
     """Why a file cannot be used, in a few words (the caller adds the path and the field)."""
 

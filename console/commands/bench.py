@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from console.cli import UsageError, add_config_args, check_seconds, check_url_arg
+from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.config import BenchRow, load_config
 from console.safe_files import MIB, FileProblem, read_bytes
 from console.sanitize import one_line
@@ -79,6 +79,7 @@ def _settings(args: argparse.Namespace) -> BenchSettings:
     _positive("--warmup", args.warmup, zero_ok=True)
     _positive("--max-tokens", args.max_tokens)
     check_seconds("--timeout", args.timeout)
+    check_api_key_arg(args.api_key)
     return BenchSettings(levels, args.requests_per_level, args.warmup, args.max_tokens, args.effort,
                          args.ignore_eos)
 

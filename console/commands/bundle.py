@@ -40,7 +40,7 @@ from console.config import (
 )
 from console.diagnose import Diagnoser, redact
 from console.diagnosis.fetch import StationLog, fetch_station_log
-from console.safe_files import FileProblem, check_target, read_text, write_replacing
+from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing
 from console.sanitize import one_line
 
 DEFAULT_TAIL = 2000
@@ -185,10 +185,12 @@ def run(args: argparse.Namespace) -> int:
     if args.tail < 1:
         raise UsageError(f"--tail must be >= 1, got {args.tail}")
     try:
-        path = Path(args.path).expanduser()
+        path = expand(args.path)
         _check_path(args.path, path, args.force)  # before the minutes of collecting
     except ValueError:  # an embedded NUL
         raise UsageError(f"{one_line(repr(args.path), 100)}: not a valid path") from None
+    except OSError as exc:  # a name too long, a directory we may not read
+        raise UsageError(f"{one_line(args.path, 100)}: {exc.strerror or exc}") from None
     config = load_config(args.config)
     members, manifest = build_bundle(config, args.tail, not args.no_checks, args.trust_host_key)
     try:

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from console.cli import UsageError, add_config_args, check_seconds, check_url_arg
+from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.sanitize import clean, one_line
 from console.serving.client import (
     EFFORTS,
@@ -61,6 +61,7 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
         raise UsageError("--temperature must be between 0 and 2")
     check_seconds("--timeout", args.timeout)
     check_seconds("--max-time", args.max_time)
+    check_api_key_arg(args.api_key)
     if not args.message and not args.tool_test:
         raise UsageError("--message TEXT is required (or --tool-test)")
     url, key, model = args.url, args.api_key, args.model

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import tomli_w
 
 from console.cli import UsageError
 from console.config import DEFAULT_PROFILE, MAX_CONFIG_BYTES, ConfigError, builtin_profiles
 from console.envfile_import import ImportEnvError, config_from_envs
-from console.safe_files import FileProblem, read_text, write_replacing
+from console.safe_files import FileProblem, expand, read_text, write_replacing
 from console.sanitize import one_line
 
 
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     files = []
     for path in args.envfiles:
         try:
-            files.append((path, read_text(Path(path).expanduser(), MAX_CONFIG_BYTES)))
+            files.append((path, read_text(expand(path), MAX_CONFIG_BYTES)))
         except FileProblem as exc:
             raise UsageError(f"{path}: {exc}") from None
     try:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         sys.stdout.write(text)
         return 0
-    out = Path(args.out).expanduser()
+    out = expand(args.out)
     try:
         write_replacing(out, lambda fh: fh.write(text.encode()), force=args.force, mode=0o644)
     except FileProblem as exc:

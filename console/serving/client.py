@@ -87,6 +87,11 @@ class ApiError(Exception):
         super().__init__(one_line(message, 600))
 
 
+def valid_api_key(key: str) -> bool:
+    """What an ``Authorization: Bearer`` header can carry: printable ASCII, no spaces."""
+    return key.isascii() and key.isprintable() and " " not in key and len(key) <= 4096
+
+
 class _TooLarge(Exception):
     pass
 
@@ -407,7 +412,12 @@ class ApiClient:
         self._api_key = key or None
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        if not self._api_key:
+            return {}
+        if not valid_api_key(self._api_key):
+            raise ApiError("unauthorized", "the API key has characters an HTTP header cannot carry "
+                           "(printable ASCII only, no spaces)")
+        return {"Authorization": f"Bearer {self._api_key}"}
 
     def _raise_for(self, status: int, body: bytes, reason: str, what: str) -> None:
         if status < 400:
