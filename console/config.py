@@ -778,8 +778,13 @@ def _check_files(cfg: Config, text: str) -> None:
     loc = _Locator(text)
     checks: list[tuple[str | None, str | None, int | None, str, str, int]] = []
     for i, s in enumerate(cfg.stations):
-        if s.known_hosts:
-            checks.append((s.known_hosts, "stations", i, "known_hosts", f"stations[{i}].known_hosts", 64 * MIB))
+        if s.local:
+            continue
+        # unset: the SSH client reads ~/.ssh/known_hosts, so that file must be text as well
+        checks.append((s.known_hosts or "~/.ssh/known_hosts", "stations", i, "known_hosts",
+                       f"stations[{i}].known_hosts", 64 * MIB))
+        if s.identity_file:
+            checks.append((s.identity_file, "stations", i, "identity_file", f"stations[{i}].identity_file", MIB))
     if cfg.api.api_key_file:
         checks.append((cfg.api.api_key_file, "api", None, "api_key_file", "api.api_key_file", MAX_KEY_FILE_BYTES))
     for name, table, index, key, fpath, limit in checks:
@@ -787,9 +792,26 @@ def _check_files(cfg: Config, text: str) -> None:
         if not os.path.exists(p):
             continue  # created on first trust / read when the key is needed
         try:
-            read_text(p, limit)
+            if key == "identity_file":
+                _check_private_key(p)
+            else:
+                read_text(p, limit)
         except FileProblem as exc:
             raise ConfigError(cfg.path, loc.line_of(table, index, key), fpath, f"{p}: {exc}") from None
+
+
+def _check_private_key(p: Path) -> None:
+    """A key file the SSH client can load (no passphrase: the agent holds encrypted keys)."""
+    from console.safe_files import read_bytes
+
+    data = read_bytes(p, MIB)
+    import asyncssh
+
+    try:
+        asyncssh.import_private_key(data)
+    except (ValueError, asyncssh.Error) as exc:  # KeyImportError, KeyEncryptionError
+        raise FileProblem(f"not a private key the SSH client can load without a passphrase ({_one(exc)}); "
+                          "use the agent for encrypted keys") from None
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:

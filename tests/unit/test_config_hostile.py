@@ -332,3 +332,30 @@ def test_directories_devices_fifos_as_named_files(tmp_path):
         with pytest.raises(ConfigError, match="known_hosts"):
             load_config(str(cfg))
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_the_default_known_hosts_and_identity_files_are_checked_too(tmp_path, monkeypatch):
+    """A station without known_hosts uses ~/.ssh/known_hosts: a binary one is one line at load (it
+    was a UnicodeDecodeError traceback inside the SSH library); so is a key file it cannot load."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    write(home / ".ssh" / "known_hosts", b"\x7fELF\x02\x01\x01\x00\xd0\xff")
+    monkeypatch.setenv("HOME", str(home))
+    cfg = write(tmp_path / "c.toml", good_text())
+    with pytest.raises(ConfigError, match=r"stations\[0\]\.known_hosts: .*/\.ssh/known_hosts: is a binary file"):
+        load_config(str(cfg))
+    (home / ".ssh" / "known_hosts").write_text("")
+    assert load_config(str(cfg)).stations[0].name == "A"
+    for content in (b"\x7fELF\x00garbage", b"-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n"):
+        key = write(tmp_path / "id", content)
+        cfg = write(tmp_path / "c.toml", good_text(stations__0__identity_file=str(key)))
+        with pytest.raises(ConfigError, match=r"stations\[0\]\.identity_file: .*not a private key"):
+            load_config(str(cfg))
+        rc, err = cli("status", "--config", str(cfg))
+        assert rc == 2 and len(err.strip().splitlines()) == 1
+    import asyncssh
+
+    key = tmp_path / "good_id"
+    key.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    cfg = write(tmp_path / "c.toml", good_text(stations__0__identity_file=str(key)))
+    assert load_config(str(cfg)).stations[0].identity_file == str(key)
