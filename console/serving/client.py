@@ -492,11 +492,14 @@ class ApiClient:
         Bounded: ``stream_timeout`` is the longest gap between two *data* events (SSE comments, the
         keep-alives some proxies send, do not count), ``total_timeout`` the whole reply, and at most
         MAX_STREAM_BYTES are read (counted chunk by chunk, while a line is still arriving too)."""
-        timeout = httpx.Timeout(self.stream_timeout, connect=self.timeout)
+        # httpx's read timeout resets on any byte (keep-alive comments too); the guard counts data
+        # events (see _GuardedStream) and the whole reply's deadline
+        timeout = httpx.Timeout(min(self.stream_timeout, self.total_timeout), connect=self.timeout)
         what = "POST /v1/chat/completions"
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        total_deadline = started + self.total_timeout
+        total_deadline = loop.time() + self.total_timeout
+        too_long = f"{what}: the reply took longer than {self.total_timeout:g}s in all"
+        quiet = f"{what} timed out (no data for {self.stream_timeout:g}s)"
         try:
             # ASCII JSON: the history may hold a server's lone surrogate, which UTF-8 cannot encode
             body = json.dumps(req.body()).encode()
@@ -510,30 +513,17 @@ class ApiClient:
                     except _TooLarge:
                         body = b""
                     self._raise_for(resp.status_code, body, resp.reason_phrase, what)
-                resp.stream = _CappedStream(resp.stream, MAX_STREAM_BYTES)  # type: ignore[arg-type]
-                events = source.aiter_sse().__aiter__()
+                guard = _GuardedStream(resp.stream, MAX_STREAM_BYTES, self.stream_timeout, total_deadline, loop)
+                resp.stream = guard  # type: ignore[assignment]
+                events = source.aiter_sse()
                 try:
-                    while True:
-                        idle_deadline = loop.time() + self.stream_timeout
-                        try:
-                            async with asyncio.timeout_at(min(idle_deadline, total_deadline)):
-                                sse = await anext(events)
-                        except StopAsyncIteration:
-                            return
-                        except _TooLarge:
-                            raise ApiError("too-large", f"{what}: the reply is larger than "
-                                           f"{MAX_STREAM_BYTES // MIB} MB; stopped reading") from None
-                        except TimeoutError:
-                            if loop.time() >= total_deadline - 0.001:
-                                raise ApiError("timeout", f"{what}: the reply took longer than "
-                                               f"{self.total_timeout:g}s in all") from None
-                            raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)"
-                                           ) from None
+                    async for sse in events:
                         data = sse.data.strip()
                         if data == "[DONE]":
                             return
                         if not data:
                             continue
+                        guard.idle_deadline = loop.time() + self.stream_timeout  # a data event
                         try:
                             chunk = _json(sse.data)
                         except ValueError:
@@ -542,13 +532,18 @@ class ApiClient:
                             continue
                         for ev in events_from_chunk(chunk, time.perf_counter()):
                             yield ev
+                except _TooLarge:
+                    raise ApiError("too-large", f"{what}: the reply is larger than {MAX_STREAM_BYTES // MIB} MB; "
+                                   "stopped reading") from None
+                except _Overdue as exc:
+                    raise ApiError("timeout", too_long if exc.total else quiet) from None
                 finally:
-                    await events.aclose()  # type: ignore[attr-defined]
+                    await events.aclose()
         except httpx.ConnectTimeout:
             raise ApiError("timeout", f"{what}: connecting to {self.base_url} timed out after {self.timeout:g}s"
                            ) from None
         except httpx.TimeoutException:  # read, write or pool: the stream went quiet
-            raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)") from None
+            raise ApiError("timeout", too_long if loop.time() >= total_deadline else quiet) from None
         except SSEError as exc:
             raise ApiError("stream", f"{what}: not an event stream ({exc})") from None
         except httpx.TransportError as exc:
@@ -598,18 +593,33 @@ async def _read_capped(resp: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class _CappedStream(httpx.AsyncByteStream):
-    """A response body that raises _TooLarge past ``limit`` bytes, chunk by chunk as they arrive
-    (a 1 GB line without a newline never completes an event, so the check cannot wait for one)."""
+class _Overdue(Exception):
+    def __init__(self, total: bool):
+        self.total = total
 
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int):
+
+class _GuardedStream(httpx.AsyncByteStream):
+    """A streamed reply's body, checked chunk by chunk as bytes arrive (a 1 GB line without a
+    newline never completes an event, and keep-alive comments are bytes but no event): past
+    ``limit`` bytes _TooLarge; past the whole reply's deadline, or ``idle_deadline`` (which the
+    reader moves on at each data event), _Overdue. A silent server is httpx's read timeout."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, idle_s: float, total_deadline: float,
+                 loop: asyncio.AbstractEventLoop):
         self._inner, self._limit, self.count = inner, limit, 0
+        self._loop, self.total_deadline = loop, total_deadline
+        self.idle_deadline = loop.time() + idle_s
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
             self.count += len(chunk)
             if self.count > self._limit:
                 raise _TooLarge()
+            now = self._loop.time()
+            if now > self.total_deadline:
+                raise _Overdue(total=True)
+            if now > self.idle_deadline:
+                raise _Overdue(total=False)
             yield chunk
 
     async def aclose(self) -> None:

@@ -52,7 +52,7 @@ def output_dirty(text: str) -> list[str]:
 @dataclass
 class HostileServer:
     url: str = ""
-    mode: str = "reply"  # reply | tools | keepalive-drip | data-drip | endless-line | nested | wrong-types
+    mode: str = "reply"  # reply | tools | keepalive-drip | data-drip | silent | endless-line | nested | wrong-types
     #                      | error-400 | error-500-huge
     metrics_mb: float = 0.0  # >0: /metrics streams this many MB (chunked, no Content-Length)
     drip_interval_s: float = 0.2
@@ -100,6 +100,9 @@ async def _chat(request: web.Request) -> web.StreamResponse:
             while True:  # comments only: the console's --timeout must not be reset by them
                 await asyncio.sleep(srv.drip_interval_s)
                 await resp.write(b": keep-alive\n\n")
+        if srv.mode == "silent":
+            await resp.write(b"data: " + _chunk({"role": "assistant"}).encode() + b"\n\n")
+            await asyncio.sleep(3600)  # no byte at all: only the console's limits end it
         if srv.mode == "data-drip":
             while True:  # a token forever: only the overall limit ends it
                 await asyncio.sleep(srv.drip_interval_s)

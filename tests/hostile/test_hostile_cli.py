@@ -96,6 +96,13 @@ async def test_a_data_drip_ends_at_max_time(hostile, capsys):
     assert "longer than 1.5s in all" in err and "drip" in out
 
 
+async def test_a_silent_server_ends_at_max_time_below_the_timeout(hostile, capsys):
+    hostile.mode = "silent"
+    rc, out, err = await run_cli(capsys, "chat", "--url", hostile.url, "-m", "hi", "--timeout", "30",
+                                 "--max-time", "1")
+    assert rc == 1 and "longer than 1s in all" in err
+
+
 async def test_an_endless_line_is_cut_at_the_byte_cap_with_bounded_memory(hostile, capsys, monkeypatch):
     hostile.mode = "endless-line"
     monkeypatch.setattr(client_mod, "MAX_STREAM_BYTES", 4 * 1024 * 1024)
