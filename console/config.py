@@ -165,6 +165,20 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
                 raise err(table, index, key, fp, f"out of range: {value}")
 
     check(d, _PROFILE_FIELDS, None, None, "")
+    if not _PROFILE_NAME.fullmatch(d["name"]):
+        raise err(None, None, "name", "name", f"must be 1-128 letters, digits, '.', '_' or '-', got {_show(d['name'])}")
+    for key in ("model", "served_model_name", "image"):  # argv words of the launch command
+        value = d.get(key)
+        if value is not None and (not value or value.startswith("-") or not value.isprintable()
+                                  or any(c.isspace() for c in value)):
+            raise err(None, None, key, key, f"must be a word not starting with '-', got {_show(value)}")
+    model_dir = d.get("model_dir", "")
+    if model_dir and (not model_dir.startswith("/") or ":" in model_dir or not model_dir.isprintable()):
+        raise err(None, None, "model_dir", "model_dir",
+                  f"must be an absolute path without ':' (docker -v), got {_show(model_dir)}")
+    for key in ("description", "architecture", "quantization", "engine_version"):
+        if key in d and not is_clean(d[key]):
+            raise err(None, None, key, key, "must not contain control characters")
     if d["engine"] not in ENGINES:
         raise err(None, None, "engine", "engine", f"must be one of {', '.join(ENGINES)}, got {_show(d['engine'])}")
     if not 1 <= d.get("api_port", 8000) <= 65535:
@@ -176,8 +190,11 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
     check(g, _PROFILE_GPU, "gpu", None, "gpu.")
     check(lk, _PROFILE_LINK, "link", None, "link.")
     rails = lk.get("rails", [])
-    if not all(isinstance(r, str) for r in rails):
-        raise err("link", None, "rails", "link.rails", "must be a list of device names")
+    if not all(isinstance(r, str) and DEVICE_NAME.fullmatch(r) for r in rails):
+        raise err("link", None, "rails", "link.rails", "must be a list of RDMA device names like mlx5_0")
+    for key in ("name", "extra_display_gpu"):
+        if key in g and (not g[key].strip() or not g[key].isprintable()):
+            raise err("gpu", None, key, f"gpu.{key}", f"must be a GPU name, got {_show(g[key])}")
     gbps = lk.get("rdma_host_gbps", [0.0, 0.0])
     if len(gbps) != 2 or not all(_check_type(x, _NUMBER) and math.isfinite(x) for x in gbps):
         raise err("link", None, "rdma_host_gbps", "link.rdma_host_gbps", "must be two numbers [low, high]")

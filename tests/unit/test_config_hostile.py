@@ -359,3 +359,18 @@ def test_the_default_known_hosts_and_identity_files_are_checked_too(tmp_path, mo
     key.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
     cfg = write(tmp_path / "c.toml", good_text(stations__0__identity_file=str(key)))
     assert load_config(str(cfg)).stations[0].identity_file == str(key)
+
+
+@pytest.mark.parametrize(("old", "new", "expect"), [
+    ('image = "vllm/vllm-openai:v0.30.0-aarch64"', 'image = "-v/:/host"', r"image: must be a word not starting"),
+    ('model_dir = "/models/GLM-5.3-NVFP4"', 'model_dir = "/models:/etc"', r"model_dir: must be an absolute path"),
+    ('name = "glm53-nvfp4-2x-gb300-vllm"', 'name = "[/]"', r"name: must be 1-128"),
+    ('rails = ["mlx5_0", "mlx5_1"]', 'rails = ["../x"]', r"link\.rails"),
+    ('served_model_name = "glm-5.3"', 'served_model_name = "--trust-remote-code"', r"served_model_name"),
+])
+def test_profile_values_that_would_reach_a_command_line_are_checked(tmp_path, old, new, expect):
+    assert old in PROFILE
+    write(tmp_path / "p.toml", PROFILE.replace(old, new))
+    cfg = write(tmp_path / "c.toml", good_text(profile="p.toml"))
+    with pytest.raises(ConfigError, match=r"p\.toml:\d+: " + expect):
+        load_config(str(cfg))
