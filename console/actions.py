@@ -24,6 +24,7 @@ from typing import Any
 
 from console import engines
 from console.config import Config, Station
+from console.diagnosis import catalogue
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes.nccl_transport import transport_of_lines, worse
@@ -33,30 +34,12 @@ from console.remote.transport import CommandResult, Transport, TransportError, m
 STATUSES = ("running", "ok", "warn", "failed", "skipped", "cancelled")
 RESULTS = ("ok", "failed", "cancelled")
 
-# Finding ids (shared/reference/findings.md) that end a start-up; transport findings do not: the
-# transport is verified and reported on its own once the service is up.
-FATAL_IDS = {
-    "cuda-oom", "kv-cache-too-small", "worker-died", "engine-dead", "nccl-timeout", "shm-too-small",
-    "gloo-interface", "smem-kernel-limit", "mtp-weight-mismatch", "ray-version-mismatch",
-    "corrupt-checkpoint", "port-in-use", "state-cache-too-small",
-}
-# A line that says "the engine died, root cause above": the cause is another line, often on another
-# station (a worker that died on B makes A print this). Reported only when no cause shows up within
-# CONSEQUENCE_GRACE_S.
-CONSEQUENCE_IDS = {"engine-dead"}
+# Finding ids that end a start-up, and the one that only says "the engine died, root cause above" (the
+# cause is another line, often on another station: a worker that died on B makes A print it; it is
+# reported only when no cause shows up within CONSEQUENCE_GRACE_S). Both come from the diagnosis catalogue.
+FATAL_IDS = catalogue.FATAL_IDS
+CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
-# Always active (and the whole list when console.diagnose is absent): (id, pattern).
-FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((i, re.compile(p)) for i, p in (
-    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|not enough GPU memory|Not enough memory\. Please try"),
-    ("kv-cache-too-small", r"larger than the available KV cache memory|No available memory for the cache blocks"),
-    ("worker-died", r"Worker proc \S+ died unexpectedly"),
-    ("engine-dead", r"Engine core initialization failed|EngineCore encountered a fatal error|EngineDeadError"),
-    ("nccl-timeout", r"Watchdog caught collective operation timeout"),
-    ("workers-missing", r"DistStoreError|waiting for clients\. \d+/\d+ clients joined"),
-    ("engine-dead", r"Scheduler hit an exception"),
-    ("state-cache-too-small", r"state cache is too small to serve any requests"),
-    ("port-in-use", r"Address already in use"),
-))
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
 _PROGRESS = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
                        r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
@@ -162,21 +145,11 @@ def most_telling(finding_ids: list[str]) -> int:
 
 def fatal_of_line(station: str, text: str) -> tuple[str, str | None] | None:
     """(finding id, suggested fix) if this log line means the start-up cannot succeed, else None.
-    The fix text comes from console.diagnose when it knows the finding."""
-    own = next((fid for fid, pat in FATAL_PATTERNS if pat.search(text)), None)
-    findings = []
+    The list is the diagnosis catalogue's: the signatures of its fatal ids, with their fixes."""
     try:
-        from console.diagnose import diagnose_lines
-    except ImportError:
-        diagnose_lines = None
-    if diagnose_lines is not None:
-        with contextlib.suppress(Exception):  # a bug in the catalogue must not break a launch
-            findings = [f for f in diagnose_lines(station, [text]) if f.severity == "error"]
-    if own:
-        fix = next((f.fix for f in findings if f.id == own), None)
-        return own, fix
-    hit = next((f for f in findings if f.id in FATAL_IDS), None)
-    return (hit.id, hit.fix) if hit else None
+        return catalogue.fatal_of_text(text)
+    except Exception:  # a bug in the catalogue must not break a launch
+        return None
 
 
 class _Follower:

@@ -103,7 +103,7 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
     """The archive members (name -> bytes) and the manifest."""
     logs, checks, checks_error = asyncio.run(_collect(config, tail, with_checks, trust))
     mask = _masker(config)  # the patterns, and the config's own secret values wherever they appear
-    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
     members: dict[str, bytes] = {}
     stations = []
     for log in logs:

@@ -9,32 +9,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from console.diagnosis import catalogue
+from console.diagnosis.scan import KeyIndex
 from console.probes.nccl_transport import transport_of_line, worse
 
 _SHARDS = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
 _MODEL_LOADED = re.compile(r"Model loading took ([\d.]+) ?GiB")
-_SGL_LOADED = re.compile(r"Load weight end\..*mem usage=([\d.]+) GB")
+_SGL_LOADED = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
-READY_MARKERS = {
-    "vllm": "Application startup complete.",
-    "sglang": "The server is fired up and ready to roll!",
-}
-# Lines after which the engine is certainly not coming up on its own.
-FATAL_MARKERS = (
-    "Engine core initialization failed",
-    "EngineCore encountered a fatal error",
-    "EngineDeadError",
-    "died unexpectedly",
-    "OutOfMemoryError",
-    "CUDA out of memory",
-    "larger than the available KV cache memory",
-    "No available memory for the cache blocks",
-    "Watchdog caught collective operation timeout",
-    "DistStoreError",
-    "Scheduler hit an exception",
-    "state cache is too small",
-)
+# The markers come from the diagnosis catalogue (one source for the launch, the tracker, the log pane).
+READY_MARKERS = catalogue.READY_MARKERS
+# Lines after which the engine is certainly not coming up on its own: the catalogue's fatal signatures
+# (these are their anchors; the signature's pattern decides, as for the launch).
+FATAL_MARKERS = catalogue.FATAL_ANCHORS
 
 
 @dataclass
@@ -56,15 +44,15 @@ class EngineProgress:
 
 
 # Lines that start a new run of the container: the phase starts over.
-RESET_MARKERS = ("Launching vLLM", "vLLM API server version", "server_args=ServerArgs")
-# Short substrings that every line feed() reacts to contains (each covers several markers): a
-# batch is scanned for these once, and only lines holding one are parsed. Most of a busy log is
-# request and throughput lines that change nothing. test_engine_log_anchors_cover_every_marker
-# keeps this list honest.
-_ANCHORS = ("NCCL", "NET/", "oad", "KV", "raph", "headless", "Shutting down", "startup complete", "fired up",
-            "ngine core init", "EngineCore enc", "EngineDead", "died unexpectedly", "OutOfMemory", "out of memory",
-            "No available memory", "Watchdog caught", "DistStoreError", "Scheduler hit", "state cache",
-            "Launching vLLM", "API server version", "server_args")
+RESET_MARKERS = catalogue.RESET_MARKERS
+# Substrings every line feed() reacts to contains (phase, transport, headless, ready, reset lines);
+# a batch is scanned for these and the fatal markers with catalogue keys, and only lines holding one
+# are parsed. Most of a busy log is request and throughput lines that change nothing.
+# test_engine_log_anchors_cover_every_marker keeps this list honest.
+_ANCHORS = ("NCCL", "NET/", *(m for _p, m in catalogue.PHASE_MARKERS), "headless", "Shutting down",
+            *READY_MARKERS.values(), *RESET_MARKERS)
+_SCAN = KeyIndex((*_ANCHORS, *FATAL_MARKERS))
+_PHASES = {m: p for p, m in catalogue.PHASE_MARKERS}
 
 
 class EngineLogTracker:
@@ -80,13 +68,10 @@ class EngineLogTracker:
 
     def feed_batch(self, lines: list[str]) -> bool:
         """Feed many lines; True when the phase changed. Cheap on lines that cannot matter."""
-        blob = "\n".join(lines)
-        if not any(a in blob for a in _ANCHORS):
-            return False
+        hits = _SCAN.hits(lines)
         changed = False
-        for line in lines:
-            if any(a in line for a in _ANCHORS):
-                changed |= self.feed(line)
+        for idx in sorted(hits):
+            changed |= self.feed(lines[idx])
         return changed
 
     def feed(self, line: str) -> bool:
@@ -107,29 +92,31 @@ class EngineLogTracker:
                 p.phase = "connecting"
         if p.phase == "failed":
             return before != (p.phase, p.load_pct, p.transport, p.fatal)
-        for marker in FATAL_MARKERS:
-            if marker in line:
-                p.phase = "failed"
-                p.fatal = line.strip()[-240:]
-                return True
+        if catalogue.fatal_of_text(line) is not None:
+            p.phase = "failed"
+            p.fatal = line.strip()[-240:]
+            return True
         if "headless multiproc executor" in line:
             p.headless = True
+        phase = next((ph for m, ph in _PHASES.items() if m in line), None)
         m = _SHARDS.search(line)
         if m:
             p.phase = "loading"
             p.load_pct = int(m.group(1))
-        elif "Starting to load model" in line or "Load weight begin" in line:
+        elif phase == "loading":
             p.phase, p.load_pct = "loading", p.load_pct or 0
-        elif (m := _MODEL_LOADED.search(line) or _SGL_LOADED.search(line)):
+        elif phase == "loaded" and (m := _MODEL_LOADED.search(line) or _SGL_LOADED.search(line)):
             p.phase, p.load_pct = "loaded", 100
             p.weights_gib = float(m.group(1))
-        elif "Available KV cache memory" in line or "KV Cache is allocated" in line:
+        elif phase == "loaded":
+            p.phase, p.load_pct = "loaded", 100
+        elif phase == "kv-cache":
             p.phase = "kv-cache"
-        elif "Capturing CUDA graphs" in line or "Capture cuda graph begin" in line:
+        elif phase == "graphs":
             p.phase = "graphs"
-        elif "Graph capturing finished" in line or "Capture cuda graph end" in line:
+        elif phase == "graphs-done":
             p.phase = "graphs" if self.head else "ready"
-        elif READY_MARKERS.get(self.engine, "Application startup complete.") in line:
+        elif READY_MARKERS.get(self.engine, READY_MARKERS["vllm"]) in line:
             p.phase = "ready"
         elif "Shutting down" in line and p.phase == "ready":
             p.phase = "stopped"

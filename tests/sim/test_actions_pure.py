@@ -20,7 +20,7 @@ KV = ("ValueError: To serve at least one request with the models's max seq len (
     ("[rank0]:[E1130 14:16:32.131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
      "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)", "nccl-timeout"),
     ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.",
-     "workers-missing"),
+     "dist-store-timeout"),
     ("(APIServer pid=1) ERROR 11-30 14:16:15 [core_client.py:692] Engine core initialization failed. See root "
      "cause above. Failed core proc(s): {'EngineCore_DP0': 1}", "engine-dead"),
     ("[2026-04-08 14:05:21 TP0] Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
