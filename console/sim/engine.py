@@ -89,7 +89,7 @@ class _Builder:
 
 # The ``hostile-log`` fault: what a compromised or broken container could print. Every line must
 # reach the operator's screen and the CLI sanitized (no escape or control sequence), never as
-# markup; the socket line among them is a real finding whose evidence carries an escape.
+# markup; the Gloo line among them is a real (warning) finding whose evidence carries an escape.
 HOSTILE_LOG_LINES = (
     "\x1b]52;c;cHduZWQgY2xpcGJvYXJk\x07OSC 52 clipboard write",
     "\x1b]0;owned terminal title\x07OSC 0 title change",
@@ -100,7 +100,8 @@ HOSTILE_LOG_LINES = (
     "[/] [bold red]markup[/bold red] [link=file:///etc/passwd]link[/link] [@click=app.quit]quit[/]",
     "unterminated OSC \x1b]8;;http://198.18.0.1/",
     "a very long line: " + "A" * 300_000,
-    "\x1b]0;x\x07station-b:412:530 [0] NCCL INFO Using network Socket",
+    "\x1b]0;x\x07[W socket.cpp:697] [c10d] Unable to resolve hostname to a (local) address. "
+    "Using the loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.",
 )
 
 

@@ -31,7 +31,7 @@ async def test_diagnose_prints_hostile_station_lines_clean(sim_factory, capsys):
     sim = await sim_factory(n=2, faults=["hostile-log@B"], running=True, time_scale=0.005)
     for _ in range(200):  # until B's log holds the hostile block (a condition, not a fixed wait)
         rc, out, err = await run_cli(capsys, "diagnose", "--config", str(sim.config_path), "--station", "B")
-        if "nccl-socket-fallback" in out:
+        if "gloo-interface" in out:
             break
         await asyncio.sleep(0.1)
     else:
@@ -40,13 +40,13 @@ async def test_diagnose_prints_hostile_station_lines_clean(sim_factory, capsys):
     assert not CONTROL.search(out) and not CONTROL.search(err)
     assert "cHduZWQgY2xpcGJvYXJk" not in out and "owned terminal title" not in out
     assert "Traceback" not in err
-    evidence = [ln for ln in out.splitlines() if "Using network Socket" in ln]
+    evidence = [ln for ln in out.splitlines() if "Unable to resolve hostname" in ln]
     assert evidence and all(len(ln) < 1000 for ln in out.splitlines())
 
     rc, out, err = await run_cli(capsys, "diagnose", "--config", str(sim.config_path), "--station", "B", "--json")
     data = json.loads(out)
-    f = next(f for f in data["findings"] if f["id"] == "nccl-socket-fallback")
-    assert any("Using network Socket" in e["text"] for e in f["evidence"])
+    f = next(f for f in data["findings"] if f["id"] == "gloo-interface")
+    assert any("Unable to resolve hostname" in e["text"] for e in f["evidence"])
     assert not CONTROL.search(out)  # JSON escapes what it keeps
 
 
@@ -57,7 +57,7 @@ async def test_hostile_lines_fed_from_a_file_and_stdin(tmp_path, capsys, monkeyp
     log = tmp_path / "hostile.log"
     log.write_text("\n".join(HOSTILE_LOG_LINES) + "\n" + "B" * 2_000_000 + "\n")  # and a 2 MB line
     rc, out, err = await run_cli(capsys, "diagnose", str(log))
-    assert rc == 1 and "nccl-socket-fallback" in out
+    assert rc == 1 and "gloo-interface" in out
     assert not CONTROL.search(out + err) and "owned terminal title" not in out
     monkeypatch.setattr(sys, "stdin", io.StringIO(log.read_text()))
     rc, out, err = await run_cli(capsys, "diagnose", "-")
