@@ -20,7 +20,7 @@ from typing import Any
 import tomli_w
 
 from console.safe_files import KIB, MIB, FileProblem, expand, read_text
-from console.sanitize import clip, is_clean
+from console.sanitize import clip, is_clean, one_line
 
 DEFAULT_PROFILE = "glm53-nvfp4-2x-gb300-vllm"
 CONFIG_NAME = "dgx-console.toml"
@@ -43,10 +43,11 @@ class ConfigError(Exception):
     """A config problem reported as ``PATH:LINE: field.path: message``."""
 
     def __init__(self, path: str | os.PathLike | None, line: int | None, field_path: str, message: str):
-        self.path = str(path) if path else "<config>"
+        # one line, no control character, whatever the file held (field names and values are echoed)
+        self.path = one_line(str(path)) if path else "<config>"
         self.line = line
-        self.field_path = field_path
-        self.message = message
+        self.field_path = one_line(field_path)
+        self.message = one_line(message)
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -755,9 +756,11 @@ def _overrides_problem(o: dict[str, Any]) -> tuple[str, str] | None:
         return "extra_args", "must be a list of strings"
     for key, value in o.items():
         if isinstance(value, float) and not math.isfinite(value):
-            return key, f"must be a finite number, got {value}"
+            return _key_path(key), f"must be a finite number, got {value}"
         if isinstance(value, str) and ("\x00" in value or not is_clean(value)):
-            return key, "must not contain control characters"
+            return _key_path(key), "must not contain control characters"
+        if not is_clean(key):
+            return _key_path(key), "must be a flag name without control characters"
     return None
 
 
