@@ -70,5 +70,8 @@ def test_result_json_shape_and_exit_code():
     doc = r.to_json()
     assert doc == {"steps": [{"station": "A", "action": "stop", "status": "ok", "started_at": "1970-01-01T00:00:01.000Z",
                               "finished_at": "1970-01-01T00:00:02.500Z", "detail": "glm53 exited"}],
-                   "result": "failed", "transport": "socket"}
+                   "result": "failed", "transport": "socket", "verified": {}}
     assert r.exit_code == 1 and ActionResult("stop").exit_code == 0
+    # launch adds the timeline (contract: DESIGN.md), stop and restart the verification
+    assert set(ActionResult("launch").to_json()) == {"steps", "result", "transport", "timeline"}
+    assert set(ActionResult("restart").to_json()) == {"steps", "result", "transport", "timeline", "verified"}
