@@ -543,7 +543,7 @@ def _station_field_problem(key: str, value: Any) -> str | None:
             ipaddress.ip_address(value)
         except ValueError:
             return f"must be an IPv4 or IPv6 address, got {_show(value)}"
-    if key in ("known_hosts", "identity_file", "env_file"):
+    if key in ("known_hosts", "identity_file", "env_file", "launch_script"):
         return _check_path(value)
     if key == "gpu" and (not value.strip() or not value.isprintable() or value.startswith("-")):
         return f"must be a GPU name or UUID, got {_show(value)}"
@@ -675,7 +675,8 @@ def parse_config(text: str, path: str | None = None) -> Config:
     if not isinstance(simulated, bool):
         raise err(None, None, "simulated", "simulated", "must be true or false")
     launch_script = data.get("launch_script")
-    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()):
+    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()
+                                      or _check_path(launch_script)):
         raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
 
     return Config(

@@ -280,10 +280,11 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
 
 FIELDS = ([f"stations__0__{k}" for k in ("name", "host", "rank", "user", "port", "rail_netdev", "rdma_device",
                                           "rail_ip", "container", "known_hosts", "identity_file", "local", "gpu",
-                                          "env_file", "bogus")]
+                                          "env_file", "launch_script", "bogus")]
           + [f"api__{k}" for k in ("url", "api_key_env", "api_key_file", "timeout_s")]
           + [f"ui__{k}" for k in ("theme", "refresh_ms", "log_lines")]
           + ["profile", "simulated", "connect_timeout_s", "command_timeout_s", "overrides", "stations", "api",
+             "launch_script",
              "overrides__extra_env", "overrides__secret_env", "overrides__image", "overrides__extra_args",
              "overrides__executor", "overrides__nccl_ib_gid_index"])
 

@@ -101,7 +101,7 @@ def render_fit(plan: ActionPlan) -> Text:
                  f"{f.kv_tokens:,} tokens = {f.concurrency:.1f} x {f.settings.max_model_len:,}\n")
     for w in plan.fit.warnings():
         t.append(f"{w.severity}: ", style=SEVERITY_STYLE.get(w.severity, ""))
-        t.append(w.text + (f" (fix: {w.fix})" if w.fix else "") + "\n")
+        t.append(clean(w.text + (f" (fix: {w.fix})" if w.fix else "")) + "\n")
     return t
 
 
@@ -138,7 +138,7 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
             yield Label(Text.assemble((f"{self.action.capitalize()} the service?", "bold"),
                                       f"  {len(self.plan)} commands, in this order"))
             if self.full.running:
-                yield Static(Text(self.full.running), id="running")
+                yield Static(plain(self.full.running), id="running")
             with VerticalScroll():  # only this part shrinks on a small terminal: the choices stay visible
                 if self.full.fit is not None:
                     yield Static(render_fit(self.full), id="fit")
@@ -288,8 +288,8 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     def _show_timeline(self, station: str, ev) -> None:
         """One row per station and event; a later line of the same event (KV tokens) updates it."""
         table = self.query_one("#timeline", DataTable)
-        cells = (station, TIMELINE_LABELS.get(ev.event, ev.event), time.strftime("%H:%M:%S", time.localtime(ev.at)),
-                 ev.detail[:160])
+        cells = (plain(one_line(station, 60)), plain(one_line(TIMELINE_LABELS.get(ev.event, ev.event), 60)),
+                 time.strftime("%H:%M:%S", time.localtime(ev.at)), plain(one_line(ev.detail, 160)))
         key = self._timeline_rows.get((station, ev.event))
         if key is None:
             self._timeline_rows[(station, ev.event)] = table.add_row(*cells)
