@@ -3,9 +3,10 @@
 No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API and the app hands each
 snapshot to ``show()`` (post ``ServingUpdate`` from the monitor's callback). When the API stops
 answering the last values stay, dimmed, with their age, so the operator sees what they were and
-how old they are; a dash means unknown, never zero. The app also hands it the head's engine
-phase (``set_engine``): while the engine loads the API cannot answer, and the panel says
-"starting (engine loading …)" in a calm colour instead of a red "not answering".
+how old they are; a dash means unknown, never zero. Everything the server said (model id,
+version, error bodies) is outside text: sanitized, one line, never markup. The app also hands it
+the head's engine phase (``set_engine``): while the engine loads the API cannot answer, and the
+panel says "starting (engine loading …)" in a calm colour instead of a red "not answering".
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.probes.engine_log import EngineProgress
+from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
 from console.ui.engine_state import api_expectation
 from console.ui.palette import DEFAULT, Palette, palette_of
@@ -87,7 +89,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     elif snap.status == "unreachable" and expect == "stopped":
         health = Text("○ stopped (the engine is not running)", style="dim")
     engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
-    t.add_row("API", health, "Model", Text(f"{snap.model or '—'} ({engine})", overflow="ellipsis"))
+    t.add_row("API", health, "Model", Text(one_line(f"{snap.model or '—'} ({engine})", 200), overflow="ellipsis"))
     val = "dim" if stale else ""
     t.add_row("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val),
               "KV", Text(_pct(snap.kv_usage), style=val))
@@ -100,18 +102,19 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         t.add_row("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val),
                   "Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))
     age = snap.age_s(now)
+    error = one_line(snap.error, 300) if snap.error else None
     if loading:
         foot = Text("the API answers once the engine is ready" + (
             f"; last good poll {_age(age)} ago" if age is not None else ""), style="dim")
     elif age is None:
-        foot = Text(f"no metrics yet{': ' + snap.error if snap.error else ''}", style=pal.warn)
+        foot = Text(f"no metrics yet{': ' + error if error else ''}", style=pal.warn)
     elif stale:
-        foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {snap.error}" if snap.error else ""),
+        foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {error}" if error else ""),
                     style=f"bold {pal.warn}")
     else:
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
-            foot.append(f" — {snap.note}", style=pal.warn)
+            foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
     return Group(t, foot)
 
 
@@ -154,5 +157,5 @@ class ServingPanel(Static):
         self.set_class(down and not starting, "-down")
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
-            self.border_subtitle = snap.url
+            self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
         self.update(render_snapshot(snap, now, self.engine, palette_of(self.app)))

@@ -11,6 +11,10 @@ streamed) therefore paints appends at most every FLUSH_S, claims RESERVE rows be
 that most new rows are a repaint, not a layout, and lays out at most every LAYOUT_S; ``seal()``
 gives the claimed rows back when the stream ends. The cost then follows the time and the rows,
 not the number of chunks (bench/chat_client.py).
+
+The text is model output: each appended piece is sanitized (no control or escape sequence reaches
+the terminal; tabs become spaces so cells stay aligned) and the widget shows at most
+``MAX_CHARS`` characters, then a visible marker that says how much was not shown.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
+from console.sanitize import clean
+
 FLUSH_S = 0.1  # a live widget paints its appends at most this often (10 Hz reads as smooth)
 RESERVE = 2  # rows a live widget claims beyond its text (blank lines the stream types into)
 LAYOUT_S = 0.4  # a live widget grows (a layout of the whole view) at most this often
+MAX_CHARS = 1_000_000  # what one reply shows; the full text stays in the ChatResult
 
 
 def wrap_tail(tail: str, width: int) -> tuple[list[str], str]:
@@ -80,6 +87,7 @@ class StreamText(Widget):
         self._flush_timer: Timer | None = None
         self._last_flush = 0.0
         self._last_layout = 0.0
+        self.dropped = 0  # characters past MAX_CHARS, not shown
         if text:
             self.append(text)
 
@@ -100,6 +108,14 @@ class StreamText(Widget):
         """Add text; a live widget wraps and paints it at the next flush (at most every FLUSH_S)."""
         if not text:
             return
+        if self.dropped:
+            self.dropped += len(text)
+            return
+        text = clean(text).replace("\t", "    ")
+        if self._chars + len(text) > MAX_CHARS:
+            keep = max(0, MAX_CHARS - self._chars)
+            self.dropped = len(text) - keep
+            text = text[:keep] + f"\n… [display limit of {MAX_CHARS:,} characters reached; the rest is not shown]"
         self._parts.append(text)
         self._chars += len(text)
         self._pending.append(text)
@@ -158,6 +174,7 @@ class StreamText(Widget):
         self._rows.clear()
         self._tail = ""
         self._chars = 0
+        self.dropped = 0
         self.refresh(layout=True)
 
     def _feed(self, text: str) -> None:
