@@ -39,7 +39,7 @@ from console.serving.metrics import ServingMonitor
 from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.themes import load_themes
-from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
+from console.ui.widgets.diagnosis import LOG_READ_STATES, DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import StationPane
 
@@ -127,6 +127,7 @@ class ConsoleApp(App):
         self._diag_version = 0
         self._last_checks: list | None = None
         self._diag_alerted: set[str] = set()
+        self._unread: dict[str, str] = {}  # stations whose logs cannot be read now (down)
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
         self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
@@ -188,6 +189,10 @@ class ConsoleApp(App):
     def on_connection_state(self, msg: ConnectionState) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_connection(msg.state, msg.detail, msg.fingerprint)
+        self._unread.pop(msg.station, None)
+        if msg.state not in LOG_READ_STATES:  # the diagnosis says whose log it cannot read
+            self._unread[msg.station] = msg.state
+        self.query_one(DiagnosisPanel).set_unread(self._unread)
         if msg.state == "hostkey":
             self.notify(f"{msg.station}: host key not trusted ({msg.fingerprint}); press T to review",
                         severity="warning", timeout=8)
