@@ -38,6 +38,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
+from console.ui.screens.dashboard import setup_title
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import LOG_READ_STATES, DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
@@ -155,9 +156,7 @@ class ConsoleApp(App):
             self.register_theme(t)
         if self._theme_name in self.available_themes:
             self.theme = self._theme_name
-        p = self.config.profile
-        self.sub_title = f"{p.name} · {p.engine} · {len(self.config.stations)} stations" + (
-            " · DEMO" if self.config.simulated else "") + (" · read-only" if self.read_only else "")
+        self.sub_title = setup_title(self.config, self.read_only)
         self.set_class(self.config.simulated, "demo")
         n = len(self.config.stations)
         cols = 1 if n == 1 else (2 if n <= 4 else 3)
