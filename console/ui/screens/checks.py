@@ -25,6 +25,7 @@ from console.config import Config
 from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
 from console.sanitize import clean, one_line, plain
+from console.ui.fit_text import fill_width
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}
 # Row order once a pass has finished: what needs the operator first.
@@ -121,10 +122,7 @@ class ChecksScreen(Screen):
         rows = list(self.results.values())
         check = min(28, max([len("check"), *(len(one_line(r.id, 60)) for r in rows)]))
         station = min(28, max([len("station"), *(len(one_line(r.station, 60)) for r in rows)]))
-        width = self.size.width or self.app.size.width
-        # every column has a cell padding of 1 on both sides; 2 cells for the vertical scrollbar
-        summary = max(20, width - (7 + 2) - (check + 2) - (station + 2) - 2 - 2)
-        return (7, check, station, summary)
+        return (7, check, station, fill_width(self.size.width or self.app.size.width, [7, check, station]))
 
     def _sorted(self) -> list[CheckResult]:
         return sorted(self.results.values(), key=lambda r: (STATUS_ORDER.get(r.status, 9),

@@ -1,0 +1,185 @@
+"""The fleet view: one row per station, like a cluster overview (all-smi, k9s): state, age of the
+last sample, engine phase, serving-GPU memory used/total, utilization, NCCL transport and the
+last error. Enter on a row asks for that station's full pane (``StationChosen``).
+
+Rendering only: rows are read from the station panes (``update_from``), which hold what the
+services said; the display GPU of a DGX Station is left out (it serves nothing and repeated on
+every row it hid the figures that matter).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.sanitize import one_line
+from console.ui.engine_state import LOADING_PHASES
+from console.ui.fit_text import error_words, fill_width
+from console.ui.palette import DEFAULT, Palette, palette_of
+from console.ui.widgets.gpu_meter import bar
+from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE, StationPane
+
+TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
+COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
+           ("NCCL", 10))  # then "last error", which takes the rest
+DOWN = ("unreachable", "hostkey", "host-key-unknown", "host-key-changed", "error")
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = max(0, int(seconds))
+    return f"{s} s" if s < 120 else (f"{s // 60} min" if s < 7200 else f"{s // 3600} h")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """What one station's row says (plain values; ``cells`` styles them)."""
+
+    station: str
+    rank: int
+    head: bool
+    state: str
+    age_s: float | None
+    phase: str | None
+    engine: str
+    used_mib: float | None
+    total_mib: float | None
+    util_pct: int | None
+    transport: str
+    error: str
+
+
+def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
+    """One station's row from its pane: the serving GPUs only (the profile's GPU; all of them when
+    none matches), memory as the pane's meters computed it (GB10: processes against host memory)."""
+    now = time.time() if now is None else now
+    st = pane.station
+    serving = [m for m in pane.meters if m.expected_frac is not None] or list(pane.meters)
+    gpus = {g.index: g for g in pane.gpus}
+    used = [m.used_mib for m in serving if m.used_mib is not None]
+    total = [m.total_mib for m in serving if m.total_mib is not None]
+    utils = [gpus[m.index].util_pct for m in serving if m.index in gpus and gpus[m.index].util_pct is not None]
+    seen = getattr(pane, "last_sample_at", None) or pane.gpus_at
+    p = pane.progress
+    engine = ""
+    if p is not None:
+        engine = "serving (worker)" if (not st.is_head and p.phase == "ready") else p.label
+    error = ""
+    if pane.conn_state in DOWN and pane.conn_detail:
+        error = pane.conn_detail
+    elif p is not None and p.fatal:
+        error = error_words(p.fatal)
+    elif pane.container is not None and pane.container.state in ("exited", "dead") and pane.container.exit_code:
+        error = f"container {pane.container.state} ({pane.container.exit_code})"
+    return FleetRow(st.name, st.rank, st.is_head, pane.conn_state, None if seen is None else now - seen,
+                    p.phase if p else None, engine, sum(used) if used else None, sum(total) if total else None,
+                    max(utils) if utils else None, p.transport if p else "unknown", one_line(error, 400))
+
+
+def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT) -> tuple[Text, ...]:
+    """The row's cells, styled by meaning (calm while loading, warning when stale, error when down)."""
+    icon, style = CONN_STYLE.get(row.state, ("?", "white"))
+    name = Text(row.station, style="bold")
+    name.append(f" r{row.rank}" + (" ·api" if row.head else ""), style="dim")
+    state = Text(f"{icon} {row.state}", style=style)
+    age = Text(_age(row.age_s), style="yellow" if (row.age_s or 0) > 10 else "dim")
+    phase_style = palette.calm if row.phase in LOADING_PHASES else PHASE_STYLE.get(row.phase or "", "dim")
+    engine = Text(row.engine or "—", style=phase_style if row.engine else "dim")
+    if row.used_mib is not None and row.total_mib:
+        figures = f" {row.used_mib / 1024:.0f}/{row.total_mib / 1024:.0f} GiB"
+        mem = bar(row.used_mib / row.total_mib, max(4, mem_width - len(figures)), expected, palette)
+        mem.append(figures)
+    else:
+        mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
+    util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
+    nccl_style = {"gdrdma": palette.ok, "rdma": palette.calm, "socket": f"bold {palette.error}"}.get(row.transport, "dim")
+    nccl = Text(TRANSPORT_SHORT.get(row.transport, row.transport), style=nccl_style)
+    err = Text(row.error, style=palette.error) if row.error else Text("")
+    return name, state, age, engine, mem, util, nccl, err
+
+
+class FleetTable(DataTable):
+    """One row per station; Enter opens its pane."""
+
+    DEFAULT_CSS = """
+    FleetTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("enter", "open_station", "Open station", id="fleet-open"),
+        Binding("j", "cursor_down", "Next station", id="fleet-next", show=False),
+        Binding("k", "cursor_up", "Previous station", id="fleet-previous", show=False),
+    ]
+
+    class StationChosen(Message):
+        """The operator asked for this station's full pane."""
+
+        def __init__(self, station: str) -> None:
+            super().__init__()
+            self.station = station
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._rows: dict[str, tuple] = {}
+        self._widths: tuple[int, ...] = ()
+        self._expected: dict[str, float | None] = {}
+
+    def _fitted(self) -> tuple[int, ...]:
+        fixed = [w for _, w in COLUMNS]
+        return (*fixed, fill_width(self.size.width or self.app.size.width, fixed, minimum=16))
+
+    def _columns(self) -> None:
+        widths = self._fitted()
+        if widths == self._widths:
+            return
+        self._widths = widths
+        keep = self.cursor_row
+        rows = dict(self._rows)
+        self.clear(columns=True)
+        for (label, _), width in zip([*COLUMNS, ("last error", 0)], widths, strict=True):
+            self.add_column(label, key=label, width=width)
+        self._rows = {}
+        for key, row in rows.items():
+            self._rows[key] = row
+            self.add_row(*row, key=key)
+        if self.row_count:
+            self.move_cursor(row=min(keep, self.row_count - 1), animate=False)
+
+    def on_resize(self) -> None:
+        self._columns()
+
+    def update_from(self, panes: Iterable[StationPane], now: float | None = None) -> None:
+        """Refresh every row from the panes (cells that did not change are left alone)."""
+        self._columns()
+        pal = palette_of(self.app)
+        mem_width = self._widths[4]
+        for pane in panes:
+            row = fleet_row(pane, now)
+            key = row.station
+            new = cells(row, pane.expected_frac, mem_width, pal)
+            old = self._rows.get(key)
+            if old is None:
+                self.add_row(*new, key=key)
+            else:
+                for (label, _), before, after in zip([*COLUMNS, ("last error", 0)], old, new, strict=True):
+                    if before != after:
+                        self.update_cell(key, label, after)
+            self._rows[key] = new
+
+    def action_open_station(self) -> None:
+        if self.row_count:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+            if key is not None:
+                self.post_message(self.StationChosen(key))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """A click on a row (or Enter through DataTable's own select) opens it too."""
+        event.stop()
+        if event.row_key is not None and event.row_key.value is not None:
+            self.post_message(self.StationChosen(event.row_key.value))
