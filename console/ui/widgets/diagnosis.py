@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -116,13 +116,21 @@ def summary_text(findings: Sequence[Finding], unread: dict[str, str] | None = No
 class DiagnosisPanel(Vertical):
     """Ranked findings on the left of the detail of the highlighted one."""
 
+    # Narrow: the list above the detail, at most 5 rows of it (the detail's Cause and Fix must show
+    # without scrolling on 80x24); wide: the list beside the detail, both full height.
     DEFAULT_CSS = """
     DiagnosisPanel { height: 1fr; }
     DiagnosisPanel #diag-summary { height: 1; padding: 0 1; }
-    DiagnosisPanel #diag-list { height: auto; max-height: 12; }
+    DiagnosisPanel #diag-body { layout: vertical; height: 1fr; }
+    DiagnosisPanel #diag-list { height: auto; max-height: 5; border: none; padding: 0; }
+    DiagnosisPanel #diag-list:focus { background-tint: $foreground 4%; }
     DiagnosisPanel #diag-detail-scroll { height: 1fr; border-top: solid $panel; }
     DiagnosisPanel #diag-detail { padding: 0 1; }
+    DiagnosisPanel.-wide #diag-body { layout: horizontal; }
+    DiagnosisPanel.-wide #diag-list { width: 46; height: 1fr; max-height: 100%; }
+    DiagnosisPanel.-wide #diag-detail-scroll { border-top: none; border-left: solid $panel; }
     """
+    WIDE = 110  # columns from which the list sits beside the detail
 
     class FindingSelected(Message):
         """The operator chose a finding (Enter/click): the app may jump to its log line."""
@@ -147,9 +155,13 @@ class DiagnosisPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("No findings", id="diag-summary")
-        yield OptionList(id="diag-list")
-        with VerticalScroll(id="diag-detail-scroll"):
-            yield Static("", id="diag-detail")
+        with Container(id="diag-body"):
+            yield OptionList(id="diag-list")
+            with VerticalScroll(id="diag-detail-scroll"):
+                yield Static("", id="diag-detail")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= self.WIDE, "-wide")
 
     @property
     def findings(self) -> list[Finding]:
