@@ -96,20 +96,6 @@ SNAP_RESULTS = [
 ]
 
 
-def test_snapshot_checks_screen(snap_compare):
-    from console.config import parse_config
-
-    cfg = parse_config('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n[[stations]]\nname = "B"\nhost = "b"\nrank = 1\n')
-    app = Host(ChecksScreen(cfg, results=SNAP_RESULTS, autostart=False))
-
-    async def select_failure(pilot):
-        await pilot.pause()
-        await pilot.press("down")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=(120, 32), run_before=select_failure)
-
-
 async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
     screen = ChecksScreen(sim.config)
     app = Host(screen)

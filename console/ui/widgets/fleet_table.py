@@ -113,8 +113,6 @@ class FleetTable(DataTable):
     """
     BINDINGS = [
         Binding("enter", "open_station", "Open station", id="fleet-open"),
-        Binding("j", "cursor_down", "Next station", id="fleet-next", show=False),
-        Binding("k", "cursor_up", "Previous station", id="fleet-previous", show=False),
     ]
 
     class StationChosen(Message):
