@@ -58,6 +58,7 @@ class LinkProfile:
     gpudirect: bool
     rdma_host_gbps: tuple[float, float]
     roce_tos: int | None = None
+    nccl_busbw_gbytes: float | None = None  # nccl-tests all_reduce bus bandwidth a healthy pair reaches (GB/s)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ def _profile_from_dict(d: dict[str, Any], src: str) -> Profile:
                 gpudirect=bool(lk.get("gpudirect", False)),
                 rdma_host_gbps=tuple(lk.get("rdma_host_gbps", (0.0, 0.0))),  # type: ignore[arg-type]
                 roce_tos=lk.get("roce_tos"),
+                nccl_busbw_gbytes=float(lk["nccl_busbw_gbytes"]) if "nccl_busbw_gbytes" in lk else None,
             ),
             serving=dict(d.get("serving", {})),
             reference_bench=tuple(BenchRow(**row) for row in d.get("reference_bench", [])),

@@ -282,7 +282,7 @@ class SimServer:
                 "identity_file": str(self.root / "keys" / "client_ed25519"),
             })
         head_api = self.endpoints[self.world.names[0]].api_port
-        return {
+        out = {
             "profile": self.world.profile.name,
             "simulated": True,
             "connect_timeout_s": 3.0,
@@ -290,6 +290,11 @@ class SimServer:
             "api": {"url": f"http://{host}:{head_api}"},
             "stations": stations,
         }
+        from console.sim.workbench import sim_overrides  # what the workbench faults put in the config
+
+        if sim_overrides(self.world):
+            out["overrides"] = sim_overrides(self.world)
+        return out
 
     def write_config(self, path: str | os.PathLike) -> None:
         tmp = Path(str(path) + ".tmp")
