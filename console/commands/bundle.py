@@ -109,6 +109,10 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
         {"checks": [_check_dict(r) for r in checks]} if checks is not None else {"checks": [], "error": checks_error},
         indent=2).encode()
     members["findings.json"] = json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2).encode()
+    from console.doctor.bundle import doctor_member  # the NCCL workbench's last report and debug tries
+
+    members["doctor.json"], manifest["doctor"] = doctor_member(config, redact)
+    members["manifest.json"] = json.dumps(manifest, indent=2).encode()
     return members, manifest
 
 
