@@ -134,6 +134,7 @@ class WaitPoint:
     kind: str  # collective | idle | elsewhere | unknown
     frame: Frame | None
     detail: str = ""
+    name: str = ""  # the collective: "all_reduce", or "__init__ in pynccl.py" (NCCL communicator setup)
 
     def label(self) -> str:
         return str(self.frame) if self.frame else self.detail or self.kind
@@ -154,7 +155,8 @@ def wait_point(dump: ProcessDump) -> WaitPoint:
     for f in t.frames:  # innermost first: the first collective frame is where it waits
         if _is_collective(f):
             outer = next((g for g in t.frames if g.function in COLLECTIVES and _is_collective(g)), f)
-            return WaitPoint("collective", outer, f"{outer.function} via {f}")
+            name = outer.function if outer.function in COLLECTIVES else f"{outer.function} in {outer.file.rsplit('/', 1)[-1]}"
+            return WaitPoint("collective", outer, f"{outer.function} via {f}", name)
     if t.frames and (t.frames[0].function in _IDLE_FUNCS or t.status == "idle"):
         return WaitPoint("idle", t.frames[0])
     return WaitPoint("elsewhere", t.frames[0] if t.frames else None)
@@ -181,7 +183,7 @@ def summarise(per_station: dict[str, list[ProcessDump]], missing: dict[str, str]
         return HangSummary("rank-missing", f"{', '.join(in_coll)} wait{'s' if len(in_coll) == 1 else ''} in "
                            f"{coll[in_coll[0]][0].label()} while {gone}", points)
     if in_coll and len(in_coll) == len(points):
-        labels = {st: {p.frame.function if p.frame else p.detail for p in c} for st, c in coll.items()}
+        labels = {st: {p.name or p.detail for p in c} for st, c in coll.items()}
         common = set.intersection(*labels.values())
         if common:
             return HangSummary("same-collective", "every station's ranks wait in the same collective "

@@ -329,9 +329,8 @@ def rdma_counters(world: World, name: str, device: str, now: float | None = None
     vals = {c: _hw_base(world, name, device, c) for c in ("rx_write_requests", "rx_read_requests") + RETRY_COUNTERS}
     if started is not None and primary:
         up = max(0.0, now - started)
-        if phase == "waiting on collective" and not transport_ok(
-                world, name, {"args": latest_args(world, name)}):
-            vals["local_ack_timeout_err"] += int(up * 3)  # every send times out: the peer's GID is not there
+        if phase == "waiting on collective":  # a rank's GID does not reach its peer: every send times out
+            vals["local_ack_timeout_err"] += int(up * 3)
             vals["roce_adp_retrans"] += int(up * 3)
         elif "stale-rail" in all_faults(world) and phase not in HUNG_PHASES:
             vals["out_of_sequence"] += int(up * 41)
