@@ -47,12 +47,13 @@ def ev(station: str, cmd: str, out: str, status: int = 0) -> str:
     return f"[{station}] $ {cmd}\n{out.rstrip()}{tail}"
 
 
-async def container(ctx: DoctorContext, st: Station) -> ContainerFacts:
+async def container(ctx: DoctorContext, st: Station, fresh: str = "") -> ContainerFacts:
+    """``fresh``: a tag for a new read (the hang rung wants the state now, not at the start of the run)."""
     async def make() -> ContainerFacts:
         logs = []
         for name in (st.container, f"{st.container}-prev"):
             cmd = rc.docker_inspect_json(name)
-            res = await ctx.run(st.name, cmd)
+            res = await ctx.run(st.name, cmd, tag=fresh)
             try:
                 rt = de.parse_inspect_json(name, res.stdout + res.stderr) if res.ok else None
             except ParseError:
@@ -66,7 +67,7 @@ async def container(ctx: DoctorContext, st: Station) -> ContainerFacts:
         return ContainerFacts(st.name, None, st.container, "\n\n".join(logs),
                               f"no container {st.container} (nor {st.container}-prev) on {st.name}")
 
-    return await ctx.fact(("container", st.name), make)
+    return await ctx.fact(("container", st.name, fresh), make)
 
 
 def _short_inspect(text: str) -> str:

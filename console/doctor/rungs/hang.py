@@ -49,8 +49,8 @@ async def _sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], 
 
 
 async def _station(ctx: DoctorContext, st: Station) -> dict:
-    c = await facts.container(ctx, st)
-    rails = [r for r in await facts.rails(ctx, st)]
+    c = await facts.container(ctx, st, fresh="hang:")  # live state: not what it was when the run began
+    rails = list(await facts.rails(ctx, st))
     got: dict = {"c": c, "rails": rails, "dumps": [], "pyspy": None, "pyspy_ev": ""}
     if c.running:
         cmd = rc.pyspy_dump_engines(c.name)
@@ -106,6 +106,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     dumps = {n: g["dumps"] for n, g in per.items() if g["dumps"]}
     missing = {n: f"its container {g['c'].runtime.state} with code {g['c'].runtime.exit_code}"
                for n, g in per.items() if g["c"].runtime is not None and not g["c"].running}
+    missing.update({n: f"no stack dump ({g['pyspy'] or 'py-spy printed none'})" for n, g in per.items()
+                    if g["c"].running and not g["dumps"]})
     ev_py = tuple(g["pyspy_ev"] for g in per.values() if g["pyspy_ev"])
     for n, g in per.items():
         if g["pyspy"] == "missing":
