@@ -90,7 +90,7 @@ class ConsoleApp(App):
         Binding("T", "trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
         Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
-        Binding("n", "doctor", "NCCL doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
+        Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
         Binding("i", "investigate", "Investigate", id="investigate", show=False,
                 tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from both stations' logs"),
