@@ -125,18 +125,18 @@ class TryResult:
 
 
 def nccl_summary(lines: list[str]) -> str:
+    """What NCCL said about one station's try, short: ``IB gdrdma, NCCL 2.30.7, GID 5``."""
     info = parse_nccl_info(lines)
-    parts = [f"network {info.network or '?'}", f"transport {info.transport}"]
+    parts = [f"{info.network or '?'} {info.transport}"]
     if info.version:
         parts.append(f"NCCL {info.version}")
     if info.gid_index is not None:
-        parts.append(f"GID index {info.gid_index}")
-    if info.gdr_enabled is not None:
-        parts.append("GDR on" if info.gdr_enabled else "GDR off")
+        parts.append(f"GID {info.gid_index}")
+    if info.gdr_enabled is False:
+        parts.append("GDR off")
     if info.completion_errors:
-        parts.append(f"IB completion status={info.completion_errors[0].status}")
-    watchdog = next((ln for ln in lines if "Watchdog caught" in ln), None)
-    if watchdog:
+        parts.append(f"IB status={info.completion_errors[0].status}")
+    if any("Watchdog caught" in ln for ln in lines):
         parts.append("watchdog timeout")
     return ", ".join(parts)
 

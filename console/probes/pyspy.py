@@ -137,6 +137,8 @@ class WaitPoint:
     name: str = ""  # the collective: "all_reduce", or "__init__ in pynccl.py" (NCCL communicator setup)
 
     def label(self) -> str:
+        if self.name and self.frame:
+            return f"{self.name} at {self.frame.file}" + (f":{self.frame.line}" if self.frame.line else "")
         return str(self.frame) if self.frame else self.detail or self.kind
 
 
@@ -155,7 +157,12 @@ def wait_point(dump: ProcessDump) -> WaitPoint:
     for f in t.frames:  # innermost first: the first collective frame is where it waits
         if _is_collective(f):
             outer = next((g for g in t.frames if g.function in COLLECTIVES and _is_collective(g)), f)
-            name = outer.function if outer.function in COLLECTIVES else f"{outer.function} in {outer.file.rsplit('/', 1)[-1]}"
+            if outer.function in COLLECTIVES:
+                name = outer.function
+            elif outer.function == "__init__" and "pynccl" in outer.file:
+                name = "NCCL communicator setup (its warm-up all-reduce)"
+            else:
+                name = f"{outer.function} in {outer.file.rsplit('/', 1)[-1]}"
             return WaitPoint("collective", outer, f"{outer.function} via {f}", name)
     if t.frames and (t.frames[0].function in _IDLE_FUNCS or t.status == "idle"):
         return WaitPoint("idle", t.frames[0])
@@ -186,8 +193,8 @@ def summarise(per_station: dict[str, list[ProcessDump]], missing: dict[str, str]
         labels = {st: {p.name or p.detail for p in c} for st, c in coll.items()}
         common = set.intersection(*labels.values())
         if common:
-            return HangSummary("same-collective", "every station's ranks wait in the same collective "
-                               f"({sorted(common)[0]}): {coll[in_coll[0]][0].label()}", points)
+            return HangSummary("same-collective", "every station's ranks wait in the same collective: "
+                               f"{coll[in_coll[0]][0].label()}", points)
         return HangSummary("mixed", "the ranks wait in different collectives: " + "; ".join(
             f"{st}: {c[0].label()}" for st, c in coll.items()), points)
     if in_coll:

@@ -230,7 +230,7 @@ class DoctorScreen(Screen):
                           key=f"rung:{rung.id}")
             self._row_keys.append(f"rung:{rung.id}")
             for i, r in enumerate(results):
-                if r.status == "pass" and not self.show_passes:
+                if r.status == "pass" and not self.show_passes and rung.id != "relaunch":
                     continue
                 key = f"res:{rung.id}:{i}"
                 table.add_row("", "", Text(MARK[r.status], style=STYLE[r.status]), one_line(r.station, 10),
@@ -252,7 +252,7 @@ class DoctorScreen(Screen):
         c = counts(results)
         parts = [f"{c['fail']} FAIL"] if c["fail"] else []
         parts += [f"{c[k]} {k}" for k in ("warn", "skip", "pass") if c[k]]
-        hidden = "" if self.show_passes or not c["pass"] else " (p shows the passes)"
+        hidden = "" if self.show_passes or not c["pass"] or rid == "relaunch" else " (p shows the passes)"
         return Text(f"{rung.title}  -- {', '.join(parts)}{hidden}", style="bold")
 
     def action_toggle_passes(self) -> None:
@@ -274,10 +274,10 @@ class DoctorScreen(Screen):
         tries = self.query_one("#doc-tries", DataTable)
         tries.clear()
         for t in self.tries[-6:]:
-            tries.add_row(f"#{t.number}", one_line("; ".join(t.changed) or "debug output only", 60),
-                          Text(one_line(f"{t.result} ({t.seconds:.0f} s)", 40),
+            tries.add_row(f"#{t.number}", one_line("; ".join(t.changed) or "debug output only", 50),
+                          Text(one_line(f"{t.result} ({t.seconds:.0f} s)", 30),
                                style="green" if t.result.startswith("ready") else "red"),
-                          one_line("; ".join(f"{k}: {v}" for k, v in t.nccl.items()), 90), one_line(t.restored, 60))
+                          one_line("; ".join(f"{k}: {v}" for k, v in t.nccl.items()), 70), one_line(t.restored, 50))
         self.set_class(bool(self.tries), "-tries")
 
     def _show_status(self) -> None:
