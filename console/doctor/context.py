@@ -72,6 +72,23 @@ class DoctorContext:
         """``cmd`` on ``station`` (StationDown / ToolMissing as checks raise them)."""
         return await self.cmd.run(station, cmd, timeout=timeout, tag=tag)
 
+    async def per_station(self, rung: str, fn: Callable[[Station], Awaitable[Any]]) -> tuple[dict[str, Any], list]:
+        """``fn`` on every station at once: {name: value} of those that answered, and a skip result
+        (with the reason) for each station that could not be reached or lacks a tool."""
+        from console.doctor.model import RungResult
+
+        got = await asyncio.gather(*(fn(s) for s in self.stations), return_exceptions=True)
+        values: dict[str, Any] = {}
+        skips = []
+        for s, g in zip(self.stations, got, strict=True):
+            if isinstance(g, (StationDown, ToolMissing)):
+                skips.append(RungResult(rung, s.name, "skip", f"{s.name}: {g}"))
+            elif isinstance(g, BaseException):
+                raise g
+            else:
+                values[s.name] = g
+        return values, skips
+
     async def fact(self, key: tuple, make: Callable[[], Awaitable[Any]]) -> Any:
         """A fact read once per doctor run (several rungs ask for the same container or GID table)."""
         if key not in self._facts:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from console.probes import ParseError
-from console.probes.perftest import find_error
+from console.probes.perftest import find_error, header_fields
 
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+(.*)$")
 _COLUMN = re.compile(r"(99(?:\.9)?%\s+percentile|t_\w+|tps\s+average)(?:\[(\w+)\])?")
@@ -57,12 +57,7 @@ def _key(name: str) -> str:
 
 
 def parse_lat(text: str) -> LatResult:
-    header: dict[str, str] = {}
-    for line in text.splitlines():
-        for part in re.split(r"\t+|\s{3,}(?=[A-Z])", line.strip()):
-            key, sep, value = part.partition(":")
-            if sep and key.strip() and not key.strip().startswith("#") and len(key.strip()) < 24:
-                header.setdefault(key.strip(), value.strip())
+    header = header_fields(text)
     rows: list[LatRow] = []
     columns: list[str] | None = None
     for line in text.splitlines():

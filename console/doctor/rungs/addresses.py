@@ -6,8 +6,6 @@ address, fail and name the cause."""
 
 from __future__ import annotations
 
-import asyncio
-
 from console.checks import StationDown, ToolMissing
 from console.config import Station
 from console.doctor import facts
@@ -59,16 +57,7 @@ async def _gather(ctx: DoctorContext, st: Station) -> dict:
 
 async def run(ctx: DoctorContext) -> list[RungResult]:
     stations = ctx.stations
-    got = await asyncio.gather(*(_gather(ctx, s) for s in stations), return_exceptions=True)
-    fs: dict[str, dict] = {}
-    out: list[RungResult] = []
-    for s, g in zip(stations, got, strict=True):
-        if isinstance(g, (StationDown, ToolMissing)):
-            out.append(RungResult(ID, s.name, "skip", f"{s.name}: {g}"))
-        elif isinstance(g, BaseException):
-            raise g
-        else:
-            fs[s.name] = g
+    fs, out = await ctx.per_station(ID, lambda s: _gather(ctx, s))
     head = ctx.config.head
     head_addrs = fs.get(head.name, {}).get("addrs", {})
     for s in stations:

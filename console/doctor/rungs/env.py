@@ -6,9 +6,6 @@ is flagged; the ones that break a collective fail and name the cause."""
 
 from __future__ import annotations
 
-import asyncio
-
-from console.checks import StationDown, ToolMissing
 from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
@@ -63,16 +60,7 @@ def _gid_in_use(f: dict) -> tuple[int | None, str]:
 async def run(ctx: DoctorContext) -> list[RungResult]:
     stations = ctx.stations
     label = ",".join(s.name for s in stations)
-    got = await asyncio.gather(*(_station_facts(ctx, s) for s in stations), return_exceptions=True)
-    out: list[RungResult] = []
-    fs: dict[str, dict] = {}
-    for s, g in zip(stations, got, strict=True):
-        if isinstance(g, (StationDown, ToolMissing)):
-            out.append(RungResult(ID, s.name, "skip", f"{s.name}: {g}"))
-        elif isinstance(g, BaseException):
-            raise g
-        else:
-            fs[s.name] = g
+    fs, out = await ctx.per_station(ID, lambda s: _station_facts(ctx, s))
     if not fs:
         return out
     env_ev = tuple(f"[{n}] NCCL-related environment ({f['source']}):\n" + (

@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from console.actions import parse_docker_time
-from console.checks import StationDown, ToolMissing
+from console.checks import ToolMissing
 from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
@@ -81,16 +81,7 @@ async def _station(ctx: DoctorContext, st: Station) -> dict:
 async def run(ctx: DoctorContext) -> list[RungResult]:
     stations = ctx.stations
     label = ",".join(s.name for s in stations)
-    got = await asyncio.gather(*(_station(ctx, s) for s in stations), return_exceptions=True)
-    per: dict[str, dict] = {}
-    out: list[RungResult] = []
-    for s, g in zip(stations, got, strict=True):
-        if isinstance(g, (StationDown, ToolMissing)):
-            out.append(RungResult(ID, s.name, "skip", f"{s.name}: {g}"))
-        elif isinstance(g, BaseException):
-            raise g
-        else:
-            per[s.name] = g
+    per, out = await ctx.per_station(ID, lambda s: _station(ctx, s))
     if not per:
         return out
     if not any(g["c"].runtime is not None for g in per.values()):
