@@ -179,6 +179,7 @@ class Station:
     local: bool = False  # the console runs on this station: no SSH
     gpu: str | None = None  # name or UUID of the serving GPU (a Station also has a display GPU)
     env_file: str = "~/glm53.env"
+    launch_script: str | None = None  # the operator's own launch script on this station (over the top-level one)
 
     @property
     def is_head(self) -> bool:
@@ -215,6 +216,7 @@ class Config:
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 30.0
+    launch_script: str | None = None  # launch runs this script on every station instead of its own docker run
 
     @property
     def head(self) -> Station:
@@ -229,6 +231,10 @@ class Config:
             if s.name == name:
                 return s
         raise ConfigError(self.path, None, "station", f"no station named {name!r}")
+
+    def launch_script_for(self, station: Station) -> str | None:
+        """The operator's launch script for this station (its own setting, else the config's), or None."""
+        return station.launch_script or self.launch_script
 
     def api_url(self) -> str:
         if self.api.url:
@@ -265,10 +271,12 @@ _STATION_FIELDS: dict[str, type | tuple[type, ...]] = {
     "local": bool,
     "gpu": str,
     "env_file": str,
+    "launch_script": str,
 }
 _API_FIELDS = {"url": str, "api_key_env": str, "api_key_file": str, "timeout_s": (int, float)}
 _UI_FIELDS = {"theme": str, "refresh_ms": int, "log_lines": int}
-_TOP_FIELDS = {"profile", "stations", "api", "ui", "overrides", "simulated", "connect_timeout_s", "command_timeout_s"}
+_TOP_FIELDS = {"profile", "stations", "api", "ui", "overrides", "simulated", "connect_timeout_s", "command_timeout_s",
+               "launch_script"}
 
 
 class _Locator:
@@ -425,6 +433,9 @@ def parse_config(text: str, path: str | None = None) -> Config:
     simulated = data.get("simulated", False)
     if not isinstance(simulated, bool):
         raise err(None, None, "simulated", "simulated", "must be true or false")
+    launch_script = data.get("launch_script")
+    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()):
+        raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
 
     return Config(
         path=path,
@@ -436,6 +447,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
         simulated=simulated,
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
         command_timeout_s=float(data.get("command_timeout_s", 30.0)),
+        launch_script=launch_script,
     )
 
 
@@ -474,6 +486,8 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
         out["simulated"] = True
     out["connect_timeout_s"] = cfg.connect_timeout_s
     out["command_timeout_s"] = cfg.command_timeout_s
+    if cfg.launch_script:
+        out["launch_script"] = cfg.launch_script
     api = {k: v for k, v in vars(cfg.api).items() if v is not None and v != ApiSettings().__dict__.get(k)}
     if api:
         out["api"] = api

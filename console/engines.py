@@ -15,20 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.config import Config, Profile, Station
+from console.diagnosis import catalogue
 
-READY_MARKERS = {
-    "vllm": "Application startup complete.",
-    "sglang": "The server is fired up and ready to roll!",
-}
-# The first line a started rank prints: proof its process came up (a worker waits for the head).
-STARTED_MARKERS = {
-    ("vllm", True): "vLLM API server version",
-    ("vllm", False): "headless multiproc executor",
-    ("sglang", True): "server_args=ServerArgs(",
-    ("sglang", False): "server_args=ServerArgs(",
-    ("vllm-ray", True): "Ray runtime started",
-    ("vllm-ray", False): "",  # a Ray worker can only join once the head runs: nothing to wait for
-}
+# Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.
+READY_MARKERS = catalogue.READY_MARKERS
+STARTED_MARKERS = catalogue.STARTED_MARKERS
 API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
 
 RAY_PORT = 6379

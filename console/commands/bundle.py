@@ -75,7 +75,7 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
                  ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The archive members (name -> bytes) and the manifest."""
     logs, checks, checks_error = asyncio.run(_collect(config, tail, with_checks, trust))
-    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
     members: dict[str, bytes] = {}
     stations = []
     for log in logs:

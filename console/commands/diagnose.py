@@ -70,6 +70,9 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
         if log.error:
             print(f"dgx-console: {log.station}: {log.error}", file=sys.stderr)
         out.append({"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error})
+        if log.container is not None and log.container.state in ("exited", "dead"):
+            d.note_exit(log.station, log.container.exit_code, f"container {log.container.name}",
+                        oom_killed=log.container.oom_killed)
     return out
 
 
@@ -93,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.inputs and not args.station:
         raise UsageError("diagnose needs FILE..., - (stdin), or --station NAME")
     config = load_config(args.config) if (args.station or args.config) else None
-    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None)
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None,
+                  nodes=config.profile.nnodes if config else None)
     sources = _read_inputs(d, args.inputs)
     if args.station:
         sources += _read_stations(d, config, args.station, args.tail, args.trust_host_key)

@@ -167,7 +167,12 @@ class DebugRelaunch:
             await svc.close()
         self.debug = {name: with_env(spec, {**DEBUG_ENV, **plan.overrides.get(name, {})})
                       for name, spec in self.normal.items()}
-        return {name: diff(self.normal[name], self.debug[name]) for name in self.normal}
+        out = {name: diff(self.normal[name], self.debug[name]) for name in self.normal}
+        for st in self.config.stations:  # stations the operator's own launch script starts
+            if st.name not in self.normal:
+                out[st.name] = (f"{st.name}: started by its launch script ({self.config.launch_script_for(st)}): "
+                                "the try runs it unchanged (set the variables in the script to try them there)")
+        return out
 
     def changed(self) -> list[str]:
         return [c for name in self.normal for c in changes(self.normal[name], self.debug[name])]
@@ -185,7 +190,7 @@ class DebugRelaunch:
             if stop.result == "failed":
                 return stop
             svc = self._svc = self._service()
-            return await svc.launch(skip_checks=True, specs=specs, on_failure=True)
+            return await svc.launch(skip_checks=True, specs=specs, on_failure=True, skip_fit=True)
         finally:
             await svc.close()
             self._svc = None

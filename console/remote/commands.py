@@ -339,3 +339,31 @@ def kernel_log_since(epoch: float) -> str:
     --since: the caller drops older dated lines)."""
     return (f"journalctl -k --no-pager -o short-iso --since @{int(epoch)} 2>&1 || "
             "dmesg --time-format iso 2>&1 || dmesg 2>&1")
+
+# --- the operator's own launch script (config launch_script) ---
+
+
+def script_info(path: str) -> str:
+    """Size, sha256 and text of a launch script on the station (the preview shows them)."""
+    return f'f={station_path(path)}; wc -c < "$f" && sha256sum < "$f" | cut -d" " -f1 && cat "$f"'
+
+
+def run_launch_script(path: str, log_path: str) -> str:
+    """Start the script detached from this SSH channel (its output to ``log_path``) from the login
+    user's home, as an operator would; print its pid. ``HOME`` is the station's home (the
+    simulated stations' tree where STATION_ROOT is set, the real one elsewhere)."""
+    home = f'"{STATION_ROOT}$HOME"'
+    log = station_path(log_path)
+    return (f'mkdir -p "$(dirname {log})" && cd {home} && '
+            f'(HOME={home} nohup bash {station_path(path)} > {log} 2>&1 < /dev/null & echo $!)')
+
+
+def tail_file(path: str, lines: int = 20) -> str:
+    return f"tail -n {int(lines)} {station_path(path)}"
+
+
+def drop_caches() -> str:
+    """Flush dirty pages, then drop the page cache (root, else passwordless sudo): on unified
+    memory (GB10) the cache counts as used for the engine's free-memory check."""
+    return ("sync && { sysctl -q -w vm.drop_caches=3 2>/dev/null || sudo -n sysctl -q -w vm.drop_caches=3; } "
+            "&& echo dropped")

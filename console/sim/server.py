@@ -23,12 +23,10 @@ from aiohttp import web
 
 from console.config import save_config
 from console.sim import api as sim_api
-from console.sim.engine import engine_phase, serving_mem_gib
+from console.sim.engine import engine_phase
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
-from console.sim.world import World
-
-BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine
+from console.sim.world import World, write_meminfo
 
 
 class SimBackend:
@@ -150,13 +148,14 @@ class SimServer:
 
     async def _api_gate(self, runner: web.AppRunner, backend: SimBackend, host: str, port: int) -> None:
         site: web.TCPSite | None = None
+        stays_open = "port-stays-open" in self.world.faults(backend.station)
         while True:
             phase = await asyncio.to_thread(backend.phase)
             if phase == "ready" and site is None:
                 site = web.TCPSite(runner, host, port, reuse_address=True)
                 with contextlib.suppress(OSError):
                     await site.start()
-            elif phase != "ready" and site is not None:
+            elif phase != "ready" and site is not None and not stays_open:
                 await site.stop()
                 site = None
             await asyncio.sleep(0.3)
@@ -169,21 +168,7 @@ class SimServer:
             await asyncio.sleep(1.0)
 
     def _write_meminfo(self, name: str, unified: bool) -> None:
-        st = self.world.state(name)
-        total = st["host_mem_total_mib"]
-        used = BASE_HOST_USED_MIB[unified]
-        if unified:
-            used += int(serving_mem_gib(self.world, name, st) * 1024)
-        else:
-            used += 4096 if engine_phase(self.world, name, st) != "down" else 0
-        avail = max(0, total - used)
-        text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {int(avail * 0.6) * 1024:>10} kB\n"
-                f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
-                f"Cached:         {int(avail * 0.3) * 1024:>10} kB\nSwapTotal:             0 kB\n")
-        path = self.world.station_dir(name) / "meminfo"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_meminfo(self.world, name, unified)
 
     def _env(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -283,7 +268,7 @@ class SimServer:
             })
         head_api = self.endpoints[self.world.names[0]].api_port
         out = {
-            "profile": self.world.profile.name,
+            "profile": self.world.meta["profile"],
             "simulated": True,
             "connect_timeout_s": 3.0,
             "command_timeout_s": 15.0,
@@ -292,8 +277,9 @@ class SimServer:
         }
         from console.sim.workbench import sim_overrides  # what the workbench faults put in the config
 
-        if sim_overrides(self.world):
-            out["overrides"] = sim_overrides(self.world)
+        overrides = {**self.world.operator_overrides, **sim_overrides(self.world)}
+        if overrides:  # what the world's operator asked for (a fault's cause)
+            out["overrides"] = overrides
         return out
 
     def write_config(self, path: str | os.PathLike) -> None:

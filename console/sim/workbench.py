@@ -137,14 +137,14 @@ def latest_args(world: World, name: str, container: str = "glm53") -> list[str] 
 
 def world_config(world: World):
     """The config the simulated operator launched with (same fields as the sim's written config)."""
+    import tomli_w
+
     from console.config import parse_config
 
-    lines = [f'profile = "{world.profile.name}"', "simulated = true", ""]
-    ov = sim_overrides(world)
+    lines = [f'profile = "{world.meta["profile"]}"', "simulated = true", ""]
+    ov = {**world.operator_overrides, **sim_overrides(world)}
     if ov:
-        lines.append("[overrides]")
-        lines += [f"{k} = {v}" for k, v in ov.items()]
-        lines.append("")
+        lines.append(tomli_w.dumps({"overrides": ov}))
     for rank, name in enumerate(world.names):
         r = world.state(name)["rail"]
         lines += ["[[stations]]", f'name = "{name}"', 'host = "127.0.0.1"', f"rank = {rank}",

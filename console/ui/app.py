@@ -31,6 +31,7 @@ from console.messages import (
 )
 from console.monitor import StationService
 from console.remote.transport import SSHTransport, Transport, TransportError
+from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.ui.screens.checks import ChecksDone
@@ -116,7 +117,7 @@ class ConsoleApp(App):
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
         self.panes: dict[str, StationPane] = {}
-        self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+        self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
         self._diag_version = 0
         self._last_checks: list | None = None
         self._diag_alerted: set[str] = set()
@@ -195,6 +196,9 @@ class ConsoleApp(App):
     def on_container_update(self, msg: ContainerUpdate) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_container(msg.info)
+        info = msg.info  # a container that stopped with an error is never silent in the diagnosis
+        self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
+                                 f"container {info.name}", oom_killed=info.oom_killed)
 
     def on_engine_update(self, msg: EngineUpdate) -> None:
         if pane := self.panes.get(msg.station):
@@ -230,8 +234,8 @@ class ConsoleApp(App):
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
                 hint = "d; i: investigate" if f.id.startswith("nccl") else "d"
-                self.notify(f"Diagnosis: {f.id} on {f.station} — {f.cause[:90]} (press {hint})", severity="error",
-                            timeout=10)
+                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press {hint})",
+                            severity="error", timeout=10, markup=False)
 
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
         ev = next((e for e in msg.finding.evidence if e.source in self.panes), None)

@@ -23,8 +23,9 @@ def _state(tmp_path, monkeypatch):
 
 
 def started(h, ago: float = 0.0) -> None:
-    """Workers first, then the head, ``ago`` seconds in the past (their timelines have played that far)."""
-    now = time.time() - ago
+    """Workers first, then the head, ``ago`` seconds in the past (their timelines have played that far;
+    never a start in the future: an action on the stations must find them as they are)."""
+    now = time.time() - ago - 0.5
     names = h.world.names
     for i, name in enumerate(reversed(names[1:])):
         h.world.start_container(name, at=now + i * 0.1)
@@ -94,8 +95,8 @@ async def test_mtu_mismatch_hangs_nccl_tests_and_the_timeout_is_the_finding(sim_
 
 
 async def test_collective_hang_both_ranks_in_one_all_reduce(sim_factory):
-    h = await sim_factory(faults=["collective-hang"], time_scale=0.005)
-    started(h, ago=4)  # ready after ~2 s, hung 30 engine-seconds (0.15 s) later
+    h = await sim_factory(faults=["collective-hang"], time_scale=0.05)
+    started(h, ago=24)  # ready after ~21 s, hung 30 engine-seconds (1.5 s) later; the watchdog ends A at ~53 s
     rep = await run_doctor(h.config, rungs=["nccl", "hang"], options=FAST)
     assert find(rep, "nccl", "pass").status == "pass"  # nccl-tests fine: not the network
     stacks = find(rep, "hang", "fail", "same collective: all_reduce at")
@@ -145,7 +146,7 @@ async def test_debug_relaunch_fixes_b_and_restores_the_normal_command(sim_factor
     out = json.loads(cap.out)
     assert "-    -e NCCL_IB_GID_INDEX=3 \\" in cap.err and "+    -e NCCL_IB_GID_INDEX=5 \\" in cap.err  # shown first
     (r,) = out["rungs"]
-    assert rc == 0 and r["status"] == "pass" and "B: NCCL_IB_GID_INDEX 3 -> 5" in r["summary"]
+    assert rc == 0 and r["status"] == "pass" and "B: NCCL_IB_GID_INDEX 3 -> 5" in r["summary"], (r, cap.err[-3000:])
     assert "ready in" in r["summary"] and "normal command back: failed" in r["summary"]  # still the real cause
     (t,) = out["tries"]
     assert t["result"] == "ready" and "GID 5" in t["nccl"]["B"] and "GID 3" in t["nccl"]["A"]
@@ -161,7 +162,7 @@ async def test_relaunch_keep_leaves_the_try_serving(sim_factory):
     plan = RelaunchPlan({"B": {"NCCL_IB_GID_INDEX": "5"}}, restore=False)
     rep = await run_doctor(h.config, rungs=["relaunch"], options=DoctorOptions(relaunch=plan, ready_timeout_s=60))
     (r,) = rep.of("relaunch")
-    assert r.status == "pass" and "kept" in r.summary
+    assert r.status == "pass" and "kept" in r.summary, (r.summary, r.evidence)
     assert any(e.startswith("--- B: normal launch") for e in r.evidence)
     args = h.world.state("B")["containers"]["glm53"]["runs"][-1]["args"]
     assert "NCCL_IB_GID_INDEX=5" in args

@@ -21,7 +21,7 @@ STATION_LOG = "\n".join([
     "2026-11-30T14:05:20.000000001Z (APIServer pid=1) INFO 11-30 14:05:20 [utils.py:253] non-default args: "
     f"{{'model': '/models/GLM-5.3-NVFP4', 'api_key': ['{SECRET_KEY}'], 'tensor_parallel_size': 2}}",
     f"2026-11-30T14:05:20.100000001Z HF_TOKEN={SECRET_TOKEN} set for downloads",
-    "2026-11-30T14:05:21.123456789Z station-b:391:512 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>",
+    "2026-11-30T14:05:21.123456789Z station-b:391:512 [0] NCCL INFO Using network Socket",  # NCCL chose TCP
     f"2026-11-30T14:05:22.000000001Z INFO:     192.168.100.1:5000 - \"GET /v1/models\" Authorization: Bearer {SECRET_KEY}",
 ]) + "\n"
 

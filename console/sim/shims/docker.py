@@ -330,6 +330,19 @@ def cmd_start(args: list[str], ctx) -> int:
     return rc
 
 
+def _unkillable(ctx, name: str) -> bool:
+    """The container-survives-stop fault: its process sits in the GPU driver (D state) and ignores
+    SIGKILL, so the daemon gives up (moby's wording)."""
+    if "container-survives-stop" not in ctx.faults:
+        return False
+    if container_status(ctx.world, ctx.station, ctx.state, name)["state"] != "running":
+        return False
+    time.sleep(0.5)  # a real daemon waits the stop timeout, then SIGKILL, then for the exit event
+    print(f"Error response from daemon: cannot stop container: {name}: tried to kill container, but did not "
+          "receive an exit event", file=sys.stderr)
+    return True
+
+
 def cmd_stop(args: list[str], ctx) -> int:
     names = []
     i = 0
@@ -343,6 +356,9 @@ def cmd_stop(args: list[str], ctx) -> int:
     for name in names:
         if name not in ctx.state["containers"] or ctx.state["containers"][name]["state"] == "absent":
             rc = _no_such(name)
+            continue
+        if _unkillable(ctx, name):
+            rc = 1
             continue
         ctx.world.stop_container(ctx.station, name)
         print(name)
@@ -363,6 +379,9 @@ def cmd_rm(args: list[str], ctx) -> int:
             rc = 1
             continue
         if st["state"] == "running":
+            if _unkillable(ctx, name):
+                rc = 1
+                continue
             ctx.world.stop_container(ctx.station, name)
         with ctx.world.edit(ctx.station) as s:
             s["containers"][name]["state"] = "absent"
