@@ -861,11 +861,10 @@ class ServiceActions:
     async def _start_fresh(self, s: Station, spec: engines.LaunchSpec, info: docker_probe.ContainerInfo) -> None:
         async with self.step(s.name, "run") as st:
             await self._keep_prev(s, info)
-            key_input = None
-            if spec.secret_env:
-                if not self._api_key:
-                    raise ActionFailed("the API key is configured but empty (check api.api_key_env/file)")
-                key_input = "".join(self._api_key + "\n" for _ in spec.secret_env)
+            try:  # secret values travel on stdin, by name only (never in an argv on the station)
+                key_input = engines.secret_input(self.cfg, spec, self._api_key)
+            except engines.EngineConfigError as exc:
+                raise ActionFailed(str(exc)) from None
             r = await self._run(s, spec.command(), timeout=max(120.0, self.cfg.command_timeout_s), input=key_input)
             if not r.ok:
                 raise ActionFailed(f"docker run failed on {s.name} (exit {r.exit_status}): {_last(r.stderr)}",

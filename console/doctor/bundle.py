@@ -16,8 +16,9 @@ QUICK_RUNGS = ("env", "addresses")
 QUICK_TIMEOUT_S = 90.0
 
 
-def doctor_member(config: Config, redact=lambda s: s) -> tuple[bytes, dict[str, Any]]:
-    """(doctor.json bytes, manifest entry)."""
+def doctor_member(config: Config, mask=lambda obj: obj) -> tuple[bytes, dict[str, Any]]:
+    """(doctor.json bytes, manifest entry); ``mask`` masks every string of an object (before encoding,
+    so no JSON escape hides a secret)."""
     saved = store.load(config)
     report = saved.get("report")
     source = "the last doctor run"
@@ -31,7 +32,6 @@ def doctor_member(config: Config, redact=lambda s: s) -> tuple[bytes, dict[str, 
             error = f"the quick rungs did not finish within {QUICK_TIMEOUT_S:g} s"
         except Exception as exc:  # noqa: BLE001 - the bundle never dies for its doctor part
             error = f"doctor failed: {exc.__class__.__name__}: {exc}"
-    data = {"source": source, "report": report, "tries": saved.get("tries") or [], "error": error}
-    text = redact(json.dumps(data, indent=2))
-    return text.encode(), {"included": report is not None, "source": source, "verdict": (report or {}).get("verdict"),
+    data = mask({"source": source, "report": report, "tries": saved.get("tries") or [], "error": error})
+    return json.dumps(data, indent=2).encode(), {"included": report is not None, "source": source, "verdict": (report or {}).get("verdict"),
                            "tries": len(data["tries"]), "error": error}

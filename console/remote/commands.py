@@ -179,8 +179,9 @@ def epoch() -> str:
 
 def ssh_peer(peer: str, connect_timeout_s: int = 5) -> str:
     """Passwordless login from this station to ``peer`` as the same user, the way the launch
-    scripts do it (BatchMode: a password or host-key prompt is a failure, never a hang)."""
-    return f"ssh -o BatchMode=yes -o ConnectTimeout={int(connect_timeout_s)} {q(peer)} id -un"
+    scripts do it (BatchMode: a password or host-key prompt is a failure, never a hang). ``--``
+    ends ssh's options: a peer like ``-oProxyCommand=...`` is a host name, never an option."""
+    return f"ssh -o BatchMode=yes -o ConnectTimeout={int(connect_timeout_s)} -- {q(peer)} id -un"
 
 
 def docker_image_id(image: str) -> str:

@@ -111,6 +111,24 @@ class _Builder:
         self.tl.exit_code = code
 
 
+# The ``hostile-log`` fault: what a compromised or broken container could print. Every line must
+# reach the operator's screen and the CLI sanitized (no escape or control sequence), never as
+# markup; the Gloo line among them is a real (warning) finding whose evidence carries an escape.
+HOSTILE_LOG_LINES = (
+    "\x1b]52;c;cHduZWQgY2xpcGJvYXJk\x07OSC 52 clipboard write",
+    "\x1b]0;owned terminal title\x07OSC 0 title change",
+    "\x1b[2J\x1b[Hclear screen and home",
+    "\x1bP+q544e\x1b\\DCS query, \x1b_APC payload\x1b\\ and \x1b^PM\x1b\\",
+    "NUL \x00 BEL \x07 BS \x08 DEL \x7f C1 CSI \x9b31m red \x9d0;c1 title\x9c end",
+    "bidi \u202egnp.exe\u202c isolate \u2066x\u2069",
+    "[/] [bold red]markup[/bold red] [link=file:///etc/passwd]link[/link] [@click=app.quit]quit[/]",
+    "unterminated OSC \x1b]8;;http://198.18.0.1/",
+    "a very long line: " + "A" * 300_000,
+    "\x1b]0;x\x07[W socket.cpp:697] [c10d] Unable to resolve hostname to a (local) address. "
+    "Using the loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.",
+)
+
+
 def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], faults: list[str],
                 peer_count: int, env: dict[str, str] | None = None) -> None:
     """NCCL init lines; the transport follows the profile, the socket-fallback fault and the run's
@@ -220,6 +238,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(8, f"world_size={n} rank={rank} local_rank=0 distributed_init_method=tcp://{head_ip}:29501 "
             "backend=nccl", proc=worker_proc, pid=412, src="parallel_state.py:1134")
     _nccl_block(b, 9, profile, state["rail"], faults, n, env)
+    if "hostile-log" in faults:
+        for i, line in enumerate(HOSTILE_LOG_LINES):
+            b.at(9.5 + i * 0.01, line, raw=True)
     if not collective_ok:  # the first collective (pynccl's warm-up all-reduce of one element) never completes
         b.phase(10, "waiting on collective")
         if rank != 0:
@@ -374,6 +395,9 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
         b.exit(602, 1)
         return tl
     _nccl_block(b, 4, profile, state["rail"], faults, n, env)
+    if "hostile-log" in faults:
+        for i, line in enumerate(HOSTILE_LOG_LINES):
+            b.at(4.5 + i * 0.01, line, raw=True)
     if not collective_ok:
         b.phase(5, "waiting on collective")
         if rank != 0:

@@ -9,6 +9,7 @@ ready. ``station-unreachable`` makes a station's port accept TCP and never answe
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import getpass
 import os
@@ -76,6 +77,7 @@ class SimServer:
         self._tasks: list[asyncio.Task] = []
         self._api_runners: dict[str, web.AppRunner] = {}
         self.sessions = 0  # command lines executed (for the remote-cost benchmark)
+        self.command_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=20_000)  # (station, line)
         self._children: set[int] = set()
         self._handlers: set[asyncio.Task] = set()
 
@@ -187,6 +189,7 @@ class SimServer:
                 self._handlers.add(me)
                 me.add_done_callback(self._handlers.discard)
             command = process.command or "exec bash -l"
+            self.command_log.append((name, command))  # what a test reads: no secret in any line
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=self._env(name), start_new_session=True,

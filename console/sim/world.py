@@ -37,6 +37,7 @@ KNOWN_FAULTS = {
     "clock-skew": "the worker's clock is 2.5 s ahead and not synchronised",
     "rdma-port-down": "the RDMA port is DOWN",
     "slow-rail": "the rail negotiated a lower speed and RDMA bandwidth is low",
+    "hostile-log": "the container prints escape sequences, control bytes, markup and a 300k-char line",
     "container-survives-stop": "docker stop cannot end the container (a process stuck in the GPU driver): it "
                                "keeps running and holding its memory",
     "port-stays-open": "after the stop something still answers on the head's API port",
@@ -55,6 +56,7 @@ DEFAULT_FAULT_STATION = {
     "clock-skew": 1,
     "rdma-port-down": 1,
     "slow-rail": 1,
+    "hostile-log": 1,
     "container-survives-stop": 1,
     "port-stays-open": 0,
     "memory-not-released": 1,

@@ -466,6 +466,16 @@ def cmd_image(args: list[str], ctx) -> int:
     return rc
 
 
+def _env_from_client(args: list[str]) -> dict[str, str]:
+    """``-e NAME`` without a value: docker copies NAME from its own environment (how secrets
+    arrive). Recorded as sha256 of the value, so a test can see it arrived without storing it."""
+    out = {}
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("-e", "--env") and "=" not in value and value in os.environ:
+            out[value] = hashlib.sha256(os.environ[value].encode()).hexdigest()
+    return out
+
+
 def cmd_run(args: list[str], ctx) -> int:
     name = None
     gpus = None
@@ -512,7 +522,8 @@ def cmd_run(args: list[str], ctx) -> int:
                   f'by container "{cid}". You have to remove (or rename) that container to be able to reuse that name.',
                   file=sys.stderr)
             return 125
-        s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": []}
+        s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": [],
+                                 "env_from_client": _env_from_client(args)}
     ctx.world.start_container(ctx.station, name, args=args)
     if "-d" in args or "--detach" in args:
         print(container_id(ctx.station, name))

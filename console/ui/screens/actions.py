@@ -10,6 +10,7 @@ as an asyncio task of the app's loop (all I/O is awaited; nothing blocks): the s
 start-up timeline per station as it happens, then the verdict with the stop's verification and
 the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
 what started. The verdict is posted to the app as ``ActionFinished``.
+Step details, evidence and log lines quote the stations: sanitized, shown as ``Text``, never markup.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from console.actions import (
 )
 from console.config import Config
 from console.probes.engine_log import TIMELINE_LABELS
+from console.sanitize import clean, one_line, plain
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}
@@ -83,9 +85,9 @@ def render_plan(action: str, plan: list[PlannedCommand]) -> Text:
     t.append(ORDER_NOTE[action] + "\n", style="italic")
     for i, pc in enumerate(plan, 1):
         t.append(f"\n{i}. ", style="bold")
-        t.append(f"[{pc.station}] ", style="bold cyan")
-        t.append(pc.what + "\n", style="bold")
-        t.append("   " + pc.preview.replace("\n", "\n   ") + "\n")
+        t.append(f"[{one_line(pc.station, 60)}] ", style="bold cyan")
+        t.append(one_line(pc.what, 300) + "\n", style="bold")
+        t.append("   " + clean(pc.preview).replace("\n", "\n   ") + "\n")
     return t
 
 
@@ -99,7 +101,7 @@ def render_fit(plan: ActionPlan) -> Text:
                  f"{f.kv_tokens:,} tokens = {f.concurrency:.1f} x {f.settings.max_model_len:,}\n")
     for w in plan.fit.warnings():
         t.append(f"{w.severity}: ", style=SEVERITY_STYLE.get(w.severity, ""))
-        t.append(w.text + (f" (fix: {w.fix})" if w.fix else "") + "\n")
+        t.append(clean(w.text + (f" (fix: {w.fix})" if w.fix else "")) + "\n")
     return t
 
 
@@ -136,7 +138,7 @@ class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
             yield Label(Text.assemble((f"{self.action.capitalize()} the service?", "bold"),
                                       f"  {len(self.plan)} commands, in this order"))
             if self.full.running:
-                yield Static(Text(self.full.running), id="running")
+                yield Static(plain(self.full.running), id="running")
             with VerticalScroll():  # only this part shrinks on a small terminal: the choices stay visible
                 if self.full.fit is not None:
                     yield Static(render_fit(self.full), id="fit")
@@ -193,10 +195,10 @@ class StopOnFailureScreen(ModalScreen[bool]):
         self.result = result
 
     def compose(self) -> ComposeResult:
-        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), self.result.summary, "\n")
+        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), one_line(self.result.summary, 600), "\n")
         for station, line in self.result.evidence:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
         with Vertical():
             yield Static(t, id="failure")
             yield Static("Stop the containers this run started (head first), or leave them running to look?")
@@ -272,7 +274,8 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         elif ev.kind == "step" and ev.step is not None:
             st = ev.step
             table = self.query_one("#steps", DataTable)
-            cells = (st.station, st.action, Text(st.status, style=STATUS_STYLE.get(st.status, "")), st.detail[:200])
+            cells = (plain(one_line(st.station, 60)), plain(one_line(st.action, 60)),
+                     Text(one_line(st.status, 20), style=STATUS_STYLE.get(st.status, "")), plain(one_line(st.detail, 200)))
             key = self._rows.get(id(st))
             if key is None:
                 self._rows[id(st)] = table.add_row(*cells)
@@ -280,13 +283,14 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 for col, value in zip(table.columns, cells, strict=False):
                     table.update_cell(key, col, value, update_width=True)
         elif ev.kind in ("log", "note"):
-            self.query_one(RichLog).write(Text.assemble((f"{ev.station} | ", "bold"), ev.text[:300]))
+            self.query_one(RichLog).write(Text.assemble((f"{one_line(ev.station, 60)} | ", "bold"),
+                                                        one_line(ev.text, 300)))
 
     def _show_timeline(self, station: str, ev) -> None:
         """One row per station and event; a later line of the same event (KV tokens) updates it."""
         table = self.query_one("#timeline", DataTable)
-        cells = (station, TIMELINE_LABELS.get(ev.event, ev.event), time.strftime("%H:%M:%S", time.localtime(ev.at)),
-                 ev.detail[:160])
+        cells = (plain(one_line(station, 60)), plain(one_line(TIMELINE_LABELS.get(ev.event, ev.event), 60)),
+                 time.strftime("%H:%M:%S", time.localtime(ev.at)), plain(one_line(ev.detail, 160)))
         key = self._timeline_rows.get((station, ev.event))
         if key is None:
             self._timeline_rows[(station, ev.event)] = table.add_row(*cells)
@@ -299,7 +303,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     def _show_verdict(self, res: ActionResult) -> None:
         t = Text()
         t.append(res.result.upper(), style=VERDICT_STYLE[res.result])
-        t.append(f" - {res.summary}")
+        t.append(f" - {one_line(res.summary, 600)}")
         if self.action != "stop" and res.steps and any(s.action == "transport" for s in res.steps):
             t.append("\nNCCL transport: ", style="bold")
             t.append(TRANSPORT_TEXT[res.transport],
@@ -310,10 +314,10 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
             for f in v.findings[:2]:
                 t.append(f"\n   fix: {f['fix']}", style="dim")
         for station, line in res.evidence[-5:]:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
         for note in res.notes[:12]:
-            t.append("\n" + note, style="yellow" if "slower" in note else "")
+            t.append("\n" + one_line(note, 300), style="yellow" if "slower" in note else "")
         t.append("\n(Escape: close" + (" · i: investigate in the NCCL workbench)" if res.result == "failed" else ")"),
                  style="dim")
         self.query_one("#verdict", Static).update(t)
@@ -390,7 +394,7 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
     try:
         require_writable(read_only)
     except ReadOnlyError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
+        app.notify(one_line(str(exc), 300), severity="error", timeout=6, markup=False)
         return None
 
     async def flow() -> None:
@@ -399,10 +403,10 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
         try:
             plan = await plan_action(config, action)
         except ActionFailed as exc:
-            app.notify(f"{action}: {exc.detail}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: {exc.detail}", 600), severity="error", timeout=12, markup=False)
             return
         except Exception as exc:  # noqa: BLE001 - a connection problem is a notification, not a crash
-            app.notify(f"{action}: cannot plan: {exc}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: cannot plan: {exc}", 600), severity="error", timeout=12, markup=False)
             return
 
         def confirmed(yes: Confirmed | bool | None) -> None:
