@@ -9,16 +9,17 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, SystemModalScreen
 from textual.widgets import Button, Footer, Header, Label, Static
 
-from console.config import Config
+from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
 from console.messages import (
     AppsSample,
@@ -30,10 +31,12 @@ from console.messages import (
     LogBatch,
 )
 from console.monitor import StationService
+from console.probes.engine_log import EngineProgress
 from console.remote.transport import SSHTransport, Transport, TransportError
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
@@ -74,6 +77,7 @@ class TrustHostKeyScreen(ModalScreen[bool]):
 
 class ConsoleApp(App):
     TITLE = "dgx-console"
+    COMMANDS = App.COMMANDS | {DashboardCommands, NavigationCommands, ScreenCommands}
     AUTO_FOCUS = "StationPane Log"
     CSS = """
     #demo-banner { height: 1; background: $warning; color: $background; text-style: bold; content-align: center middle;
@@ -84,6 +88,10 @@ class ConsoleApp(App):
     .show-diagnosis #diagnosis { display: block; }
     StationPane.-unreachable { border: round $error; }
     StationPane.-failed { border: round $error; }
+    /* Dialogs: a scrolled box inside a dialog's border is a tinted panel, not a second frame (its
+       2-cell scrollbar beside a round border read as a doubled right border). */
+    ModalScreen VerticalScroll { border: none; background: $boost; padding: 0 1;
+                                 scrollbar-size-vertical: 1; scrollbar-background: $boost; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
@@ -101,7 +109,8 @@ class ConsoleApp(App):
         Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
         Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
-        Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys"),
+        Binding("f1,question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys (F1 or ?; Esc closes)"),
+        Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
@@ -123,6 +132,7 @@ class ConsoleApp(App):
         self._diag_alerted: set[str] = set()
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
+        self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
 
     # ------------------------------------------------------------------ layout
 
@@ -131,14 +141,18 @@ class ConsoleApp(App):
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.config.ui.log_lines, unified=self.config.profile.gpu.unified_memory,
-                                   engine=self.config.profile.engine, id=f"station-{_css_id(st.name)}")
+                p = self.config.profile
+                pane = StationPane(st, self.config.ui.log_lines, unified=p.gpu.unified_memory,
+                                   engine=p.engine, gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name,
+                                   expected_frac=expected_gpu_fill(p), id=f"station-{_css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
         yield DiagnosisPanel(id="diagnosis")
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
+            self.set_keymap(self.config.keys)
         for t in load_themes():
             self.register_theme(t)
         if self._theme_name in self.available_themes:
@@ -183,7 +197,7 @@ class ConsoleApp(App):
 
     def on_gpu_sample(self, msg: GpuSample) -> None:
         if pane := self.panes.get(msg.station):
-            pane.set_gpus(msg.gpus)
+            pane.set_gpus(msg.gpus, msg.at)
 
     def on_apps_sample(self, msg: AppsSample) -> None:
         if pane := self.panes.get(msg.station):
@@ -203,6 +217,13 @@ class ConsoleApp(App):
     def on_engine_update(self, msg: EngineUpdate) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_engine(msg.progress)
+        if msg.station == self.config.head.name:  # the API's fate: serving panel, chat, bench
+            self.head_engine = msg.progress
+            for panel in pane.query(ServingPanel) if pane else ():
+                panel.set_engine(msg.progress)
+            for screen in self.screen_stack:
+                if hasattr(screen, "set_head_engine"):
+                    screen.set_head_engine(msg.progress)
 
     def on_log_batch(self, msg: LogBatch) -> None:
         if pane := self.panes.get(msg.station):
@@ -248,9 +269,14 @@ class ConsoleApp(App):
                        "doctor", "investigate"}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...)."""
-        if action in self._DASHBOARD_ONLY and len(self.screen_stack) > 1:
+        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...);
+        Esc closes the help panel first, and is the screen's own Esc when no help is shown."""
+        # the command palette (a system screen) opened on the dashboard leaves its keys usable
+        if action in self._DASHBOARD_ONLY and sum(not isinstance(s, SystemModalScreen)
+                                                  for s in self.screen_stack) > 1:
             return False
+        if action == "close_help":
+            return bool(self.screen.query("HelpPanel"))
         return True
 
     def focused_station(self) -> StationPane | None:
@@ -322,6 +348,9 @@ class ConsoleApp(App):
         else:
             self.action_show_help_panel()
 
+    def action_close_help(self) -> None:
+        self.action_hide_help_panel()
+
     def action_trust(self) -> None:
         pane = self.focused_station()
         candidates = [p for p in self.panes.values() if p.conn_state == "hostkey"]
@@ -350,12 +379,41 @@ class ConsoleApp(App):
         self.notify(f"{station}: trusted {fp}", timeout=5)
         svc.retry_now()
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot, saved where a directory exists; Textual's notice names the file."""
+        if path is None:
+            target = screenshot_dir()
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                target = Path.cwd()
+            path = str(target)
+        return super().deliver_screenshot(filename, path, time_format)
+
     def add_optional_screen(self, module: str, attr: str) -> object | None:
         """Screens delivered by other modules are imported on use (start-up stays fast)."""
         try:
             return getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return None
+
+
+def expected_gpu_fill(profile) -> float | None:
+    """The serving GPU's memory fill once loaded, as the profile expects it: vLLM claims its
+    --gpu-memory-utilization up front (0.93: 231 of 251 GiB is normal, not a warning)."""
+    util = profile.serving.get("gpu_memory_utilization")
+    if util:
+        return float(util)
+    if profile.gpu.memory_total_mib and profile.gpu.loaded_gib:
+        return profile.gpu.loaded_gib * 1024 / profile.gpu.memory_total_mib
+    return None
+
+
+def screenshot_dir() -> Path:
+    """Where the palette's Screenshot goes: the XDG data dir (Textual's default, ~/Downloads, may
+    not exist on a station or in a container)."""
+    return xdg_data_dir() / "screenshots"
 
 
 def _css_id(name: str) -> str:

@@ -58,7 +58,7 @@ class DebugRelaunchScreen(ModalScreen[RelaunchPlan | None]):
     DebugRelaunchScreen #dr-buttons { height: 3; align-horizontal: right; }
     DebugRelaunchScreen Button { margin-left: 1; }
     """
-    BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss_none", "Cancel", id="doctor-relaunch-cancel")]
 
     def __init__(self, config: Config, suggested: dict[str, dict[str, str | None]], number: int) -> None:
         super().__init__()
@@ -160,12 +160,13 @@ class DoctorScreen(Screen):
     DoctorScreen.-tries #doc-tries { display: block; }
     """
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("a", "run_all", "Run all"),
-        Binding("r", "rerun", "Re-run rung"),
-        Binding("c", "cancel", "Cancel"),
-        Binding("x", "relaunch", "Debug relaunch"),
-        Binding("p", "toggle_passes", "Show passes"),
+        Binding("escape", "app.pop_screen", "Back", id="doctor-back"),
+        Binding("a", "run_all", "Run all", id="doctor-run-all", tooltip="Climb the whole ladder again"),
+        Binding("r", "rerun", "Re-run rung", id="doctor-rerun", tooltip="Run the selected row's rung again"),
+        Binding("c", "cancel", "Cancel", id="doctor-cancel", tooltip="Stop the running rung (it cleans up)"),
+        Binding("x", "relaunch", "Debug relaunch", id="doctor-relaunch",
+                tooltip="Relaunch with NCCL debug and overrides (shows the diff first)"),
+        Binding("p", "toggle_passes", "Show passes", id="doctor-passes", tooltip="Show or fold the passing rows"),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, reason: str = "", autostart: bool = True,
