@@ -99,6 +99,9 @@ class ConsoleApp(App):
         Binding("T", "trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
         Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
+        Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
+        Binding("i", "investigate", "Investigate", id="investigate", show=False,
+                tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from both stations' logs"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
         Binding("b", "bench", "Bench", id="bench", tooltip="Concurrency sweep against NVIDIA's table"),
@@ -251,7 +254,8 @@ class ConsoleApp(App):
         for f in findings:
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
-                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press d)",
+                hint = "d; i: investigate" if f.id.startswith("nccl") else "d"
+                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press {hint})",
                             severity="error", timeout=10, markup=False)
 
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
@@ -261,7 +265,8 @@ class ConsoleApp(App):
 
     # ------------------------------------------------------------------ actions
 
-    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service"}
+    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service",
+                       "doctor", "investigate"}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...);
@@ -303,6 +308,19 @@ class ConsoleApp(App):
 
         # Reopening shows the last results (and reruns them) instead of an empty table.
         self.push_screen(ChecksScreen(self.config, results=self._last_checks))
+
+    def action_doctor(self, reason: str = "") -> None:
+        from console.ui.screens.doctor import DoctorScreen
+
+        self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
+
+    def action_investigate(self) -> None:
+        """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""
+        panel = self.query_one(DiagnosisPanel)
+        sel = panel.selected if self.has_class("show-diagnosis") else None
+        nccl = [f for f in panel.findings if f.id.startswith("nccl")]
+        f = sel if sel is not None and sel.id.startswith("nccl") else (nccl[0] if nccl else None)
+        self.action_doctor(f"{f.id} on {f.station}" if f is not None else "")
 
     def action_chat(self) -> None:
         from console.ui.screens.chat import ChatScreen
