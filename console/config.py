@@ -78,6 +78,7 @@ class LinkProfile:
     gpudirect: bool
     rdma_host_gbps: tuple[float, float]
     roce_tos: int | None = None
+    nccl_busbw_gbytes: float | None = None  # nccl-tests all_reduce bus bandwidth a healthy pair reaches (GB/s)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ _PROFILE_GPU: dict[str, tuple[type | tuple[type, ...], bool]] = {
 }
 _PROFILE_LINK: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "speed_mbps": (int, True), "mtu": (int, True), "rails": (list, False), "gpudirect": (bool, False),
-    "rdma_host_gbps": (list, False), "roce_tos": (int, False),
+    "rdma_host_gbps": (list, False), "roce_tos": (int, False), "nccl_busbw_gbytes": (_NUMBER, False),
 }
 _PROFILE_BENCH: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "concurrency": (int, True), "total_tok_s": (_NUMBER, True), "per_user_tok_s": (_NUMBER, True),
@@ -267,6 +268,7 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
             gpudirect=bool(lk.get("gpudirect", False)),
             rdma_host_gbps=(float(gbps[0]), float(gbps[1])),
             roce_tos=lk.get("roce_tos"),
+            nccl_busbw_gbytes=float(lk["nccl_busbw_gbytes"]) if "nccl_busbw_gbytes" in lk else None,
         ),
         serving=dict(serving),
         reference_bench=tuple(BenchRow(**row) for row in rows),

@@ -230,7 +230,8 @@ class ConsoleApp(App):
         for f in findings:
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
-                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press d)",
+                hint = "d; i: investigate" if f.id.startswith("nccl") else "d"
+                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press {hint})",
                             severity="error", timeout=10, markup=False)
 
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
@@ -253,6 +254,12 @@ class ConsoleApp(App):
         for svc in self.services.values():
             if svc.state in ("unreachable", "connecting"):
                 svc.retry_now()
+
+    def action_doctor(self, reason: str = "") -> None:
+        """The NCCL workbench, from the dashboard (n, i) or a failed launch's dialog (i)."""
+        from console.ui.screens.doctor import DoctorScreen
+
+        self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
 
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"

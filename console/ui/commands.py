@@ -117,6 +117,7 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("Open the chat", "Chat with the served model (reasoning apart, tool test)", "chat"),
     ("Open the bench", "Concurrency sweep and NVIDIA's throughput figure", "bench"),
     ("Open the checks", "Link and preflight checks, RDMA validation", "checks"),
+    ("Open the NCCL workbench", "The troubleshooting ladder: links, RDMA, NCCL, env, addresses, hang", "doctor"),
     ("Show the diagnosis", "Findings from every station's log", "toggle_diagnosis"),
     ("Show the fleet", "One row per station (state, memory, engine, last error); Enter opens one", "toggle_fleet"),
     ("Show the keys (help)", "Every key of the screen you are on (F1; Esc closes)", "app.toggle_help"),

@@ -89,6 +89,9 @@ class DashboardScreen(Screen):
         Binding("T", "app.trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
         Binding("r", "app.reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
+        Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
+        Binding("i", "investigate", "Investigate", id="investigate", show=False,
+                tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from every station's log"),
         Binding("f", "toggle_fleet", "Fleet", id="fleet", tooltip="One row per station / the panes side by side"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
@@ -201,6 +204,17 @@ class DashboardScreen(Screen):
 
         # Reopening shows the last results (and reruns them) instead of an empty table.
         self.app.push_screen(ChecksScreen(self.config, results=getattr(self.app, "last_checks", None)))
+
+    def action_doctor(self) -> None:
+        self.app.action_doctor()
+
+    def action_investigate(self) -> None:
+        """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""
+        panel = self.query_one(DiagnosisPanel)
+        sel = panel.selected if self.has_class("-show-diagnosis") else None
+        nccl = [f for f in panel.findings if f.id.startswith("nccl")]
+        f = sel if sel is not None and sel.id.startswith("nccl") else (nccl[0] if nccl else None)
+        self.app.action_doctor(f"{f.id} on {f.station}" if f is not None else "")
 
     def action_chat(self) -> None:
         from console.ui.screens.chat import ChatScreen
