@@ -87,9 +87,9 @@ class ConsoleApp(App):
     """
     # The app's own keys, on every screen; the dashboard's are its screen's (DashboardScreen).
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
-        Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
         Binding("f1,question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys (F1 or ?; Esc closes)"),
+        Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
         Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
     ]
 

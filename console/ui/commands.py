@@ -62,7 +62,9 @@ class BindingCommands(CommandList):
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
-            if not active.enabled or not binding.show or not binding.description or binding.action in seen:
+            # a key kept out of the footer for room (T, r) is still a command when it says what it does
+            offered = binding.show or bool(binding.tooltip)
+            if not active.enabled or not offered or not binding.description or binding.action in seen:
                 continue
             if binding.action in ("command_palette", "app.command_palette") or (
                     _on_dashboard(screen) and binding.action in _NAVIGATION_ACTIONS):

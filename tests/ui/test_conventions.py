@@ -41,14 +41,14 @@ async def test_palette_offers_every_screen_and_the_dashboards_keys(tmp_path):
         hits = await _palette(pilot, "")
         for want in ("Open the chat", "Open the bench", "Open the checks", "Show the diagnosis",
                      "dashboard: Launch", "dashboard: Stop", "dashboard: Restart", "dashboard: Reconnect",
-                     "dashboard: Filter log", "dashboard: Quit"):
+                     "dashboard: Filter", "dashboard: Quit"):
             assert want in hits, (want, hits)
         # every key in the dashboard's footer is a command (the screens' keys as "Open the ...")
         screens = {action.removeprefix("app.") for _, _, action in SCREENS}
         footer = [ab.binding for ab in app.dashboard.active_bindings.values()]  # what its footer shows
         shown = {b.description for b in footer if b.show and b.description and b.action not in screens
                  and b.action != "command_palette"}
-        assert {"Launch", "Filter log", "Quit", "Theme"} <= shown
+        assert {"Launch", "Filter", "Quit", "Theme"} <= shown
         assert shown <= {h.removeprefix("dashboard: ") for h in hits}
         assert {name for name, _, _ in SCREENS} <= set(hits)
         await pilot.press("escape")

@@ -20,10 +20,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from console.config import Config, gpus_per_station
 from console.ui.widgets.diagnosis import DiagnosisPanel
+from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.fleet_table import FleetTable
 from console.ui.widgets.station_pane import StationPane
 
@@ -85,9 +86,12 @@ class DashboardScreen(Screen):
     """
     # Binding ids are a contract with users' [keys] tables: keep them.
     BINDINGS = [
-        Binding("slash", "filter", "Filter log", id="filter", tooltip="Filter the focused station's log"),
-        Binding("T", "app.trust", "Trust key", id="trust", tooltip="Review and trust an unknown host key"),
-        Binding("r", "app.reconnect", "Reconnect", id="reconnect", tooltip="Retry unreachable stations now"),
+        Binding("slash", "filter", "Filter", id="filter", tooltip="Filter the focused station's log"),
+        # T and r are offered where they apply (a pane waiting for a host key, a station down) and in
+        # the help; the footer keeps its room for the keys that always do something
+        Binding("T", "app.trust", "Trust key", id="trust", show=False, tooltip="Review and trust an unknown host key"),
+        Binding("r", "app.reconnect", "Reconnect", id="reconnect", show=False,
+                tooltip="Retry unreachable stations now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
         Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
         Binding("i", "investigate", "Investigate", id="investigate", show=False,
@@ -123,7 +127,7 @@ class DashboardScreen(Screen):
                 yield pane
         yield FleetTable(id="fleet")
         yield DiagnosisPanel(id="diagnosis")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.set_class(self.config.simulated, "-demo")
