@@ -237,6 +237,7 @@ class ConsoleApp(App):
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
         ev = next((e for e in msg.finding.evidence if e.source in self.panes), None)
         if ev is not None:
+            self.dashboard.reveal(ev.source)  # in the fleet view its pane opens first
             self.panes[ev.source].log_pane.jump_to(ev.line)
 
     # ------------------------------------------------------------------ actions

@@ -163,6 +163,11 @@ class DashboardScreen(Screen):
             self.query_one(FleetTable).update_from(self.panes[n] for n in sorted(
                 self.panes, key=lambda n: self.panes[n].station.rank))
 
+    def reveal(self, station: str) -> None:
+        """Make this station's pane visible (the fleet view opens it)."""
+        if self.view != "grid" and station in self.panes:
+            self._show_view("station", station)
+
     def on_fleet_table_station_chosen(self, msg: FleetTable.StationChosen) -> None:
         self._show_view("station", msg.station)
 
