@@ -142,9 +142,8 @@ class StationService:
             asyncio.create_task(self._events_stream()),
             asyncio.create_task(self._log_stream()),
             asyncio.create_task(self._log_flusher()),
+            asyncio.create_task(self._apps_stream()),
         ]
-        if self.unified:
-            tasks.append(asyncio.create_task(self._apps_stream()))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for t in done:
@@ -180,12 +179,13 @@ class StationService:
 
     def _post_gpus(self, batch: dict[int, smi.GpuReading]) -> None:
         self.post(GpuSample(self.station.name, [batch[i] for i in sorted(batch)], time.time()))
-        if self.unified:  # no line at all means no compute process: forget apps not seen lately
-            horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
-            stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
-            for pid in stale:
-                del self._apps[pid]
-            self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
+        # the process list (and GB10's memory, which nvidia-smi reads as [N/A]) come from the
+        # compute-apps stream; no line at all means no compute process: forget apps not seen lately
+        horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
+        stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
+        for pid in stale:
+            del self._apps[pid]
+        self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
 
     async def _apps_stream(self) -> None:
         async for line in self.transport.stream(commands.compute_apps_query(self.gpu_interval_ms)):

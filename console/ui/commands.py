@@ -121,6 +121,8 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("Open the checks", "Link and preflight checks, RDMA validation", "checks"),
     ("Open the NCCL workbench", "The troubleshooting ladder: links, RDMA, NCCL, env, addresses, hang", "doctor"),
     ("Show the diagnosis", "Findings from every station's log", "toggle_diagnosis"),
+    ("Show the GPU processes", "pid, process and GPU memory on the focused station's GPUs (nvidia-smi)",
+     "toggle_processes"),
     ("Show the fleet", "One row per station (state, memory, engine, last error); Enter opens one", "toggle_fleet"),
     ("Show the keys (help)", "Every key of the screen you are on (F1; Esc closes)", "app.toggle_help"),
 )

@@ -56,3 +56,41 @@ def fill_width(total: int, fixed: list[int], minimum: int = 20, padding: int = 1
     cell padding on both sides, and a vertical scrollbar."""
     used = sum(w + 2 * padding for w in fixed) + 2 * padding + scrollbar
     return max(minimum, total - used)
+
+
+def pack(pieces: list[Text], width: int, sep: str = "  ", breaks: frozenset[int] = frozenset()) -> list[Text]:
+    """Whole pieces ("engine serving (worker)", "KV 23.5 %") packed greedily into lines of
+    ``width``: a piece is never split across lines (a piece wider than a line gets a line of its
+    own, cut with "…"). ``breaks``: indexes of pieces that always start a line."""
+    lines: list[Text] = []
+    line = Text()
+    for i, piece in enumerate(pieces):
+        if line.cell_len and (i in breaks or line.cell_len + len(sep) + piece.cell_len > width):
+            lines.append(line)
+            line = Text()
+        if line.cell_len:
+            line.append(sep)
+        line.append_text(piece)
+    if line.cell_len:
+        lines.append(line)
+    for ln in lines:
+        ln.no_wrap, ln.overflow = True, "ellipsis"
+        ln.truncate(width, overflow="ellipsis")
+    return lines
+
+
+class Packed:
+    """Pieces packed into lines at the width the renderable is given (see ``pack``), then the
+    ``after`` renderables (a clipped fatal line, the start-up timeline)."""
+
+    def __init__(self, pieces: list[Text], sep: str = "  ", after: tuple = ()) -> None:
+        self.pieces, self.sep, self.after = pieces, sep, after
+
+    @property
+    def joined(self) -> Text:
+        """The pieces on one line (what a test or a screen reader reads; spans keep their styles)."""
+        return Text(self.sep).join(self.pieces)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from pack(self.pieces, max(1, options.max_width), self.sep)
+        yield from self.after

@@ -62,7 +62,7 @@ async def test_rdma_without_gdr_is_expected_on_a_gb10_pair_and_loading_is_calm()
             app.post_message(EngineUpdate("B", EngineProgress(phase="loading", load_pct=30, transport="rdma")))
             pane = app.panes["B"]
             await until(pilot, lambda p=pane: p.progress is not None, "the phase")
-            status = pane.query_one(".status").content
+            status = pane.query_one(".status").content.joined
             rdma = next(s for s in status.spans if status.plain[s.start:s.end] == "RDMA (no GDR)")
             loading = next(s for s in status.spans if status.plain[s.start:s.end].startswith("loading weights"))
             theme = app.current_theme

@@ -1,8 +1,10 @@
 """The real app, headless (Pilot): live against simulated stations, and snapshots of fixed states."""
 
+import io
 import time
 
 import pytest
+from rich.console import Console
 from textual.widgets import Input, Log
 
 from console.config import parse_config
@@ -21,6 +23,7 @@ from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.ui.app import ConsoleApp
 from console.ui.widgets.station_pane import StationPane
+from tests.ui.snap_settle import settle, until
 
 
 async def wait_until(pilot, pred, timeout=30.0):
@@ -31,8 +34,12 @@ async def wait_until(pilot, pred, timeout=30.0):
 
 
 def pane_text(app, name) -> str:
+    """What the pane's Static widgets draw, as plain text at the pane's width."""
     pane = app.panes[name]
-    return "\n".join(str(w.content) for w in pane.query("Static"))
+    console = Console(width=max(20, pane.size.width or 100), record=True, file=io.StringIO(), color_system=None)
+    for w in pane.query("Static"):
+        console.print(w.content)
+    return console.export_text()
 
 
 async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
@@ -102,6 +109,8 @@ async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
 
 # ---------------------------------------------------------------- snapshots (fixed data, no I/O)
 
+T0 = 1764590400.0  # fixed sample clock: the history rows and plots never depend on the test machine
+
 SNAP_CONFIG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
 [[stations]]
@@ -144,10 +153,10 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
         post(ConnectionState("A", "connected"))
         post(ConnectionState("B", "connected"))
         for used in (600, 60000, 120000, 180000, 223000, 236902):
-            post(GpuSample("A", _gpus(used), 0))
+            post(GpuSample("A", _gpus(used), T0 + used / 1000))
             await pilot.pause()
         for used in (600, 40000, 90000, 140000):
-            post(GpuSample("B", _gpus(used), 0))
+            post(GpuSample("B", _gpus(used), T0 + used / 1000))
             await pilot.pause()
         post(HostMemSample("A", HostMemory(507904, 483000), 0))
         post(HostMemSample("B", HostMemory(507904, 480000), 0))
@@ -158,7 +167,10 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
                                               fatal="torch.OutOfMemoryError: CUDA out of memory.")))
         post(LogBatch("A", A_LOG))
         post(LogBatch("B", B_LOG))
-        await pilot.pause(0.3)
+        panes = app.panes
+        await until(pilot, lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
+                    and panes["B"].progress is not None and panes["B"].host_mem is not None, "the fed state")
+        await settle(pilot)
 
     app._snapshot_feed = feed
     return app

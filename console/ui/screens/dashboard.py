@@ -96,6 +96,8 @@ class DashboardScreen(Screen):
         Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
         Binding("i", "investigate", "Investigate", id="investigate", show=False,
                 tooltip="Open the NCCL workbench on the selected NCCL finding"),
+        Binding("p", "toggle_processes", "Processes", id="processes",
+                tooltip="The processes on the focused station's GPUs (pid, name, memory), as nvitop lists them"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from every station's log"),
         Binding("f", "toggle_fleet", "Fleet", id="fleet", tooltip="One row per station / the panes side by side"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
@@ -201,6 +203,19 @@ class DashboardScreen(Screen):
             if self.view == "fleet":  # a log is filtered in its pane
                 self._show_view("station", pane.station.name)
             pane.log_pane.open_filter()
+
+    def action_toggle_processes(self) -> None:
+        """The focused station's GPU processes (from the fleet: the station under the cursor, in its pane)."""
+        if self.view == "fleet":
+            name = self.query_one(FleetTable).cursor_station()
+            if name not in self.panes:
+                return
+            self._show_view("station", name)
+            pane = self.panes[name]
+        else:
+            pane = self.focused_station()
+        if pane is not None:
+            pane.toggle_processes()
 
     def action_toggle_diagnosis(self) -> None:
         self.toggle_class("-show-diagnosis")

@@ -170,11 +170,15 @@ class FleetTable(DataTable):
                         self.update_cell(key, label, after)
             self._rows[key] = new
 
+    def cursor_station(self) -> str | None:
+        """The station of the row under the cursor."""
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
     def action_open_station(self) -> None:
-        if self.row_count:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-            if key is not None:
-                self.post_message(self.StationChosen(key))
+        if (key := self.cursor_station()) is not None:
+            self.post_message(self.StationChosen(key))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """A click on a row (or Enter through DataTable's own select) opens it too."""

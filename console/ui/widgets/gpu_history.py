@@ -73,8 +73,8 @@ class GpuHistoryPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        if len(xs) < 2:
-            plt.title("history: waiting for a second sample")
+        if len(xs) < 2 or min(xs) >= 0:
+            plt.title("history: waiting for samples over time")
             return
         plt.plot(xs, mem, marker="braille", color="green+", yside="left")
         pairs = [(x, u) for x, u in zip(xs, util, strict=False) if u == u]  # NaN: not read
@@ -92,8 +92,11 @@ class GpuHistoryPlot(PlotextPlot):
         key = (self.size.width, self.size.height, self._version, self.app.theme)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        self._build()
-        text = super().render()
+        try:
+            self._build()
+            text = super().render()
+        except Exception as exc:  # noqa: BLE001 - a plot that cannot be drawn says so, never ends the app
+            text = Text(f"history plot unavailable ({type(exc).__name__})", style="dim")
         assert isinstance(text, Text)
         self._cache = (key, text)
         return text

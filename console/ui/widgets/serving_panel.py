@@ -22,6 +22,7 @@ from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
 from console.ui.engine_state import api_expectation
+from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
@@ -147,25 +148,15 @@ class ServingView:
         """Whole pairs packed into lines ("Reqs 3 run · 1 wait  KV 23.5 %"); the API and model
         pairs each start a line; a value too long for the line ends in "…"."""
         pairs = [p for row in self.rows for p in row]
-        lines: list[Text] = []
-        line = Text()
-        for i, (label, value) in enumerate(pairs):
-            piece = Text.assemble((label, "bold"), " ", value)
-            if line.cell_len and (i <= 2 or line.cell_len + 2 + piece.cell_len > width):
-                lines.append(line)
-                line = Text()
-            if line.cell_len:
-                line.append("  ")
-            line.append_text(piece)
-        if line.cell_len:
-            lines.append(line)
+        lines = pack([Text.assemble((label, "bold"), " ", value) for label, value in pairs], width,
+                     breaks=frozenset({1, 2}))
         budget = self.max_lines if self.max_lines is not None else len(lines) + 1
         if self.foot is not None and budget > len(lines):
-            lines.append(self.foot)
-        for ln in lines[:max(1, budget)]:
-            ln.no_wrap, ln.overflow = True, "ellipsis"
-            ln.truncate(width, overflow="ellipsis")
-            yield ln
+            foot = self.foot.copy()
+            foot.no_wrap, foot.overflow = True, "ellipsis"
+            foot.truncate(width, overflow="ellipsis")
+            lines.append(foot)
+        yield from lines[:max(1, budget)]
 
 
 class ServingPanel(Static):

@@ -1,6 +1,12 @@
 """One station: connection, GPUs (memory bar + history), host memory, container and engine
-state, badges from checks and diagnosis, and the container log. Rendering only: every value
-arrives through a method called by the app's message handlers."""
+state, badges from checks and diagnosis, the GPU processes (``p``) and the container log.
+Rendering only: every value arrives through a method called by the app's message handlers.
+
+The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
+(worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
+error); a short pane (a small terminal, many stations) drops the history rows and the display
+GPU and gives the serving box three rows, so the log keeps lines; a tall one plots the serving
+GPU's memory and utilization over time."""
 
 from __future__ import annotations
 
@@ -18,9 +24,14 @@ from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.ui.engine_state import LOADING_PHASES
+from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
+from console.ui.widgets.process_list import ProcessList
+
+SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
+ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
 CONN_STYLE = {
     "connecting": ("◌", "yellow"),
@@ -81,6 +92,28 @@ def _while_mounted(method):
     return wrapper
 
 
+class HostMemLine:
+    """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show."""
+
+    def __init__(self, mem: HostMemory, unified: bool) -> None:
+        self.mem, self.unified = mem, unified
+
+    def __rich_console__(self, console, options):
+        mem = self.mem
+        frac = mem.used_mib / mem.total_mib if mem.total_mib else None
+        figures = Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
+        note = Text("  (unified with GPU)", style="dim") if self.unified else Text()
+        room = options.max_width - len("host mem ") - figures.cell_len
+        if room - note.cell_len >= 8:
+            room -= note.cell_len
+        else:
+            note = Text()
+        line = Text("host mem ") + bar(frac, max(4, min(24, room))) + figures + note
+        line.no_wrap, line.overflow = True, "ellipsis"
+        line.truncate(options.max_width, overflow="ellipsis")
+        yield line
+
+
 class StationPane(Vertical):
     DEFAULT_CSS = """
     StationPane { border: round $primary 60%; padding: 0 1; height: 1fr; }
@@ -88,7 +121,15 @@ class StationPane(Vertical):
     StationPane .status { height: auto; }
     StationPane .gpus { height: auto; }
     StationPane .hostmem { height: 1; }
-    StationPane .badges { height: auto; }
+    StationPane .badges { height: auto; display: none; }
+    StationPane GpuMeter.-display { height: 2; }
+    StationPane GpuMeter.-display .gpu-hist { display: none; }
+    StationPane.-short GpuMeter { height: 2; }
+    StationPane.-short GpuMeter .gpu-hist { display: none; }
+    StationPane.-short GpuMeter.-display { display: none; }
+    StationPane.-roomy GpuMeter.-serving { height: auto; }
+    StationPane.-roomy GpuMeter.-serving .gpu-hist { display: none; }
+    StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
     """
 
     def __init__(self, station: Station, max_lines: int = 5000, unified: bool = False, engine: str = "vllm",
@@ -109,6 +150,7 @@ class StationPane(Vertical):
         self.gpus: list[GpuReading] = []
         self.gpus_at: float | None = None
         self.apps: list[ComputeApp] = []
+        self.apps_seen = False  # a compute-apps sample arrived (an empty list is then "none")
         self.host_mem: HostMemory | None = None
         self.badges: dict[str, Text] = {}
         self.meters: list[GpuMeter] = []
@@ -122,6 +164,7 @@ class StationPane(Vertical):
         yield Vertical(classes="gpus")
         yield Static("", classes="hostmem")
         yield Static("", classes="badges")
+        yield ProcessList(classes="processes")
         if self.station.is_head:
             from console.ui.widgets.serving_panel import ServingPanel
 
@@ -130,6 +173,28 @@ class StationPane(Vertical):
 
     def on_mount(self) -> None:
         self._render_status()
+
+    def on_resize(self) -> None:
+        """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
+        short, roomy = self.size.height < SHORT_BELOW, self.size.height >= ROOMY_FROM
+        if short != self.has_class("-short") or roomy != self.has_class("-roomy"):
+            self.set_class(short, "-short")
+            self.set_class(roomy, "-roomy")
+            for panel in self.query("ServingPanel"):
+                panel.set_max_lines(3 if short else None)  # type: ignore[attr-defined]
+
+    def toggle_processes(self) -> bool:
+        """Show or hide the GPU process list (the dashboard's ``p``); True when now shown."""
+        procs = self.query_one(ProcessList)
+        procs.toggle_class("-shown")
+        self._render_processes()
+        return procs.has_class("-shown")
+
+    def _render_processes(self) -> None:
+        procs = self.query_one(ProcessList)
+        if procs.has_class("-shown"):
+            procs.show(self.apps if self.apps_seen else None, self.gpus,
+                       self.host_mem.total_mib if self.unified and self.host_mem else None)
 
     @property
     def log_pane(self) -> LogPane:
@@ -160,7 +225,9 @@ class StationPane(Vertical):
             self.badges.pop(key, None)
         else:
             self.badges[key] = text if isinstance(text, Text) else Text(text)
-        self.query_one(".badges", Static).update(Text("  ").join(self.badges.values()) if self.badges else "")
+        box = self.query_one(".badges", Static)
+        box.update(Text("  ").join(self.badges.values()) if self.badges else "")
+        box.display = bool(self.badges)  # no empty row where nothing is to be said (80x24 needs it)
 
     @_while_mounted
     def set_gpus(self, gpus: list[GpuReading], at: float | None = None) -> None:
@@ -170,24 +237,27 @@ class StationPane(Vertical):
         if [m.index for m in self.meters] != [g.index for g in gpus]:
             box = self.query_one(".gpus", Vertical)
             box.remove_children()
-            self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None)
+            self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None,
+                                    classes="-serving" if self._serving(g, gpus) else "-display")
                            for g in gpus]
             box.mount(*self.meters)
         self._render_gpus()
+        self._render_processes()
+
+    def _serving(self, g: GpuReading, gpus: list[GpuReading]) -> bool:
+        """A GPU the model runs on: the profile's GPU (every GPU when none is that one)."""
+        return g.name == self.serving_gpu or not any(x.name == self.serving_gpu for x in gpus)
 
     @_while_mounted
     def set_apps(self, apps: list[ComputeApp]) -> None:
-        self.apps = apps
+        self.apps, self.apps_seen = apps, True
         self._render_gpus()
+        self._render_processes()
 
     @_while_mounted
     def set_host_mem(self, mem: HostMemory) -> None:
         self.host_mem = mem
-        frac = mem.used_mib / mem.total_mib if mem.total_mib else None
-        line = Text("host mem ") + bar(frac, 24) + Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
-        if self.unified:
-            line.append("  (unified with GPU)", style="dim")
-        self.query_one(".hostmem", Static).update(line)
+        self.query_one(".hostmem", Static).update(HostMemLine(mem, self.unified))
         if self.unified:
             self._render_gpus()
 
@@ -212,40 +282,41 @@ class StationPane(Vertical):
             meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, at=self.gpus_at)
 
     def _render_status(self) -> None:
+        """Whole pieces packed into the pane's width, then what must keep its start (the fatal
+        line, clipped to two lines) and the start-up timeline."""
         icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
-        t = Text()
-        t.append(f"{icon} {self.conn_state}", style=style)
+        pieces = [Text(f"{icon} {self.conn_state}", style=style)]
+        after: list = []
         if self.conn_state == "hostkey":
-            t.append(f"  host key not trusted: {self.fingerprint or '?'} — press T to review and trust",
-                     style="magenta")
+            after.append(Clipped(Text(f"host key not trusted: {self.fingerprint or '?'} — press T to review and trust",
+                                      style="magenta"), 2))
         elif self.conn_state == "unreachable" and self.conn_detail:
-            t.append(f"  {self.conn_detail}", style="red")
+            after.append(Clipped(Text(f"{self.conn_detail} (r: retry now)", style="red"), 2))
         if self.container:
             c = self.container
             cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
-            t.append("   container ", style="dim")
-            t.append(f"{self.station.container}: {c.state}", style=cstyle)
+            piece = Text.assemble(("container ", "dim"), (f"{self.station.container}: {c.state}", cstyle))
             if c.state == "exited" and c.exit_code is not None:
-                t.append(f" ({c.exit_code})", style=cstyle)
+                piece.append(f" ({c.exit_code})", style=cstyle)
+            pieces.append(piece)
         if self.progress and (self.container is None or self.container.state == "running"
                               or self.progress.phase == "failed"):
             p = self.progress
-            t.append("   engine ", style="dim")
             label = p.label
             if not self.station.is_head and p.phase == "ready":
                 label = "serving (worker)"
             pal = palette_of(self.app)
-            t.append(label, style=pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white"))
+            pieces.append(Text.assemble(("engine ", "dim"), (label, pal.calm if p.phase in LOADING_PHASES
+                                                              else PHASE_STYLE.get(p.phase, "white"))))
             tl, ts = TRANSPORT_LABEL[p.transport]
             if p.transport == "rdma" and not self.gpudirect:
                 ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
-            t.append("   NCCL ", style="dim")
-            t.append(tl, style=ts)
+            pieces.append(Text.assemble(("NCCL ", "dim"), (tl, ts)))
             if p.fatal:
-                t.append("\n  ")
-                t.append(p.fatal[-160:], style="red")
+                after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
             if p.timeline:
-                t.append("\n")
-                t.append_text(timeline_line(p))
-        self.query_one(".status", Static).update(t)
+                line = timeline_line(p)
+                line.no_wrap, line.overflow = True, "ellipsis"
+                after.append(line)
+        self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
         self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")
