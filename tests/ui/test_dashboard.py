@@ -232,3 +232,26 @@ async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
         app.post_message(LogBatch("A", ["模型" * 160]))  # 320 double-width characters
         await pilot.pause(0.2)
         assert log.virtual_size.width == 640
+
+
+async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):
+    """nvidia-smi --query-compute-apps on the station's session, shown on p in the focused pane."""
+    from console.ui.widgets.process_list import ProcessList
+
+    h = await sim_factory(running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.panes["A"]
+        await wait_until(pilot, lambda: pane.apps_seen and pane.apps)
+        procs = pane.query_one(ProcessList)
+        assert not procs.display or not procs.has_class("-shown")
+        pane.log_pane.log_widget.focus()
+        await pilot.press("p")
+        await wait_until(pilot, lambda: procs.has_class("-shown") and procs.region.height > 1)
+        app_row = max(pane.apps, key=lambda a: a.used_memory_mib or 0)
+        console = Console(width=90, record=True, file=io.StringIO(), color_system=None)
+        console.print(procs.content)
+        text = console.export_text()
+        assert "PID" in text and str(app_row.pid) in text and "GiB" in text
+        await pilot.press("p")
+        await wait_until(pilot, lambda: not procs.has_class("-shown"))

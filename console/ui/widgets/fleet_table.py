@@ -9,7 +9,6 @@ every row it hid the figures that matter).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.sanitize import one_line
+from console.ui import clock
 from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of
@@ -28,6 +28,18 @@ from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE, StationPane
 TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
            ("NCCL", 10))  # then "last error", which takes the rest
+# Narrower terminals keep the last error readable: first util goes and the bars shrink, then the
+# state is its icon alone (colour and shape say it) and memory is its figures.
+LAYOUTS: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = (
+    (150, COLUMNS),
+    (100, (("station", 10), ("state", 13), ("age", 5), ("engine", 20), ("GPU memory", 16), ("NCCL", 9))),
+    (0, (("station", 10), ("state", 1), ("age", 5), ("engine", 19), ("GPU memory", 11))),
+)
+ERROR = "last error"
+
+
+def layout_for(width: int) -> tuple[tuple[str, int], ...]:
+    return next(cols for least, cols in LAYOUTS if width >= least)
 DOWN = ("unreachable", "hostkey", "host-key-unknown", "host-key-changed", "error")
 
 
@@ -59,7 +71,7 @@ class FleetRow:
 def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
     """One station's row from its pane: the serving GPUs only (the profile's GPU; all of them when
     none matches), memory as the pane's meters computed it (GB10: processes against host memory)."""
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     st = pane.station
     serving = [m for m in pane.meters if m.expected_frac is not None] or list(pane.meters)
     gpus = {g.index: g for g in pane.gpus}
@@ -83,8 +95,19 @@ def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
                     max(utils) if utils else None, p.transport if p else "unknown", one_line(error, 400))
 
 
-def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT) -> tuple[Text, ...]:
-    """The row's cells, styled by meaning (calm while loading, warning when stale, error when down)."""
+def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
+          columns: tuple[tuple[str, int], ...] = COLUMNS) -> tuple[Text, ...]:
+    """The row's cells for ``columns`` (then the last error), styled by meaning (calm while
+    loading, warning when stale, error when down)."""
+    every = dict(zip([label for label, _ in COLUMNS] + [ERROR], _all_cells(row, expected, mem_width, palette),
+                     strict=True))
+    widths = dict(columns)
+    if widths.get("state", 13) < 4:  # the icon alone
+        every["state"] = every["state"][:1]
+    return tuple(every[label] for label in [*widths, ERROR])
+
+
+def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette) -> tuple[Text, ...]:
     icon, style = CONN_STYLE.get(row.state, ("?", "white"))
     name = Text(row.station, style="bold")
     name.append(f" r{row.rank}" + (" ·api" if row.head else ""), style="dim")
@@ -94,8 +117,13 @@ def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palett
     engine = Text(row.engine or "—", style=phase_style if row.engine else "dim")
     if row.used_mib is not None and row.total_mib:
         figures = f" {row.used_mib / 1024:.0f}/{row.total_mib / 1024:.0f} GiB"
-        mem = bar(row.used_mib / row.total_mib, max(4, mem_width - len(figures)), expected, palette)
-        mem.append(figures)
+        room = mem_width - len(figures)
+        if room >= 4:
+            mem = bar(row.used_mib / row.total_mib, room, expected, palette)
+            mem.append(figures)
+        else:  # no room for a bar: the figures, coloured as the bar would be
+            level = bar(row.used_mib / row.total_mib, 4, expected, palette).spans[0].style
+            mem = Text(figures.strip(), style=level)
     else:
         mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
     util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
@@ -126,26 +154,32 @@ class FleetTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._rows: dict[str, tuple] = {}
         self._widths: tuple[int, ...] = ()
+        self._cols: tuple[tuple[str, int], ...] = ()
+        self._keep_cursor = 0
         self._expected: dict[str, float | None] = {}
 
-    def _fitted(self) -> tuple[int, ...]:
-        fixed = [w for _, w in COLUMNS]
-        return (*fixed, fill_width(self.size.width or self.app.size.width, fixed, minimum=16))
+    def _fitted(self) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
+        width = self.size.width or self.app.size.width
+        cols = layout_for(width)
+        fixed = [w for _, w in cols]
+        return cols, (*fixed, fill_width(width, fixed, minimum=12))
 
     def _columns(self) -> None:
-        widths = self._fitted()
-        if widths == self._widths:
+        cols, widths = self._fitted()
+        if (cols, widths) == (self._cols, self._widths):
             return
-        self._widths = widths
+        relayout = cols != self._cols
+        self._cols, self._widths = cols, widths
         keep = self.cursor_row
-        rows = dict(self._rows)
+        rows = {} if relayout else dict(self._rows)  # other columns: the next update refills the rows
         self.clear(columns=True)
-        for (label, _), width in zip([*COLUMNS, ("last error", 0)], widths, strict=True):
+        for (label, _), width in zip([*cols, (ERROR, 0)], widths, strict=True):
             self.add_column(label, key=label, width=width)
         self._rows = {}
         for key, row in rows.items():
             self._rows[key] = row
             self.add_row(*row, key=key)
+        self._keep_cursor = keep
         if self.row_count:
             self.move_cursor(row=min(keep, self.row_count - 1), animate=False)
 
@@ -156,19 +190,24 @@ class FleetTable(DataTable):
         """Refresh every row from the panes (cells that did not change are left alone)."""
         self._columns()
         pal = palette_of(self.app)
-        mem_width = self._widths[4]
+        cols = self._cols
+        mem_width = dict(cols)["GPU memory"]
+        filled = not self._rows
         for pane in panes:
             row = fleet_row(pane, now)
             key = row.station
-            new = cells(row, pane.expected_frac, mem_width, pal)
+            new = cells(row, pane.expected_frac, mem_width, pal, cols)
             old = self._rows.get(key)
             if old is None:
                 self.add_row(*new, key=key)
             else:
-                for (label, _), before, after in zip([*COLUMNS, ("last error", 0)], old, new, strict=True):
+                for (label, _), before, after in zip([*cols, (ERROR, 0)], old, new, strict=True):
                     if before != after:
                         self.update_cell(key, label, after)
             self._rows[key] = new
+        if filled and self.row_count and self._keep_cursor:  # refilled after a change of columns
+            self.move_cursor(row=min(self._keep_cursor, self.row_count - 1), animate=False)
+            self._keep_cursor = 0
 
     def cursor_station(self) -> str | None:
         """The station of the row under the cursor."""

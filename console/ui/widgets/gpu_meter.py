@@ -4,7 +4,6 @@ with a time axis (``GpuHistoryPlot``)."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 from rich.text import Text
@@ -12,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from console.ui import clock
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
 from console.ui.widgets.serving_panel import _age  # one way to say a span: "45 s", "2 min", "1.5 h"
@@ -125,7 +125,7 @@ class GpuMeter(Vertical):
         """``at``: when the sample was taken (``time.time()``; the history's time scale)."""
         self._last = (name, used_mib, total_mib, util, temp, power, note)
         if used_mib is not None:
-            when = time.time() if at is None else at
+            when = clock.now() if at is None else at
             if self.times and self.times[-1] == when:  # the same sample drawn again (new processes, host memory)
                 self.history[-1], self.utils[-1] = used_mib, util
             else:

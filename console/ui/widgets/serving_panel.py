@@ -11,8 +11,6 @@ panel says "starting (engine loading …)" in a calm colour instead of a red "no
 
 from __future__ import annotations
 
-import time
-
 from rich.table import Table
 from rich.text import Text
 from textual.message import Message
@@ -21,6 +19,7 @@ from textual.widgets import Static
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
+from console.ui import clock
 from console.ui.engine_state import api_expectation
 from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
@@ -68,7 +67,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     renderable out) that lays itself out for the width it gets: label/value pairs two per row
     when there is room, else packed whole into lines (a label is never cut to ``M…``).
     ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate)."""
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     pal = palette
     if snap is None:
         return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
@@ -196,7 +195,7 @@ class ServingPanel(Static):
 
     def _redraw(self) -> None:
         snap = self.snapshot
-        now = time.time()
+        now = clock.now()
         down = snap is not None and snap.status in ("unhealthy", "unreachable")
         starting = down and api_expectation(self.engine) in ("loading", "stopped")
         self.set_class(snap is not None and snap.is_stale(now, STALE_AFTER_S) and snap.updated_at is not None
