@@ -35,6 +35,7 @@ KNOWN_FAULTS = {
     "clock-skew": "the worker's clock is 2.5 s ahead and not synchronised",
     "rdma-port-down": "the RDMA port is DOWN",
     "slow-rail": "the rail negotiated a lower speed and RDMA bandwidth is low",
+    "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
 }
 DEFAULT_FAULT_STATION = {
     "station-unreachable": 1,
@@ -48,6 +49,7 @@ DEFAULT_FAULT_STATION = {
     "clock-skew": 1,
     "rdma-port-down": 1,
     "slow-rail": 1,
+    "gpu-lost": 0,
 }
 
 SIM_RAIL_NET = "198.18.0."  # RFC 2544 benchmark range: never a real host
