@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from console.sanitize import one_line
+
 HISTORY = 120
 
 
@@ -87,10 +89,16 @@ class GpuMeter(Vertical):
         yield Static("", classes="gpu-hist")
 
     def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
-                       temp: int | None, power: float | None, note: str = "") -> None:
-        self._last = (name, used_mib, total_mib, util, temp, power, note)
+                       temp: int | None, power: float | None, note: str = "", error: str | None = None) -> None:
+        self._last = (name, used_mib, total_mib, util, temp, power, note, error)
         if used_mib is not None:
             self.history.append(used_mib)
+        if self.is_mounted:
+            self._render_reading()
+
+    def update_error(self, text: str) -> None:
+        """A GPU nvidia-smi could not read (fell off the bus, needs a reset): what it printed."""
+        self._last = ("", None, None, None, None, None, "", text)
         if self.is_mounted:
             self._render_reading()
 
@@ -99,7 +107,16 @@ class GpuMeter(Vertical):
             self._render_reading()
 
     def _render_reading(self) -> None:
-        name, used_mib, total_mib, util, temp, power, note = self._last
+        name, used_mib, total_mib, util, temp, power, note, error = self._last
+        if not name:  # no reading at all: the error is the whole row
+            self.used_mib = self.total_mib = None
+            self.title = f"GPU{self.index} ✖ {one_line(error or 'no reading', 300)}"
+            self.query_one(".gpu-head", Static).update(Text(self.title, style="bold red", overflow="ellipsis",
+                                                            no_wrap=True))
+            self.query_one(".gpu-bar", Static).update(Bar(None))
+            self.query_one(".gpu-mem", Static).update(Text("no reading", style="red"))
+            self._render_history()
+            return
         self.used_mib, self.total_mib = used_mib, total_mib
         parts = [f"GPU{self.index} {name}"]
         if util is not None:
@@ -111,7 +128,11 @@ class GpuMeter(Vertical):
         if note:
             parts.append(note)
         self.title = "  ".join(parts)
-        self.query_one(".gpu-head", Static).update(Text(self.title, overflow="ellipsis", no_wrap=True))
+        head = Text(self.title, overflow="ellipsis", no_wrap=True)
+        if error:
+            self.title += f"  ✖ {one_line(error, 200)}"
+            head.append(f"  ✖ {one_line(error, 200)}", style="bold red")
+        self.query_one(".gpu-head", Static).update(head)
         frac = used_mib / total_mib if used_mib is not None and total_mib else None
         self.query_one(".gpu-bar", Static).update(Bar(frac))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
