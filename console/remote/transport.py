@@ -356,7 +356,7 @@ class SSHTransport:
             try:
                 proc = await self._open(command, lambda: conn.create_process(command, encoding="utf-8",
                                                                              errors="replace"))
-                async with proc:
+                try:
                     if input is not None:
                         proc.stdin.write(input)
                     proc.stdin.write_eof()
@@ -368,6 +368,10 @@ class SSHTransport:
                                              f"{command[:80]}") from None
                     status = done.exit_status if done.exit_status is not None else 255
                     return CommandResult(status, str(done.stdout or ""), str(done.stderr or ""))
+                finally:  # never wait long for a station slow to acknowledge the close (cancel, timeout)
+                    proc.close()
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                 if self._conn is conn:
                     self.drop()
