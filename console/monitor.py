@@ -59,7 +59,8 @@ from console.sanitize import clip, one_line
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
-LOG_LINE_CAP = 64 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
+LOG_LINE_CAP = 16 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
+# (16 KiB: vLLM's argument list fits; the worst catalogue pattern costs ~13 ms on a hostile line this long)
 RECHECK_STOPPED_S = 60.0
 WATCHDOG_TICK_S = 0.25
 PROBE_EVERY_S = 1.0
@@ -216,8 +217,9 @@ class StationService:
                 return
 
     async def _initial(self) -> None:
-        """One-shot reads so the first frame has numbers before any stream delivers."""
-        res = await self.transport.run(commands.gpu_query())
+        """One-shot reads so the first frame has numbers before any stream delivers (together:
+        coming back after an outage, every round trip counts)."""
+        res, _info = await asyncio.gather(self.transport.run(commands.gpu_query()), self._refresh_container())
         try:
             gpus = smi.parse_gpus(res.stdout)
         except ParseError as exc:
@@ -226,7 +228,6 @@ class StationService:
             self._gpu_count = max(1, len(gpus))
             if gpus:
                 self._post_gpus(gpus)
-        await self._refresh_container()
         self._heard()  # both round trips worked: the station is there
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:

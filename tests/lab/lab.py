@@ -69,6 +69,7 @@ class Lab:
         self.mgmt_root = {"A": f"198.19.{octet}.1", "B": f"198.19.{octet}.5"}
         self.mgmt = {"A": f"198.19.{octet}.2", "B": f"198.19.{octet}.6"}
         self.rail = {"A": f"198.18.{octet}.1", "B": f"198.18.{octet}.2"}
+        self.mgmt_net = f"198.19.{octet}.0/29"
         # The login user's home inside the lab (see _keys): not /root, whose rc files are the host's.
         self.home = self.dir / "home"
         self.home.mkdir()
@@ -115,6 +116,9 @@ class Lab:
             sh("ip", "-n", ns, "link", "set", "mgmt0", "up")
             sh("ip", "addr", "add", f"{self.mgmt_root[name]}/30", "dev", self.host_if[name])
             sh("ip", "link", "set", self.host_if[name], "up")
+        # Nothing for the lab's management addresses may ever leave by the default route (a cut link
+        # removes the connected route): a blackhole below the /30s keeps them here.
+        sh("ip", "route", "replace", "blackhole", self.mgmt_net, "metric", "4000")
         sh("ip", "link", "add", rail_a, "type", "veth", "peer", "name", rail_b)
         for name, dev in (("A", rail_a), ("B", rail_b)):
             ns = self.ns[name]
@@ -249,12 +253,13 @@ class Lab:
     # ------------------------------------------------------------ faults
 
     def cut(self, name: str) -> None:
-        """A silent cut of the console's path to ``name``: its management veth goes down on our side.
-        No FIN, no RST: sshd and everything on the station keep running."""
-        sh("ip", "link", "set", self.host_if[name], "down")
+        """A silent cut of the console's path to ``name``: the management veth between the two
+        namespaces goes down at the station's end (our end loses carrier, its route stays and
+        drops). No FIN, no RST: sshd and everything on the station keep running."""
+        sh("ip", "-n", self.ns[name], "link", "set", "mgmt0", "down")
 
     def restore(self, name: str) -> None:
-        sh("ip", "link", "set", self.host_if[name], "up")
+        sh("ip", "-n", self.ns[name], "link", "set", "mgmt0", "up")
 
     def set_faults(self, name: str, faults: list[str]) -> None:
         """The simulator's faults of station ``name`` (read by the shims on their next run)."""
@@ -326,5 +331,6 @@ class Lab:
             shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
         for dev in self.host_if.values():  # gone with the namespace's end; make sure
             sh("ip", "link", "del", dev, check=False)
+        sh("ip", "route", "del", "blackhole", self.mgmt_net, "metric", "4000", check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
         atexit.unregister(self.teardown)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
-from watching import ROOT, NumberedLog, Watch, lost_and_duplicated
+from watching import ROOT, Watch, measure_outage
 
 DETECT_S = 5.0
 RECOVER_S = 5.0
@@ -25,35 +24,8 @@ def cli(lab, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
-def _outage(lab, fault, repair, settle_s: float = 8.0):
-    """Run ``fault`` then ``repair`` under a watch with numbered lines on B; returns what was measured."""
-    lab.start_containers()
-    log = NumberedLog(lab.world, "B")
-    w = Watch(lab.config_path())
-    try:
-        w.first_state("B", ("live",), 0, 60)
-        w.first_state("A", ("live",), 0, 60)
-        w.wait(lambda: True if len(w.seqs("B")) >= 10 else None, 30, "numbered lines on B")
-        t_cut = time.time()
-        fault()
-        down = w.first_state("B", ("stale", "unreachable"), t_cut, 30)
-        time.sleep(settle_s)
-        t_fix = time.time()
-        repair()
-        back = w.first_state("B", ("live",), t_fix, 30)
-        a_during = w.between("A", t_cut, back["t"])
-        written = log.stop()
-        w.wait(lambda: True if written in w.seqs("B") else None, 30, f"seq={written} on B")
-        lost, dup = lost_and_duplicated(w.seqs("B"), written)
-        return {"detect_s": down["t"] - t_cut, "recover_s": back["t"] - t_fix, "down": down,
-                "a_during": a_during, "lost": lost, "dup": dup, "written": written, "logs": w.logs.get("B", [])}
-    finally:
-        log.stop()
-        w.stop()
-
-
 def test_silent_cut_is_stale_within_5s_and_live_within_5s_of_the_restore(lab):
-    m = _outage(lab, lambda: lab.cut("B"), lambda: lab.restore("B"), settle_s=12.0)
+    m = measure_outage(lab, lambda: lab.cut("B"), lambda: lab.restore("B"), settle_s=12.0)
     assert m["down"]["state"] == "stale"  # no FIN/RST: only the silence of the samples tells
     assert m["detect_s"] <= DETECT_S, m["detect_s"]
     assert m["recover_s"] <= RECOVER_S, m["recover_s"]
@@ -65,7 +37,7 @@ def test_silent_cut_is_stale_within_5s_and_live_within_5s_of_the_restore(lab):
 
 
 def test_sshd_killed_and_restarted(lab):
-    m = _outage(lab, lambda: lab.kill_sshd("B"), lambda: lab.start_sshd("B"), settle_s=3.0)
+    m = measure_outage(lab, lambda: lab.kill_sshd("B"), lambda: lab.start_sshd("B"), settle_s=3.0)
     assert m["down"]["state"] == "unreachable" and "B" in m["down"]["error"]
     assert m["detect_s"] <= DETECT_S and m["recover_s"] <= RECOVER_S, (m["detect_s"], m["recover_s"])
     assert all(s["state"] == "live" for s in m["a_during"])

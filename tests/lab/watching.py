@@ -17,7 +17,7 @@ from pathlib import Path
 from console.sim.world import World, append_log
 
 ROOT = Path(__file__).resolve().parents[2]
-SEQ = re.compile(r"\bseq=(\d+)\b")
+SEQ = re.compile(r"\brun=(\w+) seq=(\d+)\b")
 
 
 class Watch:
@@ -80,9 +80,10 @@ class Watch:
         with self._cv:
             return [s for s in self.samples if s["station"] == station and t0 <= s["t"] <= t1]
 
-    def seqs(self, station: str) -> list[int]:
+    def seqs(self, station: str, run: str) -> list[int]:
+        """The numbers of run ``run``'s numbered lines, in the order they arrived."""
         with self._cv:
-            return [int(m.group(1)) for ln in self.logs.get(station, []) if (m := SEQ.search(ln))]
+            return [int(m.group(2)) for ln in self.logs.get(station, []) if (m := SEQ.search(ln)) and m.group(1) == run]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -99,7 +100,10 @@ class NumberedLog:
     """A thread writing ``seq=N`` lines into a simulated container's log at ``rate`` lines/s."""
 
     def __init__(self, world: World, station: str, rate: float = 20.0):
+        import secrets
+
         self.world, self.station, self.rate = world, station, rate
+        self.run = secrets.token_hex(4)  # a run's lines are told apart from earlier runs' in the same log
         self.written = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -111,7 +115,7 @@ class NumberedLog:
             due = int((time.monotonic() - start) * self.rate)
             while self.written < due:
                 self.written += 1
-                append_log(self.world, self.station, f"INFO request done seq={self.written}")
+                append_log(self.world, self.station, f"INFO request done run={self.run} seq={self.written}")
             self._stop.wait(1 / self.rate)
 
     def stop(self) -> int:
@@ -126,3 +130,32 @@ def lost_and_duplicated(seen: list[int], written: int) -> tuple[int, int]:
     lost = sum(1 for n in range(1, written + 1) if n not in counts)
     dup = sum(c - 1 for c in counts.values() if c > 1)
     return lost, dup
+
+
+def measure_outage(lab, fault, repair, settle_s: float = 8.0) -> dict:
+    """``fault()`` then, ``settle_s`` later, ``repair()`` on station B of a running lab, under a
+    watch with numbered log lines on B: detection and recovery times as ``watch --json`` shows them,
+    A's samples meanwhile, and the numbered lines lost and duplicated."""
+    lab.start_containers()
+    log = NumberedLog(lab.world, "B")
+    w = Watch(lab.config_path())
+    try:
+        w.first_state("B", ("live",), 0, 60)
+        w.first_state("A", ("live",), 0, 60)
+        w.wait(lambda: True if len(w.seqs("B", log.run)) >= 10 else None, 30, "numbered lines on B")
+        t_cut = time.time()
+        fault()
+        down = w.first_state("B", ("stale", "unreachable"), t_cut, 30)
+        time.sleep(settle_s)
+        t_fix = time.time()
+        repair()
+        back = w.first_state("B", ("live",), t_fix, 30)
+        a_during = w.between("A", t_cut, back["t"])
+        written = log.stop()
+        w.wait(lambda: True if written in w.seqs("B", log.run) else None, 30, f"seq={written} on B")
+        lost, dup = lost_and_duplicated(w.seqs("B", log.run), written)
+        return {"detect_s": down["t"] - t_cut, "recover_s": back["t"] - t_fix, "down": down,
+                "a_during": a_during, "lost": lost, "dup": dup, "written": written, "logs": w.logs.get("B", [])}
+    finally:
+        log.stop()
+        w.stop()
