@@ -100,6 +100,7 @@ class StationService:
         self.unified = config.profile.gpu.unified_memory
         self.tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._log_buf: list[str] = []
         self._container_running = asyncio.Event()
         self._container_state: str | None = None
@@ -130,11 +131,10 @@ class StationService:
             self._task = asyncio.create_task(self._supervise(), name=f"station-{self.station.name}")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        self._stopping = True
+        if task:
+            await cancel_and_wait([task])
         await self.transport.close()
 
     def retry_now(self) -> None:
@@ -161,7 +161,7 @@ class StationService:
     # ------------------------------------------------------------------ supervisor
 
     async def _supervise(self) -> None:
-        while True:
+        while not self._stopping:
             if self.state not in ("unreachable", "stale"):  # retrying after an outage stays "unreachable"
                 self._set_state("connecting", self._where())
             try:
@@ -266,10 +266,8 @@ class StationService:
                     if isinstance(exc, TransportError):
                         self._drop()  # every channel on it ends now, not after its close times out
                     raise exc
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:  # shielded: a second cancel (stop) must not leave a stream running on its own
+            await asyncio.shield(cancel_and_wait(tasks))
 
     def _drop(self) -> None:
         drop = getattr(self.transport, "drop", None)
@@ -458,6 +456,22 @@ class StationService:
                 self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
             for i in range(0, len(buf), LOG_BATCH_MAX):
                 self.post(LogBatch(self.station.name, buf[i:i + LOG_BATCH_MAX]))
+
+
+async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
+    """Cancel tasks and wait for them, cancelling again while one is left: in Python 3.11
+    ``asyncio.wait_for`` can swallow a cancellation that races its inner future (gh-86296), and a
+    task that survived one cancel must not keep the console (or a test) waiting forever."""
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(tries):
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: never "exception was never retrieved" at exit
 
 
 def _ts_key(ts: str) -> tuple[str, str]:

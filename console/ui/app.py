@@ -52,6 +52,7 @@ class TrustHostKeyScreen(ModalScreen[bool]):
     TrustHostKeyScreen Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
+    AUTO_FOCUS = "#no"  # Enter alone never trusts a key
 
     def __init__(self, station: str, host: str, fingerprint: str, known_hosts: str, key_type: str = "") -> None:
         super().__init__()
@@ -86,6 +87,7 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
     ReplaceHostKeyScreen Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    AUTO_FOCUS = "#fp"
 
     def __init__(self, station: str, host: str, error: HostKeyError) -> None:
         super().__init__()

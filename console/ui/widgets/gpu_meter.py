@@ -96,9 +96,10 @@ class GpuMeter(Vertical):
         if self.is_mounted:
             self._render_reading()
 
-    def update_error(self, text: str) -> None:
-        """A GPU nvidia-smi could not read (fell off the bus, needs a reset): what it printed."""
-        self._last = ("", None, None, None, None, None, "", text)
+    def update_error(self, text: str, bus_id: str | None = None) -> None:
+        """A GPU nvidia-smi could not read (fell off the bus, needs a reset): what it printed (its
+        start on the first line, the bus id and reason on the second, so narrow panes show both)."""
+        self._last = ("", None, None, None, None, None, bus_id or "", text)
         if self.is_mounted:
             self._render_reading()
 
@@ -110,10 +111,14 @@ class GpuMeter(Vertical):
         name, used_mib, total_mib, util, temp, power, note, error = self._last
         if not name:  # no reading at all: the error is the whole row
             self.used_mib = self.total_mib = None
-            self.title = f"GPU{self.index} ✖ {one_line(error or 'no reading', 300)}"
+            text = one_line(error or "no reading", 300)
+            self.title = f"GPU{self.index} ✖ {text}"
             self.query_one(".gpu-head", Static).update(Text(self.title, style="bold red", overflow="ellipsis",
                                                             no_wrap=True))
-            self.query_one(".gpu-bar", Static).update(Bar(None))
+            # the second line: why (what follows the bus id), e.g. "Unknown Error", "GPU is lost. ..."
+            tail = text[text.find(note) + len(note):].lstrip(": ") if note and note in text else ""
+            self.query_one(".gpu-bar", Static).update(
+                Text(tail, style="red", overflow="ellipsis", no_wrap=True) if tail else Bar(None))
             self.query_one(".gpu-mem", Static).update(Text("no reading", style="red"))
             self._render_history()
             return

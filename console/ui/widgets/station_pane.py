@@ -215,7 +215,7 @@ class StationPane(Vertical):
             if meter is None:
                 continue
             if not g.name:  # nvidia-smi could not read this GPU at all: what it printed, in red
-                meter.update_error(g.error or "no reading")
+                meter.update_error(g.error or "no reading", g.bus_id)
                 continue
             used, total, note = g.memory_used_mib, g.memory_total_mib, ""
             if used is None:  # GB10: unified memory, nvidia-smi says [N/A]
@@ -238,9 +238,11 @@ class StationPane(Vertical):
             if seen is not None and self.conn_state != "connecting":
                 t.append(f"  last seen {time.strftime('%H:%M:%S', time.localtime(seen))} ({_ago(now - seen)} ago)",
                          style="yellow")
+            elif self.conn_state != "connecting":
+                t.append("  never seen", style="yellow")
             if self.next_try_at is not None:
                 wait = self.next_try_at - now
-                t.append("  next try " + (f"in {_ago(wait)}" if wait >= 1 else "now"), style="dim")
+                t.append(f"  next try in {_ago(wait)}" if wait >= 1 else "  trying again now", style="dim")
         hk = self.host_key
         if self.conn_state == "host-key-unknown":
             offered = getattr(hk, "offered", None)
