@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from console.diagnose import Diagnoser
+from console.diagnosis.catalogue import HIGHLIGHTS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 
@@ -72,6 +73,21 @@ def main() -> None:
     print(f"median {statistics.median(cpu):,.0f} lines per CPU-second (one core; min {min(cpu):,.0f}, "
           f"max {max(cpu):,.0f})")
     print(f"median {statistics.median(wall):,.0f} lines per wall-second (shared machine)")
+    # log highlighting (the pane highlights every visible line): time per character must not grow with the
+    # line (a backtracking pattern would make a long line quadratic)
+    per_char = {}
+    for n in (20_000, 320_000):
+        line = "(APIServer pid=1) ERROR " + "x." * (n // 4) + "A" * (n // 2) + " torch.OutOfMemoryError"
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for rx, _kind in HIGHLIGHTS:
+                for _m in rx.finditer(line):
+                    pass
+            best = min(best, time.perf_counter() - t0)
+        per_char[n] = best / len(line)
+    print(f"highlight: {per_char[20_000] * 1e9:.0f} ns/char at 20k chars, {per_char[320_000] * 1e9:.0f} ns/char at "
+          f"320k (ratio {per_char[320_000] / per_char[20_000]:.2f}; ~1 = linear, 16 = quadratic)")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,24 @@
-"""Launch, stop and restart the distributed service as ordered, cancellable steps.
+"""Launch, stop and restart the distributed service as ordered, cancellable steps that prove themselves.
 
 The order is the one NVIDIA's tutorial does by hand: workers (rank > 0) start first and the head
 last, because the head waits for every worker and times out without them; the head stops first.
-Waits follow each station's container log (``docker logs -f``), never a fixed sleep: the head is
-ready at its engine's ready line and ``/health`` 200; a fatal line on any station, or a container
-that exits, ends the wait at once with that line as evidence. The same class backs the CLI and the
-TUI; progress goes to an ``on_event`` callback, and cancelling the task leaves a stated state.
+Waits follow each station's container log (``docker logs -f``), never a fixed sleep; a fatal line on
+any station, or a container that exits, ends the wait at once with that line as evidence.
+
+* Ready means a reply: after the engine's ready line and ``/health`` 200 the head must stream the
+  first token of a real chat completion (retried on 408/429/5xx within the launch timeout).
+* A start-up timeline per station (container started ... first token) is built from the logs'
+  own timestamps and saved per launch (``console.launch_history``) for the next comparison.
+* Before a launch the fit estimate (``console.fit``) says whether the weights and one max-length
+  request fit; after it the engine's logged KV figure is shown beside the estimate.
+* A stop is verified on every station (``console.stop_verify``): container gone, API port closed,
+  no compute process left, memory back to its pre-launch baseline. Restart verifies before it
+  starts again; a launch over a running service needs ``replace``.
+* ``launch_script`` (config): the operator's own script starts each container instead of our
+  ``docker run``, with the same following, readiness, timeline and verified stop.
+
+The same class backs the CLI and the TUI; progress goes to an ``on_event`` callback, and
+cancelling the task leaves a stated state.
 """
 
 from __future__ import annotations
@@ -22,41 +35,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from console import engines
+from console import engines, fit, launch_history, stop_verify
 from console.config import Config, Station
+from console.diagnosis import catalogue
+from console.fit_inputs import FitReport, MemoryReading, gather_fit, read_memory
 from console.probes import ParseError
 from console.probes import docker as docker_probe
+from console.probes.engine_log import TIMELINE_LABELS, EngineLogTracker, TimelineEvent
 from console.probes.nccl_transport import transport_of_lines, worse
 from console.remote import commands as rc
 from console.remote.transport import CommandResult, Transport, TransportError, make_transport
+from console.sanitize import clean as sanitize
+from console.sanitize import one_line
 
 STATUSES = ("running", "ok", "warn", "failed", "skipped", "cancelled")
 RESULTS = ("ok", "failed", "cancelled")
 
-# Finding ids (shared/reference/findings.md) that end a start-up; transport findings do not: the
-# transport is verified and reported on its own once the service is up.
-FATAL_IDS = {
-    "cuda-oom", "kv-cache-too-small", "worker-died", "engine-dead", "nccl-timeout", "shm-too-small",
-    "gloo-interface", "smem-kernel-limit", "mtp-weight-mismatch", "ray-version-mismatch",
-    "corrupt-checkpoint", "port-in-use", "state-cache-too-small",
-}
-# A line that says "the engine died, root cause above": the cause is another line, often on another
-# station (a worker that died on B makes A print this). Reported only when no cause shows up within
-# CONSEQUENCE_GRACE_S.
-CONSEQUENCE_IDS = {"engine-dead"}
+# Finding ids that end a start-up, and the one that only says "the engine died, root cause above" (the
+# cause is another line, often on another station: a worker that died on B makes A print it; it is
+# reported only when no cause shows up within CONSEQUENCE_GRACE_S). Both come from the diagnosis catalogue.
+FATAL_IDS = catalogue.FATAL_IDS
+CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
-# Always active (and the whole list when console.diagnose is absent): (id, pattern).
-FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((i, re.compile(p)) for i, p in (
-    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|not enough GPU memory|Not enough memory\. Please try"),
-    ("kv-cache-too-small", r"larger than the available KV cache memory|No available memory for the cache blocks"),
-    ("worker-died", r"Worker proc \S+ died unexpectedly"),
-    ("engine-dead", r"Engine core initialization failed|EngineCore encountered a fatal error|EngineDeadError"),
-    ("nccl-timeout", r"Watchdog caught collective operation timeout"),
-    ("workers-missing", r"DistStoreError|waiting for clients\. \d+/\d+ clients joined"),
-    ("engine-dead", r"Scheduler hit an exception"),
-    ("state-cache-too-small", r"state cache is too small to serve any requests"),
-    ("port-in-use", r"Address already in use"),
-))
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
 _PROGRESS = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
                        r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
@@ -98,10 +98,11 @@ class Step:
 
 @dataclass
 class ActionEvent:
-    kind: str  # step | log | note
+    kind: str  # step | log | note | timeline
     station: str
     text: str
     step: Step | None = None
+    timeline: TimelineEvent | None = None
 
 
 @dataclass
@@ -112,9 +113,19 @@ class ActionResult:
     transport: str = "unknown"
     summary: str = ""
     evidence: list[tuple[str, str]] = field(default_factory=list)  # (station, line)
+    timeline: dict[str, list[TimelineEvent]] = field(default_factory=dict)
+    verified: dict[str, stop_verify.StopVerdict] = field(default_factory=dict)
+    fit: FitReport | None = None
+    notes: list[str] = field(default_factory=list)  # timeline vs last launches, estimate vs logged KV
 
     def to_json(self) -> dict[str, Any]:
-        return {"steps": [s.to_json() for s in self.steps], "result": self.result, "transport": self.transport}
+        out: dict[str, Any] = {"steps": [s.to_json() for s in self.steps], "result": self.result,
+                               "transport": self.transport}
+        if self.action in ("launch", "restart"):
+            out["timeline"] = {n: [e.to_json() for e in evs] for n, evs in self.timeline.items()}
+        if self.action in ("stop", "restart") or self.verified:
+            out["verified"] = {n: v.to_json() for n, v in self.verified.items()}
+        return out
 
     @property
     def exit_code(self) -> int:
@@ -126,6 +137,34 @@ class PlannedCommand:
     station: str
     what: str
     preview: str  # secrets as ***
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    """The operator's launch script on one station, as the preview shows it."""
+
+    path: str
+    size: int
+    sha256: str
+    text: str  # sanitized for display
+
+    def first_lines(self, n: int = 12) -> str:
+        lines = self.text.splitlines()
+        more = f"\n... ({len(lines) - n} more lines)" if len(lines) > n else ""
+        return "\n".join(lines[:n]) + more
+
+
+@dataclass
+class ActionPlan:
+    """What the operator confirms: the commands in order, and what they act on."""
+
+    action: str
+    commands: list[PlannedCommand]
+    specs: dict[str, engines.LaunchSpec] | None = None
+    states: dict[str, docker_probe.ContainerInfo] = field(default_factory=dict)
+    running: str | None = None  # "a healthy service is running on A and B; launch replaces it"
+    fit: FitReport | None = None
+    scripts: dict[str, ScriptInfo] = field(default_factory=dict)
 
 
 FailureDecision = bool | Callable[[ActionResult], Awaitable[bool] | bool]
@@ -162,28 +201,19 @@ def most_telling(finding_ids: list[str]) -> int:
 
 def fatal_of_line(station: str, text: str) -> tuple[str, str | None] | None:
     """(finding id, suggested fix) if this log line means the start-up cannot succeed, else None.
-    The fix text comes from console.diagnose when it knows the finding."""
-    own = next((fid for fid, pat in FATAL_PATTERNS if pat.search(text)), None)
-    findings = []
+    The list is the diagnosis catalogue's: the signatures of its fatal ids, with their fixes."""
     try:
-        from console.diagnose import diagnose_lines
-    except ImportError:
-        diagnose_lines = None
-    if diagnose_lines is not None:
-        with contextlib.suppress(Exception):  # a bug in the catalogue must not break a launch
-            findings = [f for f in diagnose_lines(station, [text]) if f.severity == "error"]
-    if own:
-        fix = next((f.fix for f in findings if f.id == own), None)
-        return own, fix
-    hit = next((f for f in findings if f.id in FATAL_IDS), None)
-    return (hit.id, hit.fix) if hit else None
+        return catalogue.fatal_of_text(text)
+    except Exception:  # a bug in the catalogue must not break a launch
+        return None
 
 
 class _Follower:
-    """``docker logs -f`` of one station's container: lines, the markers seen, fatal lines."""
+    """``docker logs -f`` of one station's container: lines, the markers seen, fatal lines, and the
+    start-up timeline (the tracker survives a restarted stream)."""
 
     def __init__(self, station: Station, transport: Transport, cmd: str, ready: str, started: str,
-                 changed: asyncio.Event, emit: Callable[[ActionEvent], None]):
+                 changed: asyncio.Event, emit: Callable[[ActionEvent], None], tracker: EngineLogTracker):
         self.station, self.transport, self.cmd = station, transport, cmd
         self.ready_marker, self.started_marker = ready, started
         self.lines: list[str] = []
@@ -193,14 +223,16 @@ class _Follower:
         self.fatal_context: list[str] = []
         self.error: str | None = None
         self.restarts = 0
+        self.tracker = tracker
         self._changed, self._emit = changed, emit
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         try:
             async for raw in self.transport.stream(self.cmd):
-                _ts, text = split_stamp(raw)
+                ts, text = split_stamp(raw)
                 self.lines.append(text)
+                self._timeline(text, parse_docker_time(ts) if ts else None)
                 if self.started_marker in text:
                     self.started = True
                     self._changed.set()
@@ -221,11 +253,23 @@ class _Follower:
             self.ended = True
             self._changed.set()
 
+    def _timeline(self, text: str, at: float | None) -> None:
+        before = {e.event: e for e in self.tracker.progress.timeline}
+        if not self.tracker.feed(text, at):
+            return
+        for ev in self.tracker.progress.timeline:
+            if before.get(ev.event) != ev:
+                self._emit(ActionEvent("timeline", self.station.name, timeline_text(ev), timeline=ev))
+
     async def close(self) -> None:
         if not self.task.done():
             self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
+
+
+def timeline_text(ev: TimelineEvent) -> str:
+    return TIMELINE_LABELS.get(ev.event, ev.event) + (f": {ev.detail}" if ev.detail else "")
 
 
 class ServiceActions:
@@ -235,7 +279,8 @@ class ServiceActions:
                  on_event: Callable[[ActionEvent], None] | None = None,
                  ready_timeout_s: float | None = None, start_timeout_s: float = 120.0,
                  health_timeout_s: float = 60.0, stop_timeout_s: int = 30,
-                 api_key: str | None | bool = False):
+                 api_key: str | None | bool = False, verify_timeout_s: float = 30.0,
+                 history: launch_history.LaunchHistory | None = None):
         self.cfg = cfg
         self._own_transports = transports is None
         self.transports: dict[str, Transport] = transports or {
@@ -245,9 +290,18 @@ class ServiceActions:
         self.start_timeout_s = start_timeout_s
         self.health_timeout_s = health_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.verify_timeout_s = verify_timeout_s
+        self.history = history or launch_history.LaunchHistory()
         self._api_key = cfg.api_key() if api_key is False else (api_key or None)
         self._followers: dict[str, _Follower] = {}
+        self._trackers: dict[str, EngineLogTracker] = {}
+        self._events: dict[str, list[TimelineEvent]] = {}  # events not from a log (container, port, health, token)
+        self._baseline: dict[str, dict[str, Any]] = {}
+        self._scripts: dict[str, ScriptInfo] = {}
+        self._fit: FitReport | None = None
+        self._last_readings: dict[str, MemoryReading] = {}
         self._consequence_at: float | None = None
+        self._ready_deadline = float("inf")
         self._changed = asyncio.Event()
         self._started: list[Station] = []  # containers this run started, in start order
         self._unreached: dict[str, str] = {}
@@ -264,6 +318,11 @@ class ServiceActions:
     @property
     def order_stop(self) -> list[Station]:
         return [self.cfg.head] + list(self.cfg.workers)
+
+    @property
+    def scripted(self) -> list[Station]:
+        """Stations whose container the operator's launch script starts."""
+        return [s for s in self.cfg.stations if self.cfg.launch_script_for(s)]
 
     def _emit(self, ev: ActionEvent) -> None:
         with contextlib.suppress(Exception):
@@ -343,9 +402,28 @@ class ServiceActions:
                 with contextlib.suppress(Exception):
                     await t.close()
 
+    def _record_event(self, station: str, event: str, at: float | None = None, detail: str = "",
+                      values: tuple[tuple[str, float], ...] = ()) -> TimelineEvent:
+        ev = TimelineEvent(event, time.time() if at is None else at, detail, values)
+        self._events.setdefault(station, []).append(ev)
+        self._emit(ActionEvent("timeline", station, timeline_text(ev), timeline=ev))
+        return ev
+
+    def timeline(self) -> dict[str, list[TimelineEvent]]:
+        """Per station, in time order: our own events plus the log's (this run only)."""
+        out = {}
+        for s in self.cfg.stations:
+            evs = list(self._events.get(s.name, []))
+            tr = self._trackers.get(s.name)
+            if tr is not None:
+                evs += list(tr.progress.timeline)
+            if evs:
+                out[s.name] = sorted(evs, key=lambda e: e.at)
+        return out
+
     # ------------------------------------------------------------ plan (preview)
 
-    async def resolve(self) -> dict[str, engines.StationRuntime]:
+    async def resolve(self, stations: list[Station] | None = None) -> dict[str, engines.StationRuntime]:
         """GPU UUIDs and the image digest per station; the image must be the same everywhere."""
         async def one(s: Station) -> engines.StationRuntime:
             async with self.step(s.name, "resolve") as st:
@@ -365,11 +443,12 @@ class ServiceActions:
                 st.detail = f"GPU {', '.join(uuids)}; image {image}"
                 return engines.StationRuntime(uuids, image)
 
-        out = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
+        todo = self.cfg.stations if stations is None else stations
+        out = await asyncio.gather(*(one(s) for s in todo), return_exceptions=True)
         for x in out:
             if isinstance(x, BaseException):
                 raise x
-        rts = {s.name: x for s, x in zip(self.cfg.stations, out, strict=True)}  # type: ignore[misc]
+        rts = {s.name: x for s, x in zip(todo, out, strict=True)}  # type: ignore[misc]
         images = {rt.image for rt in rts.values()}  # type: ignore[union-attr]
         if len(images) > 1:
             raise ActionFailed("the image differs between stations: " + "; ".join(
@@ -394,27 +473,129 @@ class ServiceActions:
         return next((d for d in digests if d.split("@")[0] == repo), digests[0])
 
     async def plan_launch(self) -> dict[str, engines.LaunchSpec]:
-        rts = await self.resolve()
+        """The ``docker run`` per station that the console starts itself (not the scripted ones)."""
+        own = [s for s in self.order_start if not self.cfg.launch_script_for(s)]
+        if not own:
+            return {}
+        rts = await self.resolve(own)
         try:
             return {s.name: engines.build_launch(self.cfg, s, rts[s.name], api_key_set=bool(self._api_key))
-                    for s in self.order_start}
+                    for s in own}
         except engines.EngineConfigError as exc:
             raise ActionFailed(str(exc)) from None
 
-    def preview(self, action: str, specs: dict[str, engines.LaunchSpec] | None = None) -> list[PlannedCommand]:
-        """The commands an action runs, in order (launch needs ``specs`` from ``plan_launch``)."""
-        out: list[PlannedCommand] = []
+    async def read_scripts(self) -> dict[str, ScriptInfo]:
+        """The operator's launch script on each scripted station: size, sha256, text."""
+        async def one(s: Station) -> ScriptInfo:
+            path = self.cfg.launch_script_for(s) or ""
+            async with self.step(s.name, "script") as st:
+                r = await self._run(s, rc.script_info(path))
+                lines = r.stdout.splitlines()
+                if not r.ok or len(lines) < 2 or not lines[0].strip().isdigit():
+                    raise ActionFailed(f"{s.name}: cannot read the launch script {path} "
+                                       f"({_last(r.stderr or r.stdout)})")
+                info = ScriptInfo(path, int(lines[0].strip()), lines[1].strip(), sanitize("\n".join(lines[2:])))
+                st.detail = f"{path}: {info.size:,} bytes, sha256 {info.sha256[:16]}"
+                return info
+
+        out = await asyncio.gather(*(one(s) for s in self.scripted), return_exceptions=True)
+        for x in out:
+            if isinstance(x, BaseException):
+                raise x
+        self._scripts = {s.name: x for s, x in zip(self.scripted, out, strict=True)}  # type: ignore[misc]
+        return self._scripts
+
+    async def estimate_fit(self, assume_idle: bool = False) -> FitReport:
+        """The fit estimate on every station (the launch's gate and ``dgx-console plan``)."""
+        async def run(s: Station, cmd: str) -> CommandResult:
+            return await self._run(s, cmd)
+
+        scripts = {n: i.text for n, i in self._scripts.items()}
+        self._fit = await gather_fit(run, self.cfg, scripts, assume_idle=assume_idle)
+        return self._fit
+
+    async def service_running(self, states: dict[str, docker_probe.ContainerInfo]) -> str | None:
+        """What is running, in words (None when nothing runs): the launch must not pass over it."""
+        running = [n for n, i in states.items() if i.state == "running"]
+        if not running:
+            return None
+        names = _and(running)
+        if len(running) < len(states):
+            return f"a service is partly running (on {names}); launch replaces it"
+        from console.serving.client import ApiClient
+
+        async with ApiClient(self.cfg.api_url(), None, timeout=min(3.0, self.cfg.api.timeout_s)) as client:
+            h = await client.health()
+        if h.ok:
+            return f"a healthy service is running on {names}; launch replaces it"
+        return f"a service is running on {names} (not answering /health: {one_line(h.error or '', 120)}); " \
+               "launch replaces it"
+
+    async def plan(self, action: str, fit_gate: bool = True) -> ActionPlan:
+        """Everything the confirmation shows, read from the stations now."""
+        states = await self._states() if action in ("launch", "restart") else {}
+        p = ActionPlan(action, [], states=states)
         if action == "launch":
-            assert specs is not None
+            p.running = await self.service_running(states)
+            if self.scripted:
+                p.scripts = await self.read_scripts()
+            p.specs = await self.plan_launch()
+            if fit_gate:
+                with contextlib.suppress(ActionFailed, TransportError):
+                    p.fit = await self.estimate_fit(assume_idle=p.running is not None)
+        p.commands = self.preview(action, p.specs, states, p.scripts)
+        return p
+
+    def preview(self, action: str, specs: dict[str, engines.LaunchSpec] | None = None,
+                states: dict[str, docker_probe.ContainerInfo] | None = None,
+                scripts: dict[str, ScriptInfo] | None = None) -> list[PlannedCommand]:
+        """The commands an action runs, in order, each line true for the ``states`` it describes
+        (launch needs ``specs`` from ``plan_launch`` for the stations it starts itself)."""
+        out: list[PlannedCommand] = []
+        states = states or {}
+        scripts = scripts if scripts is not None else self._scripts
+        running = [s for s in self.order_stop if states.get(s.name) and states[s.name].state == "running"]
+        if action == "launch":
+            for s in running:
+                out.append(PlannedCommand(s.name, "stop the running container (head first) and check it stopped "
+                                          "clean", rc.docker_stop(s.container, self.stop_timeout_s)))
             for s in self.order_start:
+                info = states.get(s.name)
                 prev = prev_name(s.container)
-                out.append(PlannedCommand(s.name, f"keep the stopped container and its log as {prev}",
-                                          f"{rc.docker_rm(prev)}; {rc.docker_rename(s.container, prev)}"))
-                out.append(PlannedCommand(s.name, "start " + ("head (API server)" if s.is_head else "worker"),
-                                          specs[s.name].preview()))
+                keep = f"{rc.docker_rm(prev)}; {rc.docker_rename(s.container, prev)}"
+                if info is None:
+                    out.append(PlannedCommand(s.name, f"if a container {s.container} exists, keep it and its log "
+                                              f"as {prev}", keep))
+                elif info.state == "running":
+                    out.append(PlannedCommand(s.name, f"keep the container just stopped and its log as {prev}", keep))
+                elif info.state == "exited":
+                    code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
+                    out.append(PlannedCommand(s.name, f"keep the stopped container ({s.container}{code}) and its "
+                                              f"log as {prev}", keep))
+                elif info.state == "created":
+                    out.append(PlannedCommand(s.name, f"keep the container {s.container} (created, never started) "
+                                              f"as {prev}", keep))
+                elif info.state != "absent":
+                    out.append(PlannedCommand(s.name, f"keep the {info.state} container {s.container} as {prev}", keep))
+                role = "head (API server)" if s.is_head else "worker"
+                script = scripts.get(s.name)
+                path = self.cfg.launch_script_for(s)
+                if path:
+                    what = f"start {role}: run the launch script {path}"
+                    if script is not None:
+                        what += f" ({script.size:,} bytes, sha256 {script.sha256[:16]}...), first lines:"
+                        prev_text = script.first_lines()
+                    else:
+                        prev_text = f"bash {path}"
+                    out.append(PlannedCommand(s.name, what, prev_text))
+                else:
+                    assert specs is not None and s.name in specs
+                    out.append(PlannedCommand(s.name, "start " + role, specs[s.name].preview()))
         elif action in ("stop", "restart"):
             for s in self.order_stop:
                 out.append(PlannedCommand(s.name, "stop", rc.docker_stop(s.container, self.stop_timeout_s)))
+            out.append(PlannedCommand("all", "verify the stop", "container not running, API port closed, no compute "
+                                      "process left, memory back to its pre-launch baseline"))
         if action == "restart":
             for s in self.order_start:
                 out.append(PlannedCommand(s.name, "start", rc.docker_start(s.container)))
@@ -423,21 +604,36 @@ class ServiceActions:
     # ------------------------------------------------------------ actions
 
     async def launch(self, *, skip_checks: bool = False, specs: dict[str, engines.LaunchSpec] | None = None,
-                     on_failure: FailureDecision = True, on_cancel: str = "stop") -> ActionResult:
+                     on_failure: FailureDecision = True, on_cancel: str = "stop", replace: bool = False,
+                     skip_fit: bool = False, drop_caches: bool = False) -> ActionResult:
         async def body() -> None:
             states = await self._states()
-            running = [n for n, i in states.items() if i.state == "running"]
-            if len(running) == len(states):
-                self._skip("all", "launch", "already running on " + ", ".join(running) + ": nothing to do")
-                self._res.summary = "already running"
-                return
-            if running:
-                raise ActionFailed("partially running (" + ", ".join(f"{n}: {i.state}" for n, i in states.items())
-                                   + "): stop it first")
+            running = await self.service_running(states)
+            if running and not replace:
+                raise ActionFailed(f"{running}: add --replace to stop it first (nothing was changed)")
             await self._preflight(skip_checks)
-            plan = specs or await self.plan_launch()
+            if self.scripted and not self._scripts:
+                await self.read_scripts()
+            plan = specs if specs is not None else await self.plan_launch()
+            if running:  # replace: stop it (head first), prove it stopped, then start fresh
+                self.note("all", running)
+                await self._stop_all(states)
+                verdicts = await self._verify_stopped(list(self.cfg.stations), states, self.history.last_baseline(
+                    launch_history.config_key(self.cfg)))
+                bad = [v for v in verdicts.values() if not v.clean]
+                if bad:
+                    raise ActionFailed("the running service did not stop clean, so it was not replaced: "
+                                       + "; ".join(v.summary() for v in bad),
+                                       [(v.station, f["cause"]) for v in bad for f in v.findings])
+                states = await self._states()
+            if drop_caches:
+                await self._drop_caches()
+            await self._fit_gate(skip_fit)
             for s in self.order_start:
-                await self._start_fresh(s, plan[s.name], states[s.name])
+                if self.cfg.launch_script_for(s):
+                    await self._start_script(s, states[s.name])
+                else:
+                    await self._start_fresh(s, plan[s.name], states[s.name])
                 if not s.is_head:
                     await self._wait_started(s)
             await self._verify()
@@ -447,19 +643,27 @@ class ServiceActions:
     async def stop(self) -> ActionResult:
         async def body() -> None:
             states = await self._states(tolerate=True)
+            base = self.history.last_baseline(launch_history.config_key(self.cfg))
+            reachable = [s for s in self.cfg.stations if s.name in states]
             if self._unreached:  # stop what can be stopped (head first), then say what could not be
                 await self._stop_all(states)
+                await self._verify_stopped(reachable, states, base)
                 raise ActionFailed("could not reach " + "; ".join(self._unreached.values()) + " (stopped: "
                                    + (", ".join(n for n, i in states.items() if i.state == "running") or "none")
                                    + ")")
-            if not any(i.state == "running" for i in states.values()):
+            was = [s.name for s in self.order_stop if states[s.name].state == "running"]
+            if not was:
                 self._skip("all", "stop", "already stopped (" + ", ".join(
-                    f"{n}: {i.state}" for n, i in states.items()) + "): nothing to do")
-                self._res.summary = "already stopped"
-                return
-            await self._stop_all(states)
-            self._res.summary = "stopped " + ", ".join(
-                s.name for s in self.order_stop if states[s.name].state == "running") + " (head first)"
+                    f"{n}: {i.state}" for n, i in states.items()) + ")")
+            failed = await self._stop_all(states)
+            verdicts = await self._verify_stopped(reachable, states, base)
+            bad = [v for v in verdicts.values() if not v.clean]
+            if bad or failed:
+                raise ActionFailed("not clean after the stop: " + "; ".join(
+                    [v.summary() for v in bad] + [f for f in failed if not any(f.startswith(v.station) for v in bad)]),
+                    [(v.station, f["cause"]) for v in bad for f in v.findings])
+            self._res.summary = ("stopped " + ", ".join(was) + " (head first); " if was else "already stopped; ") \
+                + "verified clean on " + ", ".join(verdicts)
 
         return await self._guard("stop", body, False, "keep")
 
@@ -469,8 +673,15 @@ class ServiceActions:
             absent = [n for n, i in states.items() if i.state == "absent"]
             if absent:
                 raise ActionFailed("no container on " + ", ".join(absent) + ": use launch")
-            if any(i.state == "running" for i in states.values()):
-                await self._stop_all(states)
+            failed = await self._stop_all(states)
+            verdicts = await self._verify_stopped(list(self.cfg.stations), states, self.history.last_baseline(
+                launch_history.config_key(self.cfg)))
+            bad = [v for v in verdicts.values() if not v.clean]
+            if bad or failed:
+                raise ActionFailed("not restarted: the stop did not come back clean: "
+                                   + "; ".join([v.summary() for v in bad] + failed),
+                                   [(v.station, f["cause"]) for v in bad for f in v.findings])
+            self._baseline = {n: m.to_baseline() for n, m in self._last_readings.items()}
             for s in self.order_start:
                 await self._docker_start(s)
                 if not s.is_head:
@@ -522,7 +733,25 @@ class ServiceActions:
                 known = [t for t in seen if t != "unknown"]
                 if known:
                     res.transport = functools.reduce(worse, known)
+            res.timeline = self.timeline()
+            res.fit = self._fit
+            if action in ("launch", "restart") and self._started:
+                self._save_history(action, res)
         return res
+
+    def _save_history(self, action: str, res: ActionResult) -> None:
+        """Keep this start-up (and the baseline before it); compare with the last ones."""
+        key = launch_history.config_key(self.cfg)
+        previous = self.history.previous_durations(key)
+        now = {n: launch_history.durations(evs) for n, evs in res.timeline.items()}
+        if res.result == "ok":
+            res.notes += launch_history.compare({n: d for n, d in now.items() if d}, previous)
+        err = self.history.append(launch_history.make_record(self.cfg, action, res.result, res.timeline,
+                                                             self._baseline))
+        if err:
+            res.notes.append(err)
+        for line in res.notes:
+            self.note("all", line)
 
     async def _cleanup(self, why: str) -> None:
         states = {}
@@ -576,27 +805,106 @@ class ServiceActions:
             if warned:
                 st.status = "warn"
 
+    async def _fit_gate(self, skip: bool) -> None:
+        """The estimate before the load; it also records the memory baseline a later stop checks
+        against. Does not fit: the launch stops here, minutes before the engine would say so."""
+        async with self.step("all", "fit") as st:
+            report = await self.estimate_fit()
+            self._baseline = {n: m.to_baseline() for n, m in report.memory.items() if not m.error}
+            errors = [w for w in report.warnings() if w.severity == "error"]
+            lines = [f"{f.station}: weights {f.weights_gib:.1f} GiB/GPU, KV ~{f.kv_gib:.1f} GiB = {f.kv_tokens:,} "
+                     f"tokens ({f.concurrency:.1f} x {f.settings.max_model_len:,})" for f in report.fits]
+            st.detail = "; ".join(lines)
+            for w in report.warnings():
+                if w.severity != "info" or w.id == "kv-concurrency":
+                    self.note(w.station, w.text + (f" (fix: {w.fix})" if w.fix and w.severity != "info" else ""))
+            if errors and not skip:
+                drop = " --drop-caches," if any(w.id == "free-memory-at-startup" for w in errors) else ""
+                unknown = all(w.id in ("model-config", "memory-unknown") for w in errors)
+                raise ActionFailed(("the estimate could not be made: " if unknown else
+                                    "the estimate says it does not fit: ") + "; ".join(w.text for w in errors)
+                                   + f" (fix it,{drop} or --skip-fit to launch anyway)",
+                                   [(w.station, f"{w.id}: {w.fix}") for w in errors])
+            if errors:
+                st.status, st.detail = "warn", "does not fit (launching anyway, --skip-fit): " + st.detail
+            elif any(w.severity == "warning" for w in report.warnings()):
+                st.status = "warn"
+
+    async def _drop_caches(self) -> None:
+        """Drop the page cache on every station before the estimate (unified memory: vLLM counts
+        the cache as used and refuses to start below its share)."""
+        async def one(s: Station) -> None:
+            async with self.step(s.name, "drop-caches") as st:
+                r = await self._run(s, rc.drop_caches())
+                if not r.ok:
+                    raise ActionFailed(f"{s.name}: dropping the page cache needs root or passwordless sudo "
+                                       f"({one_line(_last(r.stderr or r.stdout), 160)})")
+                st.detail = "sync; vm.drop_caches=3"
+
+        out = await asyncio.gather(*(one(s) for s in self.cfg.stations), return_exceptions=True)
+        for x in out:
+            if isinstance(x, BaseException):
+                raise x
+
+    async def _keep_prev(self, s: Station, info: docker_probe.ContainerInfo) -> None:
+        """Keep the last run's container and log for the diagnosis: rename, not remove."""
+        if info.state == "absent":
+            return
+        prev = prev_name(s.container)
+        r = await self._run(s, rc.docker_rm(prev))
+        if not r.ok and "no such container" not in (r.stderr + r.stdout).lower():
+            raise ActionFailed(f"docker rm {prev} failed on {s.name}: {_last(r.stderr)}")
+        r = await self._run(s, rc.docker_rename(s.container, prev))
+        if not r.ok:
+            raise ActionFailed(f"docker rename failed on {s.name}: {_last(r.stderr)}")
+
     async def _start_fresh(self, s: Station, spec: engines.LaunchSpec, info: docker_probe.ContainerInfo) -> None:
         async with self.step(s.name, "run") as st:
-            if info.state != "absent":  # keep the last run's log for the diagnosis: rename, not remove
-                prev = prev_name(s.container)
-                r = await self._run(s, rc.docker_rm(prev))
-                if not r.ok and "no such container" not in (r.stderr + r.stdout).lower():
-                    raise ActionFailed(f"docker rm {prev} failed on {s.name}: {_last(r.stderr)}")
-                r = await self._run(s, rc.docker_rename(s.container, prev))
-                if not r.ok:
-                    raise ActionFailed(f"docker rename failed on {s.name}: {_last(r.stderr)}")
-            key_input = None
-            if spec.secret_env:
-                if not self._api_key:
-                    raise ActionFailed("the API key is configured but empty (check api.api_key_env/file)")
-                key_input = "".join(self._api_key + "\n" for _ in spec.secret_env)
+            await self._keep_prev(s, info)
+            try:  # secret values travel on stdin, by name only (never in an argv on the station)
+                key_input = engines.secret_input(self.cfg, spec, self._api_key)
+            except engines.EngineConfigError as exc:
+                raise ActionFailed(str(exc)) from None
             r = await self._run(s, spec.command(), timeout=max(120.0, self.cfg.command_timeout_s), input=key_input)
             if not r.ok:
                 raise ActionFailed(f"docker run failed on {s.name} (exit {r.exit_status}): {_last(r.stderr)}",
                                    [(s.name, ln) for ln in r.stderr.strip().splitlines()[-3:]])
             self._started.append(s)
             await self._follow_new_run(s, st)
+
+    async def _start_script(self, s: Station, info: docker_probe.ContainerInfo) -> None:
+        """Run the operator's launch script detached; it starts the container the config names."""
+        path = self.cfg.launch_script_for(s) or ""
+        log = f"~/.cache/dgx-console/launch-{s.container}.log"
+        async with self.step(s.name, "script") as st:
+            await self._keep_prev(s, info)
+            r = await self._run(s, rc.run_launch_script(path, log))
+            words = r.stdout.split()
+            if not r.ok or not words or not words[-1].isdigit():
+                raise ActionFailed(f"{s.name}: the launch script {path} did not start ({_last(r.stderr or r.stdout)})")
+            pid = int(words[-1])
+            deadline = time.monotonic() + self.start_timeout_s
+            while True:
+                self._check_cancel()
+                cur = await self.container_state(s)
+                if cur.state == "running":
+                    break
+                alive = "alive" in (await self._run(s, rc.pid_alive(pid))).stdout
+                if not alive:
+                    cur = await self.container_state(s)
+                    if cur.state == "absent":
+                        tail = (await self._run(s, rc.tail_file(log))).stdout
+                        raise ActionFailed(f"{s.name}: the launch script {path} ended without starting "
+                                           f"{s.container}: {one_line(_last(tail), 200)}",
+                                           [(s.name, sanitize(ln)) for ln in tail.strip().splitlines()[-5:]])
+                    break  # it started and already exited: the log says why
+                if time.monotonic() > deadline:
+                    raise ActionFailed(f"{s.name}: no container {s.container} within {self.start_timeout_s:g} s of "
+                                       f"running {path} (the config's container name must match the script's)")
+                await asyncio.sleep(0.5)
+            self._started.append(s)
+            await self._follow_new_run(s, st)
+            st.detail = f"{path} (pid {pid}): {st.detail}"
 
     async def _docker_start(self, s: Station) -> None:
         async with self.step(s.name, "start") as st:
@@ -616,9 +924,12 @@ class ServiceActions:
         old = self._followers.pop(s.name, None)
         if old:
             await old.close()
+        self._trackers[s.name] = tracker = EngineLogTracker(self.cfg.profile.engine, head=s.is_head)
+        self._events.pop(s.name, None)
+        self._record_event(s.name, "container-started", started, f"{s.container} {info.state}")
         self._followers[s.name] = _Follower(
             s, self.transports[s.name], cmd, engines.ready_marker(self.cfg),
-            engines.started_marker(self.cfg, s), self._changed, self._emit)
+            engines.started_marker(self.cfg, s), self._changed, self._emit, tracker)
         st.detail = f"{s.container} {info.state} since {info.started_at}"
         if info.state != "running":
             await self._wait(lambda: False, 5.0, f"{s.name} to report why it stopped")
@@ -697,7 +1008,7 @@ class ServiceActions:
         if old.restarts >= 3:
             raise ActionFailed(f"the log stream of {s.name} keeps ending: {_last(chr(10).join(old.lines))}")
         f = _Follower(s, self.transports[s.name], old.cmd, old.ready_marker, old.started_marker,
-                      self._changed, lambda ev: None)  # lines already shown are not re-emitted
+                      self._changed, lambda ev: None, old.tracker)  # lines already shown are not re-emitted
         f.started, f.ready, f.restarts = old.started, old.ready, old.restarts + 1
         self._followers[s.name] = f
 
@@ -720,27 +1031,36 @@ class ServiceActions:
 
     async def _verify(self) -> None:
         head = self.cfg.head
+        self._ready_deadline = time.monotonic() + self.ready_timeout_s
         async with self.step(head.name, "ready") as st:
             f = self._followers[head.name]
             t0 = time.monotonic()
             await self._wait(lambda: f.ready, self.ready_timeout_s, f"{head.name} to print {f.ready_marker!r}")
             st.detail = f"{f.ready_marker!r} after {time.monotonic() - t0:.1f} s"
         await self._health()
+        await self._first_token()
         await self._transport()
+        self._compare_kv()
         self._res.summary = (f"serving {self.cfg.profile.served_model_name} at {self.cfg.api_url()} "
                              f"({len(self.cfg.stations)} stations)")
 
     async def _health(self) -> None:
         from console.serving.client import ApiClient
 
-        async with self.step(self.cfg.head.name, "health") as st:
+        head = self.cfg.head.name
+        async with self.step(head, "health") as st:
             url = self.cfg.api_url()
             deadline = time.monotonic() + self.health_timeout_s
+            port_seen = False
             async with ApiClient(url, None, timeout=min(5.0, self.cfg.api.timeout_s)) as client:
                 delay = 0.2
                 while True:
                     h = await client.health()
+                    if not port_seen and (h.ok or h.status is not None):  # an HTTP answer: the port is open
+                        port_seen = True
+                        self._record_event(head, "port-open", detail=url)
                     if h.ok:
+                        self._record_event(head, "health-ok", detail=f"GET {url}/health -> 200")
                         st.detail = f"GET {url}/health -> 200"
                         return
                     if time.monotonic() + delay > deadline:
@@ -750,6 +1070,46 @@ class ServiceActions:
                     self._raise_if_fatal()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
+
+    async def _first_token(self) -> None:
+        """Ready means a reply (console.serving.readiness): the first streamed token, retried on
+        busy answers until the launch timeout."""
+        from console.serving.client import ApiClient
+        from console.serving.readiness import NotReady, first_token, served_model
+
+        head = self.cfg.head.name
+        async with self.step(head, "first-token") as st:
+            async with ApiClient(self.cfg.api_url(), self._api_key,
+                                 timeout=min(10.0, max(5.0, self.cfg.api.timeout_s)), stream_timeout=60.0) as client:
+                model = await served_model(client, self.cfg.profile.served_model_name)
+
+                def retrying(tries: int, err: Exception, delay: float) -> None:
+                    st.detail = f"try {tries}: {one_line(str(err), 120)}; retrying in {delay:g} s"
+
+                try:
+                    tok = await first_token(client, model, self._ready_deadline, retrying, self._raise_if_fatal)
+                except NotReady as exc:
+                    raise ActionFailed(f"{head} {one_line(exc.detail, 300)}") from None
+            self._record_event(head, "first-token", tok.at, f"{tok.ttft_ms:.0f} ms after the request ({model})",
+                               (("ttft_ms", round(tok.ttft_ms, 1)),))
+            st.detail = f"first token {tok.ttft_ms:.0f} ms after the request" + (
+                f" (try {tok.tries})" if tok.tries > 1 else "")
+
+    def _compare_kv(self) -> None:
+        """After the load: the engine's own KV figure beside the estimate."""
+        if self._fit is None:
+            return
+        for f in self._fit.fits:
+            tr = self._trackers.get(f.station)
+            ev = next((e for e in tr.progress.timeline if e.event == "kv-cache"), None) if tr else None
+            if ev is None:
+                continue
+            gib = ev.value("gib") if ev.value("gib") is not None else (
+                (ev.value("k") or 0) + (ev.value("v") or 0) or None)
+            tokens = ev.value("tokens")
+            text = fit.compare_logged(f, gib, int(tokens) if tokens is not None else None)
+            if text:
+                self._res.notes.append(f"{f.station}: KV cache {text}")
 
     async def _transport(self) -> None:
         overall = "unknown"
@@ -769,26 +1129,102 @@ class ServiceActions:
             raise ActionFailed("the service is up but NCCL fell back to TCP sockets (not RDMA): check the "
                                "RDMA devices in the container and NCCL_IB_HCA", service_up=True)
 
-    async def _stop_all(self, states: dict[str, docker_probe.ContainerInfo]) -> None:
+    async def _stop_all(self, states: dict[str, docker_probe.ContainerInfo]) -> list[str]:
+        """Head first; a station that will not stop does not keep the others running. Returns what failed."""
+        failed = []
         for s in self.order_stop:
             if s.name not in states:
                 continue
             if states[s.name].state != "running":
                 self._skip(s.name, "stop", f"not running ({states[s.name].state})")
                 continue
-            await self._stop_one(s, "")
+            try:
+                await self._stop_one(s, "")
+            except ActionFailed as exc:
+                failed.append(exc.detail)
+        return failed
 
     async def _stop_one(self, s: Station, why: str) -> None:
         async with self.step(s.name, "stop") as st:
             r = await self._run(s, rc.docker_stop(s.container, self.stop_timeout_s),
                                 timeout=self.stop_timeout_s + self.cfg.command_timeout_s)
             if not r.ok:
-                raise ActionFailed(f"docker stop failed on {s.name}: {_last(r.stderr)}")
+                raise ActionFailed(f"{s.name}: docker stop failed: {one_line(_last(r.stderr), 200)}")
             info = await self.container_state(s)
             if info.state == "running":
                 raise ActionFailed(f"{s.name}: still running after docker stop")
             self._stopped.append(s.name)
             st.detail = (why + ": " if why else "") + f"{s.container} {info.state}"
+
+    async def _verify_stopped(self, stations: list[Station], states: dict[str, docker_probe.ContainerInfo],
+                              baseline: dict[str, dict[str, Any]] | None) -> dict[str, stop_verify.StopVerdict]:
+        """Prove the stop on every station: poll until clean or ``verify_timeout_s`` (memory can take
+        a few seconds to come back after the container exits)."""
+        unified = self.cfg.profile.gpu.unified_memory
+        api = self.cfg.api_url().split("://", 1)[-1].rstrip("/")
+        self._last_readings = {}
+
+        async def one(s: Station) -> stop_verify.StopVerdict:
+            async with self.step(s.name, "verify-stop") as st:
+                t0 = time.monotonic()
+                base = (baseline or {}).get(s.name)
+                while True:
+                    info = await self.container_state(s)
+                    reading = await read_memory(self._run_cmd, self.cfg, s)
+                    port = await port_state(api) if s.is_head else None
+                    v = stop_verify.judge(s.name, s.container, info.state, reading, base, unified, port, api,
+                                          time.monotonic() - t0)
+                    self._last_readings[s.name] = reading
+                    if v.clean or info.state == "running" or time.monotonic() - t0 >= self.verify_timeout_s:
+                        break
+                    st.detail = "waiting: " + v.summary()
+                    await asyncio.sleep(min(1.0, max(0.2, self.verify_timeout_s / 20)))
+                st.detail = v.summary() + f" ({v.seconds:.1f} s)"
+                if not v.clean:
+                    st.status = "failed"
+                return v
+
+        out = await asyncio.gather(*(one(s) for s in stations), return_exceptions=True)
+        verdicts = {}
+        for s, x in zip(stations, out, strict=True):
+            if isinstance(x, BaseException):
+                if isinstance(x, (ActionFailed, TransportError)):
+                    x = stop_verify.StopVerdict(s.name, states.get(s.name, docker_probe.ContainerInfo(
+                        s.container, "unknown")).state, findings=[{
+                            "id": "stop-unverified", "severity": "warning", "station": s.name,
+                            "cause": f"{s.name}: the stop could not be verified: {x}", "fix": stop_verify.FIXES[
+                                "stop-unverified"], "evidence": []}])
+                else:
+                    raise x
+            verdicts[s.name] = x
+        self._res.verified.update(verdicts)
+        return verdicts
+
+    async def _run_cmd(self, s: Station, cmd: str) -> CommandResult:
+        return await self._run(s, cmd)
+
+
+async def port_state(hostport: str, timeout: float = 2.0) -> stop_verify.PortState:
+    """From the console: does anything still accept a connection on the API's host:port?"""
+    host, _, port_s = hostport.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    port_s = port_s.split("/", 1)[0]
+    if not port_s.isdigit():
+        return "unknown"
+    try:
+        _r, w = await asyncio.wait_for(asyncio.open_connection(host, int(port_s)), timeout)
+    except (ConnectionRefusedError, ConnectionResetError):
+        return "closed"
+    except (TimeoutError, OSError):
+        return "unknown"
+    w.close()
+    with contextlib.suppress(Exception):
+        await w.wait_closed()
+    return "open"
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 _TRANSPORT_TEXT = {
@@ -815,12 +1251,14 @@ def _last(text: str) -> str:
 
 async def run_action(cfg: Config, action: str, *, skip_checks: bool = False, on_failure: FailureDecision = True,
                      on_cancel: str = "stop", specs: dict[str, engines.LaunchSpec] | None = None,
+                     replace: bool = False, skip_fit: bool = False, drop_caches: bool = False,
                      **svc_kw: Any) -> ActionResult:
     """One action with its own transports, closed afterwards (CLI entry)."""
     svc = ServiceActions(cfg, **svc_kw)
     try:
         if action == "launch":
-            return await svc.launch(skip_checks=skip_checks, specs=specs, on_failure=on_failure, on_cancel=on_cancel)
+            return await svc.launch(skip_checks=skip_checks, specs=specs, on_failure=on_failure, on_cancel=on_cancel,
+                                    replace=replace, skip_fit=skip_fit, drop_caches=drop_caches)
         if action == "stop":
             return await svc.stop()
         if action == "restart":

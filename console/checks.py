@@ -243,8 +243,8 @@ async def check_link_down(run: CheckRun, st: Station) -> CheckResult:
     if link.link_detected:
         return CheckResult("link-down", st.name, "pass", f"{st.rail_netdev}: link detected", ev)
     note = f" ({link.link_note})" if link.link_note else ""
-    fix = (f"Check the cable and both ends: `ip link set dev {st.rail_netdev} up` on both stations, reseat "
-           "the QSFP cable, then `ethtool " + st.rail_netdev + "` must say `Link detected: yes`.")
+    fix = (f"Check the cable and both ends: `ip link set dev {rc.q(st.rail_netdev)} up` on both stations, reseat "
+           "the QSFP cable, then `ethtool " + rc.q(st.rail_netdev) + "` must say `Link detected: yes`.")
     if link.link_note and "overheat" in link.link_note.lower():
         fix = "The transceiver/NIC reports overheating: check airflow and the cable module, then re-enable the port."
     return CheckResult("link-down", st.name, "fail", f"{st.rail_netdev}: no link{note}", ev, fix)
@@ -324,12 +324,12 @@ async def check_jumbo_ping(run: CheckRun, src: Station, dst: Station) -> CheckRe
         "error": f"ping failed: {p.error_line}",
     }.get(p.failure or "", f"ping failed ({p.failure})")
     if p.failure == "local-mtu":
-        fix = f"On {src.name}: `sudo ip link set dev {src.rail_netdev} mtu {mtu}` (and persist it)."
+        fix = f"On {src.name}: `sudo ip link set dev {rc.q(src.rail_netdev)} mtu {mtu}` (and persist it)."
     elif p.failure == "frag-needed":
         fix = f"A switch or hop between the stations has a smaller MTU: raise it to {mtu} (or cable directly)."
     else:
-        fix = (f"Compare `ip link show {dst.rail_netdev}` on {dst.name} (MTU {mtu}? carrier?) with "
-               f"{src.name}'s; set `sudo ip link set dev {dst.rail_netdev} mtu {mtu}` there and check the link.")
+        fix = (f"Compare `ip link show {rc.q(dst.rail_netdev)}` on {dst.name} (MTU {mtu}? carrier?) with "
+               f"{src.name}'s; set `sudo ip link set dev {rc.q(dst.rail_netdev)} mtu {mtu}` there and check the link.")
     return CheckResult("jumbo-ping", label, "fail", why, ev, fix)
 
 
@@ -343,7 +343,7 @@ async def check_rail_route(run: CheckRun, src: Station, dst: Station) -> CheckRe
     got = route.kind if route.kind and not route.dev else f"dev {route.dev}" + (f" via {route.via}" if route.via else "")
     return CheckResult("rail-route", src.name, "fail", f"{dst.rail_ip} does not leave through {src.rail_netdev} ({got})",
                        ev, f"Give {src.rail_netdev} an address in the rail subnet (`ip addr add .../NN dev "
-                       f"{src.rail_netdev}`) and check `ip route get {dst.rail_ip}`; NCCL would otherwise "
+                       f"{rc.q(src.rail_netdev)}`) and check `ip route get {rc.q(dst.rail_ip)}`; NCCL would otherwise "
                        "bootstrap over another interface.")
 
 
@@ -491,10 +491,11 @@ async def check_ssh(run: CheckRun, src: Station, dst: Station) -> CheckResult:
     if res.ok:
         return CheckResult("ssh-a-to-b", label, "pass", f"key login {src.name} -> {target} as {res.stdout.strip()}", ev)
     err = (res.stderr.strip().splitlines() or ["no output"])[-1]
-    fix = (f"On {src.name}: `ssh-keygen -t ed25519` (if there is no key), then `ssh-copy-id {target}` and "
-           f"`ssh {target} true` once to accept the host key; the same user must exist on {dst.name}.")
+    pasted = rc.q(target)  # fix texts are pasted into a shell: quoted like the commands we run
+    fix = (f"On {src.name}: `ssh-keygen -t ed25519` (if there is no key), then `ssh-copy-id -- {pasted}` and "
+           f"`ssh -- {pasted} true` once to accept the host key; the same user must exist on {dst.name}.")
     if "Host key verification failed" in res.stderr:
-        fix = f"On {src.name}: `ssh {target} true` once and confirm the host key fingerprint of {dst.name}."
+        fix = f"On {src.name}: `ssh -- {pasted} true` once and confirm the host key fingerprint of {dst.name}."
     return CheckResult("ssh-a-to-b", label, "fail", f"{src.name} cannot log in to {target} without a password: {err}",
                        ev, fix)
 

@@ -3,27 +3,102 @@
 Each subcommand lives in ``console/commands/<name>.py`` and exposes ``register(subparsers)``
 (which calls ``subparsers.add_parser`` and sets ``func``); this module only discovers them, so
 adding a subcommand never touches this file. Usage and config errors print one line and exit 2.
+
+Plain output is terminal-safe whatever a subcommand prints: for every headless subcommand stdout
+and stderr pass through ``console.sanitize.clean`` (only the few colour/erase sequences the console
+itself writes are let through), so text from a server, a station or a file can never carry an
+escape sequence to the operator's terminal. ``--json`` output is JSON with ASCII escapes: unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from console import __version__
 from console.config import ConfigError
 from console.errors import UsageError
+from console.sanitize import clean, is_clean, one_line
 
-__all__ = ["UsageError", "add_config_args", "build_parser", "main"]
+__all__ = ["UsageError", "add_config_args", "build_parser", "check_api_key_arg", "check_seconds", "check_url_arg",
+           "main"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        sys.stderr.write(f"dgx-console: error: {message}\n")
+        sys.stderr.write(f"dgx-console: error: {one_line(message, 500)}\n")
         raise SystemExit(2)
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # argparse drops a lone "--" even as an option's value (``--timeout=--``) and hands the
+        # command an empty list instead of a number: refuse it like a missing value
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
+
+
+# The only control sequences the console's own plain output writes: chat's dim/reset around
+# reasoning and bench's rewrite-the-progress-line.
+_OWN_SEQUENCES = re.compile(r"\x1b\[[02]m|\r\x1b\[2K")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` cleaned for a terminal, keeping only the console's own ``_OWN_SEQUENCES``."""
+    if is_clean(text):
+        return text
+    out, pos = [], 0
+    for m in _OWN_SEQUENCES.finditer(text):
+        out += [clean(text[pos:m.start()]), m.group()]
+        pos = m.end()
+    out.append(clean(text[pos:]))
+    return "".join(out)
+
+
+class SafeStream:
+    """A text stream whose every write is ``terminal_safe`` (the rest is the wrapped stream's)."""
+
+    def __init__(self, raw: TextIO):
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(terminal_safe(text))
+        return len(text)
+
+    def writelines(self, lines: Sequence[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:
+    """A timeout flag: a finite number of seconds, > 0 (``nan``, ``inf``, ``0``, ``-1`` are refused)."""
+    if not math.isfinite(value) or not 0 < value <= limit:
+        raise UsageError(f"{flag} must be a number of seconds > 0 and <= {limit:g}, got {value:g}")
+
+
+def check_url_arg(url: str, flag: str = "--url") -> None:
+    """An API base URL flag: http(s), a host, a port 1-65535 (``http://[::1`` is a usage error)."""
+    from console.config import check_url
+
+    problem = check_url(url)
+    if problem:
+        raise UsageError(f"{flag} {problem} (got {one_line(repr(url), 100)})")
+
+
+def check_api_key_arg(key: str | None) -> None:
+    """``--api-key``: what an HTTP header can carry (the value itself is never echoed)."""
+    from console.serving.client import valid_api_key
+
+    if key is not None and not valid_api_key(key):
+        raise UsageError("--api-key must be printable ASCII without spaces (the key is not shown)")
 
 
 def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
@@ -55,24 +130,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _error(exc: BaseException) -> int:
+    print(f"dgx-console: {one_line(str(exc), 2000)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tui = not getattr(args, "func", None) or args.command == "demo"  # Textual owns the terminal there
     if not getattr(args, "func", None):
         from console.commands._tui import run_tui
 
         args.func = run_tui
+    for dest, value in vars(args).items():  # no flag of any subcommand means anything with NaN or inf
+        if isinstance(value, float) and not math.isfinite(value):
+            return _error(UsageError(f"--{dest.replace('_', '-')} must be a finite number, got {value}"))
+    saved = sys.stdout, sys.stderr
+    if not tui:
+        sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
-        print(f"dgx-console: {exc}", file=sys.stderr)
-        return 2
-    except UsageError as exc:
-        print(f"dgx-console: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, UsageError) as exc:
+        return _error(exc)
     except KeyboardInterrupt:
         print("dgx-console: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if not tui:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":

@@ -2,8 +2,18 @@
 
 Pure: no I/O. The action layer resolves what only a station knows (GPU UUIDs, the image digest)
 and passes it in, so the preview the operator confirms is the command that runs. Secrets never
-enter an argument list: the API key travels as an environment variable *name* (``-e VLLM_API_KEY``)
-whose value the remote shell reads from stdin, and previews print ``***`` for it.
+enter an argument list on the station: the API key and every ``[overrides.extra_env]`` value whose
+name looks secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``, ``*PASS``, ``*CREDENTIAL*``,
+or listed in ``overrides.secret_env``) travel as an environment variable *name* (``-e HF_TOKEN``):
+the remote shell reads each value from the SSH channel's stdin with its ``read`` builtin and
+docker copies it from that environment. Previews print ``***`` for them.
+
+SGLang takes its API key only as ``--api-key`` (SGLang 0.5.x ServerArgs; no environment variable),
+which would put it in the server's argv, visible in ``ps`` on the station. Since 0.5.3 SGLang also
+reads ``--config FILE.yaml`` and merges it in-process, so the container's entrypoint writes the key
+from its environment into a 0600 YAML file inside the container and passes ``--config`` instead.
+SGLang still logs its ``server_args`` (the key included) at startup: log displays and bundles mask
+``api_key=...``.
 """
 
 from __future__ import annotations
@@ -14,30 +24,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.config import Config, Profile, Station
+from console.config import Config, Profile, Station, is_secret_env, secret_env_names
+from console.diagnosis import catalogue
 
-READY_MARKERS = {
-    "vllm": "Application startup complete.",
-    "sglang": "The server is fired up and ready to roll!",
-}
-# The first line a started rank prints: proof its process came up (a worker waits for the head).
-STARTED_MARKERS = {
-    ("vllm", True): "vLLM API server version",
-    ("vllm", False): "headless multiproc executor",
-    ("sglang", True): "server_args=ServerArgs(",
-    ("sglang", False): "server_args=ServerArgs(",
-    ("vllm-ray", True): "Ray runtime started",
-    ("vllm-ray", False): "",  # a Ray worker can only join once the head runs: nothing to wait for
-}
+# Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.
+READY_MARKERS = catalogue.READY_MARKERS
+STARTED_MARKERS = catalogue.STARTED_MARKERS
 API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
 
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
 
 # Override keys that are not engine flags (everything else in ``config.overrides`` is a flag).
-CONTAINER_KEYS = {"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env", "extra_args"}
+CONTAINER_KEYS = {"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env", "extra_args",
+                  "secret_env"}
 # Serving keys consumed by the builders themselves, never passed through as flags.
 _CONSUMED = {"dist_init_port"}
+# Engine flags whose value is a secret: refused as overrides (they would land in the server's argv).
+SECRET_FLAGS = {"api_key", "admin_api_key", "hf_token", "token", "password", "secret"}
+SGLANG_KEY_FILE = "/tmp/dgx-console-sglang-secrets.yaml"  # inside the container, mode 0600
 
 
 class EngineConfigError(ValueError):
@@ -60,6 +65,7 @@ class LaunchSpec:
     argv: tuple[str, ...]  # docker run ... (secret values never appear here)
     secret_env: tuple[str, ...] = ()  # env names whose values the remote shell reads from stdin
     image: str = ""
+    api_key_env: str | None = None  # which of secret_env carries the API key (its value is not in cfg)
 
     def command(self) -> str:
         """The remote shell line. Secret values arrive on stdin (``read`` is a builtin: no argv)."""
@@ -116,6 +122,45 @@ def serving_settings(profile: Profile, overrides: Mapping[str, Any]) -> dict[str
     return merged
 
 
+def _no_secret_flags(settings: Mapping[str, Any], extra_args: list[Any]) -> None:
+    """A secret as an engine flag would sit in the server's argv: say where it belongs instead."""
+    for key in settings:
+        if key.lower() in SECRET_FLAGS:
+            raise EngineConfigError(f"overrides.{key}: a secret never goes on a command line; put it in "
+                                    f"[overrides.extra_env] (e.g. HF_TOKEN, VLLM_API_KEY) or api.api_key_env")
+    for a in extra_args:
+        flag = str(a).split("=", 1)[0].lstrip("-").replace("-", "_").lower()
+        if str(a).startswith("--") and flag in SECRET_FLAGS:
+            raise EngineConfigError(f"overrides.extra_args: {str(a).split('=', 1)[0]} carries a secret on the "
+                                    "command line; use [overrides.extra_env] or api.api_key_env")
+
+
+def secret_extra_env(cfg: Config) -> list[str]:
+    """Names in ``[overrides.extra_env]`` that are secret (by name pattern or ``secret_env``)."""
+    listed = secret_env_names(cfg)
+    return [str(k) for k in (cfg.overrides.get("extra_env") or {}) if is_secret_env(str(k), listed)]
+
+
+def secret_input(cfg: Config, spec: LaunchSpec, api_key: str | None) -> str | None:
+    """What the remote shell reads from stdin for ``spec`` (one line per secret name, in order);
+    None when the command reads nothing."""
+    if not spec.secret_env:
+        return None
+    extra = cfg.overrides.get("extra_env") or {}
+    lines = []
+    for name in spec.secret_env:
+        if name == spec.api_key_env:
+            if not api_key:
+                raise EngineConfigError("the API key is configured but empty (check api.api_key_env/file)")
+            value = api_key
+        else:
+            value = str(extra.get(name, ""))
+        if "\n" in value or "\r" in value:
+            raise EngineConfigError(f"{name}: a secret value must be one line")
+        lines.append(value + "\n")
+    return "".join(lines)
+
+
 def executor(cfg: Config) -> str:
     mode = str(cfg.overrides.get("executor", "mp"))
     if mode not in ("mp", "ray"):
@@ -166,9 +211,12 @@ def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[st
     extra = cfg.overrides.get("extra_env") or {}
     if not isinstance(extra, dict):
         raise EngineConfigError("overrides.extra_env: must be a table of NAME = value")
+    secret = set(secret_extra_env(cfg))
     env.update({str(k): str(v) for k, v in extra.items()})
     for k, v in env.items():
-        args += ["-e", f"{k}={v}"]
+        # a secret by name only: docker copies NAME's value from the environment of the shell
+        # that read it from stdin (see LaunchSpec.command)
+        args += ["-e", k if k in secret else f"{k}={v}"]
     return args
 
 
@@ -226,12 +274,15 @@ def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set:
     """The ``docker run`` for one station. ``api_key_set``: the head gets the key by env name."""
     p = cfg.profile
     mode = executor(cfg)
+    _no_secret_flags(serving_settings(p, cfg.overrides), list(cfg.overrides.get("extra_args") or []))
     args = container_args(cfg, station, rt)
-    secret: tuple[str, ...] = ()
+    secret: tuple[str, ...] = tuple(secret_extra_env(cfg))
     key_env = API_KEY_ENV.get(p.engine, "API_KEY")
-    if api_key_set and station.is_head:
-        args += ["-e", key_env]  # docker copies the value from the client's environment
-        secret = (key_env,)
+    with_key = api_key_set and station.is_head
+    if with_key:
+        if key_env not in secret:
+            args += ["-e", key_env]  # docker copies the value from the client's environment
+        secret = tuple(n for n in secret if n != key_env) + (key_env,)
     if p.engine == "vllm":
         serve = vllm_serve_args(cfg, station)
         if mode == "ray":
@@ -248,13 +299,18 @@ def build_launch(cfg: Config, station: Station, rt: StationRuntime, api_key_set:
             args += ["--entrypoint", "vllm", rt.image] + serve
     elif p.engine == "sglang":
         cmd = sglang_args(cfg, station)
-        if secret:
-            args += ["--entrypoint", "sh", rt.image, "-c", f'exec "$@" --api-key "${key_env}"', "sglang"] + cmd
+        if with_key:  # the key into a 0600 file inside the container, never into SGLang's argv
+            write_key = (f'import json, os; open("{SGLANG_KEY_FILE}", "w").write('
+                         f'json.dumps({{"api-key": os.environ["{key_env}"]}}))')
+            script = (f'umask 077 && python3 -c "$0" && unset {key_env} && '
+                      f'exec "$@" --config {SGLANG_KEY_FILE}')
+            args += ["--entrypoint", "sh", rt.image, "-c", script, write_key] + cmd
         else:
             args += [rt.image] + cmd
     else:
         raise EngineConfigError(f"profile {p.name}: unknown engine {p.engine!r}")
-    return LaunchSpec(station.name, station.rank, station.container, tuple(args), secret, rt.image)
+    return LaunchSpec(station.name, station.rank, station.container, tuple(args), secret, rt.image,
+                      api_key_env=key_env if with_key else None)
 
 
 def ready_marker(cfg: Config) -> str:

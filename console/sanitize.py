@@ -7,8 +7,11 @@ hostile server streaming ``ESC ] 52 ; c ; <base64> BEL`` would otherwise write t
 clipboard on every repaint. Complete escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit
 and 8-bit forms, and two-byte ``ESC x``) are removed; every other C0 control except tab and newline,
 DEL, C1 controls and the bidirectional overrides become a visible placeholder (``␀``, ``␛``, ``�``)
-so the operator sees that something was there. Every pattern is a character class or a single
-bounded run: linear in the length of the text (log lines can be megabytes).
+so the operator sees that something was there. A lone surrogate (what a JSON ``\\ud800`` decodes to)
+becomes ``�`` too: printing it would raise ``UnicodeEncodeError``. An unterminated string
+sequence ends at the end of its line, so one stray ``ESC ]`` never hides the lines after it. Every
+pattern is a character class or a single bounded run: linear in the length of the text (log lines
+can be megabytes).
 
 ``--json`` output keeps the data as it came: JSON escapes it.
 """
@@ -21,14 +24,15 @@ from rich.text import Text
 
 # A complete escape sequence: CSI (ESC [ or 0x9B) params, intermediates, final byte; a string
 # sequence OSC/DCS/SOS/PM/APC (ESC ] P X ^ _ or 0x9D 0x90 0x98 0x9E 0x9F) up to BEL or ST (ESC \ or
-# 0x9C) or, unterminated, to the end of the text; any other two-byte ``ESC x``.
+# 0x9C) or, unterminated, to the end of its line; any other two-byte ``ESC x``.
 _SEQUENCE = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -~]?"
 )
-# What is left after sequences: C0 (but tab, newline), DEL, C1, bidi embeddings/overrides/isolates.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# What is left after sequences: C0 (but tab, newline), DEL, C1, bidi embeddings/overrides/isolates,
+# lone surrogates.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _placeholder(m: re.Match[str]) -> str:

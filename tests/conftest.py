@@ -27,6 +27,12 @@ class SimHandle:
         start_service(self.world, gap_s=gap_s)
 
 
+@pytest.fixture(autouse=True)
+def _private_data_dir(tmp_path_factory, monkeypatch):
+    """Launch history and other XDG data go to a temporary directory, never the tester's home."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture
 async def sim_factory(tmp_path):
     """``await sim_factory(n=2, profile=..., faults=(), running=False, time_scale=0.005)``."""

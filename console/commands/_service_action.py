@@ -1,7 +1,9 @@
 """What ``launch``, ``stop`` and ``restart`` share: arguments, confirmation, progress, output.
 
-Progress goes to stderr as it happens; ``--json`` prints the result object on stdout. Exit 0 ok,
-1 failed or cancelled, 2 usage (``--read-only``, config errors, no ``--yes`` without a terminal).
+Progress goes to stderr as it happens; the verdict goes to stdout (``--json``: the result object
+instead). Exit 0 ok, 1 failed, cancelled, not clean after a stop, or a launch over a running
+service without ``--replace``; 2 usage (``--read-only``, config errors, no ``--yes`` without a
+terminal).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from console.actions import (
     ActionEvent,
     ActionFailed,
+    ActionPlan,
     ActionResult,
     PlannedCommand,
     ReadOnlyError,
@@ -25,12 +28,13 @@ from console.actions import (
 )
 from console.cli import UsageError, add_config_args
 from console.config import Config, load_config
-from console.engines import LaunchSpec
+from console.sanitize import one_line
 
 _HELP = {
-    "launch": "start the service: workers first, then the head; wait for ready, /health and the NCCL transport",
-    "stop": "stop the service: the head first, then the workers",
-    "restart": "docker start the stopped containers (workers, then head) and verify again",
+    "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
+              "streams a first token; checks the NCCL transport",
+    "stop": "stop the service (the head first, then the workers) and verify every station came back clean",
+    "restart": "stop and verify what runs, then docker start the containers (workers, then head) and verify again",
 }
 
 
@@ -44,9 +48,19 @@ def add_action_parser(sub, action: str, run) -> argparse.ArgumentParser:
         p.add_argument("--keep-on-failure", action="store_true",
                        help="leave started containers running when the start fails (default: stop them)")
         p.add_argument("--timeout", type=float, metavar="S",
-                       help="seconds to wait for the head to be ready (default: 2.5x the profile's cold load)")
+                       help="seconds to wait for the head to be ready and answer (default: 2.5x the profile's cold load)")
     if action == "launch":
         p.add_argument("--skip-checks", action="store_true", help="launch without the preflight checks")
+        p.add_argument("--replace", action="store_true",
+                       help="a service is running: stop it (verified) and launch a fresh one")
+        p.add_argument("--skip-fit", action="store_true",
+                       help="launch even when the fit estimate says it does not fit")
+        p.add_argument("--drop-caches", action="store_true",
+                       help="drop the page cache on every station before the estimate and the start (GB10: vLLM "
+                            "counts it as used memory; needs root or passwordless sudo)")
+    if action in ("stop", "restart"):
+        p.add_argument("--verify-timeout", type=float, metavar="S", default=30.0,
+                       help="seconds a station may take to come back clean after the stop (default 30)")
     p.set_defaults(func=run)
     return p
 
@@ -55,9 +69,11 @@ def _printer(json_mode: bool):
     def on_event(ev: ActionEvent) -> None:
         stamp = time.strftime("%H:%M:%S")
         if ev.kind == "log":
-            line = f"{stamp}   {ev.station} | {ev.text[:160]}"
+            line = f"{stamp}   {ev.station} | {one_line(ev.text, 160)}"
+        elif ev.kind == "timeline":
+            line = f"{stamp} {ev.station:>4}  · {ev.text}"
         else:
-            line = f"{stamp} {ev.station:>4}  {ev.text}"
+            line = f"{stamp} {ev.station:>4}  {one_line(ev.text)}"
         print(line, file=sys.stderr, flush=True)
 
     return on_event
@@ -65,35 +81,57 @@ def _printer(json_mode: bool):
 
 def _print_plan(plan: list[PlannedCommand], out=sys.stderr) -> None:
     for i, pc in enumerate(plan, 1):
-        print(f"{i}. [{pc.station}] {pc.what}:\n    {pc.preview}", file=out)
+        print(f"{i}. [{pc.station}] {pc.what}:\n    " + pc.preview.replace("\n", "\n    "), file=out)
+
+
+def print_fit(plan: ActionPlan, out=sys.stderr) -> None:
+    if plan.fit is None:
+        return
+    for f in plan.fit.fits:
+        print(f"fit [{f.station}]: weights {f.weights_gib:.1f} GiB per GPU of {f.total_gib:.1f} GiB; KV cache ~"
+              f"{f.kv_gib:.1f} GiB = {f.kv_tokens:,} tokens = {f.concurrency:.1f} x --max-model-len "
+              f"{f.settings.max_model_len:,} (max-num-seqs {f.settings.max_num_seqs}; {f.settings.source})", file=out)
+    for w in plan.fit.warnings():
+        print(f"fit {w.severity}: {w.text}" + (f"\n    fix: {w.fix}" if w.fix else ""), file=out)
 
 
 def _print_result(res: ActionResult, json_mode: bool) -> None:
+    """The verdict on stdout (``--json``: the result object on stdout, the verdict on stderr)."""
     if json_mode:
         print(json.dumps(res.to_json(), indent=2))
+    out = sys.stderr if json_mode else sys.stdout
     verdict = {"ok": "OK", "failed": "FAILED", "cancelled": "CANCELLED"}[res.result]
     extra = f"; NCCL transport: {res.transport}" if res.transport != "unknown" else ""
-    print(f"{res.action}: {verdict}: {res.summary}{extra}", file=sys.stderr)
+    print(f"{res.action}: {verdict}: {one_line(res.summary)}{extra}", file=out)
     for station, line in res.evidence:
-        print(f"    {station} | {line[:300]}", file=sys.stderr)
+        print(f"    {station} | {one_line(line, 300)}", file=out)
+    for name, v in res.verified.items():
+        print(f"    {name} stop verified: {one_line(v.summary())}", file=out)
+        for f in v.findings:
+            print(f"        fix: {f['fix']}", file=out)
+    for note in res.notes:
+        print(f"    {note}", file=out)
 
 
-def _confirm(action: str, plan: list[PlannedCommand]) -> bool:
-    _print_plan(plan)
+def _confirm(action: str, plan: ActionPlan) -> bool:
+    _print_plan(plan.commands)
+    print_fit(plan)
+    if plan.running:
+        print(f"WARNING: {plan.running}", file=sys.stderr)
+    verb = "replace the running service" if plan.running else f"{action} {'these' if plan.commands else 'the service'}"
     try:
-        answer = input(f"{action} {'these' if plan else 'the service'} now? [y/N] ")
+        answer = input(f"{verb} now? [y/N] ")
     except (EOFError, KeyboardInterrupt):
         print(file=sys.stderr)
         return False
     return answer.strip().lower() in ("y", "yes")
 
 
-async def _plan(cfg: Config, action: str, trust: bool) -> tuple[list[PlannedCommand], dict[str, LaunchSpec] | None]:
+async def _plan(cfg: Config, action: str, trust: bool) -> ActionPlan:
     svc = ServiceActions(cfg)
     try:
         await _trust(svc, trust)
-        specs = await svc.plan_launch() if action == "launch" else None
-        return svc.preview(action, specs), specs
+        return await svc.plan(action)
     finally:
         await svc.close()
 
@@ -107,9 +145,9 @@ async def _trust(svc: ServiceActions, trust: bool) -> None:
         await connect_with_trust(t, True)
 
 
-async def _act(cfg: Config, args: argparse.Namespace, action: str, specs: dict[str, LaunchSpec] | None
-               ) -> ActionResult:
-    svc = ServiceActions(cfg, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None))
+async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionPlan | None) -> ActionResult:
+    svc = ServiceActions(cfg, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None),
+                         verify_timeout_s=getattr(args, "verify_timeout", 30.0))
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     presses = 0
 
@@ -126,8 +164,9 @@ async def _act(cfg: Config, args: argparse.Namespace, action: str, specs: dict[s
         await _trust(svc, args.trust_host_key)
         keep = getattr(args, "keep_on_failure", False)
         if action == "launch":
-            return await svc.launch(skip_checks=args.skip_checks, specs=specs, on_failure=not keep,
-                                    on_cancel="keep" if keep else "stop")
+            return await svc.launch(skip_checks=args.skip_checks, specs=plan.specs if plan else None,
+                                    on_failure=not keep, on_cancel="keep" if keep else "stop",
+                                    replace=args.replace, skip_fit=args.skip_fit, drop_caches=args.drop_caches)
         if action == "stop":
             return await svc.stop()
         return await svc.restart(on_failure=not keep, on_cancel="keep" if keep else "stop")
@@ -142,27 +181,40 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
         raise UsageError(str(exc)) from None
     if getattr(args, "timeout", None) is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if getattr(args, "verify_timeout", 1.0) is not None and getattr(args, "verify_timeout", 1.0) < 0:
+        raise UsageError("--verify-timeout must be zero or more seconds")
     cfg = load_config(args.config)
-    specs = None
+    plan = None
     if args.dry_run or not args.yes:
         if not args.dry_run and not sys.stdin.isatty():
             raise UsageError(f"refusing to {action} without --yes (stdin is not a terminal to confirm on)")
         try:
-            plan, specs = asyncio.run(_plan(cfg, action, args.trust_host_key))
+            plan = asyncio.run(_plan(cfg, action, args.trust_host_key))
         except ActionFailed as exc:
             res = ActionResult(action, result="failed", summary=exc.detail, evidence=exc.evidence)
             _print_result(res, args.json)
             return 1
         if args.dry_run:
             if args.json:
-                print(json.dumps({"plan": [{"station": p.station, "what": p.what, "command": p.preview}
-                                           for p in plan]}, indent=2))
+                doc = {"plan": [{"station": p.station, "what": p.what, "command": p.preview} for p in plan.commands]}
+                if action == "launch":
+                    doc["running"] = plan.running
+                    doc["fit"] = plan.fit.to_json() if plan.fit else None
+                print(json.dumps(doc, indent=2))
             else:
-                _print_plan(plan, sys.stdout)
+                _print_plan(plan.commands, sys.stdout)
+                print_fit(plan, sys.stdout)
+                if plan.running:
+                    print(f"WARNING: {plan.running} (needs --replace)")
             return 0
-        if not _confirm(action, plan):
-            print(f"{action}: CANCELLED: nothing was changed", file=sys.stderr)
+        if plan.running and not args.replace:
+            res = ActionResult(action, result="failed",
+                               summary=f"{plan.running}: add --replace to stop it first (nothing was changed)")
+            _print_result(res, args.json)
             return 1
-    res = asyncio.run(_act(cfg, args, action, specs))
+        if not _confirm(action, plan):
+            print(f"{action}: CANCELLED: nothing was changed", file=sys.stdout)
+            return 1
+    res = asyncio.run(_act(cfg, args, action, plan))
     _print_result(res, args.json)
     return res.exit_code

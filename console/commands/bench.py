@@ -19,8 +19,10 @@ from typing import Any
 
 import httpx
 
-from console.cli import UsageError, add_config_args
+from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.config import BenchRow, load_config
+from console.safe_files import MIB, FileProblem, read_bytes
+from console.sanitize import one_line
 from console.serving.bench import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
@@ -36,6 +38,8 @@ from console.serving.bench import (
     save_report,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
+
+MAX_PROMPTS_BYTES = 256 * MIB
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,8 +78,8 @@ def _settings(args: argparse.Namespace) -> BenchSettings:
     _positive("--requests-per-level", args.requests_per_level)
     _positive("--warmup", args.warmup, zero_ok=True)
     _positive("--max-tokens", args.max_tokens)
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_seconds("--timeout", args.timeout)
+    check_api_key_arg(args.api_key)
     return BenchSettings(levels, args.requests_per_level, args.warmup, args.max_tokens, args.effort,
                          args.ignore_eos)
 
@@ -98,8 +102,8 @@ def _resolve(args: argparse.Namespace, settings: BenchSettings) -> _Target:
         cfg = load_config(getattr(args, "config", None))
     if not url:
         url = cfg.api_url()  # type: ignore[union-attr]
-    elif not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url must start with http:// or https:// (got {url!r})")
+    else:
+        check_url_arg(url)
     if cfg is not None:
         key = key or cfg.api_key()
         model = model or cfg.profile.served_model_name or None
@@ -114,13 +118,17 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     prompts = None
     if args.prompts:
+        try:  # a regular file of bounded size first: --prompts /dev/zero must not read forever
+            read_bytes(args.prompts, MAX_PROMPTS_BYTES)
+        except FileProblem as exc:
+            raise UsageError(f"--prompts {args.prompts}: {exc}") from None
         try:
             prompts = load_prompts(args.prompts)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(one_line(str(exc), 300)) from None
     target = _resolve(args, settings)
     for w in target.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {one_line(w, 500)}", file=sys.stderr)
     return asyncio.run(_bench(args, settings, prompts, target))
 
 
@@ -157,7 +165,8 @@ def _row(lv: LevelResult) -> str:
             f"errors {lv.errors}/{lv.requests}")
 
 
-def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = sys.stdout) -> None:
+def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up now: the CLI wraps stdout to keep it terminal-safe
     head = (f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
             f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}  reference (total / per-user)")
     print(head, file=out)
@@ -173,8 +182,8 @@ def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = 
         if lv.mismatch:
             print(f"C{lv.concurrency}: the server counted {lv.server_tokens:,} generated tokens, the benchmark "
                   f"{lv.output_tokens:,}: other traffic on the server, or replies without usage", file=out)
-        for e in lv.error_samples:
-            print(f"C{lv.concurrency}: error: {e}", file=out)
+        for e in lv.error_samples:  # the server's words: one sanitized line each
+            print(f"C{lv.concurrency}: error: {one_line(e, 300)}", file=out)
 
 
 async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tuple | None, t: _Target) -> int:
@@ -182,7 +191,7 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=top + 4,
                                                              max_keepalive_connections=top + 4))
     async with ApiClient(t.url, api_key=t.key, timeout=10.0, stream_timeout=args.timeout,
-                         transport=transport) as client:
+                         total_timeout=max(3600.0, 4 * args.timeout), transport=transport) as client:
         try:
             model = args.model or await resolve_model(client, t.model)
         except ApiError as exc:
@@ -215,7 +224,7 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
     else:
         print_table(report, t.reference)
     for w in report.warnings[len(t.warnings):]:  # what the server reported during the sweep
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {one_line(w, 500)}", file=sys.stderr)
     if report.cancelled:
         return 130
     return 1 if report.failed or not report.levels else 0

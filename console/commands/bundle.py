@@ -4,7 +4,13 @@ Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, ``*_TOK
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
 config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.checks`` is
 available), ``logs/<station>.log`` (the last N container log lines) and ``findings.json`` (the
-diagnosis over those logs and checks). An unreachable station is recorded, never fatal.
+diagnosis over those logs and checks). An unreachable station is recorded, never fatal. Besides the
+patterns, every secret value the config knows (``[overrides.extra_env]`` secrets, the API key) is
+masked wherever it appears.
+
+The archive is written to a fresh ``O_EXCL|O_NOFOLLOW`` temporary file in PATH's directory, then
+renamed over PATH: a symlink, a FIFO or a device at PATH is refused, an existing file needs
+``--force`` (``console/safe_files.py``).
 """
 
 from __future__ import annotations
@@ -24,9 +30,18 @@ import tomli_w
 
 from console import __version__
 from console.cli import UsageError, add_config_args
-from console.config import Config, config_to_dict, load_config
+from console.config import (
+    MAX_CONFIG_BYTES,
+    Config,
+    config_to_dict,
+    load_config,
+    masked_overrides,
+    secret_values,
+)
 from console.diagnose import Diagnoser, redact
 from console.diagnosis.fetch import StationLog, fetch_station_log
+from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing
+from console.sanitize import one_line
 
 DEFAULT_TAIL = 2000
 CHECKS_TIMEOUT_S = 180.0
@@ -66,25 +81,38 @@ def _config_text(config: Config) -> str | None:
     if not config.path:
         return None
     try:
-        return redact(Path(config.path).read_text())
-    except OSError:
+        return redact(read_text(config.path, MAX_CONFIG_BYTES))
+    except FileProblem:
         return None
+
+
+def _masker(config: Config):
+    """``redact`` plus every secret value the config knows, replaced wherever it appears."""
+    values = [v for v in secret_values(config) if len(v) >= 4]
+
+    def mask(text: str) -> str:
+        for v in values:
+            text = text.replace(v, "***")
+        return redact(text)
+
+    return mask
 
 
 def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = True, trust: bool = False
                  ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The archive members (name -> bytes) and the manifest."""
     logs, checks, checks_error = asyncio.run(_collect(config, tail, with_checks, trust))
-    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+    mask = _masker(config)  # the patterns, and the config's own secret values wherever they appear
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
     members: dict[str, bytes] = {}
     stations = []
     for log in logs:
         d.feed(log.station, log.lines)
         if log.ok:
-            members[f"logs/{log.station}.log"] = "".join(redact(x) + "\n" for x in log.lines).encode()
+            members[f"logs/{log.station}.log"] = "".join(mask(x) + "\n" for x in log.lines).encode()
         else:
-            members[f"logs/{log.station}.error.txt"] = (redact(log.error or "") + "\n").encode()
-        stations.append({"name": log.station, "reachable": log.ok, "error": redact(log.error) if log.error else None,
+            members[f"logs/{log.station}.error.txt"] = (mask(log.error or "") + "\n").encode()
+        stations.append({"name": log.station, "reachable": log.ok, "error": mask(log.error) if log.error else None,
                          "log_lines": len(log.lines)})
     if checks is not None:
         d.add_check_results(checks)
@@ -100,48 +128,81 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
         "findings": len(findings),
         "redaction": "API keys, hub tokens, Bearer credentials and *_TOKEN / *_KEY / *_SECRET values are masked",
     }
-    members["manifest.json"] = json.dumps(manifest, indent=2).encode()
+    members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
     text = _config_text(config)
     if text is not None:
-        members["config.toml"] = text.encode()
-    members["config.effective.toml"] = redact(tomli_w.dumps(config_to_dict(config))).encode()
-    members["checks.json"] = json.dumps(
+        members["config.toml"] = mask(text).encode()
+    effective = config_to_dict(config)
+    if "overrides" in effective:
+        effective["overrides"] = masked_overrides(config)
+    members["config.effective.toml"] = mask(tomli_w.dumps(effective)).encode()
+    members["checks.json"] = json.dumps(_masked(
         {"checks": [_check_dict(r) for r in checks]} if checks is not None else {"checks": [], "error": checks_error},
-        indent=2).encode()
-    members["findings.json"] = json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2).encode()
+        mask), indent=2).encode()
+    members["findings.json"] = json.dumps(_masked({"findings": [f.to_dict() for f in findings]}, mask),
+                                          indent=2).encode()
     return members, manifest
 
 
-def write_archive(path: Path, members: dict[str, bytes]) -> None:
+def _masked(obj: Any, mask) -> Any:
+    """Every string inside ``obj`` masked (before JSON encoding, so no escape hides a value)."""
+    if isinstance(obj, str):
+        return mask(obj)
+    if isinstance(obj, dict):
+        return {k: _masked(v, mask) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_masked(v, mask) for v in obj]
+    return obj
+
+
+def write_archive(path: Path, members: dict[str, bytes], force: bool = False) -> None:
+    """The tar.gz, written safely (see ``safe_files.write_replacing``); FileProblem when refused."""
     top = "dgx-console-bundle-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     now = time.time()
-    tmp = path.with_name(path.name + ".part")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size, info.mtime, info.mode = len(data), now, 0o600
-            tar.addfile(info, io.BytesIO(data))
-    tmp.replace(path)
+
+    def write(fh) -> None:
+        with tarfile.open(fileobj=fh, mode="w:gz") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size, info.mtime, info.mode = len(data), now, 0o600
+                tar.addfile(info, io.BytesIO(data))
+
+    write_replacing(path, write, force=force)
+
+
+def _check_path(arg: str, path: Path, force: bool) -> None:
+    if path.is_dir() and not path.is_symlink():
+        raise UsageError(f"{arg}: is a directory (give a file name, e.g. bundle.tar.gz)")
+    if not path.parent.is_dir():
+        raise UsageError(f"{arg}: directory {path.parent} does not exist")
+    try:
+        check_target(path, force)
+    except FileProblem as exc:
+        raise UsageError(f"{arg}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     if args.tail < 1:
         raise UsageError(f"--tail must be >= 1, got {args.tail}")
-    path = Path(args.path).expanduser()
-    if path.is_dir():
-        raise UsageError(f"{args.path}: is a directory (give a file name, e.g. bundle.tar.gz)")
-    if not path.parent.is_dir():
-        raise UsageError(f"{args.path}: directory {path.parent} does not exist")
+    try:
+        path = expand(args.path)
+        _check_path(args.path, path, args.force)  # before the minutes of collecting
+    except ValueError:  # an embedded NUL
+        raise UsageError(f"{one_line(repr(args.path), 100)}: not a valid path") from None
+    except OSError as exc:  # a name too long, a directory we may not read
+        raise UsageError(f"{one_line(args.path, 100)}: {exc.strerror or exc}") from None
     config = load_config(args.config)
     members, manifest = build_bundle(config, args.tail, not args.no_checks, args.trust_host_key)
     try:
-        write_archive(path, members)
+        write_archive(path, members, force=args.force)
+    except FileProblem as exc:
+        raise UsageError(f"{args.path}: {exc}") from None
     except OSError as exc:
-        raise UsageError(f"{args.path}: cannot write: {exc.strerror}") from None
+        raise UsageError(f"{args.path}: cannot write: {exc.strerror or exc}") from None
     down = [s["name"] for s in manifest["stations"] if not s["reachable"]]
     for s in manifest["stations"]:
         if s["error"]:
-            print(f"dgx-console: {s['name']}: {s['error']}", file=sys.stderr)
+            print(f"dgx-console: {s['name']}: {one_line(s['error'], 500)}", file=sys.stderr)
     print(f"wrote {path} ({manifest['findings']} findings, {len(manifest['stations']) - len(down)}/"
           f"{len(manifest['stations'])} stations read"
           + (f"; unreachable: {', '.join(down)}" if down else "") + ")")
@@ -155,4 +216,5 @@ def register(sub) -> None:
     p.add_argument("--tail", type=int, default=DEFAULT_TAIL, metavar="N",
                    help=f"log lines per station (default {DEFAULT_TAIL})")
     p.add_argument("--no-checks", action="store_true", help="do not run the link/preflight checks")
+    p.add_argument("--force", action="store_true", help="replace PATH if it is an existing regular file")
     p.set_defaults(func=run)

@@ -3,6 +3,8 @@
 Streams reasoning (dimmed when stdout is a terminal) and content as they arrive, then prints TTFT,
 output tokens and tokens/s on stderr; ``--json`` prints the contract object instead. Exit 0 on a
 reply (warnings included), 1 when the server is unhealthy or errors, 2 on usage errors.
+The reply is outside text: printed sanitized (``--json`` keeps it raw, JSON-escaped); ``--timeout``
+bounds the gap between data events, ``--max-time`` the whole reply.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import json
 import os
 import sys
 
-from console.cli import UsageError, add_config_args
+from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
+from console.sanitize import clean, one_line
 from console.serving.client import (
     EFFORTS,
     SMOKE_TOOL,
@@ -42,7 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, metavar="T")
     p.add_argument("--no-think", action="store_true", help="turn reasoning off (enable_thinking=false)")
     p.add_argument("--tool-test", action="store_true", help="offer a get_weather tool and show the parsed call")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="longest wait for the next chunk")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="longest wait for the next data event (keep-alive comments do not count)")
+    p.add_argument("--max-time", type=float, default=900.0, metavar="S",
+                   help="longest whole reply, however steadily the server sends (default 900)")
     p.add_argument("--json", action="store_true", help="print the reply as one JSON object")
     p.set_defaults(func=run)
 
@@ -53,8 +59,9 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
         raise UsageError("--max-tokens must be a positive integer")
     if args.temperature is not None and not 0.0 <= args.temperature <= 2.0:
         raise UsageError("--temperature must be between 0 and 2")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_seconds("--timeout", args.timeout)
+    check_seconds("--max-time", args.max_time)
+    check_api_key_arg(args.api_key)
     if not args.message and not args.tool_test:
         raise UsageError("--message TEXT is required (or --tool-test)")
     url, key, model = args.url, args.api_key, args.model
@@ -65,9 +72,10 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
         url = cfg.api_url()
         key = key or cfg.api_key()
         model = model or cfg.profile.served_model_name or None
-    elif not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url must start with http:// or https:// (got {url!r})")
+    else:
+        check_url_arg(url)
     return url, key, model
+
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint: str | None) -> int:
     tty = sys.stdout.isatty() and not args.json and not os.environ.get("NO_COLOR")
-    async with ApiClient(url, api_key=key, timeout=10.0, stream_timeout=args.timeout) as client:
+    async with ApiClient(url, api_key=key, timeout=10.0, stream_timeout=args.timeout,
+                         total_timeout=args.max_time) as client:
         model = args.model
         if not model:
             try:
@@ -121,7 +130,7 @@ class _Printer:
             if ev.kind == "reasoning":
                 sys.stdout.write(DIM if self.tty else "[reasoning] ")
             self.mode = ev.kind
-        sys.stdout.write(ev.text)
+        sys.stdout.write(clean(ev.text))  # model output: no escape sequence reaches the terminal
         sys.stdout.flush()
 
     def done(self) -> None:
@@ -133,8 +142,8 @@ class _Printer:
 def _summary(r: ChatResult) -> None:
     for call in r.tool_calls:
         fn = call.get("function", {})
-        print(f"tool call: {fn.get('name')}({fn.get('arguments')})")
-    parts = [f"finish: {r.finish_reason}"]
+        print(f"tool call: {one_line(str(fn.get('name')), 200)}({one_line(str(fn.get('arguments')), 4000)})")
+    parts = [f"finish: {one_line(str(r.finish_reason), 40)}"]
     if r.ttft_s is not None:
         parts.append(f"TTFT {r.ttft_s * 1000:.0f} ms")
     if r.output_tokens is not None:
@@ -143,7 +152,7 @@ def _summary(r: ChatResult) -> None:
         parts.append(f"{r.tokens_per_s:.1f} tok/s")
     print("; ".join(parts), file=sys.stderr)
     for w in r.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {one_line(w, 500)}", file=sys.stderr)
 
 
 def _fail(args: argparse.Namespace, exc: ApiError, partial: ChatResult | None = None) -> int:

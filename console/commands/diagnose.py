@@ -3,7 +3,9 @@
 Files, stdin (``-``) and the live container logs of configured stations are read into one
 Diagnoser, so a watchdog timeout on the head is ranked under the socket fallback on the worker.
 Exit 0 when nothing is wrong, 1 on any error or warning finding (or an unreadable station),
-2 on usage errors (a missing file, an unknown station).
+2 on usage errors (a missing file, an unknown station). Log lines are outside text: a line longer
+than ``MAX_LINE`` is cut (with a marker) as it is read, and everything printed is sanitized
+(``--json`` keeps the text, JSON-escaped).
 """
 
 from __future__ import annotations
@@ -17,9 +19,29 @@ from pathlib import Path
 from console.cli import UsageError, add_config_args
 from console.config import Config, load_config
 from console.diagnose import Diagnoser, Finding, has_problems
+from console.sanitize import clean, clip, one_line
 
 DEFAULT_TAIL = 5000
 BATCH = 4096
+MAX_LINE = 64 * 1024  # characters of one log line kept for the diagnosis (a 1 GB line is cut)
+
+
+def bounded_lines(fh, limit: int = MAX_LINE):
+    """Lines of a text stream, each at most ``limit`` characters (plus a marker); memory stays
+    bounded whatever the file holds (no newline for gigabytes)."""
+    while True:
+        line = fh.readline(limit)
+        if not line:
+            return
+        if len(line) == limit and not line.endswith("\n"):
+            cut = 0
+            while True:  # skip the rest of this line
+                more = fh.readline(limit)
+                cut += len(more)
+                if not more or more.endswith("\n"):
+                    break
+            line = line + f"… [+{cut:,} chars]"
+        yield line
 
 
 def _feed(d: Diagnoser, source: str, lines) -> int:
@@ -38,16 +60,21 @@ def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
     sources = []
     for name in inputs:
         if name == "-":
-            sources.append({"source": "stdin", "lines": _feed(d, "stdin", sys.stdin), "error": None})
+            sources.append({"source": "stdin", "lines": _feed(d, "stdin", bounded_lines(sys.stdin)),
+                            "error": None})
             continue
         p = Path(name)
-        if not p.is_file():
-            raise UsageError(f"{name}: no such file")
         try:
+            if not p.exists():
+                raise UsageError(f"{name}: no such file")
+            if not p.is_file():
+                raise UsageError(f"{name}: not a regular file (a directory, FIFO or device)")
             with p.open(encoding="utf-8", errors="replace") as fh:
-                sources.append({"source": name, "lines": _feed(d, name, fh), "error": None})
+                sources.append({"source": name, "lines": _feed(d, name, bounded_lines(fh)), "error": None})
         except OSError as exc:
             raise UsageError(f"{name}: cannot read: {exc.strerror}") from None
+        except ValueError:  # an embedded NUL in the name
+            raise UsageError(f"{one_line(repr(name), 100)}: not a valid path") from None
     return sources
 
 
@@ -68,22 +95,27 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
     out = []
     for log in asyncio.run(all_logs()):
         if log.error:
-            print(f"dgx-console: {log.station}: {log.error}", file=sys.stderr)
+            print(f"dgx-console: {log.station}: {one_line(log.error, 500)}", file=sys.stderr)
         out.append({"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error})
+        if log.container is not None and log.container.state in ("exited", "dead"):
+            d.note_exit(log.station, log.container.exit_code, f"container {log.container.name}",
+                        oom_killed=log.container.oom_killed)
     return out
 
 
 def format_finding(f: Finding) -> str:
-    head = f"{f.severity.upper():8}{f.id}  [{f.station}]" + (f"  x{f.count}" if f.count > 1 else "")
-    out = [head, f"    cause: {f.cause}"]
+    """A finding as text. Evidence lines are the station's words: one sanitized line each,
+    overlong ones shortened with a marker."""
+    head = f"{f.severity.upper():8}{f.id}  [{one_line(f.station, 60)}]" + (f"  x{f.count}" if f.count > 1 else "")
+    out = [head, f"    cause: {one_line(f.cause, 500)}"]
     if f.explained_by:
-        out.append(f"    likely explained by: {f.explained_by}")
+        out.append(f"    likely explained by: {one_line(f.explained_by, 120)}")
     for ev in f.evidence:
         where = f"{ev.source}:{ev.line}" if ev.line is not None else ev.source
-        out.append(f"    {where}: {ev.text}")
+        out.append(f"    {one_line(where, 200)}: {one_line(ev.text, 400)}")
         for c in ev.context[-4:]:
-            out.append(f"        | {c}")
-    out.append(f"    fix: {f.fix}")
+            out.append(f"        | {one_line(c, 400)}")
+    out.append("    fix: " + clip(clean(f.fix).replace("\n", "\n         "), 2000))
     return "\n".join(out)
 
 
@@ -93,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.inputs and not args.station:
         raise UsageError("diagnose needs FILE..., - (stdin), or --station NAME")
     config = load_config(args.config) if (args.station or args.config) else None
-    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None)
+    d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None,
+                  nodes=config.profile.nnodes if config else None)
     sources = _read_inputs(d, args.inputs)
     if args.station:
         sources += _read_stations(d, config, args.station, args.tail, args.trust_host_key)

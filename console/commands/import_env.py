@@ -1,17 +1,22 @@
-"""``dgx-console import-env ENVFILE [ENVFILE ...] [--out PATH]``: a config from ~/glm53.env files."""
+"""``dgx-console import-env ENVFILE [ENVFILE ...] [--out PATH]``: a config from ~/glm53.env files.
+
+Env files are read only when they are regular UTF-8 text files of at most 1 MB (``import-env
+/bin/ls`` is one line, exit 2); ``--out`` is written like ``bundle``: never through a symlink, never
+over anything but a regular file, an existing one only with ``--force``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 import tomli_w
 
 from console.cli import UsageError
-from console.config import DEFAULT_PROFILE, ConfigError, builtin_profiles
+from console.config import DEFAULT_PROFILE, MAX_CONFIG_BYTES, ConfigError, builtin_profiles
 from console.envfile_import import ImportEnvError, config_from_envs
+from console.safe_files import FileProblem, expand, read_text, write_replacing
+from console.sanitize import one_line
 
 
 def _hosts(pairs: list[str]) -> dict[str, str]:
@@ -28,28 +33,29 @@ def run(args: argparse.Namespace) -> int:
     files = []
     for path in args.envfiles:
         try:
-            files.append((path, Path(path).expanduser().read_text()))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+            files.append((path, read_text(expand(path), MAX_CONFIG_BYTES)))
+        except FileProblem as exc:
+            raise UsageError(f"{path}: {exc}") from None
     try:
         imported = config_from_envs(files, args.profile, _hosts(args.host), args.user)
     except ImportEnvError as exc:
         raise UsageError(str(exc)) from None
     except ConfigError as exc:
         raise UsageError(f"--profile: {exc.message}") from None
-    text = "# imported by dgx-console import-env from " + ", ".join(args.envfiles) + "\n"
+    text = "# imported by dgx-console import-env from " + one_line(", ".join(args.envfiles), 500) + "\n"
     text += tomli_w.dumps(imported.config)
     for note in imported.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {one_line(note, 500)}", file=sys.stderr)
     if not args.out:
         sys.stdout.write(text)
         return 0
-    out = Path(args.out).expanduser()
-    if out.exists() and not args.force:
-        raise UsageError(f"{out} exists (use --force to replace it)")
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    out = expand(args.out)
+    try:
+        write_replacing(out, lambda fh: fh.write(text.encode()), force=args.force, mode=0o644)
+    except FileProblem as exc:
+        raise UsageError(f"{out}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {out} ({len(imported.config['stations'])} stations, profile {imported.config['profile']})",
           file=sys.stderr)
     return 0

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from console.cli import UsageError, add_config_args
+from console.cli import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
 from console.messages import (
@@ -187,10 +187,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.seconds is not None and args.seconds <= 0:
-        raise UsageError("--seconds: must be > 0")
-    if args.interval <= 0:
-        raise UsageError("--interval: must be > 0")
+    if args.seconds is not None:
+        check_seconds("--seconds", args.seconds, limit=366 * 86400.0)
+    check_seconds("--interval", args.interval, limit=3600.0)
     config = load_config(args.config)
 
     async def main() -> None:

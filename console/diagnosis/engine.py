@@ -3,29 +3,61 @@
 The hot path (``Diagnoser.feed``) joins a batch once and probes it with ``str.find`` for each
 catalogue anchor; only lines an anchor hit are cleaned and matched against regexes. A healthy
 log therefore costs one join and a few dozen C-level scans per batch.
+
+Some findings are decided from context, not from one line: NCCL's socket plugin announces its
+interface even when NCCL then picks IB/RoCE, a missing verbs library does not matter on one node,
+GPUDirect being off is normal where the profile expects it (GB10), NCCL versions only mismatch
+across hosts. Those lines are kept as *contextual evidence* and judged in ``ranked()`` against
+what the sources showed (the network NCCL chose, the channel lines, ``nNodes``, the number of
+stations, the profile). A traceback, ERROR/CRITICAL line, NCCL WARN or non-zero exit that no
+entry explains becomes ``unrecognised-error``, ranked below every specific finding.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import re
-from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from console.diagnosis import catalogue as cat
+from console.diagnosis.scan import KeyIndex
 from console.diagnosis.text import clean, redact, shorten
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
 TAIL = 256  # lines kept per source for traceback context
 MAX_FRAMES = 12
+FIRST_FRAMES = 6  # traceback lines shown for an error no entry explains
 HANG_AFTER_LINES = 200  # lines logged after the last NCCL "Init START" with no "Init COMPLETE"
-_TRACEBACK = "Traceback (most recent call last)"
-_CODE_LINE = re.compile(r"\braise\s+[\w.]+\(|^\s*>\s")
+EXPLAIN_WINDOW = 50  # a specific finding this many lines around an error line explains it
+MAX_CANDIDATES = 20  # unexplained error lines remembered per source (the count goes on)
+OPEN_TRACEBACK_LINES = 50  # a traceback with no exception line after this many lines is itself evidence
+_CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
+_LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight")
+# Prefixes before the message (matched repeatedly at the start; each alternative is bounded):
+# Ray/vLLM process tags, torchrun ranks, docker compose, SGLang's time/rank, vLLM's level+time+source,
+# uvicorn's level.
+_PREFIX = re.compile(
+    r"^\s*+(?:\((?:\w++)(?: pid=\d++)?(?:, ip=[\d.]++)?\)\s*+"
+    r"|\[rank\d++\]:\s?"
+    r"|[\w.\-]++\s++\|\s"
+    r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]++(?: [A-Z]{2,3}\d++)*+\]\s*+"
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s++\d\d-\d\d\s[\d:.]++\s(?:\[[^\]]*+\]|[\w.]++:\d++\])\s?"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s++)")
+
+
+def message_of(text: str) -> str:
+    """The message part of a log line: known prefixes (process, rank, time, level, source) removed."""
+    for _ in range(5):
+        m = _PREFIX.match(text)
+        if not m or not m.end():
+            break
+        text = text[m.end():]
+    return text
 
 
 @dataclass(frozen=True)
@@ -48,7 +80,7 @@ class Finding:
     severity: str
     station: str
     cause: str
-    fix: str
+    remedy: str  # what to change (no console command in it: see ``next``)
     evidence: list[Evidence] = field(default_factory=list)
     count: int = 0
     first_seen_line: int | None = None
@@ -57,11 +89,26 @@ class Finding:
     seq: int = 0  # global arrival order of the first evidence line
     explained_by: str | None = None  # "id@station" of the likely root cause, for symptoms
     origin: str = "log"  # "log" or "check"
+    next: str | None = None  # a catalogue.NEXT_STEPS key: what the console itself can do next
     _cause_rank: int = 1 << 30
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.id, self.station)
+
+    @property
+    def fix(self) -> str:
+        """The remedy and, for the command line, the console command that helps next."""
+        step = cat.NEXT_STEPS.get(self.next or "")
+        if not step or step[0] in self.remedy:
+            return self.remedy
+        return f"{self.remedy}; {step[0].replace('NAME', self.station)}"
+
+    @property
+    def next_action(self) -> str | None:
+        """The TUI's wording of the next step ("press k to run the link checks now"), or None."""
+        step = cat.NEXT_STEPS.get(self.next or "")
+        return step[1] if step else None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -87,14 +134,62 @@ class CheckResultLike(Protocol):
 
 
 @dataclass
+class _Contextual:
+    """One line of contextual evidence (a catalogue Role), judged in ``ranked()``."""
+
+    sig: cat.Signature
+    hit: cat.Hit | None
+    ev: Evidence
+    ts: str | None
+    seq: int
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Candidate:
+    """An error line no signature matched (possible evidence of ``unrecognised-error``)."""
+
+    ev: Evidence
+    summary: str
+    ts: str | None
+    seq: int
+
+
+@dataclass
 class _Source:
     count: int = 0
     tail: list[str] = field(default_factory=list)
     facts: dict[str, int] = field(default_factory=dict)
+    networks: set[str] = field(default_factory=set)  # "ib" / "socket": the networks NCCL chose
+    via: set[str] = field(default_factory=set)  # channel kinds: "ib", "socket", "gdr", "local"
+    nnodes: int = 0
+    nccl: bool = False  # any NCCL line seen (this source takes part in NCCL)
+    load_start: int = 0  # last line that started loading weights
+    load_end: int = 0  # last line that finished loading weights
+    cap_hi: tuple[int, int] | None = None  # highest CUDA capability this PyTorch build supports
+    cap_list: tuple[int, ...] = ()  # "supports CUDA capabilities sm_50 ..." as numbers (50, ...)
+    gdr_on: bool = False
+    roles: dict[str, list[_Contextual]] = field(default_factory=dict)
+    role_counts: dict[str, int] = field(default_factory=dict)
+    matched: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=512))  # (line, rank)
+    candidates: list[_Candidate] = field(default_factory=list)
+    open_traceback: _Candidate | None = None
 
 
 def _worse(a: str, b: str) -> str:
     return a if cat.SEVERITY_ORDER[a] <= cat.SEVERITY_ORDER[b] else b
+
+
+def _network_kind(name: str) -> str:
+    return "socket" if name.lower().startswith("socket") else "ib"
+
+
+# anchor -> (signatures, context probes, generic?) for the batch prefilter
+_ANCHOR_TABLE: dict[str, tuple[tuple[cat.Signature, ...], tuple[tuple[str, re.Pattern[str]], ...], bool]] = {}
+for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
+    _ANCHOR_TABLE[_a] = (cat.ANCHORS.get(_a, ()), cat.CONTEXT_ANCHORS.get(_a, ()), _a in cat.GENERIC_ANCHORS)
+
+_INDEX = KeyIndex(_ANCHOR_TABLE)
 
 
 class Diagnoser:
@@ -102,14 +197,21 @@ class Diagnoser:
 
     ``gpudirect_expected``: True where the profile promises GPUDirect RDMA (GB300), so a
     "GPU Direct RDMA Disabled" line is a warning there and only info elsewhere (GB10).
+    ``nodes``: how many stations the service spans (from the config), when known; otherwise it is
+    read from the logs (NCCL's nNodes, network channel lines, how many sources speak NCCL).
     """
 
-    def __init__(self, gpudirect_expected: bool | None = None):
+    def __init__(self, gpudirect_expected: bool | None = None, nodes: int | None = None):
         self.gpudirect_expected = gpudirect_expected
+        self.nodes = nodes
         self._findings: dict[tuple[str, str], Finding] = {}
         self._sources: dict[str, _Source] = {}
+        self._versions: dict[tuple[str, str], tuple[str, Evidence, str | None, int]] = {}
+        self._exits: dict[str, _Candidate] = {}
         self._seq = 0
         self.version = 0  # bumps on any change, counts included
+        self._ranked_at = -1
+        self._ranked: list[Finding] = []
 
     # ------------------------------------------------------------ hot path
 
@@ -123,25 +225,15 @@ class Diagnoser:
         base = st.count
         st.count += len(lines)
         blob = "\n".join(lines)
-        hits: dict[int, list[str]] | None = None
-        starts: list[int] | None = None
-        find = blob.find
-        for anchor in cat.ANCHORS:
-            i = find(anchor)
-            if i < 0:
-                continue
-            if starts is None:
-                starts = [0, *itertools.accumulate(len(s) + 1 for s in lines)]
-                hits = {}
-            while i >= 0:
-                idx = bisect_right(starts, i) - 1
-                hits.setdefault(idx, []).append(anchor)  # type: ignore[union-attr]
-                i = find(anchor, starts[idx + 1])
+        hits = _INDEX.hits(lines, blob)
+        if not st.nccl and "NCCL " in blob:
+            st.nccl = True
         for fact, flag in cat.FACTS.items():
             j = blob.rfind(fact)
             if j >= 0:
                 st.facts[flag] = st.facts.get(flag, 0) + 1
                 st.facts[flag + "_line"] = base + blob.count("\n", 0, j) + 1
+                st.nccl = True
         changed = False
         if hits:
             for idx in sorted(hits):
@@ -154,9 +246,23 @@ class Diagnoser:
         text, ts = clean(lines[idx])
         if _CODE_LINE.search(text):  # source code quoted in a traceback frame, not the error itself
             return False
-        sigs = {s for a in anchors for s in cat.ANCHORS[a]}
-        changed = False
+        repeated = 1
+        if text.endswith("cluster]"):
+            rep = cat.RAY_REPEATED.search(text)
+            if rep:
+                repeated = int(rep.group("n"))
+                text = text[:rep.start()]
+        sigs: set[cat.Signature] = set()
+        probes: list[tuple[str, re.Pattern[str]]] = []
+        generic = False
+        for a in anchors:
+            s, p, g = _ANCHOR_TABLE[a]
+            sigs.update(s)
+            probes.extend(p)
+            generic |= g
+        changed = self._probe(source, st, text, lineno, probes, lines, idx) if probes else False
         done: set[str] = set()
+        matched = False
         context: tuple[str, ...] | None = None
         for sig in sorted(sigs, key=cat.ORDER.__getitem__) if len(sigs) > 1 else sigs:
             if sig.id in done:
@@ -175,6 +281,12 @@ class Diagnoser:
                 if not sig.needs_context.search(near):
                     continue
             done.add(sig.id)
+            matched = True
+            if sig.role is not None:
+                changed |= self._record_role(source, st, sig, hit if isinstance(hit, cat.Hit) else None, m, text,
+                                             lineno, ts)
+                continue
+            hit = self._phase_hit(st, sig, hit if isinstance(hit, cat.Hit) else None, lines, idx)
             f = self._findings.get((sig.id, source))
             if f is not None and len(f.evidence) >= MAX_EVIDENCE:
                 ev = None  # already enough evidence: count it, skip the text work
@@ -182,18 +294,166 @@ class Diagnoser:
                 if context is None:
                     context = self._context(st, lines, idx) if _EXCEPTION.search(text) else ()
                 ev = Evidence(source, lineno, shorten(redact(text)), context)
-            changed |= self._record(source, sig, hit if isinstance(hit, cat.Hit) else None, ev, lineno, ts)
+            rank = self._rank_of(sig, hit)
+            st.matched.append((lineno, rank))
+            changed |= self._record(source, sig, hit, ev, lineno, ts, repeated)
+        if matched:
+            st.open_traceback = None
+        elif generic:
+            changed |= self._generic(source, st, lines, idx, lineno, text, ts)
         return changed
+
+    # ------------------------------------------------------------ context
+
+    def _probe(self, source: str, st: _Source, text: str, lineno: int,
+               probes: list[tuple[str, re.Pattern[str]]], lines: list[str], idx: int) -> bool:
+        changed = False
+        for fact, pat in probes:
+            m = pat.search(text)
+            if m is None and fact == "cap_range":  # PyTorch prints the range on the lines that follow
+                m = pat.search("\n".join(lines[idx + 1:idx + 4]))
+            if not m:
+                continue
+            if fact == "network":
+                kind = _network_kind(m.group("v"))
+                changed |= kind not in st.networks
+                st.networks.add(kind)
+            elif fact == "via":
+                kinds = {_network_kind(m.group("v"))} | ({"gdr"} if m.group("gdr") else set())
+                changed |= not kinds <= st.via
+                st.via |= kinds
+            elif fact == "via_local":
+                st.via.add("local")
+            elif fact == "nnodes":
+                n = int(m.group("v"))
+                changed |= n > st.nnodes
+                st.nnodes = max(st.nnodes, n)
+            elif fact == "version":
+                changed |= self._note_version(source, text, m.group("v"), lineno)
+            elif fact == "load_start":
+                st.load_start = lineno
+            elif fact == "load_end":
+                st.load_end = lineno
+            elif fact == "cap_range":
+                st.cap_hi = (int(m.group("hi")), int(m.group("him")))
+                changed = True
+            elif fact == "cap_list":
+                st.cap_list = tuple(int(x) for x in re.findall(r"sm_(\d+)", m.group("v")))
+                changed = True
+            elif fact == "gdr_on":
+                st.gdr_on = True
+        if changed:
+            self.version += 1
+        return changed
+
+    def _note_version(self, source: str, text: str, version: str, lineno: int) -> bool:
+        host_m = cat.NCCL_HOST.search(text)
+        ray_m = cat.RAY_IP.search(text) if host_m is None else None
+        host = host_m.group("host") if host_m else (ray_m.group("ip") if ray_m else "")
+        key = (source, host)
+        if key in self._versions and self._versions[key][0] == version:
+            return False
+        self._seq += 1
+        self._versions[key] = (version, Evidence(source, lineno, shorten(redact(text))), None, self._seq)
+        return True
+
+    def _record_role(self, source: str, st: _Source, sig: cat.Signature, hit: cat.Hit | None,
+                     m: re.Match[str] | None, text: str, lineno: int, ts: str | None) -> bool:
+        role = sig.role or ""
+        st.role_counts[role] = st.role_counts.get(role, 0) + 1
+        if role == "gdr-disabled" and "NET/Socket" in text:
+            return False  # "GPU Direct RDMA Disabled" for a socket "HCA": the socket fallback says it all
+        kept = st.roles.setdefault(role, [])
+        self.version += 1
+        if len(kept) >= MAX_EVIDENCE:
+            return False
+        self._seq += 1
+        values = {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
+        kept.append(_Contextual(sig, hit, Evidence(source, lineno, shorten(redact(text))), ts, self._seq, values))
+        return len(kept) == 1  # more evidence of a known role changes counts, not the findings
+
+    def _phase_hit(self, st: _Source, sig: cat.Signature, hit: cat.Hit | None, lines: list[str],
+                   idx: int) -> cat.Hit | None:
+        """An OOM while the weights load means they do not fit: another fix than an OOM at run time."""
+        if sig.id != "cuda-oom" or (hit is not None and hit.cause):
+            return hit
+        loading = st.load_start > st.load_end
+        if not loading:
+            frames = self._context(st, lines, idx)
+            loading = any(_LOAD_FRAMES.search(f) for f in frames)
+        if loading:
+            return cat.Hit(cause="GPU memory ran out while loading the weights", fix=cat.OOM_LOAD_FIX)
+        return cat.Hit(cause="GPU memory ran out while the engine was running (after the weights loaded)",
+                       fix="lower --gpu-memory-utilization (more room outside the KV cache for activations and "
+                           "CUDA graphs), --max-num-seqs / --max-num-batched-tokens, or --max-model-len")
+
+    # ------------------------------------------------------------ errors no entry explains
+
+    def _generic(self, source: str, st: _Source, lines: list[str], idx: int, lineno: int, text: str,
+                 ts: str | None) -> bool:
+        if cat.TRACEBACK in text:
+            if st.open_traceback is None:
+                self._seq += 1
+                st.open_traceback = _Candidate(Evidence(source, lineno, shorten(redact(text))),
+                                               "a traceback without its exception line", ts, self._seq)
+            return False
+        msg = message_of(text)
+        summary: str | None = None
+        ex = cat.EXCEPTION_LINE.search(msg)
+        if ex:
+            summary = ex.group("type") + (f": {ex.group('msg').strip()}" if ex.group("msg") else "")
+            st.open_traceback = None
+        elif "NCCL WARN" in text:
+            w = cat.NCCL_WARN_LINE.search(text)
+            summary = f"NCCL WARN {w.group('msg').strip()}" if w else None
+        elif (c := cat.CRASH_LINE.search(text)) is not None:
+            summary = c.group(0)
+        elif (e := cat.EXIT_LINE.search(text)) is not None:
+            code = int(e.group("code") or e.group("code2") or e.group("code3"))
+            summary = f"a process exited with code {code}" if code != 0 else None
+        elif cat.LEVEL_LINE.search(text) and msg.strip() and not cat.FRAME.search(msg):
+            summary = msg.strip()
+        if not summary:
+            return False
+        if len(st.candidates) >= MAX_CANDIDATES:
+            st.role_counts["unrecognised"] = st.role_counts.get("unrecognised", 0) + 1
+            return False
+        context = self._context(st, lines, idx, first=True) if ex else ()
+        self._seq += 1
+        self.version += 1
+        st.candidates.append(_Candidate(Evidence(source, lineno, shorten(redact(text)), context),
+                                        shorten(redact(summary), 200), ts, self._seq))
+        return True
+
+    def note_exit(self, source: str, code: int | None, name: str = "the container", oom_killed: bool = False) -> bool:
+        """The container stopped with ``code``: a non-zero exit no finding explains is not silence."""
+        if code is None or code in (0, 130, 143):  # clean, Ctrl-C, SIGTERM (docker stop)
+            if source in self._exits:
+                del self._exits[source]
+                self.version += 1
+            return False
+        why = (" (killed by the OOM killer: the host ran out of memory)" if oom_killed else
+               " (SIGKILL: the host OOM killer, or `docker stop` past its timeout)" if code == 137 else "")
+        if source in self._exits and self._exits[source].summary.endswith(f"code {code}{why}"):
+            return False
+        self._seq += 1
+        self.version += 1
+        self._exits[source] = _Candidate(Evidence(source, None, f"{name} exited with code {code}{why}"),
+                                         f"{name} exited with code {code}{why}", None, self._seq)
+        self._sources.setdefault(source, _Source())
+        return True
 
     # ------------------------------------------------------------ bookkeeping
 
+    def _rank_of(self, sig: cat.Signature, hit: cat.Hit | None) -> int:
+        spec = cat.SPECS[sig.id]
+        return hit.rank if hit and hit.rank is not None else (sig.rank if sig.rank is not None else spec.rank)
+
     def _record(self, source: str, sig: cat.Signature, hit: cat.Hit | None, ev: Evidence | None,
-                lineno: int | None, ts: str | None) -> bool:
+                lineno: int | None, ts: str | None, repeated: int = 1) -> bool:
         spec = cat.SPECS[sig.id]
         severity = (hit and hit.severity) or sig.severity or spec.severity
-        if sig.id == "nccl-gdr-disabled":
-            severity = "warning" if self.gpudirect_expected else "info"
-        rank = hit.rank if hit and hit.rank is not None else (sig.rank if sig.rank is not None else spec.rank)
+        rank = self._rank_of(sig, hit)
         cause = (hit and hit.cause) or sig.cause or spec.cause
         fix = (hit and hit.fix) or sig.fix or spec.fix
         self._seq += 1
@@ -201,10 +461,10 @@ class Diagnoser:
         key = (sig.id, source)
         f = self._findings.get(key)
         if f is None:
-            self._findings[key] = Finding(sig.id, severity, source, cause, fix, [ev] if ev else [], 1, lineno,
-                                          rank, ts, self._seq, _cause_rank=rank)
+            self._findings[key] = Finding(sig.id, severity, source, cause, fix, [ev] if ev else [], repeated,
+                                          lineno, rank, ts, self._seq, next=spec.next, _cause_rank=rank)
             return True
-        f.count += 1
+        f.count += repeated
         if ev is not None and len(f.evidence) < MAX_EVIDENCE:
             f.evidence.append(ev)
         changed = False
@@ -212,7 +472,7 @@ class Diagnoser:
         if new_sev != f.severity:
             f.severity, changed = new_sev, True
         if rank < f._cause_rank:  # the most root-ward evidence names the cause
-            f._cause_rank, f.rank, f.cause, f.fix, changed = rank, rank, cause, fix, True
+            f._cause_rank, f.rank, f.cause, f.remedy, changed = rank, rank, cause, fix, True
         return changed
 
     @staticmethod
@@ -221,18 +481,20 @@ class Diagnoser:
             return lines[idx - n:idx]
         return st.tail[len(st.tail) - (n - idx):] + lines[:idx] if st.tail else lines[:idx]
 
-    def _context(self, st: _Source, lines: list[str], idx: int) -> tuple[str, ...]:
-        """Traceback frames above an exception line (the exception is the evidence, frames context)."""
+    def _context(self, st: _Source, lines: list[str], idx: int, first: bool = False) -> tuple[str, ...]:
+        """Traceback frames above an exception line (the exception is the evidence, frames context):
+        the last frames (nearest the error), or with ``first`` the lines where the traceback starts."""
         window = self._window(st, lines, idx, 200)
         for j in range(len(window) - 1, -1, -1):
-            if _TRACEBACK in window[j]:
+            if cat.TRACEBACK in window[j]:
                 frames = [shorten(redact(clean(x)[0]), 200) for x in window[j + 1:]]
                 frames = [x for x in frames if x.strip() and not _FRAME_NOISE.match(x.split("] ", 1)[-1])]
-                return tuple(frames[-MAX_FRAMES:])
+                return tuple(frames[:FIRST_FRAMES] if first else frames[-MAX_FRAMES:])
         return ()
 
     def finish(self) -> bool:
-        """End of input (files, stdin): NCCL init that started but never completed is a hang."""
+        """End of input (files, stdin): NCCL init that started but never completed is a hang; a
+        traceback whose exception line never came is an error of its own."""
         changed = False
         for source, st in self._sources.items():
             start, done = st.facts.get("init_start_line", 0), st.facts.get("init_complete_line", 0)
@@ -242,6 +504,13 @@ class Diagnoser:
                 ev = Evidence(source, st.facts.get("init_start_line"),
                               "NCCL init started (Init START) but no 'Init COMPLETE' followed before the log ended")
                 changed |= self._record(source, sig, None, ev, ev.line, None)
+            if st.open_traceback is not None and len(st.candidates) < MAX_CANDIDATES \
+                    and (st.count - (st.open_traceback.ev.line or 0) >= OPEN_TRACEBACK_LINES
+                         or any('File "' in x for x in st.tail[-(st.count - (st.open_traceback.ev.line or 0)):])):
+                st.candidates.append(st.open_traceback)
+                st.open_traceback = None
+                self.version += 1
+                changed = True
         return changed
 
     def add_check_results(self, results: Iterable[CheckResultLike]) -> None:
@@ -258,21 +527,193 @@ class Diagnoser:
             f = Finding(r.id, sev, r.station, r.summary or (spec.cause if spec else r.id),
                         r.fix or (spec.fix if spec else cat.LINK_CHECK_FIX),
                         [Evidence("check", None, shorten(redact(r.evidence or r.summary or "")))],
-                        1, None, rank, None, self._seq, origin="check", _cause_rank=rank)
+                        1, None, rank, None, self._seq, origin="check", next="checks", _cause_rank=rank)
             self._findings[f.key] = f
         self.version += 1
 
+    # ------------------------------------------------------------ decisions from context
+
+    def _multi_node(self, st: _Source) -> bool | None:
+        """True when this source's NCCL crosses stations, False when it provably does not, else None."""
+        if self.nodes is not None:
+            return self.nodes > 1
+        if st.nnodes:
+            return st.nnodes > 1
+        if st.via & {"ib", "socket"}:
+            return True
+        if sum(1 for s in self._sources.values() if s.nccl) > 1:
+            return True
+        return None
+
+    def _from_roles(self, source: str, items: list[_Contextual], count: int, severity: str | None = None,
+                    cause: str | None = None, fix: str | None = None, rank: int | None = None,
+                    lead: _Contextual | None = None) -> Finding:
+        """A finding from contextual evidence: ``lead`` (default: the first item) names the signature,
+        the evidence is in log order."""
+        items = sorted(items, key=lambda c: c.seq)
+        first = items[0]
+        sig = (lead or first).sig
+        hit = (lead or first).hit
+        spec = cat.SPECS[sig.id]
+        return Finding(sig.id, severity or (hit and hit.severity) or sig.severity or spec.severity, source,
+                       cause or (hit and hit.cause) or sig.cause or spec.cause,
+                       fix or (hit and hit.fix) or sig.fix or spec.fix,
+                       [c.ev for c in items][:MAX_EVIDENCE], max(count, len(items)), first.ev.line,
+                       rank if rank is not None else self._rank_of(sig, hit), first.ts, first.seq, next=spec.next)
+
+    def _contextual(self, source: str, st: _Source) -> list[Finding]:
+        out: list[Finding] = []
+        roles = st.roles
+        multi = self._multi_node(st)
+        uses_ib = "ib" in st.networks or "ib" in st.via
+        counts = st.role_counts
+        if multi is not False:
+            channel, network = roles.get("socket-channel"), roles.get("socket-network")
+            announce = roles.get("socket-announce", [])  # the interface it uses: context for a real fallback
+            n_announce = counts.get("socket-announce", 0)
+            if channel:
+                out.append(self._from_roles(source, channel + (network or []) + announce,
+                                            counts.get("socket-channel", 0) + counts.get("socket-network", 0)
+                                            + n_announce, lead=channel[0]))
+            elif network and "ib" not in st.via:
+                cause = None
+                if "ib" in st.networks:
+                    cause = "some NCCL communicators chose TCP sockets (Using network Socket) while others use IB"
+                out.append(self._from_roles(source, network + announce, counts.get("socket-network", 0) + n_announce,
+                                            cause=cause, rank=cat.R_FALLBACK, lead=network[0]))
+            elif roles.get("ib-disabled") and not uses_ib:
+                out.append(self._from_roles(source, roles["ib-disabled"] + announce,
+                                            counts.get("ib-disabled", 0) + n_announce, lead=roles["ib-disabled"][0]))
+            if roles.get("verbs-missing") and not uses_ib:
+                sev = "error" if multi else "warning"
+                cause = None if multi else (cat.SPECS["nccl-ib-missing"].cause
+                                            + " (this matters only if the stations talk over RDMA)")
+                out.append(self._from_roles(source, roles["verbs-missing"], counts.get("verbs-missing", 0),
+                                            severity=sev, cause=cause))
+            gdr = roles.get("gdr-disabled")
+            socket_only = "socket" in st.networks and not uses_ib
+            if gdr and not socket_only and "gdr" not in st.via:
+                out.append(self._from_roles(source, gdr, counts.get("gdr-disabled", 0),
+                                            severity="warning" if self.gpudirect_expected else "info"))
+        cap = roles.get("capability")
+        if cap:
+            f = self._capability(source, st, cap)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def _capability(self, source: str, st: _Source, items: list[_Contextual]) -> Finding | None:
+        found: tuple[int, int] | None = None
+        for c in items:
+            if "major" in c.values:
+                found = (int(c.values["major"]), int(c.values["minor"]))
+            elif "cap" in c.values:
+                n = int(c.values["cap"])
+                found = (n // 10, n % 10)
+        if found is None:
+            return None
+        major, minor = found
+        sm = major * 10 + minor
+        if st.cap_list:
+            ok_family = any(x // 10 == major and x <= sm for x in st.cap_list)
+            limit = f"the build supports {', '.join(f'sm_{x}' for x in st.cap_list)}"
+        elif st.cap_hi:
+            hi, him = st.cap_hi
+            if (major, minor) <= (hi, him):
+                return None
+            ok_family = major == hi
+            limit = f"the build supports up to {hi}.{him}"
+        else:
+            return None
+        if ok_family:
+            return self._from_roles(
+                source, items, len(items), severity="info", rank=cat.R_PLACEMENT,
+                cause=f"PyTorch was built without sm_{sm} ({limit}); the same family's kernels run on it, so this is "
+                      "normal (GB10 with an sm_120 build) unless a kernel is missing later",
+                fix="nothing unless 'no kernel image' or a ptxas error follows; then use an image built for sm_"
+                    f"{sm}")
+        return self._from_roles(
+            source, items, len(items), severity="error",
+            cause=f"this GPU (sm_{sm}) is newer than the PyTorch in the image ({limit}): its kernels cannot run")
+
+    def _version_mismatch(self) -> list[Finding]:
+        if len({v for v, *_ in self._versions.values()}) < 2:
+            return []
+        seen: dict[str, tuple[str, Evidence, int]] = {}
+        for (source, _host), (version, ev, _x, seq) in sorted(self._versions.items(), key=lambda kv: kv[1][3]):
+            seen.setdefault(version, (source, ev, seq))
+        parts = [f"{v} on {src}" for v, (src, _ev, _s) in seen.items()]
+        sources = {src for src, _ev, _s in seen.values()}
+        where = "the stations" if len(sources) > 1 else f"the processes of {next(iter(sources))}"
+        versions = list(seen.values())
+        station = versions[1][0]
+        cause = f"{where} run different NCCL versions ({', '.join(parts)})"
+        return [Finding("nccl-version-mismatch", "error", station, cause, cat.SPECS["nccl-version-mismatch"].fix,
+                        [ev for _src, ev, _s in versions][:MAX_EVIDENCE], len(self._versions), versions[1][1].line,
+                        cat.R_SETUP + 1, None, versions[1][2], next="checks")]
+
+    def _explained(self, st: _Source, line: int | None) -> bool:
+        if line is None:
+            return any(rank < cat.R_DEAD for _ln, rank in st.matched)
+        return any(abs(ln - line) <= EXPLAIN_WINDOW and rank < cat.R_DEAD for ln, rank in st.matched)
+
+    def _unrecognised(self, source: str, st: _Source) -> Finding | None:
+        pending = list(st.candidates)
+        if st.open_traceback is not None and st.count - (st.open_traceback.ev.line or 0) >= OPEN_TRACEBACK_LINES:
+            pending.append(st.open_traceback)
+        if source in self._exits:
+            pending.append(self._exits[source])
+        left = [c for c in pending if not self._explained(st, c.ev.line)]
+        if not left:
+            return None
+        first = left[0]
+        spec = cat.SPECS["unrecognised-error"]
+        count = len(left) + st.role_counts.get("unrecognised", 0)
+        return Finding("unrecognised-error", spec.severity, source, f"{spec.cause}: {first.summary}", spec.fix,
+                       [c.ev for c in left][:MAX_EVIDENCE], count, first.ev.line, spec.rank, first.ts, first.seq,
+                       next=spec.next)
+
     # ------------------------------------------------------------ results
+
+    def _all(self) -> list[Finding]:
+        out = dict(self._findings)
+
+        def merge(f: Finding) -> None:
+            old = out.get(f.key)
+            if old is None:
+                out[f.key] = f
+                return
+            merged = Finding(f.id, _worse(old.severity, f.severity), f.station, old.cause, old.remedy,
+                             (old.evidence + [e for e in f.evidence if e not in old.evidence])[:MAX_EVIDENCE],
+                             old.count + f.count, old.first_seen_line, min(old.rank, f.rank), old.first_ts,
+                             old.seq, next=old.next or f.next)
+            if f.rank < old.rank:
+                merged.cause, merged.remedy = f.cause, f.remedy
+            out[f.key] = merged
+
+        for source, st in self._sources.items():
+            for f in self._contextual(source, st):
+                merge(f)
+        for f in self._version_mismatch():
+            merge(f)
+        for source, st in self._sources.items():
+            f = self._unrecognised(source, st)
+            if f is not None:
+                out[f.key] = f
+        return list(out.values())
 
     def ranked(self) -> list[Finding]:
         """Errors and warnings first, then root-ward rank, severity, and first appearance."""
-        out = sorted(self._findings.values(), key=functools.cmp_to_key(_compare))
+        if self._ranked_at == self.version:
+            return list(self._ranked)
+        out = sorted(self._all(), key=functools.cmp_to_key(_compare))
         top = next((f for f in out if f.severity != "info"), None)
         for f in out:  # a symptom points at the top-ranked finding nearer the root
             f.explained_by = None
             if top is not None and f is not top and f.rank >= cat.R_SYMPTOM and top.rank < f.rank:
                 f.explained_by = f"{top.id}@{top.station}"
-        return out
+        self._ranked, self._ranked_at = out, self.version
+        return list(out)
 
     def findings(self) -> list[Finding]:
         return self.ranked()
@@ -293,9 +734,9 @@ def _compare(a: Finding, b: Finding) -> int:
 
 
 def diagnose_lines(source: str, lines: Iterable[str], gpudirect_expected: bool | None = None,
-                   batch: int = 4096) -> list[Finding]:
+                   batch: int = 4096, nodes: int | None = None) -> list[Finding]:
     """One-shot diagnosis of a whole log (file or stdin), ranked."""
-    d = Diagnoser(gpudirect_expected)
+    d = Diagnoser(gpudirect_expected, nodes)
     buf: list[str] = []
     for line in lines:
         buf.append(line.rstrip("\n"))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from console.config import Config, Station
+from console.probes import ParseError
+from console.probes.docker import ContainerInfo, parse_inspect
 from console.remote import commands
 from console.remote.transport import TransportError, make_transport
 
@@ -14,6 +17,7 @@ class StationLog:
     station: str
     lines: list[str]
     error: str | None = None  # one line when the station or its container could not be read
+    container: ContainerInfo | None = None  # its state (an exit code the log does not explain is a finding)
 
     @property
     def ok(self) -> bool:
@@ -25,10 +29,15 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
     from console.status import connect_with_trust  # shared trust-on-request behaviour
 
     transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
+    info: ContainerInfo | None = None
     try:
         await connect_with_trust(transport, trust)
         res = await transport.run(commands.docker_logs(station.container, tail, follow=False),
                                   timeout=max(config.command_timeout_s, 30.0))
+        if res.exit_status == 0:
+            ins = await transport.run(commands.docker_inspect(station.container), timeout=config.command_timeout_s)
+            with contextlib.suppress(ParseError, ValueError):
+                info = parse_inspect(station.container, ins.stdout, ins.exit_status)
     except TransportError as exc:
         return StationLog(station.name, [], f"unreachable: {exc}")
     except OSError as exc:
@@ -44,4 +53,4 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
         detail = detail if isinstance(detail, str) else detail[0]
         return StationLog(station.name, [], f"docker logs {station.container} failed "
                                             f"(exit {res.exit_status}): {detail}")
-    return StationLog(station.name, lines)
+    return StationLog(station.name, lines, container=info)

@@ -45,18 +45,27 @@ class ModelConfig:
     quantization: str | None  # quant_algo, else quant_method
 
 
-def parse_model_config(text: str) -> ModelConfig:
+def config_json(text: str) -> dict:
+    """config.json text -> its top-level object, or a ParseError that says what is wrong."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(f"config.json: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict):
         raise ParseError("config.json: not a JSON object")
+    return data
+
+
+def quantization_of(data: dict) -> str | None:
+    """``quantization_config.quant_algo``, else its ``quant_method``."""
     q = data.get("quantization_config") or {}
-    quant = None
-    if isinstance(q, dict):
-        quant = q.get("quant_algo") or q.get("quant_method")
-    return ModelConfig(tuple(data.get("architectures") or ()), str(quant) if quant else None)
+    quant = (q.get("quant_algo") or q.get("quant_method")) if isinstance(q, dict) else None
+    return str(quant) if quant else None
+
+
+def parse_model_config(text: str) -> ModelConfig:
+    data = config_json(text)
+    return ModelConfig(tuple(data.get("architectures") or ()), quantization_of(data))
 
 
 def parse_sha256sum(text: str) -> dict[str, str]:

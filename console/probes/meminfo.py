@@ -12,6 +12,7 @@ class HostMemory:
     total_mib: int
     available_mib: int
     cached_mib: int | None = None
+    free_mib: int | None = None  # MemFree: what cudaMemGetInfo reports as free on unified memory (GB10)
 
     @property
     def used_mib(self) -> int:
@@ -30,4 +31,4 @@ def parse_meminfo(text: str) -> HostMemory:
             vals[key.strip()] = kib // 1024 if len(parts) > 1 and parts[1] == "kB" else kib // (1024 * 1024)
     if "MemTotal" not in vals or "MemAvailable" not in vals:
         raise ParseError(f"/proc/meminfo: MemTotal/MemAvailable missing in {text.strip()[:80]!r}")
-    return HostMemory(vals["MemTotal"], vals["MemAvailable"], vals.get("Cached"))
+    return HostMemory(vals["MemTotal"], vals["MemAvailable"], vals.get("Cached"), vals.get("MemFree"))

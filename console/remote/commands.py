@@ -179,8 +179,9 @@ def epoch() -> str:
 
 def ssh_peer(peer: str, connect_timeout_s: int = 5) -> str:
     """Passwordless login from this station to ``peer`` as the same user, the way the launch
-    scripts do it (BatchMode: a password or host-key prompt is a failure, never a hang)."""
-    return f"ssh -o BatchMode=yes -o ConnectTimeout={int(connect_timeout_s)} {q(peer)} id -un"
+    scripts do it (BatchMode: a password or host-key prompt is a failure, never a hang). ``--``
+    ends ssh's options: a peer like ``-oProxyCommand=...`` is a host name, never an option."""
+    return f"ssh -o BatchMode=yes -o ConnectTimeout={int(connect_timeout_s)} -- {q(peer)} id -un"
 
 
 def docker_image_id(image: str) -> str:
@@ -244,3 +245,32 @@ def pid_alive(pid: int) -> str:
 
 def gpu_index_names() -> str:
     return "nvidia-smi --query-gpu=index,name --format=csv,noheader"
+
+
+# --- the operator's own launch script (config launch_script) ---
+
+
+def script_info(path: str) -> str:
+    """Size, sha256 and text of a launch script on the station (the preview shows them)."""
+    return f'f={station_path(path)}; wc -c < "$f" && sha256sum < "$f" | cut -d" " -f1 && cat "$f"'
+
+
+def run_launch_script(path: str, log_path: str) -> str:
+    """Start the script detached from this SSH channel (its output to ``log_path``) from the login
+    user's home, as an operator would; print its pid. ``HOME`` is the station's home (the
+    simulated stations' tree where STATION_ROOT is set, the real one elsewhere)."""
+    home = f'"{STATION_ROOT}$HOME"'
+    log = station_path(log_path)
+    return (f'mkdir -p "$(dirname {log})" && cd {home} && '
+            f'(HOME={home} nohup bash {station_path(path)} > {log} 2>&1 < /dev/null & echo $!)')
+
+
+def tail_file(path: str, lines: int = 20) -> str:
+    return f"tail -n {int(lines)} {station_path(path)}"
+
+
+def drop_caches() -> str:
+    """Flush dirty pages, then drop the page cache (root, else passwordless sudo): on unified
+    memory (GB10) the cache counts as used for the engine's free-memory check."""
+    return ("sync && { sysctl -q -w vm.drop_caches=3 2>/dev/null || sudo -n sysctl -q -w vm.drop_caches=3; } "
+            "&& echo dropped")

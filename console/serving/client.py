@@ -2,8 +2,14 @@
 
 One small async client used by the TUI (serving panel, chat pane) and the headless ``chat``
 command alike. Every failure becomes an :class:`ApiError` with a ``kind`` the screens can show
-as a state (``unauthorized``, ``unavailable``, ``timeout``, ``connect``, ``http``, ``stream``),
-never a traceback; the API key is only ever put in the Authorization header.
+as a state (``unauthorized``, ``unavailable``, ``timeout``, ``connect``, ``http``, ``stream``,
+``too-large``), never a traceback; the API key is only ever put in the Authorization header.
+
+The server is outside text: every read is bounded (``/metrics`` at 8 MB, other bodies smaller, a
+streamed reply at 64 MB), a stream's idle timeout counts data events only (SSE keep-alive comments
+never reset it) and a whole reply has an overall limit; JSON that is deeply nested, of the wrong
+type or not JSON at all is an error, never an exception. Error messages are sanitized one-liners;
+reply text stays raw in :class:`ChatResult` (``--json`` keeps it) and is sanitized where shown.
 """
 
 from __future__ import annotations
@@ -17,6 +23,15 @@ from typing import Any, Literal
 
 import httpx
 from httpx_sse import SSEError, aconnect_sse
+
+from console.safe_files import KIB, MIB
+from console.sanitize import one_line
+
+MAX_METRICS_BYTES = 8 * MIB
+MAX_BODY_BYTES = 4 * MIB  # /v1/models, /version, /health
+MAX_ERROR_BYTES = 64 * KIB  # what is read of an error body (a message is shown, not a page)
+MAX_STREAM_BYTES = 64 * MIB  # one streamed reply (8k tokens of SSE framing is ~2.5 MB)
+DEFAULT_TOTAL_TIMEOUT_S = 3600.0  # a whole streamed reply, however often the server sends something
 
 EFFORTS = ("low", "high", "max")
 
@@ -58,16 +73,37 @@ NO_THINK_IGNORED_WARNING = (
     "(GLM-5.3's always thinks); budget max_tokens for it"
 )
 
-ErrorKind = Literal["unauthorized", "unavailable", "timeout", "connect", "http", "stream", "cancelled"]
+ErrorKind = Literal["unauthorized", "unavailable", "timeout", "connect", "http", "stream", "cancelled",
+                    "too-large"]
 
 
 class ApiError(Exception):
-    """A one-line, operator-facing API failure; ``kind`` is what a screen shows as state."""
+    """A one-line, operator-facing API failure; ``kind`` is what a screen shows as state. The
+    message may quote the server: it is sanitized here, once (no control or escape sequence)."""
 
     def __init__(self, kind: ErrorKind, message: str, status: int | None = None):
         self.kind = kind
         self.status = status
-        super().__init__(message)
+        super().__init__(one_line(message, 600))
+
+
+def valid_api_key(key: str) -> bool:
+    """What an ``Authorization: Bearer`` header can carry: printable ASCII, no spaces."""
+    return key.isascii() and key.isprintable() and " " not in key and len(key) <= 4096
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _json(data: bytes | str) -> Any:
+    """JSON or ValueError; a hostile document nested 100,000 deep is a ValueError too."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
 
 
 # ---------------------------------------------------------------- requests and events
@@ -146,8 +182,9 @@ class ChatResult:
     @property
     def output_tokens(self) -> int | None:
         """Completion tokens, reasoning included (what AIPerf calls OSL)."""
-        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
-            return self.usage["completion_tokens"]
+        n = self.usage.get("completion_tokens") if isinstance(self.usage, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            return n
         return None
 
     def to_json(self) -> dict[str, Any]:
@@ -193,22 +230,26 @@ class ChatAccumulator:
             self._merge_call(ev.data)
         elif ev.kind == "finish":
             self.result.finish_reason = ev.text
-        elif ev.kind == "usage":
+        elif ev.kind == "usage" and isinstance(ev.data, dict):
             self.result.usage = ev.data
 
-    def _merge_call(self, d: dict[str, Any]) -> None:
+    def _merge_call(self, d: Any) -> None:
+        if not isinstance(d, dict):
+            return
         idx = d.get("index")
-        if not isinstance(idx, int):
+        if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < 128:
             idx = 0
         call = self._calls.setdefault(idx, {"id": None, "type": "function",
                                             "function": {"name": "", "arguments": ""}})
-        if d.get("id"):
+        if isinstance(d.get("id"), str) and d["id"]:
             call["id"] = d["id"]
-        if d.get("type"):
+        if isinstance(d.get("type"), str) and d["type"]:
             call["type"] = d["type"]
-        fn = d.get("function") or {}
-        if fn.get("name") and not call["function"]["name"]:  # sent once, with the first fragment
-            call["function"]["name"] = fn["name"]
+        fn = d.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
+        if isinstance(fn.get("name"), str) and fn["name"] and not call["function"]["name"]:
+            call["function"]["name"] = fn["name"]  # sent once, with the first fragment
         if isinstance(fn.get("arguments"), str):
             call["function"]["arguments"] += fn["arguments"]
         elif isinstance(fn.get("arguments"), dict):  # some servers send an object, not a string
@@ -261,39 +302,54 @@ def reply_warnings(r: ChatResult, req: ChatRequest) -> list[str]:
 
 def _hidden_tokens(r: ChatResult) -> int | None:
     """Completion tokens that were neither reasoning nor content (None when usage says too little)."""
-    u = r.usage or {}
-    details = u.get("completion_tokens_details") or {}
+    u = r.usage if isinstance(r.usage, dict) else {}
+    details = u.get("completion_tokens_details")
+    if not isinstance(details, dict):
+        return None
     if not isinstance(u.get("completion_tokens"), int) or not isinstance(details.get("reasoning_tokens"), int):
         return None
     return u["completion_tokens"] - details["reasoning_tokens"]
 
 
+def _text(value: Any) -> str:
+    """A delta field that should be a string; anything else (a number, a list) is not text."""
+    return value if isinstance(value, str) else ""
+
+
 def events_from_chunk(chunk: dict[str, Any], t: float) -> list[ChatEvent]:
-    """Events carried by one ``chat.completion.chunk`` (pure; raises ApiError on an error chunk)."""
+    """Events carried by one ``chat.completion.chunk`` (pure; raises ApiError on an error chunk).
+    Fields of the wrong type are ignored: a server's JSON never raises anything but ApiError."""
     if "error" in chunk or chunk.get("object") == "error":
         err = chunk.get("error", chunk)
         msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
         code = err.get("code") if isinstance(err, dict) else None
-        raise ApiError("stream", f"the server reported an error mid-stream: {msg}"
-                       + (f" (code {code})" if code is not None else ""),
-                       status=code if isinstance(code, int) else None)
+        raise ApiError("stream", f"the server reported an error mid-stream: {str(msg)[:300]}"
+                       + (f" (code {str(code)[:20]})" if code is not None else ""),
+                       status=code if isinstance(code, int) and not isinstance(code, bool) else None)
     out: list[ChatEvent] = []
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") or {}
-        if delta.get("role"):
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
+        if _text(delta.get("role")):
             out.append(ChatEvent("role", t, delta["role"]))
         reasoning = delta.get("reasoning")
         if reasoning is None:
             reasoning = delta.get("reasoning_content")
-        if reasoning:
+        if _text(reasoning):
             out.append(ChatEvent("reasoning", t, reasoning))
-        if delta.get("content"):
+        if _text(delta.get("content")):
             out.append(ChatEvent("content", t, delta["content"]))
-        for call in delta.get("tool_calls") or ():
-            out.append(ChatEvent("tool_call", t, data=call))
-        if choice.get("finish_reason"):
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            if isinstance(call, dict):
+                out.append(ChatEvent("tool_call", t, data=call))
+        if _text(choice.get("finish_reason")):
             out.append(ChatEvent("finish", t, choice["finish_reason"]))
-    if chunk.get("usage"):
+    if isinstance(chunk.get("usage"), dict) and chunk["usage"]:
         out.append(ChatEvent("usage", t, data=chunk["usage"]))
     return out
 
@@ -308,17 +364,19 @@ class Health:
     error: str | None = None
 
 
-def _error_message(resp: httpx.Response) -> str:
+def _error_message(body: bytes, reason: str) -> str:
+    """The server's message from an error body (JSON ``error.message`` or the text), short."""
     try:
-        data = resp.json()
-    except (ValueError, UnicodeDecodeError):
-        return resp.text.strip()[:200] or resp.reason_phrase
+        data = _json(body)
+    except ValueError:
+        text = body.decode("utf-8", "replace").strip()
+        return text[:200] or reason
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict):
             return str(err.get("message") or err.get("detail") or err)[:300]
         if isinstance(err, str):
-            return err
+            return err[:300]
         if "message" in data:
             return str(data["message"])[:300]
     return str(data)[:300]
@@ -328,11 +386,13 @@ class ApiClient:
     """Async client for one server. ``timeout`` bounds connect and each read (stream gaps)."""
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 5.0,
-                 stream_timeout: float = 120.0, transport: httpx.AsyncBaseTransport | None = None):
+                 stream_timeout: float = 120.0, transport: httpx.AsyncBaseTransport | None = None,
+                 total_timeout: float = DEFAULT_TOTAL_TIMEOUT_S):
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
         self.timeout = timeout
-        self.stream_timeout = stream_timeout
+        self.stream_timeout = stream_timeout  # longest gap between data events of a stream
+        self.total_timeout = total_timeout  # longest whole streamed reply
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
                                        trust_env=False)
 
@@ -352,90 +412,144 @@ class ApiClient:
         self._api_key = key or None
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        if not self._api_key:
+            return {}
+        if not valid_api_key(self._api_key):
+            raise ApiError("unauthorized", "the API key has characters an HTTP header cannot carry "
+                           "(printable ASCII only, no spaces)")
+        return {"Authorization": f"Bearer {self._api_key}"}
 
-    def _raise_for(self, resp: httpx.Response, what: str) -> None:
-        if resp.status_code < 400:
+    def _raise_for(self, status: int, body: bytes, reason: str, what: str) -> None:
+        if status < 400:
             return
-        msg = _error_message(resp)
-        if resp.status_code == 401:
+        msg = _error_message(body, reason)
+        if status == 401:
             hint = ("the API key was refused (--api-key is wrong)" if self._api_key
                     else "the server requires an API key (--api-key missing)")
             raise ApiError("unauthorized", f"401 Unauthorized from {what}: {hint}", 401)
-        if resp.status_code == 503:
+        if status == 503:
             raise ApiError("unavailable", f"503 from {what}: the engine is dead or not ready ({msg})", 503)
-        raise ApiError("http", f"HTTP {resp.status_code} from {what}: {msg}", resp.status_code)
+        raise ApiError("http", f"HTTP {status} from {what}: {msg}", status)
 
-    async def _get(self, path: str) -> httpx.Response:
+    async def _get(self, path: str, limit: int = MAX_BODY_BYTES) -> bytes:
+        """The body of ``GET path``, read at most ``limit`` bytes far (ApiError ``too-large`` beyond)."""
         try:
-            resp = await self._http.get(path, headers=self._headers())
+            async with self._http.stream("GET", path, headers=self._headers()) as resp:
+                cap = MAX_ERROR_BYTES if resp.status_code >= 400 else limit
+                try:
+                    body = await _read_capped(resp, cap)
+                except _TooLarge:
+                    if resp.status_code >= 400:
+                        body = b""
+                    else:
+                        raise ApiError("too-large", f"GET {path}: the response is larger than "
+                                       f"{limit // MIB} MB; not read") from None
+                self._raise_for(resp.status_code, body, resp.reason_phrase, f"GET {path}")
+                return body
         except httpx.TimeoutException:
             raise ApiError("timeout", f"GET {path} timed out after {self.timeout:g}s") from None
         except httpx.TransportError as exc:
             raise ApiError("connect", f"cannot reach {self.base_url}: {_short(exc)}") from None
-        self._raise_for(resp, f"GET {path}")
-        return resp
+        except (httpx.InvalidURL, ValueError, OverflowError) as exc:  # a URL httpx cannot use
+            raise ApiError("connect", f"cannot use {self.base_url}: {_short(exc)}") from None
 
     async def health(self) -> Health:
         """``/health``: 200 healthy, 503 engine dead; never raises."""
         try:
-            await self._get("/health")
+            await self._get("/health", MAX_ERROR_BYTES)
         except ApiError as exc:
             return Health(False, exc.status, str(exc))
         return Health(True, 200)
 
     async def version(self) -> str | None:
-        resp = await self._get("/version")
         try:
-            return str(resp.json().get("version"))
-        except (ValueError, AttributeError):
+            data = _json(await self._get("/version"))
+        except ValueError:
             return None
+        version = data.get("version") if isinstance(data, dict) else None
+        return str(version)[:100] if isinstance(version, (str, int, float)) and not isinstance(version, bool) \
+            else None
 
     async def models(self) -> list[dict[str, Any]]:
-        resp = await self._get("/v1/models")
+        """The models the server lists (entries whose ``id`` is a string; the id stays raw)."""
         try:
-            data = resp.json().get("data") or []
-        except (ValueError, AttributeError):
+            data = _json(await self._get("/v1/models"))
+        except ValueError:
             raise ApiError("http", f"GET /v1/models: not JSON from {self.base_url}") from None
-        return [m for m in data if isinstance(m, dict) and "id" in m]
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            return []
+        return [m for m in items if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
 
     async def metrics_text(self) -> str:
-        return (await self._get("/metrics")).text
+        """``/metrics`` (at most MAX_METRICS_BYTES; ApiError ``too-large`` beyond)."""
+        return (await self._get("/metrics", MAX_METRICS_BYTES)).decode("utf-8", "replace")
 
     async def stream_chat(self, req: ChatRequest) -> AsyncIterator[ChatEvent]:
         """Yield events as chunks arrive; raises ApiError. Closing the iterator closes the stream,
-        which makes the server abort the request."""
-        timeout = httpx.Timeout(self.stream_timeout, connect=self.timeout)
+        which makes the server abort the request.
+
+        Bounded: ``stream_timeout`` is the longest gap between two *data* events (SSE comments, the
+        keep-alives some proxies send, do not count), ``total_timeout`` the whole reply, and at most
+        MAX_STREAM_BYTES are read (counted chunk by chunk, while a line is still arriving too)."""
+        # httpx's read timeout resets on any byte (keep-alive comments too); the guard counts data
+        # events (see _GuardedStream) and the whole reply's deadline
+        timeout = httpx.Timeout(min(self.stream_timeout, self.total_timeout), connect=self.timeout)
         what = "POST /v1/chat/completions"
+        loop = asyncio.get_running_loop()
+        total_deadline = loop.time() + self.total_timeout
+        too_long = f"{what}: the reply took longer than {self.total_timeout:g}s in all"
+        quiet = f"{what} timed out (no data for {self.stream_timeout:g}s)"
         try:
-            async with aconnect_sse(self._http, "POST", "/v1/chat/completions", json=req.body(),
-                                    headers=self._headers(), timeout=timeout) as source:
+            # ASCII JSON: the history may hold a server's lone surrogate, which UTF-8 cannot encode
+            body = json.dumps(req.body()).encode()
+            async with aconnect_sse(self._http, "POST", "/v1/chat/completions", content=body,
+                                    headers={**self._headers(), "Content-Type": "application/json"},
+                                    timeout=timeout) as source:
                 resp = source.response
                 if resp.status_code >= 400:
-                    await resp.aread()
-                    self._raise_for(resp, what)
-                async for sse in source.aiter_sse():
-                    if sse.data.strip() == "[DONE]":
-                        return
-                    if not sse.data.strip():
-                        continue
                     try:
-                        chunk = json.loads(sse.data)
-                    except ValueError:
-                        raise ApiError("stream", f"{what}: a chunk was not JSON: {sse.data[:80]!r}") from None
-                    if not isinstance(chunk, dict):
-                        continue
-                    for ev in events_from_chunk(chunk, time.perf_counter()):
-                        yield ev
+                        body = await _read_capped(resp, MAX_ERROR_BYTES)
+                    except _TooLarge:
+                        body = b""
+                    self._raise_for(resp.status_code, body, resp.reason_phrase, what)
+                guard = _GuardedStream(resp.stream, MAX_STREAM_BYTES, self.stream_timeout, total_deadline, loop)
+                resp.stream = guard  # type: ignore[assignment]
+                events = source.aiter_sse()
+                try:
+                    async for sse in events:
+                        data = sse.data.strip()
+                        if data == "[DONE]":
+                            return
+                        if not data:
+                            continue
+                        guard.idle_deadline = loop.time() + self.stream_timeout  # a data event
+                        try:
+                            chunk = _json(sse.data)
+                        except ValueError:
+                            raise ApiError("stream", f"{what}: a chunk was not JSON: {sse.data[:80]!r}") from None
+                        if not isinstance(chunk, dict):
+                            continue
+                        for ev in events_from_chunk(chunk, time.perf_counter()):
+                            yield ev
+                except _TooLarge:
+                    raise ApiError("too-large", f"{what}: the reply is larger than {MAX_STREAM_BYTES // MIB} MB; "
+                                   "stopped reading") from None
+                except _Overdue as exc:
+                    raise ApiError("timeout", too_long if exc.total else quiet) from None
+                finally:
+                    await events.aclose()
         except httpx.ConnectTimeout:
             raise ApiError("timeout", f"{what}: connecting to {self.base_url} timed out after {self.timeout:g}s"
                            ) from None
         except httpx.TimeoutException:  # read, write or pool: the stream went quiet
-            raise ApiError("timeout", f"{what} timed out (no data for {self.stream_timeout:g}s)") from None
+            raise ApiError("timeout", too_long if loop.time() >= total_deadline else quiet) from None
         except SSEError as exc:
             raise ApiError("stream", f"{what}: not an event stream ({exc})") from None
         except httpx.TransportError as exc:
             raise ApiError("connect", f"{what}: connection to {self.base_url} failed: {_short(exc)}") from None
+        except (httpx.InvalidURL, OverflowError) as exc:
+            raise ApiError("connect", f"{what}: cannot use {self.base_url}: {_short(exc)}") from None
 
     async def chat(self, req: ChatRequest, on_event: Callable[[ChatEvent], None] | None = None) -> ChatResult:
         """Run one streamed chat completion to its end; errors and cancel land in the result.
@@ -462,3 +576,51 @@ class ApiClient:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+async def _read_capped(resp: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of a streamed response (_TooLarge beyond; a Content-Length over the
+    limit is refused before reading anything)."""
+    length = resp.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise _TooLarge()
+    chunks, total = [], 0
+    async for chunk in resp.aiter_bytes():
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _Overdue(Exception):
+    def __init__(self, total: bool):
+        self.total = total
+
+
+class _GuardedStream(httpx.AsyncByteStream):
+    """A streamed reply's body, checked chunk by chunk as bytes arrive (a 1 GB line without a
+    newline never completes an event, and keep-alive comments are bytes but no event): past
+    ``limit`` bytes _TooLarge; past the whole reply's deadline, or ``idle_deadline`` (which the
+    reader moves on at each data event), _Overdue. A silent server is httpx's read timeout."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, idle_s: float, total_deadline: float,
+                 loop: asyncio.AbstractEventLoop):
+        self._inner, self._limit, self.count = inner, limit, 0
+        self._loop, self.total_deadline = loop, total_deadline
+        self.idle_deadline = loop.time() + idle_s
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self.count += len(chunk)
+            if self.count > self._limit:
+                raise _TooLarge()
+            now = self._loop.time()
+            if now > self.total_deadline:
+                raise _Overdue(total=True)
+            if now > self.idle_deadline:
+                raise _Overdue(total=False)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.serving.client import ApiClient, ApiError
+from console.safe_files import MIB
+from console.serving.client import MAX_METRICS_BYTES, ApiClient, ApiError
 
 # Each logical value -> the sample names that carry it, preferred first (new vLLM, old vLLM, SGLang).
 GAUGES: dict[str, tuple[str, ...]] = {
@@ -70,11 +71,13 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSample:
     buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name.endswith("_created") or math.isnan(s.value):
-                continue
+            if s.name.endswith("_created") or not math.isfinite(s.value):
+                continue  # NaN or an infinite counter would turn into an absurd rate
             if s.name.endswith("_bucket") and "le" in s.labels:
                 b = buckets.setdefault(s.name[: -len("_bucket")], {})
                 le = float(s.labels["le"])
+                if math.isnan(le):
+                    continue
                 b[le] = b.get(le, 0.0) + s.value
                 continue
             sums[s.name] = sums.get(s.name, 0.0) + s.value
@@ -299,7 +302,8 @@ class ServingMonitor:
             updated["note"] = health.error
         try:
             text = await self.client.metrics_text()
-            sample = parse_metrics(text, self.clock())
+            # in a thread: a hostile 8 MB body takes a second to parse, the UI loop must not wait
+            sample = await asyncio.to_thread(parse_metrics, text, self.clock())
             self.tracker.add(sample)
             updated |= self.tracker.derive()
             updated["engine"] = sample.engine
@@ -308,8 +312,10 @@ class ServingMonitor:
             error = str(exc)
             if exc.kind in ("connect", "timeout"):
                 status = "unreachable"
-        except ValueError as exc:  # not Prometheus text
-            error = f"/metrics: cannot parse ({str(exc)[:80]})"
+            elif exc.kind == "too-large":
+                error = f"metrics too large (over {MAX_METRICS_BYTES // MIB} MB): not read"
+        except Exception as exc:  # noqa: BLE001 - not Prometheus text: the parser may raise anything
+            error = f"/metrics: cannot parse ({type(exc).__name__}: {str(exc)[:80]})"
         self._rounds += 1
         self.snapshot = replace(snap, healthy=health.ok, status=status, error=error, polled_at=now, **updated)
         return self.snapshot

@@ -16,8 +16,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.config import Profile
+from console.sim.world import BASE_HOST_USED_MIB, held_mib
 
 SHARDS = 50
+GIB = float(1 << 30)
+# The simulated vLLM's start-up memory besides weights and KV cache (the real engine's profiling
+# run measures these): activation peak, non-torch buffers (NCCL, cuBLAS); CUDA graphs are logged.
+SIM_ACTIVATION_GIB = 2.0
+SIM_NON_TORCH_GIB = 0.7
+SIM_GRAPHS_GIB = 1.21
+
+
+def sim_kv_bytes_per_token(serving: dict[str, Any]) -> int:
+    """What one token of the simulated GLM-5.3 costs in vLLM's cache: per layer a 656-byte
+    fp8_ds_mla latent (1,152 bytes in bf16) plus the DSA indexer's 132-byte key; 78 layers, one more
+    for the MTP draft layer when speculative decoding is on (its config.json, written by the sim)."""
+    per_layer = (656 if str(serving.get("kv_cache_dtype") or "auto").startswith("fp8") else 1152) + 132
+    return per_layer * (78 + (1 if serving.get("speculative_config") else 0))
+
+
+def free_gib(profile: Profile, state: dict[str, Any]) -> float:
+    """What the serving GPU (GB10: the unified memory) has free before a start: total minus what a
+    leftover process or a leak holds."""
+    gpu = next((g for g in state["gpus"] if g["serving"]), {})
+    total = ((state["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]) if profile.gpu.unified_memory
+             else profile.gpu.memory_total_mib)
+    return (total - held_mib(gpu)) / 1024
 
 
 @dataclass
@@ -85,6 +109,24 @@ class _Builder:
     def exit(self, t: float, code: int) -> None:
         self.tl.exit_at = self.ts(t)
         self.tl.exit_code = code
+
+
+# The ``hostile-log`` fault: what a compromised or broken container could print. Every line must
+# reach the operator's screen and the CLI sanitized (no escape or control sequence), never as
+# markup; the Gloo line among them is a real (warning) finding whose evidence carries an escape.
+HOSTILE_LOG_LINES = (
+    "\x1b]52;c;cHduZWQgY2xpcGJvYXJk\x07OSC 52 clipboard write",
+    "\x1b]0;owned terminal title\x07OSC 0 title change",
+    "\x1b[2J\x1b[Hclear screen and home",
+    "\x1bP+q544e\x1b\\DCS query, \x1b_APC payload\x1b\\ and \x1b^PM\x1b\\",
+    "NUL \x00 BEL \x07 BS \x08 DEL \x7f C1 CSI \x9b31m red \x9d0;c1 title\x9c end",
+    "bidi \u202egnp.exe\u202c isolate \u2066x\u2069",
+    "[/] [bold red]markup[/bold red] [link=file:///etc/passwd]link[/link] [@click=app.quit]quit[/]",
+    "unterminated OSC \x1b]8;;http://198.18.0.1/",
+    "a very long line: " + "A" * 300_000,
+    "\x1b]0;x\x07[W socket.cpp:697] [c10d] Unable to resolve hostname to a (local) address. "
+    "Using the loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.",
+)
 
 
 def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], faults: list[str],
@@ -176,6 +218,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(8, f"world_size={n} rank={rank} local_rank=0 distributed_init_method=tcp://{head_ip}:29501 "
             "backend=nccl", proc=worker_proc, pid=412, src="parallel_state.py:1134")
     _nccl_block(b, 9, profile, state["rail"], faults, n)
+    if "hostile-log" in faults:
+        for i, line in enumerate(HOSTILE_LOG_LINES):
+            b.at(9.5 + i * 0.01, line, raw=True)
     if "nccl-timeout" in faults and rank == 0:
         b.phase(10, "waiting on collective")
         b.at(610, "[rank0]:[E" + time.strftime("%m%d %H:%M:%S", time.localtime(start + 610 * scale))
@@ -195,8 +240,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(load0, f"Starting to load model {profile.model_dir}...", proc=worker_proc, pid=412,
          src="gpu_model_runner.py:2602")
     weights = g.weights_gib
-    oom = "oom" in faults
-    stop_at = load0 + 0.6 * (load1 - load0) if oom else load1
+    room = free_gib(profile, state) - 0.6
+    oom = weights > room  # a leftover process (the oom fault) or a leak leaves too little
+    stop_at = load0 + min(0.95, max(0.05, room / weights)) * (load1 - load0) if oom else load1
     step = max(1, SHARDS // 10)
     for k in range(0, SHARDS + 1, step):
         t = load0 + (load1 - load0) * k / SHARDS
@@ -209,7 +255,7 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
                 f"{(load1 - load0) / SHARDS:.2f}s/it]", raw=True)
     b.mem(load0, 0.6)
     if oom:
-        b.mem(stop_at, 0.6 + 0.6 * weights)
+        b.mem(stop_at, 0.6 + room)
         _oom_traceback(b, stop_at + 0.5, worker_proc, 412, total_gib)
         b.at(stop_at + 1, "Engine core initialization failed. See root cause above. Failed core proc(s): {}",
              proc="EngineCore_DP0" if rank == 0 else "APIServer", level="ERROR", src="core_client.py:692")
@@ -234,25 +280,30 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         return tl
     kv_t = load1 + 0.25 * (cold - load1)
     b.phase(load1 + 2, "profiling / KV cache")
-    kv_gib = g.loaded_gib - weights - 1.9
-    if "kv-too-small" in faults:
-        need = kv_gib * 3.1
+    util = float(s.get("gpu_memory_utilization") or 0.9)
+    kv_gib = util * total_gib - weights - SIM_ACTIVATION_GIB - SIM_NON_TORCH_GIB - SIM_GRAPHS_GIB
+    bpt = sim_kv_bytes_per_token(s)
+    mml = int(s.get("max_model_len") or 98304)
+    tokens = max(0, int(kv_gib * GIB / bpt)) // 16 * 16
+    need = mml * bpt / GIB
+    if need > kv_gib and rank == 0:  # physics (the kv-too-small fault's 1M context); the head's engine core decides
         b.at(kv_t, f"Available KV cache memory: {kv_gib:.2f} GiB", proc=worker_proc, pid=412,
              src="gpu_worker.py:298")
-        b.at(kv_t + 0.5, f"ValueError: To serve at least one request with the models's max seq len "
-                         f"({s.get('max_model_len', 98304)}), ({need:.2f} GiB KV cache is needed, which is larger "
-                         f"than the available KV cache memory ({kv_gib:.2f} GiB). Based on the available memory, "
-                         f"the estimated maximum model length is {int(s.get('max_model_len', 98304) / 3.1)}. Try "
-                         "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
-                         "the engine.", raw=True)
+        if kv_gib <= 0:
+            b.at(kv_t + 0.5, "ValueError: No available memory for the cache blocks. Try increasing "
+                             "`gpu_memory_utilization` when initializing the engine.", raw=True)
+        else:
+            b.at(kv_t + 0.5, f"ValueError: To serve at least one request with the models's max seq len "
+                             f"({mml}), ({need:.2f} GiB KV cache is needed, which is larger than the available KV "
+                             f"cache memory ({kv_gib:.2f} GiB). Based on the available memory, the estimated "
+                             f"maximum model length is {tokens}. Try increasing `gpu_memory_utilization` or "
+                             "decreasing `max_model_len` when initializing the engine.", raw=True)
         b.at(kv_t + 1, "Engine core initialization failed. See root cause above. Failed core proc(s): "
                        "{'EngineCore_DP0': 1}", proc="APIServer", level="ERROR", src="core_client.py:692")
         b.phase(kv_t + 0.5, "failed")
         b.mem(kv_t + 1.5, 0.0)
         b.exit(kv_t + 2, 1)
         return tl
-    tokens = int(kv_gib * 1024 * 32)
-    mml = s.get("max_model_len", 98304)
     b.at(kv_t, f"Available KV cache memory: {kv_gib:.2f} GiB", proc=worker_proc, pid=412, src="gpu_worker.py:298")
     b.mem(kv_t, g.loaded_gib - 1.2)
     if rank == 0:
@@ -317,21 +368,25 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
         b.exit(602, 1)
         return tl
     _nccl_block(b, 4, profile, state["rail"], faults, n)
+    if "hostile-log" in faults:
+        for i, line in enumerate(HOSTILE_LOG_LINES):
+            b.at(4.5 + i * 0.01, line, raw=True)
     b.at(6, "Init torch distributed ends. mem usage=0.45 GB")
     load0, load1 = 8.0, 8.0 + 0.7 * cold
     b.phase(load0, "loading weights")
-    avail = g.memory_total_mib / 1024 - 3.5
+    room = free_gib(profile, state) - 0.45
+    avail = room
     b.at(load0, f"Load weight begin. avail mem={avail:.2f} GB")
     b.mem(load0, 0.45)
-    oom = "oom" in faults
-    stop_at = load0 + 0.6 * (load1 - load0) if oom else load1
+    oom = g.weights_gib > room  # a leftover process (the oom fault) or a leak leaves too little
+    stop_at = load0 + min(0.95, max(0.05, room / g.weights_gib)) * (load1 - load0) if oom else load1
     for k in range(0, 41, 4):
         t = load0 + (load1 - load0) * k / 40
         if t > stop_at:
             break
         b.at(t, f"Loading safetensors checkpoint shards: {int(100 * k / 40):3d}% Completed | {k}/40", raw=True)
     if oom:
-        b.mem(stop_at, 0.45 + 0.6 * g.weights_gib)
+        b.mem(stop_at, 0.45 + room)
         b.at(stop_at + 0.5, "Scheduler hit an exception: Traceback (most recent call last):")
         b.at(stop_at + 0.5, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
                             "total capacity of 119.70 GiB of which 1.31 GiB is free.", raw=True)
@@ -343,9 +398,16 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     b.at(load1, f"Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, avail mem="
                 f"{avail - g.weights_gib:.2f} GB, mem usage={g.weights_gib:.2f} GB.")
     b.phase(load1 + 1, "state / KV cache")
-    b.at(load1 + 5, "KV Cache is allocated. #tokens: 262144, K size: 3.12 GB, V size: 3.12 GB")
+    # SGLang's pool: what is free after the load minus the (1 - mem_fraction_static) share; the
+    # hybrid model gives ~30 % of it to the linear-attention state cache, the rest to the KV cache
+    # of its 12 MLA layers (bf16 latent, 1,152 bytes per token and layer).
+    total = (state["host_mem_total_mib"] if g.unified_memory else g.memory_total_mib) / 1024
+    pool = avail - g.weights_gib - (1 - float(s.get("mem_fraction_static") or 0.88)) * total
+    kv_size = max(0.0, 0.7 * pool)
+    tokens = int(kv_size * GIB / (12 * 1152))
+    b.at(load1 + 5, f"KV Cache is allocated. #tokens: {tokens}, KV size: {kv_size:.2f} GB")
     b.mem(load1 + 5, g.loaded_gib - 0.4)
-    b.at(load1 + 6, f"max_total_num_tokens=262144, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    b.at(load1 + 6, f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                     f"max_running_requests={s.get('max_running_requests', 2)}, context_len="
                     f"{s.get('context_length', 65536)}, available_gpu_mem=17.20 GB")
     g0, g1 = load1 + 8, cold - 6
@@ -379,11 +441,17 @@ _RUN_FLAGS = {"--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seq
 RENDEZVOUS_S = 600  # torch.distributed waits this long (engine seconds) for the workers to join
 
 
-def _run_profile(profile: Profile, args: list[str]) -> Profile:
-    """The profile as this run's command line changed it (e.g. ``--max-model-len 65536``)."""
-    serving = dict(profile.serving)
+_RUN_TEXT_FLAGS = {"--kv-cache-dtype": "kv_cache_dtype", "--speculative-config": "speculative_config"}
+
+
+def _run_profile(profile: Profile, args: list[str], base: dict[str, Any] | None = None) -> Profile:
+    """The profile as this run's command line changed it (e.g. ``--max-model-len 65536``), over
+    what the world's operator configured (``base``) for a run started without flags."""
+    serving = {**profile.serving, **(base or {})}
     for flag, value in zip(args, args[1:], strict=False):
-        if flag in _RUN_FLAGS:
+        if flag in _RUN_TEXT_FLAGS:
+            serving[_RUN_TEXT_FLAGS[flag]] = value
+        elif flag in _RUN_FLAGS:
             try:
                 serving[_RUN_FLAGS[flag]] = float(value) if "." in value else int(value)
             except ValueError:
@@ -394,7 +462,7 @@ def _run_profile(profile: Profile, args: list[str]) -> Profile:
 def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -> Timeline:
     """The timeline of one container run. The head depends on its workers: those running when it
     starts, or started within the rendezvous window (it then waits for the last to join)."""
-    profile = _run_profile(world.profile, list(run.get("args") or []))
+    profile = _run_profile(world.profile, list(run.get("args") or []), world.operator_overrides)
     start = float(run["started_at"])
     scale = world.time_scale
     n = len(world.names)

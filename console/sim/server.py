@@ -9,6 +9,7 @@ ready. ``station-unreachable`` makes a station's port accept TCP and never answe
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import getpass
 import os
@@ -23,12 +24,10 @@ from aiohttp import web
 
 from console.config import save_config
 from console.sim import api as sim_api
-from console.sim.engine import engine_phase, serving_mem_gib
+from console.sim.engine import engine_phase
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
-from console.sim.world import World
-
-BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine
+from console.sim.world import World, write_meminfo
 
 
 class SimBackend:
@@ -78,6 +77,7 @@ class SimServer:
         self._tasks: list[asyncio.Task] = []
         self._api_runners: dict[str, web.AppRunner] = {}
         self.sessions = 0  # command lines executed (for the remote-cost benchmark)
+        self.command_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=20_000)  # (station, line)
         self._children: set[int] = set()
         self._handlers: set[asyncio.Task] = set()
 
@@ -150,13 +150,14 @@ class SimServer:
 
     async def _api_gate(self, runner: web.AppRunner, backend: SimBackend, host: str, port: int) -> None:
         site: web.TCPSite | None = None
+        stays_open = "port-stays-open" in self.world.faults(backend.station)
         while True:
             phase = await asyncio.to_thread(backend.phase)
             if phase == "ready" and site is None:
                 site = web.TCPSite(runner, host, port, reuse_address=True)
                 with contextlib.suppress(OSError):
                     await site.start()
-            elif phase != "ready" and site is not None:
+            elif phase != "ready" and site is not None and not stays_open:
                 await site.stop()
                 site = None
             await asyncio.sleep(0.3)
@@ -169,21 +170,7 @@ class SimServer:
             await asyncio.sleep(1.0)
 
     def _write_meminfo(self, name: str, unified: bool) -> None:
-        st = self.world.state(name)
-        total = st["host_mem_total_mib"]
-        used = BASE_HOST_USED_MIB[unified]
-        if unified:
-            used += int(serving_mem_gib(self.world, name, st) * 1024)
-        else:
-            used += 4096 if engine_phase(self.world, name, st) != "down" else 0
-        avail = max(0, total - used)
-        text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {int(avail * 0.6) * 1024:>10} kB\n"
-                f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
-                f"Cached:         {int(avail * 0.3) * 1024:>10} kB\nSwapTotal:             0 kB\n")
-        path = self.world.station_dir(name) / "meminfo"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_meminfo(self.world, name, unified)
 
     def _env(self, name: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -202,6 +189,7 @@ class SimServer:
                 self._handlers.add(me)
                 me.add_done_callback(self._handlers.discard)
             command = process.command or "exec bash -l"
+            self.command_log.append((name, command))  # what a test reads: no secret in any line
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=self._env(name), start_new_session=True,
@@ -282,14 +270,17 @@ class SimServer:
                 "identity_file": str(self.root / "keys" / "client_ed25519"),
             })
         head_api = self.endpoints[self.world.names[0]].api_port
-        return {
-            "profile": self.world.profile.name,
+        out = {
+            "profile": self.world.meta["profile"],
             "simulated": True,
             "connect_timeout_s": 3.0,
             "command_timeout_s": 15.0,
             "api": {"url": f"http://{host}:{head_api}"},
             "stations": stations,
         }
+        if self.world.operator_overrides:  # what the world's operator asked for (a fault's cause)
+            out["overrides"] = self.world.operator_overrides
+        return out
 
     def write_config(self, path: str | os.PathLike) -> None:
         tmp = Path(str(path) + ".tmp")

@@ -25,8 +25,10 @@ from console.config import Profile, load_profile
 # where it is most realistic (see DEFAULT_FAULT_STATION: rank 1 = the first worker).
 KNOWN_FAULTS = {
     "station-unreachable": "the station's SSH port accepts TCP but never answers",
-    "oom": "torch.OutOfMemoryError while loading weights; the container exits",
-    "kv-too-small": "the KV cache cannot hold one max-length request; engine init fails",
+    "oom": "a leftover process holds GPU memory (nvidia-smi shows it), so the weights run out of memory while "
+           "loading; the container exits",
+    "kv-too-small": "the config asks for the model's full 1M-token context: the KV cache cannot hold one such "
+                    "request; engine init fails",
     "worker-dies": "the worker process is killed (exit code -9) after loading",
     "socket-fallback": "NCCL cannot load libibverbs and falls back to TCP sockets",
     "nccl-timeout": "the first collective never completes: watchdog timeout on the head",
@@ -35,6 +37,12 @@ KNOWN_FAULTS = {
     "clock-skew": "the worker's clock is 2.5 s ahead and not synchronised",
     "rdma-port-down": "the RDMA port is DOWN",
     "slow-rail": "the rail negotiated a lower speed and RDMA bandwidth is low",
+    "hostile-log": "the container prints escape sequences, control bytes, markup and a 300k-char line",
+    "container-survives-stop": "docker stop cannot end the container (a process stuck in the GPU driver): it "
+                               "keeps running and holding its memory",
+    "port-stays-open": "after the stop something still answers on the head's API port",
+    "memory-not-released": "the container stops but its memory does not come back (GB10: host memory that "
+                           "nvidia-smi shows as 0 MB)",
     "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
 }
 DEFAULT_FAULT_STATION = {
@@ -49,10 +57,19 @@ DEFAULT_FAULT_STATION = {
     "clock-skew": 1,
     "rdma-port-down": 1,
     "slow-rail": 1,
+    "hostile-log": 1,
+    "container-survives-stop": 1,
+    "port-stays-open": 0,
+    "memory-not-released": 1,
     "gpu-lost": 0,
 }
+# What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
+# model's whole context, which no KV cache of these GPUs holds for one request.
+FULL_CONTEXT = 1048576
+HELD_PID = 4242  # the leftover process of the oom fault
 
 SIM_RAIL_NET = "198.18.0."  # RFC 2544 benchmark range: never a real host
+BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine (unified / discrete)
 
 
 def station_names(n: int) -> list[str]:
@@ -106,12 +123,16 @@ class World:
             fault_map[target].append(name)
         root = Path(root)
         (root / "stations").mkdir(parents=True, exist_ok=True)
+        overrides: dict[str, Any] = {}
+        if any("kv-too-small" in f for f in fault_map.values()):
+            overrides["max_model_len" if profile.engine == "vllm" else "context_length"] = FULL_CONTEXT
         meta = {
-            "profile": profile.name,
+            "profile": profile_name if profile_name.endswith(".toml") else profile.name,  # a file: keep its path
             "stations": names,
             "time_scale": time_scale,
             "created_at": time.time(),
             "faults": fault_map,
+            "operator_overrides": overrides,
         }
         _write_json(root / "world.json", meta)
         digest = "sha256:" + hashlib.sha256(profile.image.encode()).hexdigest()
@@ -139,6 +160,8 @@ class World:
                 },
                 "api_port": None,
             }
+            if "oom" in fault_map[name]:
+                _hold_memory(profile, state)
             _write_json(sdir / "state.json", state)
         return cls(root)
 
@@ -161,6 +184,11 @@ class World:
     @property
     def time_scale(self) -> float:
         return float(self.meta["time_scale"])
+
+    @property
+    def operator_overrides(self) -> dict[str, Any]:
+        """Serving settings the world's operator asked for (a fault's cause); the sim's config has them."""
+        return dict(self.meta.get("operator_overrides") or {})
 
     def faults(self, station: str) -> list[str]:
         return list(self.meta["faults"].get(station, []))
@@ -218,11 +246,33 @@ class World:
             status = container_status(self, name, st, container, now)
             if status["state"] != "running":
                 return False
+            if "memory-not-released" in self.faults(name):
+                from console.sim.engine import serving_mem_gib
+
+                leak = int(serving_mem_gib(self, name, st, now) * 1024)
+                for g in st["gpus"]:
+                    if g["serving"]:
+                        g["leaked_mib"] = g.get("leaked_mib", 0) + leak
             run = c["runs"][-1]
             run["stopped_at"] = now
             run["exit_code"] = 0
             c["state"] = "exited"
         return True
+
+
+def _hold_memory(profile: Profile, state: dict[str, Any]) -> None:
+    """The oom fault's cause: a leftover process holding enough of the serving GPU (GB10: of the
+    unified memory) that the weights stop loading at about 60 %."""
+    total = (state["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]) if profile.gpu.unified_memory else profile.gpu.memory_total_mib
+    held = int(total - 1024 * (0.6 * profile.gpu.weights_gib + 0.6))
+    for g in state["gpus"]:
+        if g["serving"]:
+            g["held_mib"], g["held_pid"] = held, HELD_PID
+
+
+def held_mib(gpu: dict[str, Any]) -> int:
+    """Memory on a simulated GPU that no running container of ours accounts for."""
+    return int(gpu.get("held_mib", 0)) + int(gpu.get("leaked_mib", 0))
 
 
 def _gpus_for(profile: Profile, station: str) -> list[dict[str, Any]]:
@@ -255,3 +305,27 @@ def append_log(world: World, name: str, line: str, at: float | None = None) -> N
     t = time.time() if at is None else at
     with open(world.station_dir(name) / "extra.log", "a") as fh:
         fh.write(f"{t:.6f} {line}\n")
+
+
+def write_meminfo(world: World, name: str, unified: bool) -> None:
+    """The station's /proc/meminfo (the sim server rewrites it every second; ``sysctl -w
+    vm.drop_caches`` at once, as the kernel would)."""
+    from console.sim.engine import engine_phase, serving_mem_gib
+
+    st = world.state(name)
+    total = st["host_mem_total_mib"]
+    used = BASE_HOST_USED_MIB[unified]
+    if unified:
+        used += int(serving_mem_gib(world, name, st) * 1024)
+        used += sum(held_mib(g) for g in st["gpus"] if g["serving"])
+    else:
+        used += 4096 if engine_phase(world, name, st) != "down" else 0
+    avail = max(0, total - used)
+    cached = min(int(st.get("page_cache_mib", avail * 0.3)), avail)  # until `sysctl -w vm.drop_caches=3`
+    text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {max(0, avail - cached - 2048) * 1024:>10} kB\n"
+            f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
+            f"Cached:         {cached * 1024:>10} kB\nSwapTotal:             0 kB\n")
+    path = world.station_dir(name) / "meminfo"
+    tmp = path.with_name(f"meminfo.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

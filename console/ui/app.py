@@ -32,6 +32,7 @@ from console.messages import (
 from console.monitor import StationService
 from console.remote.session import SessionRegistry
 from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
+from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.ui.screens.checks import ChecksDone
@@ -165,7 +166,7 @@ class ConsoleApp(App):
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
         self.panes: dict[str, StationPane] = {}
-        self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect)
+        self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
         self._diag_version = 0
         self._last_checks: list | None = None
         self._diag_alerted: set[str] = set()
@@ -276,6 +277,9 @@ class ConsoleApp(App):
     def on_container_update(self, msg: ContainerUpdate) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_container(msg.info)
+        info = msg.info  # a container that stopped with an error is never silent in the diagnosis
+        self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
+                                 f"container {info.name}", oom_killed=info.oom_killed)
 
     def on_engine_update(self, msg: EngineUpdate) -> None:
         if pane := self.panes.get(msg.station):
@@ -310,8 +314,8 @@ class ConsoleApp(App):
         for f in findings:
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
-                self.notify(f"Diagnosis: {f.id} on {f.station} — {f.cause[:90]} (press d)", severity="error",
-                            timeout=10)
+                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press d)",
+                            severity="error", timeout=10, markup=False)
 
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
         ev = next((e for e in msg.finding.evidence if e.source in self.panes), None)

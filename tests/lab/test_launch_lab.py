@@ -46,12 +46,38 @@ def mutations(log):
 
 
 async def api_for(lab):
-    runner = web.AppRunner(sim_api.create_app(SimBackend(lab.world, "A")), access_log=None)
+    """The head's simulated API on 127.0.0.1, listening only while A's engine is ready (vLLM binds
+    its port late and closes it when it stops: the verified stop checks exactly that)."""
+    import asyncio
+    import socket
+
+    backend = SimBackend(lab.world, "A")
+    runner = web.AppRunner(sim_api.create_app(backend), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def gate():
+        site = None
+        while True:
+            ready = await asyncio.to_thread(backend.phase) == "ready"
+            if ready and site is None:
+                site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True)
+                await site.start()
+            elif not ready and site is not None:
+                await site.stop()
+                site = None
+            await asyncio.sleep(0.2)
+
+    task = asyncio.create_task(gate())
+
+    class Served:
+        async def cleanup(self):
+            task.cancel()
+            await runner.cleanup()
+
+    return Served(), f"http://127.0.0.1:{port}"
 
 
 async def run_action(cfg, action, log, **kw):

@@ -57,11 +57,19 @@ async def test_launch_json_then_idempotent_then_stop(sim_factory):
     assert doc["result"] == "ok" and doc["transport"] == "gdrdma"
     assert [(s["station"], s["action"]) for s in doc["steps"] if s["action"] in ("run", "ready")] == [
         ("B", "run"), ("A", "run"), ("A", "ready")]
-    assert "B  run: ok" in err and "launch: OK" in err  # progress and verdict on stderr
+    assert "B  run: ok" in err and "launch: OK" in err  # progress on stderr; --json: the verdict there too
+    assert [e["event"] for e in doc["timeline"]["A"]][0] == "container-started"
+    assert doc["timeline"]["A"][-1]["event"] == "first-token"
+    # over a running, healthy service: said in words, nothing changed without --replace
     rc, out, err = await cli("launch", "--config", cfg, "--yes")
-    assert rc == 0 and "already running" in err and out == ""
+    assert rc == 1 and "a healthy service is running on A and B; launch replaces it" in out
+    assert "--replace" in out
+    rc, out, err = await cli("launch", "--config", cfg, "--yes", "--skip-checks", "--replace")
+    assert rc == 0 and out.startswith("launch: OK: serving glm-5.3")  # --yes: the verdict on stdout
+    assert "A  stop: ok" in err and "verify-stop: ok" in err and "(last time" in out
     rc, out, err = await cli("stop", "--config", cfg, "--yes", "--json")
     assert rc == 0 and json.loads(out)["result"] == "ok"
+    assert {n: v["clean"] for n, v in json.loads(out)["verified"].items()} == {"A": True, "B": True}
     assert states(sim) == {"A": "exited", "B": "exited"}
 
 
@@ -101,8 +109,39 @@ async def test_ctrl_c_mid_load_cancels_and_stops_what_started(sim_factory):
 async def test_fatal_line_with_keep_on_failure(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
     rc, out, err = await cli("launch", "--config", config_path(sim), "--yes", "--json", "--skip-checks",
-                             "--keep-on-failure")
+                             "--keep-on-failure", "--skip-fit")
     assert rc == 1
     assert json.loads(out)["result"] == "failed"
     assert "kv-cache-too-small" in err and "larger than the available KV cache memory" in err
     assert states(sim)["B"] == "running"
+
+
+async def test_plan_exit_codes_and_json(sim_factory):
+    ok = await sim_factory(n=2, time_scale=0.01)
+    rc, out, err = await cli("plan", "--config", config_path(ok), "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert set(doc) == {"stations", "fits", "warnings"} and doc["fits"] is True
+    assert set(doc["stations"]) == {"A", "B"} and doc["stations"]["A"]["kv_tokens"] > 98304
+    bad = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
+    rc, out, err = await cli("plan", "--config", config_path(bad))
+    assert rc == 1 and "DOES NOT FIT" in out and "fits: no" in out
+    assert "--max-model-len 1,048,576" in out and "lower --max-model-len to about" in out
+    rc, out, err = await cli("plan", "--config", "/nonexistent/x.toml")
+    assert rc == 2
+
+
+async def test_stop_that_leaves_the_container_running_exits_1_with_the_fix(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.005, faults=["container-survives-stop@B"])
+    cfg = config_path(sim)
+    rc, out, err = await cli("launch", "--config", cfg, "--yes", "--skip-checks")
+    assert rc == 0, out + err
+    rc, out, err = await cli("stop", "--config", cfg, "--yes", "--json", "--verify-timeout", "1")
+    assert rc == 1
+    doc = json.loads(out)
+    assert doc["result"] == "failed" and doc["verified"]["A"]["clean"] is True
+    b = doc["verified"]["B"]
+    assert b["clean"] is False and b["container"] == "running"
+    assert [f["id"] for f in b["findings"]][0] == "stop-container-running"
+    assert "restart docker" in b["findings"][0]["fix"]
+    assert "B stop verified: B: glm53 is still running after docker stop" in err

@@ -20,7 +20,7 @@ KV = ("ValueError: To serve at least one request with the models's max seq len (
     ("[rank0]:[E1130 14:16:32.131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
      "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)", "nccl-timeout"),
     ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.",
-     "workers-missing"),
+     "dist-store-timeout"),
     ("(APIServer pid=1) ERROR 11-30 14:16:15 [core_client.py:692] Engine core initialization failed. See root "
      "cause above. Failed core proc(s): {'EngineCore_DP0': 1}", "engine-dead"),
     ("[2026-04-08 14:05:21 TP0] Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
@@ -70,5 +70,8 @@ def test_result_json_shape_and_exit_code():
     doc = r.to_json()
     assert doc == {"steps": [{"station": "A", "action": "stop", "status": "ok", "started_at": "1970-01-01T00:00:01.000Z",
                               "finished_at": "1970-01-01T00:00:02.500Z", "detail": "glm53 exited"}],
-                   "result": "failed", "transport": "socket"}
+                   "result": "failed", "transport": "socket", "verified": {}}
     assert r.exit_code == 1 and ActionResult("stop").exit_code == 0
+    # launch adds the timeline (contract: DESIGN.md), stop and restart the verification
+    assert set(ActionResult("launch").to_json()) == {"steps", "result", "transport", "timeline"}
+    assert set(ActionResult("restart").to_json()) == {"steps", "result", "transport", "timeline", "verified"}

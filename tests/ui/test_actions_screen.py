@@ -16,6 +16,7 @@ from console.ui.screens.actions import (
     ActionFinished,
     ActionProgressScreen,
     ConfirmActionScreen,
+    Confirmed,
     StopOnFailureScreen,
     action_runner,
     plan_action,
@@ -59,7 +60,7 @@ async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_fact
     monkeypatch.setenv("DGX_UI_KEY", "sk-ui-secret")
     sim = await sim_factory(n=2, time_scale=0.01)
     cfg = dataclasses.replace(sim.config, api=ApiSettings(url=sim.config.api.url, api_key_env="DGX_UI_KEY"))
-    plan, specs = await plan_action(relaxed(cfg), "launch")
+    plan = await plan_action(relaxed(cfg), "launch")
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
         app.push_screen(ConfirmActionScreen("launch", plan), app.answers.append)
@@ -69,6 +70,9 @@ async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_fact
         assert "VLLM_API_KEY=*** docker run" in text and "sk-ui-secret" not in text
         assert "--headless" in text and "--gpus device=GPU-" in text
         assert app.screen.focused is app.screen.query_one("#no", Button)
+        fit = plain(app.screen.query_one("#fit", Static))
+        assert "A: weights 217.4 GiB/GPU" in fit and "KV cache ~11.8 GiB" in fit
+        assert not app.screen.query_one("#yes", Button).disabled and not app.screen.query("#replace")
         await pilot.press("escape")
         await pilot.pause()
         assert app.answers == [False]
@@ -90,6 +94,12 @@ async def test_progress_screen_runs_the_launch_and_shows_the_transport(sim_facto
         assert rows.index(("B", "run", "ok")) < rows.index(("A", "run", "ok"))
         verdict = plain(screen.query_one("#verdict", Static))
         assert verdict.startswith("OK") and "GPUDirect RDMA" in verdict
+        assert "A: KV cache logged" in verdict
+        # the start-up timeline, live, per station, in order
+        a_events = [e for st, e, _d in screen.timeline if st == "A"]
+        assert a_events[0] == "container-started" and a_events[-1] == "first-token"
+        assert [e for st, e, _d in screen.timeline if st == "B"][-1] == "cuda-graphs"
+        assert screen.query_one("#timeline", DataTable).row_count == len(screen.timeline)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ActionProgressScreen)
@@ -116,7 +126,8 @@ async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory)
     sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        app.push_screen(ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60)))
+        runner = action_runner(relaxed(sim.config), "launch", choice=Confirmed(skip_fit=True), ready_timeout_s=60)
+        app.push_screen(ActionProgressScreen("launch", runner))
         await wait_for(pilot, lambda: isinstance(app.screen, StopOnFailureScreen) and app.screen.query("#keep"))
         await pilot.pause()
         assert "kv-cache-too-small" in plain(app.screen.query_one("#failure", Static))
@@ -150,6 +161,47 @@ async def test_stop_flow_confirm_then_run(sim_factory):
         await task
         assert app.finished[0].result == "ok"
     assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
+
+
+async def test_launch_over_a_running_service_needs_its_own_tick(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, running=True)
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        await wait_for(pilot, lambda: state(sim, "A") == "running")
+        task = start_action(app, relaxed(sim.config), "launch")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
+        await task
+        await pilot.pause()
+        confirm = app.screen
+        running = plain(confirm.query_one("#running", Static))
+        assert "service is running on A and B" in running and running.endswith("launch replaces it")
+        yes = confirm.query_one("#yes", Button)
+        assert yes.disabled and str(yes.label) == "Replace"
+        assert "[A] stop the running container" in plain(confirm.query_one("#plan", Static))
+        await pilot.click("#replace")
+        await pilot.pause()
+        assert not yes.disabled
+        assert confirm._consents() == Confirmed(replace=True)
+        await pilot.press("escape")  # cancelled: nothing changed
+        await pilot.pause()
+    assert state(sim, "A") == "running" and not app.finished
+
+
+async def test_a_launch_the_estimate_rejects_needs_launch_anyway(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
+    plan = await plan_action(relaxed(sim.config), "launch")
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        app.push_screen(ConfirmActionScreen("launch", plan), app.answers.append)
+        await pilot.pause()
+        assert "kv-cache-too-small" not in plain(app.screen.query_one("#fit", Static))  # words, not ids
+        assert "error: A: one request of --max-model-len 1,048,576" in plain(app.screen.query_one("#fit", Static))
+        assert app.screen.query_one("#yes", Button).disabled
+        await pilot.click("#skip-fit")
+        await pilot.pause()
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert app.answers == [Confirmed(skip_fit=True)]
 
 
 def test_plan_render_is_plain_text():

@@ -158,7 +158,11 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
                                               fatal="torch.OutOfMemoryError: CUDA out of memory.")))
         post(LogBatch("A", A_LOG))
         post(LogBatch("B", B_LOG))
-        await pilot.pause(0.3)
+        await pilot.pause()
+        # The diagnosis runs on a 0.5 s interval and raises a toast for a new error: run it now so the
+        # toast is in every snapshot (CI once took the picture before the interval fired).
+        app._refresh_diagnosis()
+        await pilot.pause()
 
     app._snapshot_feed = feed
     return app

@@ -11,7 +11,7 @@ from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600059 "
             "milliseconds before timing out.")
-SOCKET = "station-b:391:512 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>"
+SOCKET = "station-b:391:512 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0"
 
 
 class PanelApp(App):
@@ -45,7 +45,7 @@ async def test_panel_shows_ranked_findings_evidence_and_fix():
         assert olist.option_count == 2
         assert "nccl-socket-fallback" in str(olist.get_option_at_index(0).prompt)
         detail = text_of(panel.query_one("#diag-detail", Static))
-        assert "station-b:1" in detail and "NET/Socket : Using" in detail
+        assert "station-b:1" in detail and "via NET/Socket" in detail
         assert "NCCL_IB_HCA" in detail  # the fix
         assert "1 error" in text_of(panel.query_one("#diag-summary", Static))
 
@@ -81,3 +81,28 @@ async def test_station_badge():
     assert station_badge(d.ranked(), "station-a") is None
     badge = station_badge(d.ranked(), "station-b")
     assert badge is not None and badge.plain == "▲ 1" and "yellow" in str(badge.style)
+
+
+async def test_next_step_is_a_key_to_press_and_log_text_is_sanitized():
+    from console.diagnosis.engine import diagnose_lines
+    from console.ui.widgets.diagnosis import render_detail
+
+    socket = diagnose_lines("station-b", [SOCKET])[0]
+    detail = render_detail(socket).plain
+    assert "Next  press k to run the link checks and RDMA validation now" in detail
+    assert "dgx-console check" not in detail  # a command to type elsewhere is the CLI's wording, not the TUI's
+    assert "dgx-console check" in socket.fix  # ... which diagnose --json keeps
+    oom = diagnose_lines("B", ["Loading safetensors checkpoint shards:  60% Completed | 30/50",
+                               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB."])[0]
+    text = render_detail(oom).plain
+    assert "tensor parallelism" in text and "lower --gpu-memory-utilization headroom" not in text
+    hostile = diagnose_lines("x", ["RuntimeError: boom \x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[31mred\x1b[0m"])[0]
+    rendered = render_detail(hostile).plain
+    assert "\x1b" not in rendered and "\x07" not in rendered and "RuntimeError: boom" in rendered
+
+    app = PanelApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(DiagnosisPanel)
+        panel.update_findings([hostile, socket])
+        await pilot.pause()
+        assert "\x1b" not in text_of(panel.query_one("#diag-detail", Static))

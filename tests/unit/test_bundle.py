@@ -21,7 +21,7 @@ STATION_LOG = "\n".join([
     "2026-11-30T14:05:20.000000001Z (APIServer pid=1) INFO 11-30 14:05:20 [utils.py:253] non-default args: "
     f"{{'model': '/models/GLM-5.3-NVFP4', 'api_key': ['{SECRET_KEY}'], 'tensor_parallel_size': 2}}",
     f"2026-11-30T14:05:20.100000001Z HF_TOKEN={SECRET_TOKEN} set for downloads",
-    "2026-11-30T14:05:21.123456789Z station-b:391:512 [0] NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>",
+    "2026-11-30T14:05:21.123456789Z station-b:391:512 [0] NCCL INFO Using network Socket",  # NCCL chose TCP
     f"2026-11-30T14:05:22.000000001Z INFO:     192.168.100.1:5000 - \"GET /v1/models\" Authorization: Bearer {SECRET_KEY}",
 ]) + "\n"
 
@@ -121,3 +121,102 @@ def test_bad_path_is_usage_error(setup, target, msg, capsys, monkeypatch):
     assert main(["bundle", "--config", str(cfg), target]) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- writing safely (O_EXCL|O_NOFOLLOW)
+
+def _no_stray_files(d: Path, allowed: set[str]) -> None:
+    assert {p.name for p in d.iterdir()} <= allowed, sorted(p.name for p in d.iterdir())
+
+
+def test_a_symlinked_target_is_refused_and_its_victim_untouched(setup, capsys):
+    tmp_path, cfg = setup
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "out.tar.gz"
+    link.symlink_to(victim)
+    for extra in ([], ["--force"]):
+        assert main(["bundle", "--config", str(cfg), "--no-checks", *extra, str(link)]) == 2
+        err = capsys.readouterr().err
+        assert "is a symlink" in err and len(err.strip().splitlines()) == 1
+    assert victim.read_text() == "precious\n" and link.is_symlink()
+
+
+def test_a_symlinked_part_file_is_never_written_through(setup, capsys):
+    tmp_path, cfg = setup
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out.tar.gz"
+    (tmp_path / "out.tar.gz.part").symlink_to(victim)  # the old fixed temp name, planted
+    assert main(["bundle", "--config", str(cfg), "--no-checks", str(out)]) == 0
+    assert victim.read_text() == "precious\n"
+    assert tarfile.is_tarfile(out) and not out.is_symlink()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tar.gz.")]  # no temp file left
+
+
+def test_fifo_device_and_directory_targets_are_refused(setup, capsys):
+    tmp_path, cfg = setup
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    targets = {str(fifo): "is a FIFO", str(tmp_path): "is a directory"}
+    if os.geteuid() == 0:  # a device node of our own (never /dev/null itself)
+        dev = tmp_path / "null"
+        os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        targets[str(dev)] = "is a device"
+    for target, expect in targets.items():
+        for extra in ([], ["--force"]):
+            assert main(["bundle", "--config", str(cfg), "--no-checks", *extra, target]) == 2
+            err = capsys.readouterr().err
+            assert expect in err and len(err.strip().splitlines()) == 1, err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    if "dev" in locals():
+        assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+def test_an_existing_file_needs_force(setup, capsys):
+    tmp_path, cfg = setup
+    out = tmp_path / "out.tar.gz"
+    out.write_text("old\n")
+    assert main(["bundle", "--config", str(cfg), "--no-checks", str(out)]) == 2
+    assert "exists (use --force" in capsys.readouterr().err and out.read_text() == "old\n"
+    assert main(["bundle", "--config", str(cfg), "--no-checks", "--force", str(out)]) == 0
+    assert tarfile.is_tarfile(out)
+
+
+def test_a_target_turned_into_a_symlink_while_collecting_is_not_followed(setup, monkeypatch, capsys):
+    """The check before collecting is not the only one: the rename never writes through a link."""
+    import console.commands.bundle as bundle
+
+    tmp_path, cfg = setup
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "race.tar.gz"
+    real = bundle.build_bundle
+
+    def racing(*a, **kw):
+        res = real(*a, **kw)
+        out.symlink_to(victim)  # planted between the first check and the write
+        return res
+
+    monkeypatch.setattr(bundle, "build_bundle", racing)
+    assert main(["bundle", "--config", str(cfg), "--no-checks", str(out)]) == 2
+    assert "is a symlink" in capsys.readouterr().err
+    assert victim.read_text() == "precious\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".race.tar.gz.")]
+
+
+def test_extra_env_secrets_and_the_api_key_never_reach_the_bundle(setup, monkeypatch):
+    tmp_path, cfg = setup
+    monkeypatch.setenv("DGX_BUNDLE_KEY", "key-value-9f8e7d")
+    text = cfg.read_text().replace("[overrides]\n", "[api]\napi_key_env = \"DGX_BUNDLE_KEY\"\n\n[overrides]\n"
+                                   "secret_env = [\"ODD_NAME\"]\n")
+    text += '\n[overrides.extra_env]\nMY_PASS = "pass-value-1234"\nODD_NAME = "odd-value-5678"\nPLAIN = "plain-1"\n'
+    cfg.write_text(text)
+    (tmp_path / "docker.out").write_text("log line with odd-value-5678 and key-value-9f8e7d in it\n")
+    out = tmp_path / "s.tar.gz"
+    assert main(["bundle", "--config", str(cfg), "--no-checks", str(out)]) == 0
+    blob = b"".join(read_bundle(out).values())
+    for secret in (b"pass-value-1234", b"odd-value-5678", b"key-value-9f8e7d", SECRET_TOKEN.encode()):
+        assert secret not in blob, secret
+    assert b"plain-1" in blob  # not a secret: kept

@@ -115,7 +115,9 @@ def test_live_station_log_through_transport(tmp_path, monkeypatch, capsys):
     f = data["findings"][0]
     assert f["id"] == "nccl-socket-fallback" and f["station"] == "station-b" and f["count"] == 2
     assert f["evidence"][0]["line"] == 2 and f["first_seen_at"] == "2026-11-30T14:05:21.123456789Z"
-    assert (tmp_path / "docker.args").read_text().split() == ["logs", "--timestamps", "--tail", "300", "glm53"]
+    calls = (tmp_path / "docker.args").read_text().splitlines()
+    assert calls[0].split() == ["logs", "--timestamps", "--tail", "300", "glm53"]
+    assert calls[1].split()[0] == "inspect"  # its exit code: a stopped container is never silent
 
 
 def test_unreachable_station_is_reported_not_fatal(tmp_path, monkeypatch, capsys):
@@ -143,3 +145,22 @@ def test_unknown_station_is_usage_error(tmp_path, capsys):
     cfg = write_config(tmp_path)
     assert main(["diagnose", "--config", str(cfg), "--station", "nope"]) == 2
     assert "no such station" in capsys.readouterr().err
+
+
+def test_a_stopped_container_with_an_exit_code_is_never_silent(tmp_path, monkeypatch, capsys):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "docker.out").write_text(WORKER_LOG.replace("Using network Socket", "Using network IB"))
+    state = '{"Status":"exited","Running":false,"ExitCode":1,"OOMKilled":false,"StartedAt":"x","FinishedAt":"y"}'
+    script = bindir / "docker"
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = inspect ]; then echo '{state}|img|sha256:1'; exit 0; fi\n"
+                      f"cat {tmp_path}/docker.out\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    cfg = write_config(tmp_path)
+    rc = main(["diagnose", "--json", "--config", str(cfg), "--station", "station-b"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    f = data["findings"][0]
+    assert f["id"] == "unrecognised-error" and f["severity"] == "warning"
+    assert f["evidence"][0]["text"] == "container glm53 exited with code 1" and f["evidence"][0]["line"] is None

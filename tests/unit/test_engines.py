@@ -201,7 +201,7 @@ docker run \
     -e SGLANG_API_KEY \
     --entrypoint sh \
     lmsysorg/sglang@sha256:cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd \
-    -c 'exec "$@" --api-key "$SGLANG_API_KEY"' sglang python3 \
+    -c 'umask 077 && python3 -c "$0" && unset SGLANG_API_KEY && exec "$@" --config /tmp/dgx-console-sglang-secrets.yaml' 'import json, os; open("/tmp/dgx-console-sglang-secrets.yaml", "w").write(json.dumps({"api-key": os.environ["SGLANG_API_KEY"]}))' python3 \
     -m sglang.launch_server \
     --model-path /models/GLM-5.3-Flash-NVFP4 \
     --served-model-name glm-5.3-flash \

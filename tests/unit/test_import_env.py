@@ -91,3 +91,46 @@ def test_cli_writes_a_config_that_loads_and_refuses_to_overwrite(tmp_path, capsy
     assert "exists (use --force" in capsys.readouterr().err
     assert main(["import-env", str(tmp_path / "a.env"), "--host", "C=x"]) == 2
     assert "--host for unknown station(s): C" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["/bin/ls", "/dev/zero", "DIR", "FIFO"])
+def test_binary_files_devices_and_directories_are_one_line(tmp_path, capsys, target):
+    import os
+
+    if target == "DIR":
+        target = str(tmp_path)
+    elif target == "FIFO":
+        target = str(tmp_path / "fifo")
+        os.mkfifo(target)
+    assert main(["import-env", target]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and target in err and "Traceback" not in err
+
+
+def test_hostile_env_values_never_reach_a_config(tmp_path, capsys):
+    env = tmp_path / "glm53.env"
+    env.write_text('RANK="0"\nNETDEV="$(touch /tmp/pwned)"\nLOCAL_IP="-oProxyCommand=touch /tmp/x"\n'
+                   'PEER_IP="198.18.0.2"\n')
+    assert main(["import-env", str(env)]) == 2
+    err = capsys.readouterr().err
+    assert "does not load" in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_is_never_written_through_a_symlink(tmp_path, capsys):
+    env = tmp_path / "glm53.env"
+    env.write_text('RANK="0"\nNETDEV="enp1s0f1np1"\nRDMA_DEVICE="mlx5_0"\nLOCAL_IP="198.18.0.1"\nPEER_IP="198.18.0.2"\n')
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    link = tmp_path / "out.toml"
+    link.symlink_to(victim)
+    assert main(["import-env", str(env), "--out", str(link), "--force"]) == 2
+    assert "is a symlink" in capsys.readouterr().err and victim.read_text() == "precious\n"
+
+
+def test_ssh_to_a_peer_ends_its_options_before_the_host():
+    import shlex
+
+    from console.remote.commands import ssh_peer
+
+    words = shlex.split(ssh_peer("-oProxyCommand=touch /tmp/pwned"))
+    assert words[words.index("--") + 1] == "-oProxyCommand=touch /tmp/pwned"  # a host name, not an option

@@ -245,15 +245,19 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
 
 
 def test_engine_log_anchors_cover_every_marker():
-    from console.probes.engine_log import _ANCHORS, FATAL_MARKERS, READY_MARKERS, RESET_MARKERS
+    from console.probes.engine_log import _ANCHORS, _SCAN, FATAL_MARKERS, READY_MARKERS, RESET_MARKERS
 
     phase_lines = ["Loading safetensors checkpoint shards:  2% Completed | 1/50", "Starting to load model x",
                    "Load weight begin.", "Model loading took 1 GiB", "Available KV cache memory: 1 GiB",
                    "KV Cache is allocated.", "Capturing CUDA graphs (decode, FULL)", "Capture cuda graph begin.",
                    "Graph capturing finished in 3 secs", "headless multiproc executor", "INFO:     Shutting down",
                    "NCCL INFO Using network IB", "NET/IB : Using [0]mlx5_0:1/RoCE"]
-    for text in (*FATAL_MARKERS, *READY_MARKERS.values(), *RESET_MARKERS, *phase_lines):
+    for text in (*READY_MARKERS.values(), *RESET_MARKERS, *phase_lines):
         assert any(a in text for a in _ANCHORS), text
+    scanned = {a for group in _SCAN.keys.values() for a in group}
+    assert set(FATAL_MARKERS) <= scanned  # the catalogue's fatal lines are scanned for too
+    for key, group in _SCAN.keys.items():  # a line holding an anchor holds its key: nothing is missed
+        assert all(key.decode() in a.lower() for a in group), key
     t = EngineLogTracker("vllm")
     assert not t.feed_batch(["(APIServer pid=1) INFO 11-30 14:05:21 [loggers.py:123] Engine 000: Avg prompt "
                              "throughput: 0.0 tokens/s, Running: 16 reqs"] * 100)

@@ -63,3 +63,52 @@ def test_any_text_comes_out_clean(s):
     assert "\x1b" not in out
     if is_clean(s):
         assert out == s
+
+
+def test_lone_surrogates_become_replacement_characters_and_print():
+    out = clean("a\ud800b\udfffc")
+    assert out == "a\ufffdb\ufffdc" and is_clean(out)
+    out.encode("utf-8")  # printing a lone surrogate would raise UnicodeEncodeError
+
+
+def test_an_unterminated_string_sequence_ends_at_its_line():
+    assert clean("one \x1b]52;c;QUJD\ntwo\nthree") == "one \ntwo\nthree"
+    assert clean("\x1bPq stray\nnext") == "\nnext"
+
+
+def test_terminal_safe_keeps_only_the_consoles_own_sequences():
+    from console.cli import terminal_safe
+
+    assert terminal_safe("\x1b[2mthinking\x1b[0m") == "\x1b[2mthinking\x1b[0m"
+    assert terminal_safe("\r\x1b[2KC1 measure: 3/10") == "\r\x1b[2KC1 measure: 3/10"
+    out = terminal_safe("\x1b[2m" + "\x1b]52;c;QQ==\x07\x1b[31mred\x9b2J\x00" + "\x1b[0m")
+    assert out == "\x1b[2mred\u2400\x1b[0m"
+
+
+def test_safe_stream_cleans_every_write():
+    import io
+
+    from console.cli import SafeStream
+
+    raw = io.StringIO()
+    s = SafeStream(raw)
+    print("x\x1b]0;title\x07y", file=s)
+    s.write("\x1b[2J")
+    assert raw.getvalue() == "xy\n" and s.getvalue() == "xy\n"  # other attributes pass through
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab\n\x1b[]P\\\x07\x9b\x9c\x9d;0") + ["\ud800"]), max_size=200))
+def test_sequence_soup_comes_out_clean(s):
+    from console.cli import terminal_safe
+
+    assert is_clean(clean(s))
+    out = terminal_safe(s)
+    rest = out.replace("\x1b[2m", "").replace("\x1b[0m", "").replace("\r\x1b[2K", "")
+    assert is_clean(rest)
+
+
+def test_clean_handles_megabytes_of_worst_case_soup():
+    """No pattern backtracks: these would take hours if one did (bench-free: no timing asserted)."""
+    for soup in ("\x1b]" * 1_000_000, "\x1b[" + "0;" * 1_000_000, "\x9b" * 2_000_000, "\x00\x1b" * 1_000_000,
+                 "\x1bP" + "x" * 2_000_000):
+        assert is_clean(clean(soup))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -294,6 +295,19 @@ def cmd_start(args: list[str], ctx) -> int:
     return rc
 
 
+def _unkillable(ctx, name: str) -> bool:
+    """The container-survives-stop fault: its process sits in the GPU driver (D state) and ignores
+    SIGKILL, so the daemon gives up (moby's wording)."""
+    if "container-survives-stop" not in ctx.faults:
+        return False
+    if container_status(ctx.world, ctx.station, ctx.state, name)["state"] != "running":
+        return False
+    time.sleep(0.5)  # a real daemon waits the stop timeout, then SIGKILL, then for the exit event
+    print(f"Error response from daemon: cannot stop container: {name}: tried to kill container, but did not "
+          "receive an exit event", file=sys.stderr)
+    return True
+
+
 def cmd_stop(args: list[str], ctx) -> int:
     names = []
     i = 0
@@ -307,6 +321,9 @@ def cmd_stop(args: list[str], ctx) -> int:
     for name in names:
         if name not in ctx.state["containers"] or ctx.state["containers"][name]["state"] == "absent":
             rc = _no_such(name)
+            continue
+        if _unkillable(ctx, name):
+            rc = 1
             continue
         ctx.world.stop_container(ctx.station, name)
         print(name)
@@ -327,6 +344,9 @@ def cmd_rm(args: list[str], ctx) -> int:
             rc = 1
             continue
         if st["state"] == "running":
+            if _unkillable(ctx, name):
+                rc = 1
+                continue
             ctx.world.stop_container(ctx.station, name)
         with ctx.world.edit(ctx.station) as s:
             s["containers"][name]["state"] = "absent"
@@ -411,6 +431,16 @@ def cmd_image(args: list[str], ctx) -> int:
     return rc
 
 
+def _env_from_client(args: list[str]) -> dict[str, str]:
+    """``-e NAME`` without a value: docker copies NAME from its own environment (how secrets
+    arrive). Recorded as sha256 of the value, so a test can see it arrived without storing it."""
+    out = {}
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("-e", "--env") and "=" not in value and value in os.environ:
+            out[value] = hashlib.sha256(os.environ[value].encode()).hexdigest()
+    return out
+
+
 def cmd_run(args: list[str], ctx) -> int:
     name = None
     gpus = None
@@ -457,7 +487,8 @@ def cmd_run(args: list[str], ctx) -> int:
                   f'by container "{cid}". You have to remove (or rename) that container to be able to reuse that name.',
                   file=sys.stderr)
             return 125
-        s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": []}
+        s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": [],
+                                 "env_from_client": _env_from_client(args)}
     ctx.world.start_container(ctx.station, name, args=args)
     if "-d" in args or "--detach" in args:
         print(container_id(ctx.station, name))

@@ -10,6 +10,7 @@ import sys
 import time
 
 from console.sim.engine import container_status, engine_phase, serving_mem_gib
+from console.sim.world import held_mib
 
 _DEFAULT_PIDS = {0: 2345, 1: 2346}
 
@@ -34,7 +35,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
     for g in state["gpus"]:
         if g["serving"]:
             util = min(100.0, busy + (_noise(now + g["index"], 6.0) if busy else 0.0))
-            mem = int(round(used_gib * 1024)) + g["idle_mib"]
+            mem = int(round(used_gib * 1024)) + g["idle_mib"] + held_mib(g)
             temp = 33 + util * 0.32 + (8 if used_gib > 1 else 0)
             power = (11.0 + util * 0.4) if g["unified"] else (96.0 + util * 6.5 + used_gib * 0.3)
         else:
@@ -54,6 +55,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
             "compute_cap": "12.1" if g["unified"] else ("10.3" if "GB300" in g["name"] else "12.0"),
             "driver_version": "580.95.05",
             "_used_mib": mem,
+            "_engine_mib": int(round(used_gib * 1024)) if g["serving"] else 0,
         })
     return out
 
@@ -124,16 +126,22 @@ def main(argv: list[str], ctx) -> int:
             if not noheader:
                 lines.append(", ".join(_header(f) for f in apps))
             for v in vals:
-                if not ctx.state["gpus"][int(v["index"])]["serving"]:
+                g = ctx.state["gpus"][int(v["index"])]
+                if not g["serving"]:
                     continue
-                used = v["_used_mib"]
-                if used <= ctx.state["gpus"][int(v["index"])]["idle_mib"] + 1:
-                    continue
-                row = {"gpu_uuid": v["uuid"], "pid": str(_DEFAULT_PIDS.get(ctx.state["rank"], 2347)),
-                       "process_name": "/usr/bin/python3", "used_memory": str(used),
-                       "gpu_name": v["name"]}
-                lines.append(", ".join(row.get(f, "[N/A]") + ("" if nounits else (" MiB" if f == "used_memory" else ""))
-                                       for f in apps))
+                engine_pid = str(_DEFAULT_PIDS.get(ctx.state["rank"], 2347))
+                procs = []
+                if v["_engine_mib"] > 1:
+                    procs.append((engine_pid, "/usr/bin/python3", v["_engine_mib"]))
+                if g.get("held_mib"):  # the oom fault's leftover process
+                    procs.append((str(g.get("held_pid", 4242)), "python3", g["held_mib"]))
+                if g.get("leaked_mib") and not g["unified"]:  # a stuck engine process after the stop
+                    procs.append((engine_pid, "[python3]", g["leaked_mib"]))
+                for pid, pname, used in procs:
+                    row = {"gpu_uuid": v["uuid"], "pid": pid, "process_name": pname, "used_memory": str(used),
+                           "gpu_name": v["name"]}
+                    lines.append(", ".join(row.get(f, "[N/A]") + ("" if nounits else (" MiB" if f == "used_memory" else ""))
+                                           for f in apps))
         else:
             fields = query or ["index", "name"]
             for f in fields:

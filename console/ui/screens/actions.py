@@ -1,18 +1,25 @@
 """Launch / stop / restart in the TUI: confirm with the exact commands, then follow the steps.
 
 ``start_action(app, config, action, read_only)`` is the whole flow the app binds to L / S / R:
-refuse in read-only mode, plan (launch resolves GPUs and the image digest on the stations), show
-``ConfirmActionScreen`` with every command that will run (API key as ``***``), then
-``ActionProgressScreen`` runs the same ``ServiceActions`` the CLI uses as an asyncio task of the
-app's loop (all I/O is awaited; nothing blocks). ``c`` / Escape cancels; a failed start asks
-whether to stop what started. The verdict is posted to the app as ``ActionFinished``.
+refuse in read-only mode, plan (launch inspects the containers, resolves GPUs and the image
+digest, reads the operator's launch script and makes the fit estimate), show
+``ConfirmActionScreen`` with every command that will run (API key as ``***``), the estimate, and
+what is running now: replacing a running service or launching against the estimate needs a
+ticked box of its own. ``ActionProgressScreen`` then runs the same ``ServiceActions`` the CLI uses
+as an asyncio task of the app's loop (all I/O is awaited; nothing blocks): the steps, the
+start-up timeline per station as it happens, then the verdict with the stop's verification and
+the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
+what started. The verdict is posted to the app as ``ActionFinished``.
+Step details, evidence and log lines quote the stations: sanitized, shown as ``Text``, never markup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on
@@ -21,11 +28,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Label, RichLog, Static
+from textual.widgets import Button, Checkbox, DataTable, Label, RichLog, Static
 
 from console.actions import (
     ActionEvent,
     ActionFailed,
+    ActionPlan,
     ActionResult,
     PlannedCommand,
     ReadOnlyError,
@@ -33,7 +41,8 @@ from console.actions import (
     require_writable,
 )
 from console.config import Config
-from console.engines import LaunchSpec
+from console.probes.engine_log import TIMELINE_LABELS
+from console.sanitize import clean, one_line, plain
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}
@@ -41,10 +50,20 @@ VERDICT_STYLE = {"ok": "bold green", "failed": "bold red", "cancelled": "bold ma
 TRANSPORT_TEXT = {"gdrdma": "GPUDirect RDMA", "rdma": "RDMA (no GPUDirect)", "socket": "TCP sockets (fallback)",
                   "unknown": "not seen"}
 ORDER_NOTE = {
-    "launch": "Workers start first, then the head; the head is ready at its ready line and /health 200.",
-    "stop": "The head stops first, then the workers.",
-    "restart": "Stops what runs (head first), then docker start: workers first, then the head.",
+    "launch": "Workers start first, then the head; ready once /health is 200 and the head streams a first token.",
+    "stop": "The head stops first, then the workers; then every station is checked to be clean.",
+    "restart": "Stops what runs (head first) and checks it is clean, then docker start: workers first, then the head.",
 }
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A deliberate yes, with the extra consents the plan needed."""
+
+    replace: bool = False
+    skip_fit: bool = False
+    drop_caches: bool = False
 
 
 class ActionFinished(Message):
@@ -66,45 +85,97 @@ def render_plan(action: str, plan: list[PlannedCommand]) -> Text:
     t.append(ORDER_NOTE[action] + "\n", style="italic")
     for i, pc in enumerate(plan, 1):
         t.append(f"\n{i}. ", style="bold")
-        t.append(f"[{pc.station}] ", style="bold cyan")
-        t.append(pc.what + "\n", style="bold")
-        t.append("   " + pc.preview.replace("\n", "\n   ") + "\n")
+        t.append(f"[{one_line(pc.station, 60)}] ", style="bold cyan")
+        t.append(one_line(pc.what, 300) + "\n", style="bold")
+        t.append("   " + clean(pc.preview).replace("\n", "\n   ") + "\n")
     return t
 
 
-class ConfirmActionScreen(ModalScreen[bool]):
-    """The exact commands, in order; nothing runs without a deliberate yes."""
+def render_fit(plan: ActionPlan) -> Text:
+    t = Text()
+    if plan.fit is None:
+        return t
+    for f in plan.fit.fits:
+        t.append(f"{f.station}: ", style="bold")
+        t.append(f"weights {f.weights_gib:.1f} GiB/GPU of {f.total_gib:.1f} GiB; KV cache ~{f.kv_gib:.1f} GiB = "
+                 f"{f.kv_tokens:,} tokens = {f.concurrency:.1f} x {f.settings.max_model_len:,}\n")
+    for w in plan.fit.warnings():
+        t.append(f"{w.severity}: ", style=SEVERITY_STYLE.get(w.severity, ""))
+        t.append(clean(w.text + (f" (fix: {w.fix})" if w.fix else "")) + "\n")
+    return t
+
+
+class ConfirmActionScreen(ModalScreen["Confirmed | bool"]):
+    """The exact commands, in order; nothing runs without a deliberate yes. Replacing a running
+    service, or launching against the fit estimate, each needs its own ticked box."""
 
     DEFAULT_CSS = """
     ConfirmActionScreen { align: center middle; }
-    ConfirmActionScreen > Vertical { width: 90%; height: 85%; border: thick $warning; padding: 1 2;
+    ConfirmActionScreen > Vertical { width: 90%; height: 90%; border: thick $warning; padding: 0 1;
                                      background: $surface; }
     ConfirmActionScreen VerticalScroll { height: 1fr; border: round $panel; }
+    ConfirmActionScreen #running { color: $error; text-style: bold; height: auto; }
+    ConfirmActionScreen #fit { height: auto; border-bottom: solid $panel; }
     ConfirmActionScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
     ConfirmActionScreen Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
 
-    def __init__(self, action: str, plan: list[PlannedCommand]) -> None:
+    def __init__(self, action: str, plan: ActionPlan | list[PlannedCommand]) -> None:
         super().__init__()
-        self.action, self.plan = action, plan
+        self.action = action
+        self.full = plan if isinstance(plan, ActionPlan) else ActionPlan(action, list(plan))
+        self.plan = self.full.commands
+        self.needs_fit_consent = self.full.fit is not None and not self.full.fit.ok
+        warned = self.full.fit.warnings() if self.full.fit is not None else []
+        self.offer_drop = any(w.id == "free-memory-at-startup" for w in warned)
+        # dropping the page cache is enough when the free memory at start is the only problem
+        self.drop_is_enough = self.offer_drop and all(w.id == "free-memory-at-startup" for w in warned
+                                                      if w.severity == "error")
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text.assemble((f"{self.action.capitalize()} the service?", "bold"),
                                       f"  {len(self.plan)} commands, in this order"))
-            with VerticalScroll():
+            if self.full.running:
+                yield Static(plain(self.full.running), id="running")
+            with VerticalScroll():  # only this part shrinks on a small terminal: the choices stay visible
+                if self.full.fit is not None:
+                    yield Static(render_fit(self.full), id="fit")
                 yield Static(render_plan(self.action, self.plan), id="plan")
+            if self.full.running:
+                yield Checkbox("Stop the running service (verified) and replace it", id="replace")
+            if self.offer_drop:
+                yield Checkbox("Drop the page cache on every station first (sync; vm.drop_caches=3)",
+                               id="drop-caches")
+            if self.needs_fit_consent:
+                yield Checkbox("Launch anyway: the estimate says it does not fit", id="skip-fit")
             with Horizontal():
                 yield Button("Cancel", id="no")
-                yield Button(self.action.capitalize(), id="yes", variant="warning")
+                label = "Replace" if self.full.running else self.action.capitalize()
+                yield Button(label, id="yes", variant="error" if self.full.running else "warning",
+                             disabled=bool(self.full.running) or self.needs_fit_consent)
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()  # the safe choice has the focus
 
+    def _consents(self) -> Confirmed:
+        def ticked(cid: str) -> bool:
+            boxes = self.query(f"#{cid}").results(Checkbox)
+            return any(b.value for b in boxes)
+
+        return Confirmed(replace=ticked("replace"), skip_fit=ticked("skip-fit"), drop_caches=ticked("drop-caches"))
+
+    @on(Checkbox.Changed)
+    def _ticked(self, _event: Checkbox.Changed) -> None:
+        c = self._consents()
+        fit_ok = c.skip_fit or not self.needs_fit_consent or (c.drop_caches and self.drop_is_enough)
+        ready = (c.replace or not self.full.running) and fit_ok
+        self.query_one("#yes", Button).disabled = not ready
+
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
+        self.dismiss(self._consents() if event.button.id == "yes" else False)
 
 
 class StopOnFailureScreen(ModalScreen[bool]):
@@ -124,10 +195,10 @@ class StopOnFailureScreen(ModalScreen[bool]):
         self.result = result
 
     def compose(self) -> ComposeResult:
-        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), self.result.summary, "\n")
+        t = Text.assemble((f"{self.result.action} failed: ", "bold red"), one_line(self.result.summary, 600), "\n")
         for station, line in self.result.evidence:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
         with Vertical():
             yield Static(t, id="failure")
             yield Static("Stop the containers this run started (head first), or leave them running to look?")
@@ -145,15 +216,17 @@ RunAction = Callable[[Callable[[ActionEvent], None], Callable[[ActionResult], Aw
 
 
 class ActionProgressScreen(ModalScreen[ActionResult | None]):
-    """Steps as they happen (a table), notable log lines, then the verdict and the transport."""
+    """Steps as they happen (a table), the start-up timeline per station, notable log lines, then
+    the verdict: the transport, the stop's verification, the comparison with the last launches."""
 
     DEFAULT_CSS = """
     ActionProgressScreen { align: center middle; }
-    ActionProgressScreen > Vertical { width: 95%; height: 90%; border: thick $accent; padding: 0 1;
+    ActionProgressScreen > Vertical { width: 95%; height: 95%; border: thick $accent; padding: 0 1;
                                       background: $surface; }
-    ActionProgressScreen DataTable { height: 1fr; }
-    ActionProgressScreen RichLog { height: 10; border: round $panel; }
-    ActionProgressScreen #verdict { height: 6; padding: 0 1; }
+    ActionProgressScreen #steps { height: 1fr; }
+    ActionProgressScreen #timeline { height: 9; border-top: solid $panel; }
+    ActionProgressScreen RichLog { height: 6; border: round $panel; }
+    ActionProgressScreen #verdict { height: auto; max-height: 12; padding: 0 1; }
     """
     BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel")]
 
@@ -163,17 +236,20 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.result: ActionResult | None = None
         self._task: asyncio.Task | None = None
         self._rows: dict[int, object] = {}
+        self._timeline_rows: dict[tuple[str, str], object] = {}
+        self.timeline: list[tuple[str, str, str]] = []  # (station, event, detail) as shown
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text.assemble((self.action.capitalize(), "bold"), "  ", (ORDER_NOTE[self.action], "dim")))
             yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="timeline", cursor_type="none", zebra_stripes=True)
             yield RichLog(id="progress-log", max_lines=500, wrap=False, markup=False)
             yield Static(Text("running... (c: cancel)", style="bold cyan"), id="verdict")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("station", "step", "status", "detail")
+        self.query_one("#steps", DataTable).add_columns("station", "step", "status", "detail")
+        self.query_one("#timeline", DataTable).add_columns("station", "start-up", "at", "detail")
         self._task = asyncio.create_task(self._drive())
 
     async def _drive(self) -> None:
@@ -192,10 +268,13 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
 
     def on_action_progress(self, msg: ActionProgress) -> None:
         ev = msg.event
-        if ev.kind == "step" and ev.step is not None:
+        if ev.kind == "timeline" and ev.timeline is not None:
+            self._show_timeline(ev.station, ev.timeline)
+        elif ev.kind == "step" and ev.step is not None:
             st = ev.step
-            table = self.query_one(DataTable)
-            cells = (st.station, st.action, Text(st.status, style=STATUS_STYLE.get(st.status, "")), st.detail[:200])
+            table = self.query_one("#steps", DataTable)
+            cells = (plain(one_line(st.station, 60)), plain(one_line(st.action, 60)),
+                     Text(one_line(st.status, 20), style=STATUS_STYLE.get(st.status, "")), plain(one_line(st.detail, 200)))
             key = self._rows.get(id(st))
             if key is None:
                 self._rows[id(st)] = table.add_row(*cells)
@@ -203,19 +282,41 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 for col, value in zip(table.columns, cells, strict=False):
                     table.update_cell(key, col, value, update_width=True)
         elif ev.kind in ("log", "note"):
-            self.query_one(RichLog).write(Text.assemble((f"{ev.station} | ", "bold"), ev.text[:300]))
+            self.query_one(RichLog).write(Text.assemble((f"{one_line(ev.station, 60)} | ", "bold"),
+                                                        one_line(ev.text, 300)))
+
+    def _show_timeline(self, station: str, ev) -> None:
+        """One row per station and event; a later line of the same event (KV tokens) updates it."""
+        table = self.query_one("#timeline", DataTable)
+        cells = (plain(one_line(station, 60)), plain(one_line(TIMELINE_LABELS.get(ev.event, ev.event), 60)),
+                 time.strftime("%H:%M:%S", time.localtime(ev.at)), plain(one_line(ev.detail, 160)))
+        key = self._timeline_rows.get((station, ev.event))
+        if key is None:
+            self._timeline_rows[(station, ev.event)] = table.add_row(*cells)
+            self.timeline.append((station, ev.event, ev.detail))
+        else:
+            for col, value in zip(table.columns, cells, strict=False):
+                table.update_cell(key, col, value, update_width=True)
+            self.timeline = [(s, e, ev.detail if (s, e) == (station, ev.event) else d) for s, e, d in self.timeline]
 
     def _show_verdict(self, res: ActionResult) -> None:
         t = Text()
         t.append(res.result.upper(), style=VERDICT_STYLE[res.result])
-        t.append(f" - {res.summary}")
-        if self.action != "stop":
+        t.append(f" - {one_line(res.summary, 600)}")
+        if self.action != "stop" and res.steps and any(s.action == "transport" for s in res.steps):
             t.append("\nNCCL transport: ", style="bold")
             t.append(TRANSPORT_TEXT[res.transport],
                      style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
+        for name, v in res.verified.items():
+            t.append(f"\n{name} stop verified: ", style="bold")
+            t.append(v.summary(), style="green" if v.clean else "bold red")
+            for f in v.findings[:2]:
+                t.append(f"\n   fix: {f['fix']}", style="dim")
         for station, line in res.evidence[-5:]:
-            t.append(f"\n{station} | ", style="bold")
-            t.append(line[:200])
+            t.append(f"\n{one_line(station, 60)} | ", style="bold")
+            t.append(one_line(line, 200))
+        for note in res.notes[:12]:
+            t.append("\n" + one_line(note, 300), style="yellow" if "slower" in note else "")
         t.append("\n(Escape: close)", style="dim")
         self.query_one("#verdict", Static).update(t)
 
@@ -240,7 +341,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 await self._task
 
 
-def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | None = None,
+def action_runner(config: Config, action: str, plan: ActionPlan | None = None, choice: Confirmed | None = None,
                   **svc_kw) -> RunAction:
     """The coroutine factory the progress screen drives: one ServiceActions, closed afterwards."""
 
@@ -252,7 +353,9 @@ def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | No
         holder.append(svc)
         try:
             if action == "launch":
-                return await svc.launch(specs=specs, on_failure=ask)
+                c = choice or Confirmed()
+                return await svc.launch(specs=plan.specs if plan else None, on_failure=ask, replace=c.replace,
+                                        skip_fit=c.skip_fit, drop_caches=c.drop_caches)
             if action == "stop":
                 return await svc.stop()
             return await svc.restart(on_failure=ask)
@@ -268,11 +371,10 @@ def action_runner(config: Config, action: str, specs: dict[str, LaunchSpec] | No
     return run
 
 
-async def plan_action(config: Config, action: str) -> tuple[list[PlannedCommand], dict[str, LaunchSpec] | None]:
+async def plan_action(config: Config, action: str) -> ActionPlan:
     svc = ServiceActions(config)
     try:
-        specs = await svc.plan_launch() if action == "launch" else None
-        return svc.preview(action, specs), specs
+        return await svc.plan(action)
     finally:
         await svc.close()
 
@@ -282,24 +384,25 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
     try:
         require_writable(read_only)
     except ReadOnlyError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
+        app.notify(one_line(str(exc), 300), severity="error", timeout=6, markup=False)
         return None
 
     async def flow() -> None:
         if action == "launch":
-            app.notify("launch: reading GPUs and the image digest on the stations...", timeout=4)
+            app.notify("launch: reading the containers, GPUs, image digest and the fit on the stations...", timeout=4)
         try:
-            plan, specs = await plan_action(config, action)
+            plan = await plan_action(config, action)
         except ActionFailed as exc:
-            app.notify(f"{action}: {exc.detail}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: {exc.detail}", 600), severity="error", timeout=12, markup=False)
             return
         except Exception as exc:  # noqa: BLE001 - a connection problem is a notification, not a crash
-            app.notify(f"{action}: cannot plan: {exc}", severity="error", timeout=12)
+            app.notify(one_line(f"{action}: cannot plan: {exc}", 600), severity="error", timeout=12, markup=False)
             return
 
-        def confirmed(yes: bool | None) -> None:
+        def confirmed(yes: Confirmed | bool | None) -> None:
             if yes:
-                app.push_screen(ActionProgressScreen(action, action_runner(config, action, specs, **svc_kw)))
+                choice = yes if isinstance(yes, Confirmed) else Confirmed()
+                app.push_screen(ActionProgressScreen(action, action_runner(config, action, plan, choice, **svc_kw)))
 
         app.push_screen(ConfirmActionScreen(action, plan), confirmed)
 

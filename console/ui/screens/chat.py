@@ -5,6 +5,8 @@ the app's loop (httpx is async, nothing blocks); each delta is appended to a ``S
 long reply costs what it adds, not a re-render of everything so far. After a reply: TTFT, output
 tokens (reasoning included), tokens/s, the finish reason and any warning (the reasoning budget
 trap, a tool-call parser mismatch). The API key field is a password field and is never echoed.
+What the server sends (model ids, reply text, tool calls, finish reasons, error bodies) is outside
+text: it is shown sanitized and as ``Text``, never as markup (a model id ``[/]`` is just a name).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, Switch
 
 from console.config import Config
+from console.sanitize import one_line, plain
 from console.serving.client import (
     EFFORTS,
     SMOKE_TOOL,
@@ -63,7 +66,7 @@ def format_stats(r: ChatResult) -> str:
         parts.append(f"{r.output_tokens:,} output tokens (reasoning incl.)")
     if r.tokens_per_s is not None:
         parts.append(f"{r.tokens_per_s:,.1f} tok/s")
-    parts.append(f"finish: {r.finish_reason or '-'}")
+    parts.append(f"finish: {one_line(str(r.finish_reason or '-'), 40)}")
     return " · ".join(parts)
 
 
@@ -133,25 +136,26 @@ class ReplyView(Vertical):
                     args = json.dumps(json.loads(args), ensure_ascii=False)
                 except ValueError:
                     pass
-                lines.append(f"tool call → {fn.get('name')}({args})")
-            self.tools.update(Text("\n".join(lines)))
+                lines.append(f"tool call → {one_line(str(fn.get('name')), 200)}({one_line(str(args), 4000)})")
+            self.tools.update(plain("\n".join(lines)))
             self.tools.add_class("-shown")
         if r.error is not None:
-            self.stats.update(Text(_error_line(r.error)))
+            self.stats.update(plain(_error_line(r.error)))
             self.stats.add_class("-error")
         elif r.cancelled:
-            self.stats.update("cancelled · " + format_stats(r))
+            self.stats.update(plain("cancelled · " + format_stats(r)))
         else:
-            self.stats.update(format_stats(r))
+            self.stats.update(plain(format_stats(r)))
         if r.warnings:
-            self.warnings.update(Text("\n".join(f"⚠ {w}" for w in r.warnings)))
+            self.warnings.update(plain("\n".join(f"⚠ {one_line(w, 500)}" for w in r.warnings)))
         n_reason = len(self.reasoning)
         self.collapsible.title = f"Reasoning ({n_reason:,} chars)" if n_reason else "Reasoning"
 
 
 def _error_line(e: ApiError) -> str:
     label = {"unauthorized": "API key", "unavailable": "engine down", "timeout": "timeout",
-             "connect": "unreachable", "stream": "server error", "http": "request failed"}.get(e.kind, e.kind)
+             "connect": "unreachable", "stream": "server error", "http": "request failed",
+             "too-large": "reply too large"}.get(e.kind, e.kind)
     return f"✖ {label}: {e}"
 
 
@@ -222,7 +226,7 @@ class ChatScreen(Screen):
         conv = self.query_one("#conversation", VerticalScroll)
         for user_line, result in self.session.turns:
             reply = ReplyView(result)
-            conv.mount(UserMessage(Text(user_line)))
+            conv.mount(UserMessage(plain(user_line)))
             conv.mount(reply)
             self.replies.append(reply)
         conv.anchor()
@@ -231,9 +235,10 @@ class ChatScreen(Screen):
     async def on_unmount(self) -> None:
         await self.client.aclose()
 
-    def _title(self, state: str = "") -> str:
-        model = self.model or self._model_hint or "?"
-        return f"Chat · {model} @ {self.url}" + (f" · {state}" if state else "")
+    def _title(self, state: str = "") -> Text:
+        """The model id comes from the server: plain Text (``[/]`` in an id once crashed the app)."""
+        model = one_line(self.model or self._model_hint or "?", 120)
+        return Text(f"Chat · {model} @ {one_line(self.url, 120)}" + (f" · {state}" if state else ""))
 
     # ------------------------------------------------------------------ settings
 
@@ -276,7 +281,7 @@ class ChatScreen(Screen):
         conv = self.query_one("#conversation", VerticalScroll)
         reply = ReplyView()
         user_line = ("[tool test] " if tools else "") + text
-        conv.mount(UserMessage(Text(user_line)))
+        conv.mount(UserMessage(plain(user_line)))
         conv.mount(reply)
         self.replies.append(reply)
         messages = [*self.history, {"role": "user", "content": text}]
@@ -304,7 +309,10 @@ class ChatScreen(Screen):
             title.update(self._title("streaming…"))
             req = ChatRequest(messages=tuple(messages), model=self.model, tools=(SMOKE_TOOL,) if tools else (),
                               **self._settings())
-            result = await self.client.chat(req, on_event=reply.add_event)
+            try:
+                result = await self.client.chat(req, on_event=reply.add_event)
+            except Exception as exc:  # noqa: BLE001 - a broken reply is a visible error, never the app's end
+                result = ChatResult(error=ApiError("stream", f"internal error: {type(exc).__name__}: {exc}"))
             reply.finish(result)
             self.session.turns.append((user_line, result))
             if result.error is None and not result.cancelled and not tools:

@@ -4,6 +4,9 @@ rerun one (``r``) or all (``a``), RDMA validation (``v``, cancel with ``c``).
 Checks run as async workers on the app's loop (all I/O is awaited through the transports; nothing
 blocks). When a pass ends the screen posts ``ChecksDone`` to the app, which shows each station's
 summary on its pane (``station_summary``).
+
+Summaries, evidence and fixes quote remote command output: they are sanitized and shown as
+``Text`` (a DataTable string cell would be parsed as markup).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from console.checks import CheckResult, planned, run_checks, station_summary, su
 from console.config import Config
 from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
+from console.sanitize import clean, one_line, plain
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}
 
@@ -102,7 +106,8 @@ class ChecksScreen(Screen):
         table = self.query_one(DataTable)
         key = _key(r)
         self.results[key] = r
-        cells = (Text(r.status.upper(), style=STYLE.get(r.status, "")), r.id, r.station, r.summary)
+        cells = (Text(r.status.upper(), style=STYLE.get(r.status, "")), plain(one_line(r.id, 60)),
+                 plain(one_line(r.station, 60)), plain(one_line(r.summary, 500)))
         if key in table.rows:
             for col, value in zip(("status", "check", "station", "summary"), cells, strict=True):
                 table.update_cell(key, col, value)
@@ -120,15 +125,15 @@ class ChecksScreen(Screen):
     def _detail(self, r: CheckResult | None) -> None:
         body = Text()
         if r is not None:
-            body.append(f"{r.id}  {r.station}  ", style="bold")
-            body.append(r.status.upper() + "\n", style=STYLE.get(r.status, ""))
-            body.append(r.summary + "\n")
+            body.append(f"{one_line(r.id)}  {one_line(r.station)}  ", style="bold")
+            body.append(one_line(r.status.upper()) + "\n", style=STYLE.get(r.status, ""))
+            body.append(clean(r.summary) + "\n")
             if r.fix:
                 body.append("\nFix: ", style="bold")
-                body.append(r.fix + "\n")
+                body.append(clean(r.fix) + "\n")
             if r.evidence:
                 body.append("\nEvidence\n", style="bold")
-                body.append(r.evidence)
+                body.append(clean(r.evidence))
         self.query_one("#checks-evidence", Static).update(body)
 
     @on(DataTable.RowHighlighted)
@@ -143,7 +148,7 @@ class ChecksScreen(Screen):
         for s, n in counts.items():
             text.append(f"{n} {s}  ", style=STYLE[s] if n else "dim")
         if note:
-            text.append(note, style="italic")
+            text.append(one_line(note, 300), style="italic")
         self.query_one("#checks-status", Static).update(text)
 
     # ------------------------------------------------------------ actions

@@ -16,6 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.diagnose import Finding
+from console.sanitize import one_line
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
@@ -39,34 +40,40 @@ def _option_label(rank: int, f: Finding) -> Text:
     t.append(f"{rank:>2}. ", style="dim")
     t.append(f"{SEVERITY_MARK[f.severity]} ", style=SEVERITY_STYLE[f.severity])
     t.append(f.id, style="bold")
-    t.append(f"  {f.station}", style="dim")
+    t.append(f"  {one_line(f.station)}", style="dim")
     if f.count > 1:
         t.append(f"  ×{f.count}", style="dim")
     return t
 
 
 def render_detail(f: Finding) -> Text:
+    """Cause, evidence, remedy and, when the console can do it, the next step as a key to press.
+    Everything that came from a log passes the sanitizer (no escape sequence reaches the terminal)."""
     t = Text()
     t.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
     t.append(f"{f.id}", style="bold")
-    t.append(f" on {f.station}\n\n", style="dim")
+    t.append(f" on {one_line(f.station)}\n\n", style="dim")
     t.append("Cause  ", style="bold")
-    t.append(f"{f.cause}\n")
+    t.append(f"{one_line(f.cause)}\n")
     if f.explained_by:
         t.append("Likely explained by  ", style="bold")
-        t.append(f"{f.explained_by}\n")
+        t.append(f"{one_line(f.explained_by)}\n")
+    t.append("Fix  ", style="bold green")
+    t.append(f"{one_line(f.remedy)}\n")
+    if f.next_action:
+        t.append("Next  ", style="bold cyan")
+        t.append(f"{f.next_action}\n")
     t.append("\nEvidence", style="bold")
     if f.count > len(f.evidence):
         t.append(f"  ({len(f.evidence)} of {f.count} lines)", style="dim")
     t.append("\n")
     for ev in f.evidence:
-        where = f"{ev.source}:{ev.line}" if ev.line is not None else ev.source
+        where = f"{one_line(ev.source)}:{ev.line}" if ev.line is not None else one_line(ev.source)
         t.append(f"  {where}  ", style="dim")
-        t.append(f"{ev.text}\n")
-        for c in ev.context[-6:]:
-            t.append(f"      │ {c}\n", style="dim")
-    t.append("\nFix  ", style="bold green")
-    t.append(f"{f.fix}\n")
+        t.append(f"{one_line(ev.text)}\n")
+        frames = ev.context[:6] if f.id == "unrecognised-error" else ev.context[-6:]  # where it started
+        for c in frames:
+            t.append(f"      │ {one_line(c)}\n", style="dim")
     return t
 
 

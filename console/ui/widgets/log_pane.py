@@ -20,21 +20,17 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log
 
+from console.diagnosis import catalogue
 from console.sanitize import clean, clip
 
 DISPLAY_MAX_CHARS = 4096
 MARKER_STYLE = "bold reverse yellow"
 
-
-_HIGHLIGHTS = [
-    (re.compile(r"^\(\w+ pid=\d+\)|^\[\d{4}-\d\d-\d\d [\d:]+ TP\d+\]"), "dim"),
-    (re.compile(r"via NET/IB/\d+(/GDRDMA)?|GPU Direct RDMA \w+"), "cyan"),
-    (re.compile(r"Application startup complete\.|The server is fired up and ready to roll!|Init COMPLETE"),
-     "bold green"),
-    (re.compile(r"\b(WARNING|WARN)\b|via NET/Socket\S*|Using network Socket"), "bold yellow"),
-    (re.compile(r"\b(ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)|\b\w+(Error|Exception)\b:?"
-                r"|\bfailed\b|died unexpectedly|NCCL WARN|out of memory|timed out|\[E\d{3,4}[ \]]"), "bold red"),
-]
+# Highlight patterns come from the diagnosis catalogue (the same knowledge as the findings and the
+# launch's fatal lines); every pattern there is linear in the line length. Styles are explicit so they
+# show whatever the theme.
+_STYLES = {"prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}
+_HIGHLIGHTS = [(rx, _STYLES[kind]) for rx, kind in catalogue.HIGHLIGHTS]
 
 
 def display_line(line: str) -> str:

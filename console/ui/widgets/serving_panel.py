@@ -3,7 +3,8 @@
 No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API and the app hands each
 snapshot to ``show()`` (post ``ServingUpdate`` from the monitor's callback). When the API stops
 answering the last values stay, dimmed, with their age, so the operator sees what they were and
-how old they are; a dash means unknown, never zero.
+how old they are; a dash means unknown, never zero. Everything the server said (model id,
+version, error bodies) is outside text: sanitized, one line, never markup.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
 
 STALE_AFTER_S = 10.0
@@ -73,7 +75,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
         "unauthorized": Text("● API key refused", style="bold yellow"),
     }.get(snap.status, Text("● unknown", style="dim"))
     engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
-    t.add_row("API", health, "Model", Text(f"{snap.model or '—'} ({engine})", overflow="ellipsis"))
+    t.add_row("API", health, "Model", Text(one_line(f"{snap.model or '—'} ({engine})", 200), overflow="ellipsis"))
     val = "dim" if stale else ""
     t.add_row("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val),
               "KV", Text(_pct(snap.kv_usage), style=val))
@@ -86,15 +88,16 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
         t.add_row("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val),
                   "Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))
     age = snap.age_s(now)
+    error = one_line(snap.error, 300) if snap.error else None
     if age is None:
-        foot = Text(f"no metrics yet{': ' + snap.error if snap.error else ''}", style="yellow")
+        foot = Text(f"no metrics yet{': ' + error if error else ''}", style="yellow")
     elif stale:
-        foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {snap.error}" if snap.error else ""),
+        foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {error}" if error else ""),
                     style="bold yellow")
     else:
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
-            foot.append(f" — {snap.note}", style="yellow")
+            foot.append(f" — {one_line(snap.note, 300)}", style="yellow")
     return Group(t, foot)
 
 
@@ -127,5 +130,5 @@ class ServingPanel(Static):
                        "-stale")
         self.set_class(snap is not None and snap.status in ("unhealthy", "unreachable"), "-down")
         if snap is not None and snap.url:
-            self.border_subtitle = snap.url
+            self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
         self.update(render_snapshot(snap, now))

@@ -54,6 +54,28 @@ TRANSPORT_LABEL = {"gdrdma": ("GPUDirect RDMA", "green"), "rdma": ("RDMA (no GDR
                    "socket": ("TCP socket fallback", "bold red"), "unknown": ("—", "dim")}
 
 
+TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-start": "loading",
+                  "weights-end": "weights", "kv-cache": "KV", "cuda-graphs": "graphs"}
+
+
+def timeline_line(p: EngineProgress) -> Text:
+    """The start-up so far in one line: the engine's own figures per phase reached, the latest
+    phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...")."""
+    evs = [e for e in p.timeline if e.event in TIMELINE_SHORT]
+    if not evs:
+        return Text()
+    since = int(evs[-1].at - evs[0].at)
+    t = Text(f"start-up +{since // 60}:{since % 60:02d} ", style="dim")
+    shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
+    for i, ev in enumerate(shown):
+        if i:
+            t.append(" · ", style="dim")
+        t.append(TIMELINE_SHORT[ev.event], style="bold")
+        if ev.detail:
+            t.append(f" {ev.detail}")
+    return t
+
+
 def _while_mounted(method):
     """Samples can still be queued while the app shuts down: drop them instead of failing."""
 
@@ -274,5 +296,8 @@ class StationPane(Vertical):
             if p.fatal:
                 t.append("\n  ")
                 t.append(p.fatal[-160:], style="red")
+            if p.timeline:
+                t.append("\n")
+                t.append_text(timeline_line(p))
         self.query_one(".status", Static).update(t)
         self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")

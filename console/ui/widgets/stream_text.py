@@ -4,6 +4,10 @@ A ``Static`` re-renders its whole text on every update, so a streamed reply of n
 O(n^2). Here finished rows are frozen strings; an append re-wraps only the unfinished last row
 plus the new text, and the Line API paints only the rows on screen. A resize re-wraps
 everything once (O(n)).
+
+The text is model output: each appended piece is sanitized (no control or escape sequence reaches
+the terminal; tabs become spaces so cells stay aligned) and the widget shows at most
+``MAX_CHARS`` characters, then a visible marker that says how much was not shown.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from rich.style import Style
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
+
+from console.sanitize import clean
+
+MAX_CHARS = 1_000_000  # what one reply shows; the full text stays in the ChatResult
 
 
 def wrap_tail(tail: str, width: int) -> tuple[list[str], str]:
@@ -59,6 +67,7 @@ class StreamText(Widget):
         self._width = 0
         self._chars = 0
         self._row_style: Style | None = None
+        self.dropped = 0  # characters past MAX_CHARS, not shown
         if text:
             self.append(text)
 
@@ -78,6 +87,14 @@ class StreamText(Widget):
     def append(self, text: str) -> None:
         if not text:
             return
+        if self.dropped:
+            self.dropped += len(text)
+            return
+        text = clean(text).replace("\t", "    ")
+        if self._chars + len(text) > MAX_CHARS:
+            keep = max(0, MAX_CHARS - self._chars)
+            self.dropped = len(text) - keep
+            text = text[:keep] + f"\n… [display limit of {MAX_CHARS:,} characters reached; the rest is not shown]"
         before = self.row_count
         self._parts.append(text)
         self._chars += len(text)
@@ -92,6 +109,7 @@ class StreamText(Widget):
         self._rows.clear()
         self._tail = ""
         self._chars = 0
+        self.dropped = 0
         self.refresh(layout=True)
 
     def _feed(self, text: str) -> None:

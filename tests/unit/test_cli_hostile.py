@@ -1,0 +1,173 @@
+"""Random flags for every subcommand, in process (``console.cli.main``): each run ends with an exit
+code (0, 1, 2 or 130), never an exception; exit 2 is exactly one line on stderr; nothing printed
+carries a control byte or escape sequence. Stations sit on a closed port of 127.0.0.1 and the API on
+another, so commands that connect fail at once; ``demo``, ``sim`` and the TUI (they run until
+stopped) are left out, as is any flag that sets how long a command runs for."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from console.cli import build_parser, main
+
+LONG_RUNNING = {"demo", "sim"}
+DURATION_FLAGS = {"--seconds"}  # watch --seconds N runs N seconds by design
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("cli")
+    port, api = closed_port(), closed_port()
+    cfg = d / "dgx-console.toml"
+    cfg.write_text(f"""
+profile = "glm53-nvfp4-2x-gb300-vllm"
+connect_timeout_s = 1
+command_timeout_s = 2
+[api]
+url = "http://127.0.0.1:{api}"
+[[stations]]
+name = "A"
+host = "127.0.0.1"
+port = {port}
+rank = 0
+rail_netdev = "enp1s0f1np1"
+rdma_device = "mlx5_0"
+rail_ip = "198.18.0.1"
+known_hosts = "{d}/known_hosts"
+[[stations]]
+name = "B"
+host = "127.0.0.1"
+port = {port}
+rank = 1
+rail_netdev = "enp1s0f1np1"
+rdma_device = "mlx5_0"
+rail_ip = "198.18.0.2"
+known_hosts = "{d}/known_hosts"
+""")
+    fifo = d / "fifo"
+    os.mkfifo(fifo)
+    (d / "binary").write_bytes(b"\x7fELF\x00\xff\xfe")
+    (d / "env").write_text('RANK="0"\nNETDEV="$(id)"\nLOCAL_IP="-oProxyCommand=x"\nHF_TOKEN="hf_x"\n')
+    (d / "victim").write_text("victim\n")
+    (d / "link").symlink_to(d / "victim")
+    (d / "cfg2.toml").write_text(cfg.read_text())  # a config the random flags may pass (or overwrite)
+    (d / "log.txt").write_text("\x1b]52;c;QQ==\x07 NCCL INFO Using network Socket\n" + "A" * 100_000 + "\n")
+    return {"dir": str(d), "config": str(cfg), "fifo": str(fifo), "binary": str(d / "binary"),
+            "env": str(d / "env"), "link": str(d / "link"), "victim": str(d / "victim"), "log": str(d / "log.txt"),
+            "cfg2": str(d / "cfg2.toml")}
+
+
+def values(world: dict[str, str]) -> st.SearchStrategy[str]:
+    hostile = ["nan", "inf", "-inf", "-1", "0", "1", "2", "1e308", "99999999999999999999", "", " ", "[/]",
+               "\x1b]52;c;QQ==\x07", "\x9b31m", "\u202e", "-x", "--", "a,b", "1,8,,", "0,1", "ä" * 50, "x" * 5000,
+               "http://[::1", "http://127.0.0.1:99999", "ftp://x", "/dev/zero", "/dev/null", world["dir"],
+               world["fifo"], world["binary"], world["env"], world["link"], world["log"], world["cfg2"],
+               "-", "A", "B", "C", "A@B", "mtu-mismatch", "glm53-flash-nvfp4-2x-gb10-sglang"]
+    safe_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                        max_size=20)
+    return st.one_of(st.sampled_from(hostile), safe_text)
+
+
+def value_for(action: argparse.Action, world: dict[str, str]) -> st.SearchStrategy[str]:
+    """Plausible values first (so runs get past argument checks and into the command), hostile
+    ones as often."""
+    if action.choices:
+        plausible = st.sampled_from([str(c) for c in action.choices])
+    elif action.type is int:
+        plausible = st.sampled_from(["1", "2", "3", "16"])
+    elif action.type is float:
+        plausible = st.sampled_from(["0.5", "1", "2"])
+    else:
+        plausible = st.sampled_from(["A", "B", "hi", world["log"], world["env"], world["dir"] + "/out.tgz",
+                                     "1,2", world["cfg2"]])
+    return st.one_of(plausible, values(world))
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p for name, p in sub.choices.items() if name not in LONG_RUNNING}
+
+
+def argv_for(name: str, parser: argparse.ArgumentParser, data, world) -> list[str]:
+    argv = [name]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        required = action.required or (not action.option_strings and action.nargs not in ("*", "?"))
+        if not required and not data.draw(st.integers(0, 2), label=str(action.dest)) == 0:
+            continue  # each optional flag in about a third of the runs
+        flag = action.option_strings[0] if action.option_strings else None
+        if flag in DURATION_FLAGS:
+            argv += [flag, data.draw(st.sampled_from(["0", "-1", "nan", "0.2"]))]
+            continue
+        if flag == "--trust-host-key":
+            continue  # would write the test's known_hosts: covered by the transport's own tests
+        n = 0 if action.nargs == 0 else (data.draw(st.integers(0, 2)) if action.nargs in ("*", "+") else 1)
+        vals = [data.draw(value_for(action, world)) for _ in range(n)]
+        if flag is None:
+            argv += ["--"] + vals if vals and any(v.startswith("-") for v in vals) else vals
+        elif n == 0:
+            argv.append(flag)
+        else:
+            argv += [f"{flag}={v}" for v in vals] if vals else [flag]
+    if name == "watch" and "--seconds" not in argv:
+        argv += ["--seconds", "0.2"]  # without it watch runs until Ctrl+C, by design
+    return argv
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\x1b]0;t\x07 NCCL INFO Using network Socket\n"))
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_random_flags_never_raise(name, world, capsys, monkeypatch):
+    monkeypatch.chdir(world["dir"])  # ./dgx-console.toml is the closed-port config; writes land here
+    monkeypatch.setenv("XDG_CONFIG_HOME", world["dir"])
+    monkeypatch.setenv("XDG_DATA_HOME", world["dir"])
+    parser = subcommands()[name]
+
+    @settings(max_examples=int(os.environ.get("CLI_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(st.data())
+    def prop(data):
+        argv = argv_for(name, parser, data, world)
+        rc, out, err = run_main(argv, capsys, monkeypatch)
+        if os.environ.get("CLI_DEBUG"):
+            print(name, rc, argv[:6], err.strip()[:150], file=sys.__stderr__)
+        assert rc in (0, 1, 2, 130), (argv, rc, err)
+        assert "Traceback" not in err, (argv, err)
+        if rc == 2:
+            assert len(err.strip().splitlines()) == 1, (argv, err)
+        assert not CONTROL.search(out) and not CONTROL.search(err), (argv, out[-300:], err[-300:])
+        assert Path(world["victim"]).read_text() == "victim\n", argv  # nothing wrote through the symlink
+        assert Path(world["link"]).is_symlink()
+
+    prop()
