@@ -178,6 +178,10 @@ async def _render(n: int, naive: bool) -> tuple[float, list[float]]:
                 mark = now
         if naive:
             view.update("".join(acc))
+        elif hasattr(view, "finish"):  # the reply ends: its last paint counts too
+            from console.serving.client import ChatResult
+
+            view.finish(ChatResult(finish_reason="stop"))
         await asyncio.sleep(1 / 30)  # the last frame
         return time.process_time() - t0, marks
 

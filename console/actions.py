@@ -440,7 +440,7 @@ class ServiceActions:
                 except engines.EngineConfigError as exc:
                     raise ActionFailed(str(exc)) from None
                 image = await self._image_digest(s)
-                st.detail = f"GPU {', '.join(uuids)}; image {image}"
+                st.detail = f"GPU {', '.join(uuids)}; image {image} (registry digest)"
                 return engines.StationRuntime(uuids, image)
 
         todo = self.cfg.stations if stations is None else stations

@@ -30,6 +30,7 @@ from console.probes import ethtool as ethtool_probe
 from console.probes import iproute as ip_probe
 from console.probes import ping as ping_probe
 from console.probes import rdma as rdma_probe
+from console.probes.docker import parse_image_identity, short_digest
 from console.remote import commands as rc
 from console.remote.transport import (
     ChannelRefused,
@@ -525,14 +526,21 @@ async def check_image(run: CheckRun, stations: list[Station]) -> CheckResult:
     if missing:
         return CheckResult("image-mismatch", label, "fail", f"{image} not present on {', '.join(missing)}", ev,
                            f"`docker pull {image}` (pinned by digest) on {', '.join(missing)}.")
-    ids = {s.name: r.stdout.split()[0] for s, r in zip(stations, results, strict=True)}
-    if len(set(ids.values())) == 1:
-        return CheckResult("image-mismatch", label, "pass", f"{image}: same image {next(iter(ids.values()))[:19]} "
-                           "everywhere", ev)
-    return CheckResult("image-mismatch", label, "fail", "image differs: " +
-                       ", ".join(f"{k} {v[:19]}" for k, v in ids.items()), ev,
-                       f"Pull the same digest on every station (`docker pull {image.split(':')[0]}@sha256:...`) "
-                       "and launch by digest, never by a moving tag.")
+    found = {s.name: parse_image_identity(r.stdout) for s, r in zip(stations, results, strict=True)}
+    ids = {name: i for name, i in found.items() if i is not None}
+    if len({i.image_id for i in ids.values()}) == 1:  # the image ID is what says "the same image"
+        one = next(iter(ids.values()))
+        digest = one.digest_for(image)
+        return CheckResult("image-mismatch", label, "pass", f"{image}: same image ID {one.short_id} everywhere"
+                           + (f" (registry digest {short_digest(digest)})" if digest else
+                              " (no registry digest: built locally?)"), ev)
+    head = ids.get(stations[0].name)
+    pin = head.digest_for(image) if head else None
+    return CheckResult("image-mismatch", label, "fail", "image IDs differ: " + ", ".join(
+        f"{k} {v.short_id}" + (f" (digest {short_digest(d)})" if (d := v.digest_for(image)) else "")
+        for k, v in ids.items()), ev,
+        f"Pull one registry digest on every station (`docker pull {pin or image.split(':')[0] + '@sha256:...'}`) "
+        "and launch by digest, never by a moving tag; the image ID then matches too.")
 
 
 async def check_toolkit(run: CheckRun, st: Station) -> CheckResult:

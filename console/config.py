@@ -78,6 +78,7 @@ class LinkProfile:
     gpudirect: bool
     rdma_host_gbps: tuple[float, float]
     roce_tos: int | None = None
+    nccl_busbw_gbytes: float | None = None  # nccl-tests all_reduce bus bandwidth a healthy pair reaches (GB/s)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class Profile:
     link: LinkProfile
     serving: dict[str, Any]
     reference_bench: tuple[BenchRow, ...]
+    # how reference_bench was measured: source, prompts, max_tokens, effort (bench comparability)
+    reference_method: dict[str, Any] = field(default_factory=dict)
 
 
 def builtin_profiles() -> list[str]:
@@ -125,7 +128,7 @@ _PROFILE_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "quantization": (str, False), "checkpoint_gb": (_NUMBER, False), "image": (str, True),
     "engine_version": (str, False), "api_port": (int, False), "nnodes": (int, False),
     "tensor_parallel": (int, False), "gpu": (dict, True), "link": (dict, True), "serving": (dict, False),
-    "reference_bench": (list, False),
+    "reference_bench": (list, False), "reference_method": (dict, False),
 }
 _PROFILE_GPU: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "name": (str, True), "unified_memory": (bool, False), "memory_total_mib": (int, True),
@@ -134,11 +137,14 @@ _PROFILE_GPU: dict[str, tuple[type | tuple[type, ...], bool]] = {
 }
 _PROFILE_LINK: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "speed_mbps": (int, True), "mtu": (int, True), "rails": (list, False), "gpudirect": (bool, False),
-    "rdma_host_gbps": (list, False), "roce_tos": (int, False),
+    "rdma_host_gbps": (list, False), "roce_tos": (int, False), "nccl_busbw_gbytes": (_NUMBER, False),
 }
 _PROFILE_BENCH: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "concurrency": (int, True), "total_tok_s": (_NUMBER, True), "per_user_tok_s": (_NUMBER, True),
     "latency_s_mean": (_NUMBER, False), "ttft_ms_mean": (_NUMBER, False), "itl_ms_mean": (_NUMBER, False),
+}
+_PROFILE_METHOD: dict[str, tuple[type | tuple[type, ...], bool]] = {
+    "source": (str, False), "prompts": (str, False), "max_tokens": (int, False), "effort": (str, False),
 }
 ENGINES = ("vllm", "sglang")
 
@@ -212,6 +218,8 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
             key = sorted(unknown)[0]
             raise err("reference_bench", i, key, f"reference_bench[{i}].{key}",
                       f"unknown field (known: {', '.join(_PROFILE_BENCH)})")
+    method = d.get("reference_method", {})  # how reference_bench was measured (bench comparability)
+    check(method, _PROFILE_METHOD, "reference_method", None, "reference_method.")
     return Profile(
         name=d["name"],
         description=d.get("description", ""),
@@ -243,9 +251,11 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
             gpudirect=bool(lk.get("gpudirect", False)),
             rdma_host_gbps=(float(gbps[0]), float(gbps[1])),
             roce_tos=lk.get("roce_tos"),
+            nccl_busbw_gbytes=float(lk["nccl_busbw_gbytes"]) if "nccl_busbw_gbytes" in lk else None,
         ),
         serving=dict(serving),
         reference_bench=tuple(BenchRow(**row) for row in rows),
+        reference_method=dict(method),
     )
 
 
@@ -335,6 +345,7 @@ class Config:
     ui: UiSettings = field(default_factory=UiSettings)
     overrides: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
+    keys: dict[str, str] = field(default_factory=dict)  # [keys]: binding id -> keys ("f5" or "ctrl+r,f5")
     connect_timeout_s: float = 10.0
     command_timeout_s: float = 30.0
     launch_script: str | None = None  # launch runs this script on every station instead of its own docker run
@@ -398,7 +409,7 @@ _STATION_FIELDS: dict[str, type | tuple[type, ...]] = {
 _API_FIELDS = {"url": str, "api_key_env": str, "api_key_file": str, "timeout_s": (int, float)}
 _UI_FIELDS = {"theme": str, "refresh_ms": int, "log_lines": int}
 _TOP_FIELDS = {"profile", "stations", "api", "ui", "overrides", "simulated", "connect_timeout_s", "command_timeout_s",
-               "launch_script"}
+               "keys", "launch_script"}
 
 
 class _Locator:
@@ -678,6 +689,15 @@ def parse_config(text: str, path: str | None = None) -> Config:
     if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()
                                       or _check_path(launch_script)):
         raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
+    keys = data.get("keys", {})  # the binding ids and key names are checked by the TUI (console/ui/keymap.py)
+    if not isinstance(keys, dict):
+        raise err(None, None, "keys", "keys", "must be a table of binding id = \"key\"")
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
+                      "the README (e.g. bench-run = \"f5\")")
+        if not isinstance(value, str) or not value.strip():
+            raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
 
     return Config(
         path=path,
@@ -690,6 +710,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
         command_timeout_s=float(data.get("command_timeout_s", 30.0)),
         launch_script=launch_script,
+        keys={k: v.strip() for k, v in keys.items()},
     )
 
 
@@ -776,10 +797,27 @@ def _overrides_problem(o: dict[str, Any]) -> tuple[str, str] | None:
             return _key_path(key), "must be a flag name without control characters"
     return None
 
+def field_error(cfg: Config, table: str, key: str, message: str) -> ConfigError:
+    """A ConfigError with the field's line, for a field checked after loading (the [keys] table
+    against the screens' bindings)."""
+    line = None
+    if cfg.path:
+        try:
+            line = _Locator(Path(cfg.path).read_text()).line_of(table, None, key)
+        except OSError:
+            pass
+    return ConfigError(cfg.path, line, f"{table}.{key}", message)
+
 
 def xdg_config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "dgx-console" / "config.toml"
+
+
+def xdg_data_dir() -> Path:
+    """``$XDG_DATA_HOME/dgx-console`` (default ``~/.local/share/dgx-console``): results, screenshots."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dgx-console"
 
 
 def find_config(explicit: str | None) -> Path:
@@ -864,6 +902,8 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
         out["ui"] = ui
     if cfg.overrides:
         out["overrides"] = dict(cfg.overrides)
+    if cfg.keys:
+        out["keys"] = dict(cfg.keys)
     defaults = Station(name="", host="", rank=0)
     out["stations"] = [
         {k: v for k, v in vars(s).items() if k in ("name", "host", "rank") or (v is not None and v != getattr(defaults, k))}

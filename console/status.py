@@ -96,7 +96,8 @@ async def station_status(config: Config, station: Station, transport: Transport,
                 errors.append(str(exc))
         info = docker_probe.parse_inspect(station.container, ctr_res.stdout, ctr_res.exit_status)
         out["container"] = {"name": info.name, "state": info.state, "started_at": info.started_at,
-                            "exit_code": info.exit_code, "image": info.image}
+                            "exit_code": info.exit_code, "image": info.image,
+                            "image_id": info.image_id}  # the local ID; "image" is the reference it ran
         out["error"] = "; ".join(errors) or None
     except TransportError as exc:
         out["error"] = str(exc)

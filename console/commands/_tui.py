@@ -23,8 +23,10 @@ def check_theme(name: str | None) -> None:
 
 def run_app(config: Config, args: argparse.Namespace) -> int:
     from console.ui.app import ConsoleApp
+    from console.ui.keymap import check_keymap
 
     check_theme(getattr(args, "theme", None))
+    check_keymap(config)  # [keys]: unknown ids or key names are one line and exit 2, before the screen
     app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None))
     app.run()
     return app.return_code or 0

@@ -1,4 +1,4 @@
-"""``dgx-console bench``: a concurrency sweep whose numbers sit beside NVIDIA's AIPerf table.
+"""dgx-console bench: a concurrency sweep measured with AIPerf's definitions and NVIDIA's method.
 
 Progress goes to stderr; the table (or ``--json``) to stdout; ``--out PATH`` also writes PATH.json
 (every request) and PATH.csv. Exit 0 when every request succeeded and the server's token counter
@@ -30,21 +30,34 @@ from console.serving.bench import (
     BenchRunner,
     BenchSettings,
     LevelResult,
+    ReferenceComparison,
+    compare_to_reference,
     configured_max_num_seqs,
     load_prompts,
     max_num_seqs_warning,
     parse_concurrency,
     resolve_model,
     save_report,
+    short_levels_warning,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
 
 MAX_PROMPTS_BYTES = 256 * MIB
 
+DESCRIPTION = """\
+A concurrency sweep against the served model, measured the way AIPerf measures (TTFT, ITL,
+per-user tok/s = 1/ITL, total tok/s) with NVIDIA's method: per level a warm-up of 3x the
+concurrency, then 10x measured requests. The profile's reference table is printed beside the
+results only when the settings are comparable (same output cap, effort and reply length).
+
+Progress goes to stderr, the table (or --json) to stdout. Exit 0 when every request succeeded
+and the server's token counter agrees, 1 on errors or a mismatch, 2 on usage errors, 130 when
+interrupted (the finished levels are still printed and saved)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("bench", help="concurrency sweep (AIPerf definitions, NVIDIA's method)",
-                              description=__doc__.split("\n\n")[0])
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(p)
     p.add_argument("--url", help="API base URL (default: the configured head station's API)")
     p.add_argument("--model", help="model id (default: the profile's, else the first /v1/models lists)")
@@ -57,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--effort", choices=EFFORTS, help="reasoning effort (NVIDIA ran max)")
     p.add_argument("--ignore-eos", action="store_true", help="generate exactly --max-tokens per request")
     p.add_argument("--prompts", metavar="FILE.jsonl", help="prompts, one JSON object a line "
-                   "({'prompt': ...} or {'messages': [...]}); default: built-in coding prompts")
+                   '({"prompt": ...} or {"messages": [...]}); default: built-in coding prompts')
     p.add_argument("--out", metavar="PATH", help="also write PATH.json and PATH.csv")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S",
                    help="longest wait for the next chunk (queued requests wait long at high concurrency)")
@@ -91,12 +104,14 @@ class _Target:
     model: str | None
     warnings: list[str] = field(default_factory=list)
     reference: dict[int, BenchRow] = field(default_factory=dict)
+    comparison: ReferenceComparison | None = None
 
 
 def _resolve(args: argparse.Namespace, settings: BenchSettings) -> _Target:
     """URL, key, model hint, warnings (max-num-seqs) and the reference table from the arguments
     and the config (read when there is no --url, or --config names one)."""
-    url, key, model, warnings = args.url, args.api_key, args.model, []
+    url, key, model = args.url, args.api_key, args.model
+    warnings = [w] if (w := short_levels_warning(settings)) else []
     cfg = None
     if not url or getattr(args, "config", None):
         cfg = load_config(getattr(args, "config", None))
@@ -110,7 +125,11 @@ def _resolve(args: argparse.Namespace, settings: BenchSettings) -> _Target:
         w = max_num_seqs_warning(configured_max_num_seqs(cfg), settings.concurrency, cfg.profile.engine)
         if w:
             warnings.append(w)
-        return _Target(url, key, model, warnings, {r.concurrency: r for r in cfg.profile.reference_bench})
+        comparison = None
+        if cfg.profile.reference_bench:
+            comparison = compare_to_reference(settings, cfg.profile.reference_method, args.prompts)
+        return _Target(url, key, model, warnings, {r.concurrency: r for r in cfg.profile.reference_bench},
+                       comparison)
     return _Target(url, key, model, warnings)
 
 
@@ -129,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     target = _resolve(args, settings)
     for w in target.warnings:
         print(f"warning: {one_line(w, 500)}", file=sys.stderr)
+    if target.comparison is not None and not target.comparison.comparable:
+        print(f"note: {one_line(target.comparison.line(), 500)}", file=sys.stderr)
     return asyncio.run(_bench(args, settings, prompts, target))
 
 
@@ -143,7 +164,7 @@ class _Progress:
         rate = f", {p.tok_s:,.1f} tok/s" if p.tok_s is not None else ""
         line = f"C{p.concurrency} ({p.level + 1}/{p.levels}) {p.phase}: {p.done}/{p.total}{rate}"
         if p.phase == "done" and p.result is not None:
-            line = f"C{p.concurrency}: {_row(p.result)}"
+            line = f"{p.result.label}: {_row(p.result)}"
         if self.tty:
             sys.stderr.write("\r\x1b[2K" + line + ("\n" if p.phase == "done" else ""))
         elif (key := (p.concurrency, p.phase, p.done == p.total)) != self._last:  # a log: one line a step
@@ -165,20 +186,33 @@ def _row(lv: LevelResult) -> str:
             f"errors {lv.errors}/{lv.requests}")
 
 
-def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = None) -> None:
+def _conc(lv: LevelResult) -> str:
+    """``4``, or ``4>2`` when at most 2 of the 4 were ever in flight."""
+    return str(lv.concurrency) if lv.reached else f"{lv.concurrency}>{lv.concurrency_reached}"
+
+
+def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = None,
+                comparison: ReferenceComparison | None = None) -> None:
+    """The levels; the reference column only beside comparable settings (else a line says why)."""
     out = out or sys.stdout  # looked up now: the CLI wraps stdout to keep it terminal-safe
+    beside = bool(reference) and (comparison is None or comparison.comparable)
     head = (f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
-            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}  reference (total / per-user)")
-    print(head, file=out)
+            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}")
+    print(head + ("  reference (total / per-user)" if beside else ""), file=out)
     for lv in report.levels:
         ref = reference.get(lv.concurrency)
-        refs = f"{ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "-"
+        refs = f"  {ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "  -"
         server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
-        print(f"{lv.concurrency:>5} {_f(lv.total_tok_s, ',.1f'):>12} {_f(lv.per_user_tok_s, ',.1f'):>9} "
+        per_user = _f(lv.per_user_tok_s, ',.1f') if lv.timed_requests or not lv.requests else "n/m"
+        print(f"{_conc(lv):>5} {_f(lv.total_tok_s, ',.1f'):>12} {per_user:>9} "
               f"{_f(lv.ttft_ms_mean, ',.0f'):>9} {_f(lv.ttft_ms_p99, ',.0f'):>8} {_f(lv.itl_ms_mean, '.2f'):>8} "
               f"{_f(lv.itl_ms_p99, '.2f'):>7} {_f(lv.latency_s_mean, '.2f'):>8} {lv.output_tokens:>9,} "
-              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}  {refs}", file=out)
+              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}" + (refs if beside else ""), file=out)
+    if comparison is not None:
+        print(one_line(comparison.line(), 500) + ("" if beside else " (not printed beside these results)"), file=out)
     for lv in report.levels:
+        for note in lv.notes():
+            print(note, file=out)
         if lv.mismatch:
             print(f"C{lv.concurrency}: the server counted {lv.server_tokens:,} generated tokens, the benchmark "
                   f"{lv.output_tokens:,}: other traffic on the server, or replies without usage", file=out)
@@ -199,6 +233,7 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
             return 1
         runner = BenchRunner(client, model, settings, prompts, on_progress=None if args.json else _Progress())
         runner.report.warnings.extend(t.warnings)
+        runner.report.prompts, runner.report.reference = args.prompts, t.comparison
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -222,7 +257,7 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print_table(report, t.reference)
+        print_table(report, t.reference, comparison=t.comparison)
     for w in report.warnings[len(t.warnings):]:  # what the server reported during the sweep
         print(f"warning: {one_line(w, 500)}", file=sys.stderr)
     if report.cancelled:

@@ -141,6 +141,10 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
         mask), indent=2).encode()
     members["findings.json"] = json.dumps(_masked({"findings": [f.to_dict() for f in findings]}, mask),
                                           indent=2).encode()
+    from console.doctor.bundle import doctor_member  # the NCCL workbench's last report and debug tries
+
+    members["doctor.json"], manifest["doctor"] = doctor_member(config, lambda obj: _masked(obj, mask))
+    members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
     return members, manifest
 
 

@@ -33,7 +33,7 @@ DIM, RESET = "\x1b[2m", "\x1b[0m"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("chat", help="send one chat message to the served model (smoke test)",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0].replace("``", ""))
     add_config_args(p)
     p.add_argument("--message", "-m", metavar="TEXT", help="the user message (default with --tool-test: "
                    "a weather question)")

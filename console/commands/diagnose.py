@@ -2,6 +2,7 @@
 
 Files, stdin (``-``) and the live container logs of configured stations are read into one
 Diagnoser, so a watchdog timeout on the head is ranked under the socket fallback on the worker.
+With no file and no ``--station``, every station of the config is read.
 Exit 0 when nothing is wrong, 1 on any error or warning finding (or an unreadable station),
 2 on usage errors (a missing file, an unknown station). Log lines are outside text: a line longer
 than ``MAX_LINE`` is cut (with a marker) as it is read, and everything printed is sanitized
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 from console.cli import UsageError, add_config_args
-from console.config import Config, load_config
+from console.config import Config, ConfigError, find_config, load_config
 from console.diagnose import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
 
@@ -122,14 +123,22 @@ def format_finding(f: Finding) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.tail < 1:
         raise UsageError(f"--tail must be >= 1, got {args.tail}")
-    if not args.inputs and not args.station:
-        raise UsageError("diagnose needs FILE..., - (stdin), or --station NAME")
-    config = load_config(args.config) if (args.station or args.config) else None
+    stations = list(args.station)
+    if not args.inputs and not stations:  # a config's stations, all of them
+        try:
+            find_config(args.config)
+        except ConfigError:
+            raise UsageError("diagnose needs FILE..., - (stdin), or a config (then it reads every "
+                             "station; --station NAME for some)") from None
+        config = load_config(args.config)
+        stations = [s.name for s in sorted(config.stations, key=lambda s: s.rank)]
+    else:
+        config = load_config(args.config) if (stations or args.config) else None
     d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None,
                   nodes=config.profile.nnodes if config else None)
     sources = _read_inputs(d, args.inputs)
-    if args.station:
-        sources += _read_stations(d, config, args.station, args.tail, args.trust_host_key)
+    if stations:
+        sources += _read_stations(d, config, stations, args.tail, args.trust_host_key)
     d.finish()
     findings = d.ranked()
     unreadable = any(s["error"] for s in sources)
@@ -151,7 +160,8 @@ def register(sub) -> None:
     p.add_argument("inputs", nargs="*", metavar="FILE", help="log files; - reads stdin")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--station", action="append", default=[], metavar="NAME",
-                   help="read the live container log of this configured station (repeatable)")
+                   help="read the live container log of this configured station (repeatable; "
+                        "default with no FILE: every station of the config)")
     p.add_argument("--tail", type=int, default=DEFAULT_TAIL, metavar="N",
                    help=f"lines of each station's log to read (default {DEFAULT_TAIL})")
     p.set_defaults(func=run)

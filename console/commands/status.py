@@ -23,6 +23,20 @@ def add_replace_host_key(p: argparse.ArgumentParser) -> None:
                         "removes the old known_hosts line(s)")
 
 
+def image_line(container: dict) -> str | None:
+    """The container's image as both names: the reference it was started from (a registry
+    digest ``repo@sha256:...`` when pinned, else a tag) and the local image ID."""
+    ref, image_id = container.get("image"), container.get("image_id")
+    if not ref and not image_id:
+        return None
+    kind = "registry digest" if ref and "@sha256:" in ref else "tag"
+    parts = [f"image {ref} ({kind})"] if ref else []
+    if image_id:
+        algo, _, hexes = image_id.partition(":")
+        parts.append(f"image ID {algo}:{hexes[:12]}" if hexes else f"image ID {image_id}")
+    return ", ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     data = asyncio.run(collect_status(config, trust=args.trust_host_key, replace=args.replace_host_key))
@@ -33,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
             mark = "up  " if st["reachable"] else "DOWN"
             print(f"{st['name']} (rank {st['rank']}) {mark} container {st['container']['name']}: "
                   f"{st['container']['state'] or '?'}")
+            if line := image_line(st["container"]):
+                print(f"    {line}")
             if st["error"]:
                 print(f"    error: {one_line(st['error'])}")
             for g in st["gpus"]:

@@ -56,6 +56,53 @@ def parse_inspect(name: str, text: str, exit_status: int = 0) -> ContainerInfo:
 
 
 @dataclass(frozen=True)
+class ImageIdentity:
+    """The two names of one image, which are not the same thing
+    (https://github.com/docker/distribution/issues/1662): the image ID is the hash of the image's
+    local config (``docker image inspect .Id``, what ``docker images`` shows), the registry digest
+    the hash of its manifest in the registry (``.RepoDigests``, what ``docker pull repo@sha256:``
+    takes). Same ID on two stations: the same image; the digest is what to pin and pull."""
+
+    image_id: str
+    repo_digests: tuple[str, ...] = ()
+
+    @property
+    def short_id(self) -> str:
+        """``sha256:`` + 12 hex digits, as ``docker images`` abbreviates the ID."""
+        algo, _, hexes = self.image_id.partition(":")
+        return f"{algo}:{hexes[:12]}" if hexes else self.image_id[:19]
+
+    def digest_for(self, image: str) -> str | None:
+        """The registry digest of ``image``'s repository (``repo@sha256:...``), else the first."""
+        repo = image.split("@")[0]
+        repo = repo.rsplit(":", 1)[0] if ":" in repo.split("/")[-1] else repo
+        return next((d for d in self.repo_digests if d.split("@")[0] == repo), None) or (
+            self.repo_digests[0] if self.repo_digests else None)
+
+
+def short_digest(digest: str) -> str:
+    """``repo@sha256:0123456789ab…`` (a registry digest shortened for a table)."""
+    repo, at, dig = digest.partition("@")
+    algo, _, hexes = dig.partition(":")
+    return f"{repo}{at}{algo}:{hexes[:12]}…" if hexes else digest
+
+
+def parse_image_identity(text: str) -> ImageIdentity | None:
+    """``docker image inspect --format '{{.Id}} {{json .RepoDigests}}'`` (one line), None if empty."""
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not line:
+        return None
+    image_id, _, rest = line.partition(" ")
+    try:
+        digests = json.loads(rest) if rest.strip() else []
+    except json.JSONDecodeError:
+        digests = []
+    if not isinstance(digests, list):  # "null" for an image built locally, never pushed
+        digests = []
+    return ImageIdentity(image_id, tuple(d for d in digests if isinstance(d, str) and "@" in d))
+
+
+@dataclass(frozen=True)
 class ContainerEvent:
     status: str  # start, die, stop, kill, create, destroy, restart, oom, ...
     name: str

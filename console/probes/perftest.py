@@ -63,14 +63,20 @@ def find_error(text: str) -> tuple[str, str] | None:
     return None
 
 
-def parse_bw(text: str) -> PerftestResult:
-    """The bandwidth table (``#bytes #iterations BW peak[..] BW average[..] MsgRate[Mpps]``)."""
+def header_fields(text: str) -> dict[str, str]:
+    """The ``Key : value`` pairs of perftest's header block (two per line, tab-separated)."""
     header: dict[str, str] = {}
     for line in text.splitlines():
         for part in re.split(r"\t+|\s{3,}(?=[A-Z])", line.strip()):
             key, sep, value = part.partition(":")
             if sep and key.strip() and not key.strip().startswith("#") and len(key.strip()) < 24:
                 header.setdefault(key.strip(), value.strip())
+    return header
+
+
+def parse_bw(text: str) -> PerftestResult:
+    """The bandwidth table (``#bytes #iterations BW peak[..] BW average[..] MsgRate[Mpps]``)."""
+    header = header_fields(text)
     units = "Gb/sec"
     rows: list[BwRow] = []
     in_table = False

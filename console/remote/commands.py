@@ -247,6 +247,100 @@ def gpu_index_names() -> str:
     return "nvidia-smi --query-gpu=index,name --format=csv,noheader"
 
 
+# --- NCCL workbench (dgx-console doctor) ---
+# Lines of a container log that say what NCCL chose (version, environment it read, network, GDR,
+# interfaces, GIDs, warnings); the rest of a multi-GB log stays on the station.
+NCCL_LOG_PATTERN = (r"NCCL version|using nccl==|set by environment|NET/IB|NET/Socket|Using network|Bootstrap ?:|"
+                    r"NCCL WARN|GDRDMA|Init COMPLETE|localGid|Watchdog caught")
+ENGINE_PROCESS_PATTERN = "*python*|*vllm*|*VLLM*|*sglang*|*ray::*"
+
+
+def docker_inspect_json(container: str) -> str:
+    """The whole ``docker inspect`` object (Config.Env, Path/Args, Image, State)."""
+    return f"docker inspect {q(container)}"
+
+
+def nccl_log_lines(container: str, tail: int = 200000) -> str:
+    return (f"docker logs --tail {int(tail)} {q(container)} 2>&1 | grep -E {q(NCCL_LOG_PATTERN)} | tail -n 400")
+
+
+def ip_addrs4() -> str:
+    """Every interface's IPv4 addresses (``N: IFACE    inet A/P ...``)."""
+    return "ip -o -4 addr show"
+
+
+def perftest_lat_server(device: str, gid_index: int | None, port: int) -> str:
+    args = ["ib_write_lat", "-d", device, "-F", "-p", str(int(port))] + (
+        ["-x", str(int(gid_index))] if gid_index is not None else [])
+    return "echo PID $$; exec " + " ".join(q(a) for a in args)
+
+
+def perftest_lat_client(device: str, server_ip: str, gid_index: int | None, port: int) -> str:
+    args = ["ib_write_lat", "-d", device, "-F", "-p", str(int(port))] + (
+        ["-x", str(int(gid_index))] if gid_index is not None else []) + [server_ip]
+    return " ".join(q(a) for a in args) + " 2>&1"
+
+
+def nccl_tests_binary() -> str:
+    """Where all_reduce_perf is: on PATH, or where NVIDIA's NCCL playbook builds it."""
+    return ('command -v all_reduce_perf 2>/dev/null || { f="$HOME/nccl-tests/build/all_reduce_perf"; '
+            '[ -x "$f" ] && echo "$f"; } || true')
+
+
+def nccl_tests_mpirun(ranks: list[tuple[str, dict[str, str]]], binary: str, test_args: list[str],
+                      allow_root: bool = False) -> str:
+    """One rank per station as NVIDIA's NCCL playbook runs it (``mpirun -H IP:1`` over SSH), each rank
+    with its own station's NCCL environment (``env K=V`` per app context: mpirun's ``-x`` is global).
+    SSH is strict (BatchMode, known hosts as configured): an unknown key fails instead of prompting."""
+    parts = ["mpirun", "--mca", "plm_rsh_agent", "ssh -o BatchMode=yes -o ConnectTimeout=10",
+             "--bind-to", "none", "-x", "LD_LIBRARY_PATH", "-x", "PATH"]
+    if allow_root:
+        parts.append("--allow-run-as-root")
+    for i, (host, env) in enumerate(ranks):
+        if i:
+            parts.append(":")
+        parts += ["-np", "1", "-H", f"{host}:1", "env"] + [f"{k}={v}" for k, v in env.items()]
+        parts += [binary] + list(test_args)
+    return "echo PID $$; exec " + " ".join(q(p) for p in parts) + " 2>&1"
+
+
+def pyspy_dump_engines(container: str) -> str:
+    """``py-spy dump`` of every engine process of the container (host PIDs from ``docker top``): the
+    host's py-spy when it has one (sudo -n if ptrace needs it), else the container's (by its own PID)."""
+    status = station_path("/proc") + '"/$pid/status"'
+    script = (
+        f"c={q(container)}; "
+        'out=$(docker top "$c" -eo pid,args 2>&1) || { printf "%s\\n" "$out"; exit 3; }; '
+        'printf "%s\\n" "$out" | { found=0; while read -r pid args; do '
+        f'case "$args" in {ENGINE_PROCESS_PATTERN}) ;; *) continue;; esac; found=1; '
+        'echo "=== PID $pid: $args"; '
+        "if command -v py-spy >/dev/null 2>&1; then "
+        'py-spy dump --pid "$pid" 2>&1 || sudo -n py-spy dump --pid "$pid" 2>&1; '
+        f"else ns=$(awk '/^NSpid/{{print $NF}}' {status} 2>/dev/null); "
+        'docker exec "$c" py-spy dump --pid "${ns:-$pid}" 2>&1 || echo "NO-PY-SPY"; fi; '
+        'done; [ "$found" = 1 ] || echo "NO-ENGINE-PROCESS"; }'
+    )
+    return "sh -c " + q(script)
+
+
+def rdma_statistic(device: str, port: int = 1) -> str:
+    return f"rdma statistic show link {q(f'{device}/{int(port)}')}"
+
+
+def ethtool_stats(iface: str) -> str:
+    return f"ethtool -S {q(iface)}"
+
+
+def gpu_activity() -> str:
+    return "nvidia-smi --query-gpu=index,name,utilization.gpu,utilization.memory --format=csv,noheader,nounits"
+
+
+def kernel_log_since(epoch: float) -> str:
+    """The kernel log since ``epoch``: journald when readable, else the ring buffer (dmesg has no
+    --since: the caller drops older dated lines)."""
+    return (f"journalctl -k --no-pager -o short-iso --since @{int(epoch)} 2>&1 || "
+            "dmesg --time-format iso 2>&1 || dmesg 2>&1")
+
 # --- the operator's own launch script (config launch_script) ---
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from console.serving.client import TOKEN_KINDS, ApiClient, ApiError, ChatEvent, ChatRequest
 from console.serving.metrics import MetricsSample, parse_metrics
@@ -36,6 +36,11 @@ DEFAULT_MAX_TOKENS = 8192  # NVIDIA's output cap
 WARMUP_FACTOR = 3
 MEASURED_FACTOR = 10
 PROGRESS_S = 1.0  # live progress between request completions
+#: A reply is timed for per-user tok/s (1/ITL) only with at least this many tokens, over at least
+#: MIN_DECODE_S between its first and last token chunk: a 9-token reply that arrives in one burst
+#: would "decode" at 18,000 tok/s, which is the network, not the engine.
+MIN_TIMED_TOKENS = 16
+MIN_DECODE_S = 0.01
 
 #: Coding prompts in the spirit of SPEED-Bench Coding (the real set is gated; these are our own).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -181,6 +186,25 @@ class RequestRecord:
         decode = self.latency_s - (self.ttft_s or 0.0)
         return decode / (self.output_tokens - 1) if decode > 0 else None  # type: ignore[operator]
 
+    @property
+    def timed(self) -> bool:
+        """Long enough to time decoding (see MIN_TIMED_TOKENS): only these give per-user tok/s."""
+        if self.itl_s is None or (self.output_tokens or 0) < MIN_TIMED_TOKENS:
+            return False
+        return (self.latency_s or 0.0) - (self.ttft_s or 0.0) >= MIN_DECODE_S
+
+
+def peak_in_flight(records: Sequence[RequestRecord]) -> int:
+    """The most requests that were in flight at once (a sweep over start/end times): a level of
+    C4 with 2 requests never has more than 2."""
+    events = sorted([(r.start, 1) for r in records] + [(r.end, -1) for r in records],
+                    key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear interpolation between closest ranks (numpy's default, which AIPerf uses)."""
@@ -223,10 +247,44 @@ class LevelResult:
     server_running_max: int | None = None  # peak requests the server ran at once while measured
     server_waiting_max: int | None = None  # peak requests it kept waiting (its queue)
     error_samples: tuple[str, ...] = ()
+    concurrency_reached: int | None = None  # most requests in flight at once (<= concurrency)
+    timed_requests: int = 0  # replies long enough to give per-user tok/s (see MIN_TIMED_TOKENS)
+    median_output_tokens: float | None = None
+
+    @property
+    def reached(self) -> bool:
+        """The level had ``concurrency`` requests in flight at some point."""
+        return self.concurrency_reached is None or self.concurrency_reached >= self.concurrency
+
+    @property
+    def label(self) -> str:
+        """``C4``, or ``C4 (2 in flight)`` when fewer were ever in flight."""
+        if self.reached:
+            return f"C{self.concurrency}"
+        return f"C{self.concurrency} ({self.concurrency_reached} in flight)"
+
+    def notes(self) -> list[str]:
+        """What makes this level's figures less than they look (one line each)."""
+        out = []
+        if not self.reached:
+            out.append(f"C{self.concurrency}: at most {self.concurrency_reached} request"
+                       f"{'s' if self.concurrency_reached != 1 else ''} in flight "
+                       f"({self.requests} measured), so this level is not C{self.concurrency}: "
+                       f"measure at least {self.concurrency} requests (NVIDIA: {MEASURED_FACTOR}x)")
+        ok = self.requests - self.errors
+        if ok and self.timed_requests < ok:
+            median = f"median {self.median_output_tokens:,.0f} tokens" if self.median_output_tokens is not None else ""
+            what = "no reply was" if not self.timed_requests else f"{ok - self.timed_requests} of {ok} replies were not"
+            out.append(f"C{self.concurrency}: per-user tok/s " + ("not measured: " if not self.timed_requests
+                                                                  else "from the longer replies only: ")
+                       + f"{what} long enough to time decoding ({median}; need {MIN_TIMED_TOKENS}+ tokens "
+                       f"over {MIN_DECODE_S * 1000:.0f}+ ms)")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["error_samples"] = list(self.error_samples)
+        d["notes"] = self.notes()
         for k, v in d.items():
             if isinstance(v, float):
                 d[k] = round(v, 4)
@@ -243,7 +301,7 @@ def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens:
     if ok:
         duration = max(r.end for r in ok) - min(r.start for r in records)
     ttfts = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
-    itls = [r.itl_s for r in ok if r.itl_s is not None]
+    itls = [r.itl_s for r in ok if r.timed and r.itl_s is not None]
     lats = [r.latency_s for r in ok if r.latency_s is not None]
     chunks = sum(r.chunks for r in ok)
     errors = [r.error or "no usage in the reply (stream_options.include_usage unsupported?)"
@@ -271,7 +329,104 @@ def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens:
         server_running_max=int(peaks["running"]) if "running" in peaks else None,
         server_waiting_max=int(peaks["waiting"]) if "waiting" in peaks else None,
         error_samples=tuple(dict.fromkeys(errors))[:3],
+        concurrency_reached=peak_in_flight(records) if records else None,
+        timed_requests=len(itls),
+        median_output_tokens=percentile([float(r.output_tokens or 0) for r in ok], 50),
     )
+
+
+def knee_of(levels: Sequence[LevelResult]) -> LevelResult | None:
+    """The level with the highest total tok/s (past it, more users only queue), among the levels
+    that reached their concurrency; None with fewer than two such levels."""
+    measured = [lv for lv in levels if lv.total_tok_s and lv.reached]
+    if len(measured) < 2:
+        return None
+    return max(measured, key=lambda lv: lv.total_tok_s or 0.0)
+
+
+def short_levels_warning(settings: BenchSettings) -> str | None:
+    """Before a sweep: levels with fewer measured requests than their concurrency never reach it."""
+    short = [c for c in settings.concurrency if settings.measured_for(c) < c]
+    if not short:
+        return None
+    n = settings.measured_for(short[0])
+    return (f"{', '.join(f'C{c}' for c in short)}: only {n} measured request{'s' if n != 1 else ''} per level, "
+            f"so at most {n} in flight: those levels are reported with the concurrency reached, and no knee "
+            f"is drawn from them (use --requests-per-level {max(short)} or more; NVIDIA: {MEASURED_FACTOR}x)")
+
+
+# ---------------------------------------------------------------- the reference table
+
+Verdict = Literal["comparable", "indicative", "not comparable"]
+
+
+@dataclass(frozen=True)
+class ReferenceComparison:
+    """Whether a sweep's settings match the way the profile's reference table was measured.
+
+    ``not comparable``: the output cap, the reasoning effort or fixed-length replies differ, so the
+    figures measure something else (a 256-token cap never reaches the long decode of an 8,192-token
+    one). ``indicative``: the same settings on other prompts (MTP's speed-up depends on them) or a
+    reference whose method is not published."""
+
+    verdict: Verdict
+    source: str
+    method: str  # the reference's settings in words
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def comparable(self) -> bool:
+        return self.verdict != "not comparable"
+
+    def line(self) -> str:
+        head = f"reference: {self.source}" + (f" ({self.method})" if self.method else "")
+        if self.verdict == "comparable":
+            return head + " — comparable settings"
+        return head + f" — {self.verdict.upper()}: " + "; ".join(self.reasons)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "method": self.method, "verdict": self.verdict,
+                "reasons": list(self.reasons)}
+
+
+def describe_method(method: dict[str, Any]) -> str:
+    parts = []
+    if method.get("prompts"):
+        parts.append(str(method["prompts"]))
+    if method.get("max_tokens"):
+        parts.append(f"{int(method['max_tokens']):,}-token cap")
+    if method.get("effort"):
+        parts.append(f"reasoning {method['effort']}")
+    return ", ".join(parts)
+
+
+def compare_to_reference(settings: BenchSettings, method: dict[str, Any], prompts: str | None = None
+                         ) -> ReferenceComparison:
+    """``method``: the profile's ``[reference_method]`` (source; prompts: "built-in", a prompts
+    file's name or a data set's; max_tokens; effort); ``prompts``: this sweep's prompts file, None
+    for the built-in prompts. Same settings and prompts: comparable (e.g. a baseline of your own)."""
+    source = str(method.get("source") or "the profile's reference")
+    hard: list[str] = []
+    soft: list[str] = []
+    ref_cap = method.get("max_tokens")
+    if ref_cap is None:
+        soft.append("the reference's output cap is not published")
+    elif int(ref_cap) != settings.max_tokens:
+        hard.append(f"max tokens {settings.max_tokens:,} (reference {int(ref_cap):,})")
+    if settings.ignore_eos:
+        hard.append("fixed-length replies (ignore_eos; the reference stops at end of text)")
+    ref_effort = method.get("effort")
+    if ref_effort and settings.effort and settings.effort != ref_effort:
+        hard.append(f"reasoning effort {settings.effort} (reference {ref_effort})")
+    ref_prompts = method.get("prompts")  # "built-in", a prompts file's name, or a data set's name
+    ours = "built-in" if prompts is None else Path(prompts).name
+    if not ref_prompts:
+        soft.append("the reference's prompts are not published")
+    elif ours != ref_prompts:
+        soft.append(("built-in coding prompts" if prompts is None else f"prompts from {ours}")
+                    + f", not {ref_prompts}")
+    verdict: Verdict = "not comparable" if hard else ("indicative" if soft else "comparable")
+    return ReferenceComparison(verdict, source, describe_method(method), tuple(hard + soft))
 
 
 # ---------------------------------------------------------------- the service's concurrency limit
@@ -348,6 +503,8 @@ class BenchReport:
     warnings: list[str] = field(default_factory=list)
     cancelled: bool = False
     started_at: float = field(default_factory=time.time)
+    prompts: str | None = None  # the prompts file, None for the built-in prompts
+    reference: ReferenceComparison | None = None
 
     @property
     def failed(self) -> bool:
@@ -361,11 +518,13 @@ class BenchReport:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
             "settings": {"concurrency": list(s.concurrency), "requests_per_level": s.requests_per_level,
                          "warmup": s.warmup, "max_tokens": s.max_tokens, "effort": s.effort,
-                         "ignore_eos": s.ignore_eos},
+                         "ignore_eos": s.ignore_eos, "prompts": self.prompts or "built-in"},
             "levels": [lv.to_json() for lv in self.levels],
             "warnings": list(self.warnings),
             "cancelled": self.cancelled,
         }
+        if self.reference is not None:
+            out["reference"] = self.reference.to_json()
         if with_requests:
             out["requests"] = {str(c): [asdict(r) for r in recs] for c, recs in self.records.items()}
         return out
@@ -374,7 +533,7 @@ class BenchReport:
 CSV_FIELDS = ("concurrency", "requests", "output_tokens", "total_tok_s", "per_user_tok_s", "ttft_ms_mean",
               "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99", "latency_s_mean",
               "latency_s_p50", "latency_s_p99", "errors", "server_tokens", "mismatch", "duration_s",
-              "server_running_max", "server_waiting_max")
+              "server_running_max", "server_waiting_max", "concurrency_reached", "timed_requests")
 
 
 def to_csv(levels: Sequence[LevelResult]) -> str:

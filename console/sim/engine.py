@@ -130,12 +130,19 @@ HOSTILE_LOG_LINES = (
 
 
 def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], faults: list[str],
-                peer_count: int) -> None:
-    """NCCL init lines; the transport follows the profile and the socket-fallback fault."""
+                peer_count: int, env: dict[str, str] | None = None) -> None:
+    """NCCL init lines; the transport follows the profile, the socket-fallback fault and the run's
+    NCCL environment (NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL; every NCCL_* read is echoed, as NCCL does)."""
+    from console.sim import workbench as wb
+
+    env = env or {}
     b.nccl(t, f"Bootstrap : Using {rail['netdev']}:{rail['ip']}<0>")
-    b.nccl(t, "NCCL version 2.30.7+cuda13.0")
-    if "socket-fallback" in faults:
-        b.nccl(t + 0.2, "Failed to open libibverbs.so[.1]")
+    b.nccl(t, f"NCCL version {wb.nccl_version(env)}+cuda{'12.9' if wb.nccl_version(env) == wb.HOST_NCCL else '13.0'}")
+    for line in wb.env_lines(env):
+        b.nccl(t + 0.1, line)
+    if "socket-fallback" in faults or env.get("NCCL_IB_DISABLE") == "1":
+        if "socket-fallback" in faults:
+            b.nccl(t + 0.2, "Failed to open libibverbs.so[.1]")
         b.nccl(t + 0.2, f"NET/Socket : Using [0]{rail['netdev']}:{rail['ip']}<0>")
         b.nccl(t + 0.3, "Using network Socket")
         b.nccl(t + 0.5, f"Channel 00/0 : {b.rank}[0] -> {(b.rank + 1) % peer_count}[0] [send] via NET/Socket/0")
@@ -145,7 +152,7 @@ def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], f
         using = " ".join(f"[{i}]{r}:1/RoCE" for i, r in enumerate(rails))
         b.nccl(t + 0.2, f"NET/IB : Using {using} [RO]; OOB {rail['netdev']}:{rail['ip']}<0>")
         b.nccl(t + 0.3, "Using network IB")
-        gdr = profile.link.gpudirect
+        gdr = profile.link.gpudirect and env.get("NCCL_NET_GDR_LEVEL", "").upper() not in ("LOC", "0")
         for i, r in enumerate(rails):
             b.nccl(t + 0.3, f"NET/IB : GPU Direct RDMA {'Enabled' if gdr else 'Disabled'} for HCA {i} '{r}'")
         via = "NET/IB/0/GDRDMA" if gdr else "NET/IB/0"
@@ -154,6 +161,18 @@ def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], f
         b.nccl(t + 0.6, f"Connected all rings, use ring PXN 0 GDR {1 if gdr else 0}")
     b.nccl(t + 0.7, f"comm 0x55d5c8a0{b.rank:02d} rank {b.rank} nranks {peer_count} cudaDev 0 nvmlDev "
                     f"{1 if profile.gpu.extra_display_gpu else 0} busId 1000 commId 0x8f3e21c4d7a9b001 - Init COMPLETE")
+
+
+def _watchdog(b: _Builder, t: float, seq: int, numel: int) -> None:
+    """PyTorch's ProcessGroupNCCL watchdog (600 s): the collective ``seq`` never completed."""
+    for dt_, tail in ((0.0, f"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
+                            f"OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for "
+                            "600043 milliseconds before timing out."),
+                      (0.2, "[PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with "
+                            "exception: [Rank 0] Watchdog caught collective operation timeout")):
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(b.start + b.ts(t + dt_)))
+        src = "ProcessGroupNCCL.cpp:632" if not dt_ else "ProcessGroupNCCL.cpp:2168"
+        b.at(t + dt_, f"[rank0]:[E{stamp}.13{1931664 + int(dt_ * 10):07d} {src}] {tail}", raw=True)
 
 
 def _oom_traceback(b: _Builder, t: float, proc: str, pid: int, total_gib: float) -> None:
@@ -171,7 +190,8 @@ def _oom_traceback(b: _Builder, t: float, proc: str, pid: int, total_gib: float)
 
 def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
                   head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
-                  join_delay: float = 0.0) -> Timeline:
+                  join_delay: float = 0.0, env: dict[str, str] | None = None, collective_ok: bool = True,
+                  hang_after_ready: bool = False) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "vllm", state["hostname"], rank)
     tl = b.tl
@@ -217,20 +237,15 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         return tl
     b.at(8, f"world_size={n} rank={rank} local_rank=0 distributed_init_method=tcp://{head_ip}:29501 "
             "backend=nccl", proc=worker_proc, pid=412, src="parallel_state.py:1134")
-    _nccl_block(b, 9, profile, state["rail"], faults, n)
+    _nccl_block(b, 9, profile, state["rail"], faults, n, env)
     if "hostile-log" in faults:
         for i, line in enumerate(HOSTILE_LOG_LINES):
             b.at(9.5 + i * 0.01, line, raw=True)
-    if "nccl-timeout" in faults and rank == 0:
+    if not collective_ok:  # the first collective (pynccl's warm-up all-reduce of one element) never completes
         b.phase(10, "waiting on collective")
-        b.at(610, "[rank0]:[E" + time.strftime("%m%d %H:%M:%S", time.localtime(start + 610 * scale))
-             + ".131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
-             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600043 "
-             "milliseconds before timing out.", raw=True)
-        b.at(610.2, "[rank0]:[E" + time.strftime("%m%d %H:%M:%S", time.localtime(start + 610.2 * scale))
-             + ".132102101 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group "
-             "watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout",
-             raw=True)
+        if rank != 0:
+            return tl  # the worker waits in it until stopped; the head's watchdog gives up after 600 s
+        _watchdog(b, 610, 1, 1)
         b.at(611, "Engine core initialization failed. See root cause above. Failed core proc(s): "
                   "{'EngineCore_DP0': -6}", proc="APIServer", level="ERROR", src="core_client.py:692")
         b.exit(612, 1)
@@ -330,6 +345,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
         tl.ready_at = b.ts(g1 + 1)
+        if hang_after_ready:
+            b.phase(cold + 30, "hung in all-reduce")
         return tl
     b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {g1 + 2 - load1:.2f} s",
          proc="EngineCore_DP0", pid=263, src="core.py:210")
@@ -339,12 +356,22 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(cold - 2.8, "INFO:     Application startup complete.", raw=True)
     b.phase(cold - 2.8, "ready")
     tl.ready_at = b.ts(cold - 2.8)
+    if hang_after_ready:  # serving, then both ranks stop inside one all-reduce (a software deadlock)
+        b.phase(cold + 30, "hung in all-reduce")
+        for k in (1, 2, 3):
+            b.at(cold + 30 + 60 * k, "No available shared memory broadcast block found in 60 seconds. This "
+                 "typically happens when some processes are hanging or doing some time-consuming work (e.g. "
+                 "compilation, weight/kv cache quantization).", proc="EngineCore_DP0", pid=263,
+                 src="shm_broadcast.py:801")
+        _watchdog(b, cold + 630, 48213, 12582912)
+        b.exit(cold + 632, 1)
     return tl
 
 
 def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
                     head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
-                    join_delay: float = 0.0) -> Timeline:
+                    join_delay: float = 0.0, env: dict[str, str] | None = None, collective_ok: bool = True,
+                    hang_after_ready: bool = False) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "sglang", state["hostname"], rank)
     tl = b.tl
@@ -367,10 +394,18 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
         b.phase(601, "failed")
         b.exit(602, 1)
         return tl
-    _nccl_block(b, 4, profile, state["rail"], faults, n)
+    _nccl_block(b, 4, profile, state["rail"], faults, n, env)
     if "hostile-log" in faults:
         for i, line in enumerate(HOSTILE_LOG_LINES):
             b.at(4.5 + i * 0.01, line, raw=True)
+    if not collective_ok:
+        b.phase(5, "waiting on collective")
+        if rank != 0:
+            return tl
+        _watchdog(b, 605, 1, 1)
+        b.phase(606, "failed")
+        b.exit(606, 1)
+        return tl
     b.at(6, "Init torch distributed ends. mem usage=0.45 GB")
     load0, load1 = 8.0, 8.0 + 0.7 * cold
     b.phase(load0, "loading weights")
@@ -467,9 +502,12 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
     scale = world.time_scale
     n = len(world.names)
     head_ip = world.state(world.names[0])["rail"]["ip"] if state["rank"] != 0 else state["rail"]["ip"]
+    from console.sim import workbench as wb
+
     peers_ok = True
     peer_fail_at = None
     join_at = start
+    peer_runs: list[tuple[str, dict[str, Any]]] = []
     if state["rank"] == 0:
         window = RENDEZVOUS_S * scale
         for peer in world.names[1:]:
@@ -486,13 +524,16 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
             if prun is None:
                 peers_ok = False
                 continue
+            peer_runs.append((peer, prun))
             ptl = run_timeline(world, peer, pst, prun)
             if ptl.exit_at is not None:
                 fail_abs = float(prun["started_at"]) + ptl.exit_at
                 peer_fail_at = fail_abs if peer_fail_at is None else min(peer_fail_at, fail_abs)
     fn = sglang_timeline if profile.engine == "sglang" else vllm_timeline
     return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n,
-              join_delay=join_at - start if peers_ok else 0.0)
+              join_delay=join_at - start if peers_ok else 0.0, env=wb.run_env(run.get("args")),
+              collective_ok=wb.transport_ok(world, name, run, peer_runs if state["rank"] == 0 else None),
+              hang_after_ready="collective-hang" in wb.all_faults(world))
 
 
 def _run_at(world, name: str, state: dict[str, Any], runs: list[dict[str, Any]], t: float) -> dict[str, Any] | None:

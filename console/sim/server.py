@@ -278,8 +278,11 @@ class SimServer:
             "api": {"url": f"http://{host}:{head_api}"},
             "stations": stations,
         }
-        if self.world.operator_overrides:  # what the world's operator asked for (a fault's cause)
-            out["overrides"] = self.world.operator_overrides
+        from console.sim.workbench import sim_overrides  # what the workbench faults put in the config
+
+        overrides = {**self.world.operator_overrides, **sim_overrides(self.world)}
+        if overrides:  # what the world's operator asked for (a fault's cause)
+            out["overrides"] = overrides
         return out
 
     def write_config(self, path: str | os.PathLike) -> None:

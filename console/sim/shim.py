@@ -48,7 +48,7 @@ class ShimContext:
 
 
 # Commands whose real names have underscores (the rest map ``nvidia_smi.py`` -> ``nvidia-smi``).
-UNDERSCORE_NAMES = {"ib_write_bw", "ibv_devinfo", "show_gids"}
+UNDERSCORE_NAMES = {"ib_write_bw", "ibv_devinfo", "show_gids", "ib_write_lat", "all_reduce_perf"}
 
 
 def shim_names() -> list[str]:

@@ -71,6 +71,37 @@ HELD_PID = 4242  # the leftover process of the oom fault
 SIM_RAIL_NET = "198.18.0."  # RFC 2544 benchmark range: never a real host
 BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine (unified / discrete)
 
+# --- NCCL workbench faults (issue 11): each one makes a `doctor` rung fail in the real formats.
+# `nccl-timeout` above is a concrete cause since: it implies `gid-mismatch` on the first worker (the
+# launch pins NCCL_IB_GID_INDEX=3 while that station's RoCE v2 GID of the rail address is index 5), and
+# the head's watchdog lines follow from that (console/sim/workbench.py decides, from each run's env).
+DOCTOR_FAULTS = {
+    "gid-mismatch": "the station's RoCE v2 GID of the rail address is index 5; the launch pins NCCL_IB_GID_INDEX=3",
+    "stale-rail": "the RDMA port is in a stale state: link up at full speed, RDMA at 8-25 Gb/s",
+    "nccl-env-diff": "the station's launch sets NCCL_NET_GDR_LEVEL=LOC and NCCL_IB_TC=106 (the other station not)",
+    "nccl-version-diff": "the station's launch loads the host's NCCL 2.27.3 (VLLM_NCCL_SO_PATH) instead of the image's",
+    "collective-hang": "serving, then both ranks hang inside an all-reduce (no traffic, no network errors)",
+    "kernel-errors": "mlx5 link down/up, an NVRM Xid and PCIe AER lines in the kernel log after the start",
+    "mgmt-master": "the launch's --master-addr is the head's management address, not its rail address",
+}
+DOCTOR_FAULT_STATION = {"gid-mismatch": 1, "stale-rail": 1, "nccl-env-diff": 1, "nccl-version-diff": 1,
+                        "collective-hang": 0, "kernel-errors": 1, "mgmt-master": 0}
+IMPLIED_FAULTS = {"nccl-timeout": ("gid-mismatch", 1)}  # fault -> (implied fault, on this rank)
+KNOWN_FAULTS.update(DOCTOR_FAULTS)
+DEFAULT_FAULT_STATION.update(DOCTOR_FAULT_STATION)
+
+
+def _implied(fault_map: dict[str, list[str]], names: list[str]) -> None:
+    """Add the faults another fault stands for (on the worker it names; the head keeps the symptom)."""
+    for name in names:
+        for f in list(fault_map[name]):
+            if f in IMPLIED_FAULTS:
+                implied, rank = IMPLIED_FAULTS[f]
+                target = name if names.index(name) >= 1 else names[min(rank, len(names) - 1)]
+                if target != names[0] and implied not in fault_map[target]:
+                    fault_map[target].append(implied)
+# --- end of the NCCL workbench faults
+
 
 def station_names(n: int) -> list[str]:
     return [chr(ord("A") + i) if n <= 26 else f"S{i}" for i in range(n)]
@@ -121,6 +152,7 @@ class World:
             else:
                 target = names[min(DEFAULT_FAULT_STATION[name], n_stations - 1)]
             fault_map[target].append(name)
+        _implied(fault_map, names)
         root = Path(root)
         (root / "stations").mkdir(parents=True, exist_ok=True)
         overrides: dict[str, Any] = {}
@@ -229,8 +261,9 @@ class World:
                 return False
             if c["runs"] and c["runs"][-1].get("stopped_at") is None:
                 c["runs"][-1]["stopped_at"] = now  # exited on its own: close the record
-            c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None,
-                              "args": args if args is not None else (c["runs"][-1]["args"] if c["runs"] else [])})
+            if args is None:
+                args = c["runs"][-1]["args"] if c["runs"] else _default_args(self, name)
+            c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None, "args": args})
             c["state"] = "running"
         return True
 
@@ -259,6 +292,12 @@ class World:
             c["state"] = "exited"
         return True
 
+
+def _default_args(world: World, name: str) -> list[str]:
+    """A first start without a command line runs what the operator's launch script would (workbench)."""
+    from console.sim.workbench import launch_args
+
+    return launch_args(world, name)
 
 def _hold_memory(profile: Profile, state: dict[str, Any]) -> None:
     """The oom fault's cause: a leftover process holding enough of the serving GPU (GB10: of the

@@ -9,16 +9,17 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, SystemModalScreen
 from textual.widgets import Button, Footer, Header, Input, Label, Static
 
-from console.config import Config
+from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
 from console.messages import (
     AppsSample,
@@ -30,11 +31,13 @@ from console.messages import (
     LogBatch,
 )
 from console.monitor import StationService
+from console.probes.engine_log import EngineProgress
 from console.remote.session import SessionRegistry
 from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
@@ -126,6 +129,7 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
 
 class ConsoleApp(App):
     TITLE = "dgx-console"
+    COMMANDS = App.COMMANDS | {DashboardCommands, NavigationCommands, ScreenCommands}
     AUTO_FOCUS = "StationPane Log"
     CSS = """
     #demo-banner { height: 1; background: $warning; color: $background; text-style: bold; content-align: center middle;
@@ -136,6 +140,10 @@ class ConsoleApp(App):
     .show-diagnosis #diagnosis { display: block; }
     StationPane.-unreachable { border: round $error; }
     StationPane.-failed { border: round $error; }
+    /* Dialogs: a scrolled box inside a dialog's border is a tinted panel, not a second frame (its
+       2-cell scrollbar beside a round border read as a doubled right border). */
+    ModalScreen VerticalScroll { border: none; background: $boost; padding: 0 1;
+                                 scrollbar-size-vertical: 1; scrollbar-background: $boost; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
@@ -143,6 +151,9 @@ class ConsoleApp(App):
         Binding("T", "trust", "Trust key", id="trust", tooltip="Review an unknown or changed host key"),
         Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry stations that are down now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
+        Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
+        Binding("i", "investigate", "Investigate", id="investigate", show=False,
+                tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from both stations' logs"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
         Binding("b", "bench", "Bench", id="bench", tooltip="Concurrency sweep against NVIDIA's table"),
@@ -150,7 +161,8 @@ class ConsoleApp(App):
         Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
         Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
-        Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys"),
+        Binding("f1,question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys (F1 or ?; Esc closes)"),
+        Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
@@ -175,6 +187,7 @@ class ConsoleApp(App):
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
         self.sessions = SessionRegistry(config, self._transports)
         self._sessions_active = None
+        self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
 
     # ------------------------------------------------------------------ layout
 
@@ -183,14 +196,18 @@ class ConsoleApp(App):
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.config.ui.log_lines, unified=self.config.profile.gpu.unified_memory,
-                                   engine=self.config.profile.engine, id=f"station-{_css_id(st.name)}")
+                p = self.config.profile
+                pane = StationPane(st, self.config.ui.log_lines, unified=p.gpu.unified_memory,
+                                   engine=p.engine, gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name,
+                                   expected_frac=expected_gpu_fill(p), id=f"station-{_css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
         yield DiagnosisPanel(id="diagnosis")
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
+            self.set_keymap(self.config.keys)
         for t in load_themes():
             self.register_theme(t)
         if self._theme_name in self.available_themes:
@@ -264,7 +281,7 @@ class ConsoleApp(App):
 
     def on_gpu_sample(self, msg: GpuSample) -> None:
         if pane := self.panes.get(msg.station):
-            pane.set_gpus(msg.gpus, msg.error)
+            pane.set_gpus(msg.gpus, msg.error, msg.at)
 
     def on_apps_sample(self, msg: AppsSample) -> None:
         if pane := self.panes.get(msg.station):
@@ -284,6 +301,13 @@ class ConsoleApp(App):
     def on_engine_update(self, msg: EngineUpdate) -> None:
         if pane := self.panes.get(msg.station):
             pane.set_engine(msg.progress)
+        if msg.station == self.config.head.name:  # the API's fate: serving panel, chat, bench
+            self.head_engine = msg.progress
+            for panel in pane.query(ServingPanel) if pane else ():
+                panel.set_engine(msg.progress)
+            for screen in self.screen_stack:
+                if hasattr(screen, "set_head_engine"):
+                    screen.set_head_engine(msg.progress)
 
     def on_log_batch(self, msg: LogBatch) -> None:
         if pane := self.panes.get(msg.station):
@@ -314,7 +338,8 @@ class ConsoleApp(App):
         for f in findings:
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
-                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press d)",
+                hint = "d; i: investigate" if f.id.startswith("nccl") else "d"
+                self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press {hint})",
                             severity="error", timeout=10, markup=False)
 
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
@@ -324,12 +349,18 @@ class ConsoleApp(App):
 
     # ------------------------------------------------------------------ actions
 
-    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service"}
+    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service",
+                       "doctor", "investigate"}
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...)."""
-        if action in self._DASHBOARD_ONLY and len(self.screen_stack) > 1:
+        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...);
+        Esc closes the help panel first, and is the screen's own Esc when no help is shown."""
+        # the command palette (a system screen) opened on the dashboard leaves its keys usable
+        if action in self._DASHBOARD_ONLY and sum(not isinstance(s, SystemModalScreen)
+                                                  for s in self.screen_stack) > 1:
             return False
+        if action == "close_help":
+            return bool(self.screen.query("HelpPanel"))
         return True
 
     def focused_station(self) -> StationPane | None:
@@ -362,6 +393,19 @@ class ConsoleApp(App):
         # Reopening shows the last results (and reruns them) instead of an empty table.
         self.push_screen(ChecksScreen(self.config, results=self._last_checks))
 
+    def action_doctor(self, reason: str = "") -> None:
+        from console.ui.screens.doctor import DoctorScreen
+
+        self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
+
+    def action_investigate(self) -> None:
+        """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""
+        panel = self.query_one(DiagnosisPanel)
+        sel = panel.selected if self.has_class("show-diagnosis") else None
+        nccl = [f for f in panel.findings if f.id.startswith("nccl")]
+        f = sel if sel is not None and sel.id.startswith("nccl") else (nccl[0] if nccl else None)
+        self.action_doctor(f"{f.id} on {f.station}" if f is not None else "")
+
     def action_chat(self) -> None:
         from console.ui.screens.chat import ChatScreen
 
@@ -387,6 +431,9 @@ class ConsoleApp(App):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_close_help(self) -> None:
+        self.action_hide_help_panel()
 
     def action_trust(self) -> None:
         pane = self.focused_station()
@@ -436,12 +483,41 @@ class ConsoleApp(App):
         self.notify(f"{station}: host key replaced by {fp} (old line removed)", timeout=6)
         svc.retry_now()
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot, saved where a directory exists; Textual's notice names the file."""
+        if path is None:
+            target = screenshot_dir()
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                target = Path.cwd()
+            path = str(target)
+        return super().deliver_screenshot(filename, path, time_format)
+
     def add_optional_screen(self, module: str, attr: str) -> object | None:
         """Screens delivered by other modules are imported on use (start-up stays fast)."""
         try:
             return getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return None
+
+
+def expected_gpu_fill(profile) -> float | None:
+    """The serving GPU's memory fill once loaded, as the profile expects it: vLLM claims its
+    --gpu-memory-utilization up front (0.93: 231 of 251 GiB is normal, not a warning)."""
+    util = profile.serving.get("gpu_memory_utilization")
+    if util:
+        return float(util)
+    if profile.gpu.memory_total_mib and profile.gpu.loaded_gib:
+        return profile.gpu.loaded_gib * 1024 / profile.gpu.memory_total_mib
+    return None
+
+
+def screenshot_dir() -> Path:
+    """Where the palette's Screenshot goes: the XDG data dir (Textual's default, ~/Downloads, may
+    not exist on a station or in a container)."""
+    return xdg_data_dir() / "screenshots"
 
 
 def _css_id(name: str) -> str:

@@ -1,13 +1,14 @@
-"""The bench screen (Pilot) against the simulated API on 127.0.0.1: a sweep fills the table beside
-the reference, the plot and the saved files; cancel closes the streams; bad settings say why;
-the max-num-seqs warning follows the levels typed."""
+"""The bench screen (Pilot) against the simulated API on 127.0.0.1: a sweep fills the table, the
+figure (total against per-user tok/s) and the saved files; the reference sits beside the results
+only when the settings compare; a level that never reached its concurrency and replies too short
+to time say so; cancel closes the streams; bad settings say why; the max-num-seqs warning follows
+the levels typed."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
 import json
-import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,12 +17,12 @@ from rich.console import Console
 from textual.app import App
 from textual.widgets import DataTable, Input, Static, Switch
 
-from console.config import BenchRow, parse_config
+from console.config import parse_config
 from console.serving.bench import RequestRecord, summarize
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
-from console.ui.screens.bench import BenchScreen, knee_of, render_plot
+from console.ui.screens.bench import BenchScreen, ThroughputFigure, figure_points, knee_line
 
 Backend = FixedBackend
 
@@ -84,36 +85,78 @@ def _set(screen: BenchScreen, **values: str) -> None:
         screen.query_one(f"#{wid.replace('_', '-')}", Input).value = value
 
 
-async def test_sweep_fills_table_plot_and_files(api_url, tmp_path):
+def _figure(screen: BenchScreen) -> str:
+    return _text(screen.query_one("#figure", ThroughputFigure).render())
+
+
+async def test_sweep_fills_table_figure_and_files(api_url, tmp_path):
     cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")
     app = BenchApp(screen)
     async with app.run_test(size=(150, 50)) as pilot:
         assert "--max-num-seqs 16" in _text(screen.query_one("#warning", Static).render())  # 1,8,16,32 default
+        assert "INDICATIVE: built-in coding prompts" in _text(screen.query_one("#reference", Static).render())
         _set(screen, concurrency="1,2", requests="3", warmup="0", max_tokens="30")
         await pilot.pause()
-        assert _text(screen.query_one("#warning", Static).render()).strip() == ""  # 2 <= 16
+        assert _text(screen.query_one("#warning", Static).render()).strip() == ""  # 2 <= 16, 3 >= 2
+        # a 30-token cap is not NVIDIA's 8,192: said before the run, and the reference leaves the table
+        reference = _text(screen.query_one("#reference", Static).render())
+        assert "NOT COMPARABLE: max tokens 30 (reference 8,192)" in reference
         await pilot.press("ctrl+r")
         await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
         assert screen.state == "done", _text(screen.query_one("#status", Static).render())
         table = screen.query_one("#results", DataTable)
         assert table.row_count == 2
+        assert [str(c.label) for c in table.columns.values()][:3] == ["conc", "total tok/s", "per-user"]
         row1 = [str(c) for c in table.get_row("1")]
-        assert row1[0] == "1" and row1[2] == "107.4" and row1[4] == "115.3"  # NVIDIA's C1 beside ours
-        assert row1[12] == row1[13]  # tokens counted == server counter delta
-        assert [lv.output_tokens for lv in screen.levels] == [int(row1[12].replace(",", "")),
-                                                              int(str(table.get_row("2")[12]).replace(",", ""))]
-        plot = _text(screen.query_one("#plot", Static).render())
-        assert "total output tok/s" in plot and "per-user tok/s" in plot
-        for c in ("C1", "C2", "C16", "C32"):  # ours and the reference's levels
-            assert c in plot
-        assert "607.8" in plot
+        assert row1[0] == "1" and "107.4" not in row1  # NVIDIA's C1 is not beside a 30-token run
+        assert row1[7] == row1[8]  # tokens counted == server counter delta
+        assert [lv.output_tokens for lv in screen.levels] == [int(row1[7].replace(",", "")),
+                                                              int(str(table.get_row("2")[7]).replace(",", ""))]
+        figure = _figure(screen)
+        assert "per-user tok/s" in figure and "total tok/s" in figure
+        assert "● C1" in figure and "● C2" in figure and "● C16" in figure  # ours and the reference's
+        assert "reference (not comparable)" in figure and "this sweep" in figure
         status = _text(screen.query_one("#status", Static).render())
         assert "done" in status and "saved" in status
         jpath, cpath = screen.saved
         data = json.loads(jpath.read_text())
         assert [lv["concurrency"] for lv in data["levels"]] == [1, 2] and len(data["requests"]["2"]) == 3
+        assert data["reference"]["verdict"] == "not comparable"
         assert [r["concurrency"] for r in csv.DictReader(cpath.open())] == ["1", "2"]
+
+
+async def test_comparable_settings_put_the_reference_beside_ours(api_url, tmp_path):
+    cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        _set(screen, concurrency="1", requests="1", warmup="0")  # NVIDIA's 8,192-token cap
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        row = [str(c) for c in screen.query_one("#results", DataTable).get_row("1")]
+        assert row[2] == "107.4" and row[4] == "115.3"  # NVIDIA's C1 beside ours
+        assert "INDICATIVE" in _text(screen.query_one("#reference", Static).render())  # other prompts
+
+
+async def test_short_level_and_short_replies_are_not_reported_as_if_measured(api_url, tmp_path):
+    cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        _set(screen, concurrency="1,4", requests="2", warmup="0", max_tokens="9")
+        await pilot.pause()
+        warning = _text(screen.query_one("#warning", Static).render())
+        assert "C4: only 2 measured requests per level, so at most 2 in flight" in warning
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        table = screen.query_one("#results", DataTable)
+        assert str(table.get_row("4")[0]) == "4 (2)"  # the concurrency reached, not C4
+        assert str(table.get_row("1")[2]) == "n/m"  # 9-token replies: no per-user figure
+        assert all(lv.per_user_tok_s is None for lv in screen.levels)
+        notes = _text(screen.query_one("#notes", Static).render())
+        assert "C4: at most 2 requests in flight (2 measured), so this level is not C4" in notes
+        assert "per-user tok/s not measured: no reply was long enough" in notes
+        assert "knee" not in notes  # only one level reached its concurrency
+        assert "● C4" not in _figure(screen)  # no per-user figure, no point
 
 
 async def test_cancel_stops_the_streams(api_url, tmp_path):
@@ -149,21 +192,22 @@ async def test_bad_settings_say_why_and_start_nothing(api_url, tmp_path):
         assert not screen.running and screen.state == "idle"
 
 
-def test_plot_shows_the_knee_beside_the_reference():
-    def lv(c: int, total_tokens: int, duration: float) -> object:
-        return summarize(c, [RequestRecord(0.0, duration, 0.1, duration, total_tokens, total_tokens)])
+def test_figure_points_and_the_knee_come_from_levels_that_reached_their_concurrency():
+    def lv(c: int, tokens_each: int) -> object:  # c requests in flight together for 1 s
+        return summarize(c, [RequestRecord(0.0, 1.0, 0.1, 1.0, tokens_each, tokens_each)] * c)
 
-    levels = [lv(1, 100, 1.0), lv(8, 400, 1.0), lv(16, 600, 1.0), lv(32, 380, 1.0)]
-    ref = (BenchRow(1, 107.4, 115.3), BenchRow(16, 607.8, 42.4))
-    assert knee_of(levels) == 16
-    text = _text(render_plot(levels, ref, width=20))
-    lines = text.splitlines()
-    c16 = next(i for i, line in enumerate(lines) if line.strip().startswith("C16"))
-    assert lines[c16].count("█") == 19  # 600 of the 607.8 maximum over 20 cells
-    assert "607.8" in lines[c16 + 1] and "▒" in lines[c16 + 1]
-    c8 = next(i for i, line in enumerate(lines) if line.strip().startswith("C8"))
-    assert re.fullmatch(r"ref\s+-", lines[c8 + 1].strip())  # no reference row at C8
-    assert "knee: total throughput peaks at C16" in text
+    levels = [lv(1, 1000), lv(8, 500), lv(16, 400), lv(32, 120)]
+    points = figure_points(levels)
+    assert [p.label for p in points] == ["C1", "C8", "C16", "C32"]
+    assert points[2].total == 16 * 400 and points[2].per_user == pytest.approx(399 / 0.9)
+    assert knee_line(levels).startswith("knee: total throughput peaks at C16 (6,400.0 tok/s, 443.3 per user)")
+    # C64 with more throughput but only 2 requests in flight is not a knee at C64
+    short = summarize(64, [RequestRecord(0.0, 1.0, 0.1, 1.0, 9000, 9000)] * 2)  # 18,000 tok/s
+    assert short.label == "C64 (2 in flight)"
+    assert knee_line([*levels, short]).startswith("knee: total throughput peaks at C16")
+    # the best level is the last one measured: no knee yet, and it says so
+    assert knee_line(levels[:3]).startswith("total throughput still rises at C16")
+    assert "the knee is beyond it" in knee_line(levels[:3])
 
 
 async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim_factory, tmp_path, monkeypatch):

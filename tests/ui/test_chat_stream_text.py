@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
-from console.ui.widgets.stream_text import StreamText, wrap_tail
+from console.ui.widgets.stream_text import RESERVE, StreamText, wrap_tail
 
 
 def rows_of(w: StreamText) -> list[str]:
@@ -60,3 +60,40 @@ async def test_rows_render_and_rewrap_on_resize() -> None:
         w.clear()
         await pilot.pause()
         assert w.text == "" and w.row_count == 0
+
+
+class Live(App):
+    def compose(self) -> ComposeResult:
+        yield StreamText(id="s", live=True)
+
+
+async def test_live_stream_batches_appends_claims_a_row_and_seal_gives_it_back() -> None:
+    """A streamed reply: hundreds of appends cost a few layouts (not one per row), the text is all
+    painted, RESERVE blank rows are claimed under it while streaming, and seal() gives them back."""
+    app = Live()
+    async with app.run_test(size=(30, 40)) as pilot:
+        w = app.query_one(StreamText)
+        layouts = 0
+        real_refresh = w.refresh
+
+        def counting_refresh(*regions, **kw):
+            nonlocal layouts
+            layouts += bool(kw.get("layout"))
+            return real_refresh(*regions, **kw)
+
+        w.refresh = counting_refresh  # type: ignore[method-assign]
+        words = [f"w{i} " for i in range(300)]  # ~ 1,200 characters: ~ 40 rows at 30 columns
+        for word in words:
+            w.append(word)
+        assert layouts <= 1  # one burst: at most the first flush lays out
+        for _ in range(100):  # the deferred flushes run on timers
+            await pilot.pause(0.05)
+            if w.row_count and w.size.height == w.row_count + RESERVE and not w._pending:
+                break
+        assert w.size.height == w.row_count + RESERVE  # rows claimed under the text
+        painted = " ".join(w.render_line(y).text.strip() for y in range(w.row_count))
+        assert painted.split() == "".join(words).split()
+        assert layouts < w.row_count / 4  # rows arrived in batches, not a layout per row
+        w.seal()
+        await pilot.pause()
+        assert w.size.height == w.row_count

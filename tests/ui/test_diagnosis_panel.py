@@ -80,7 +80,8 @@ async def test_station_badge():
     d.feed("station-a", ["INFO fine"])
     assert station_badge(d.ranked(), "station-a") is None
     badge = station_badge(d.ranked(), "station-b")
-    assert badge is not None and badge.plain == "▲ 1" and "yellow" in str(badge.style)
+    assert badge is not None and badge.plain == "diagnosis: ▲ 1 warning (d)"
+    assert any("yellow" in str(span.style) for span in badge.spans)
 
 
 async def test_next_step_is_a_key_to_press_and_log_text_is_sanitized():

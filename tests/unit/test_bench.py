@@ -1,5 +1,6 @@
 """Pure parts of the benchmark: AIPerf's definitions on recorded timestamps, percentiles, prompt
-files, concurrency parsing, the max-num-seqs warning, CSV/JSON output, CLI usage errors."""
+files, concurrency parsing, the max-num-seqs warning, CSV/JSON output, CLI usage errors; the
+concurrency a level reached, replies too short to time, the reference's comparability."""
 
 from __future__ import annotations
 
@@ -13,17 +14,22 @@ import pytest
 from console.cli import main
 from console.config import parse_config
 from console.serving.bench import (
+    MIN_TIMED_TOKENS,
     BenchReport,
     BenchSettings,
     RequestRecord,
+    compare_to_reference,
     configured_max_num_seqs,
     generation_tokens,
+    knee_of,
     load_prompts,
     max_num_seqs_warning,
     parse_concurrency,
+    peak_in_flight,
     percentile,
     queue_warning,
     save_report,
+    short_levels_warning,
     summarize,
     to_csv,
 )
@@ -226,3 +232,120 @@ def test_cli_bad_prompt_file_exit_2(capsys, tmp_path):
     assert main(["bench", "--url", "http://127.0.0.1:9", "--prompts", str(p)]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:1: not JSON" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- what the figures may claim
+
+
+def test_concurrency_reached_is_the_peak_of_requests_in_flight():
+    assert peak_in_flight(RECORDED) == 2  # the third starts when the second ends
+    lv = summarize(2, RECORDED)
+    assert lv.concurrency_reached == 2 and lv.reached and lv.label == "C2" and lv.notes() == []
+    # C4 with 2 requests (the issue's case): never 4 in flight, reported as such
+    two = [RequestRecord(0.0, 3.0, 0.5, 3.0, 200, 200), RequestRecord(0.0, 2.0, 0.5, 2.0, 150, 150)]
+    c4 = summarize(4, two)
+    assert c4.concurrency_reached == 2 and not c4.reached and c4.label == "C4 (2 in flight)"
+    assert any("at most 2 requests in flight (2 measured), so this level is not C4" in n for n in c4.notes())
+    assert c4.to_json()["concurrency"] == 4 and c4.to_json()["concurrency_reached"] == 2
+    # back-to-back requests (one ends as the next starts) are not two in flight
+    chain = [RequestRecord(0.0, 1.0, 0.1, 1.0, 50, 50), RequestRecord(1.0, 2.0, 0.1, 1.0, 50, 50)]
+    assert peak_in_flight(chain) == 1
+
+
+def test_no_knee_from_a_level_that_never_reached_its_concurrency():
+    def level(c: int, n: int, tokens: int) -> object:
+        return summarize(c, [RequestRecord(0.0, 1.0, 0.1, 1.0, tokens, tokens)] * n)
+
+    c1, c2 = level(1, 1, 100), level(2, 2, 100)
+    c4_short = level(4, 2, 500)  # the most total tok/s, but only 2 in flight
+    assert knee_of([c1, c2, c4_short]).concurrency == 2
+    assert knee_of([c1, c4_short]) is None  # one level that reached its concurrency: no knee
+    assert short_levels_warning(BenchSettings((1, 4, 8), requests_per_level=2)).startswith(
+        "C4, C8: only 2 measured requests per level, so at most 2 in flight")
+    assert short_levels_warning(BenchSettings((1, 8))) is None  # 10x by default
+
+
+def test_a_short_or_burst_reply_gives_no_per_user_figure():
+    # the issue's case: 9 tokens whose last 8 came in one burst 0.44 ms after the first
+    burst = RequestRecord(0.0, 0.50044, 0.5, 0.50044, 9, 2)
+    assert burst.itl_s == pytest.approx(0.000055) and not burst.timed  # 18,000 tok/s is the network
+    lv = summarize(1, [burst])
+    assert lv.per_user_tok_s is None and lv.itl_ms_mean is None and lv.timed_requests == 0
+    assert lv.total_tok_s == pytest.approx(9 / 0.50044)  # what was delivered is still counted
+    assert any("per-user tok/s not measured: no reply was long enough to time decoding (median 9 tokens"
+               in n for n in lv.notes())
+    # long enough in tokens but all of them at once: not timed either
+    assert not RequestRecord(0.0, 0.504, 0.5, 0.504, 200, 3).timed
+    # a mix: the figure comes from the timed replies only, and says so
+    ok = RequestRecord(0.0, 2.5, 0.5, 2.5, 101, 101)
+    mixed = summarize(2, [burst, ok])
+    assert mixed.per_user_tok_s == pytest.approx(50.0) and mixed.timed_requests == 1
+    assert any("from the longer replies only: 1 of 2 replies were not long enough" in n for n in mixed.notes())
+    assert RequestRecord(0.0, 1.0, 0.1, 1.0, MIN_TIMED_TOKENS, 8).timed
+
+
+NVIDIA = {"source": "NVIDIA, AIPerf 0.12.0", "prompts": "SPEED-Bench Coding", "max_tokens": 8192, "effort": "max"}
+
+
+def test_the_reference_is_comparable_only_with_the_same_settings():
+    # a 256-token run is not NVIDIA's 8,192-token run (the issue's case)
+    c = compare_to_reference(BenchSettings(max_tokens=256), NVIDIA)
+    assert c.verdict == "not comparable" and not c.comparable
+    assert "max tokens 256 (reference 8,192)" in c.reasons
+    assert "NOT COMPARABLE" in c.line() and "SPEED-Bench Coding, 8,192-token cap, reasoning max" in c.line()
+    for settings, needle in ((BenchSettings(ignore_eos=True), "fixed-length"),
+                             (BenchSettings(effort="low"), "reasoning effort low (reference max)")):
+        c = compare_to_reference(settings, NVIDIA)
+        assert c.verdict == "not comparable" and any(needle in r for r in c.reasons)
+    # the same settings on our own prompts: indicative (MTP's speed-up depends on the prompts)
+    c = compare_to_reference(BenchSettings(), NVIDIA)
+    assert c.verdict == "indicative" and c.comparable
+    assert c.reasons == ("built-in coding prompts, not SPEED-Bench Coding",)
+    c = compare_to_reference(BenchSettings(effort="max"), NVIDIA, "/data/speed-bench-coding.jsonl")
+    assert c.verdict == "indicative" and c.reasons == ("prompts from speed-bench-coding.jsonl, not SPEED-Bench Coding",)
+    # a reference whose cap and prompts are unknown is at best indicative
+    c = compare_to_reference(BenchSettings(max_tokens=256), {"source": "community report"})
+    assert c.verdict == "indicative" and all("not published" in r for r in c.reasons)
+    # a baseline of one's own, measured with the same settings and prompts: comparable
+    assert compare_to_reference(BenchSettings(), {"max_tokens": 8192, "prompts": "built-in"}).verdict == "comparable"
+    assert compare_to_reference(BenchSettings(), {"max_tokens": 8192, "prompts": "mine.jsonl"},
+                                "/x/mine.jsonl").line().endswith("comparable settings")
+
+
+def test_the_profiles_say_how_their_reference_was_measured():
+    from console.config import load_profile
+
+    p = load_profile("glm53-nvfp4-2x-gb300-vllm")
+    assert p.reference_method == NVIDIA
+    assert load_profile("glm53-flash-nvfp4-2x-gb10-sglang").reference_method["source"].startswith("community")
+
+
+def test_cli_table_leaves_a_non_comparable_reference_out(capsys):
+    from console.commands.bench import print_table
+    from console.config import BenchRow
+
+    report = BenchReport("http://127.0.0.1:8000", "glm-5.3", BenchSettings((2,), max_tokens=256))
+    report.levels.append(summarize(2, RECORDED, server_tokens=363))
+    ref = {2: BenchRow(2, 200.0, 80.0)}
+    out = io.StringIO()
+    print_table(report, ref, out, compare_to_reference(report.settings, NVIDIA))
+    text = out.getvalue()
+    assert "reference (total / per-user)" not in text and "200.0 / 80.0" not in text
+    assert "NOT COMPARABLE: max tokens 256 (reference 8,192)" in text and "not printed beside" in text
+    out = io.StringIO()
+    print_table(report, ref, out, compare_to_reference(BenchSettings((2,)), NVIDIA))
+    assert "200.0 / 80.0" in out.getvalue() and "INDICATIVE" in out.getvalue()
+    four = BenchReport("u", "m", BenchSettings((4,), requests_per_level=2))
+    four.levels.append(summarize(4, [RequestRecord(0.0, 0.50044, 0.5, 0.50044, 9, 2)] * 2))
+    out = io.StringIO()
+    print_table(four, {}, out)
+    row = out.getvalue().splitlines()[1].split()
+    assert row[0] == "4>2" and row[2] == "n/m"
+
+
+def test_bench_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "dgx-console bench" not in out.split("usage:")[1].split("\n\n", 1)[1][:20]
+    assert "per-user tok/s = 1/ITL" in out and '{"prompt": ...}' in out

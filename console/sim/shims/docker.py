@@ -55,9 +55,44 @@ def inspect_data(ctx, name: str, now: float) -> dict | None:
             "FinishedAt": rfc3339(st.get("finished_at")) if status == "exited" else "0001-01-01T00:00:00Z",
         },
         "Image": c["image_id"],
-        "Config": {"Image": c["image"], "Cmd": run.get("args", [])},
         "HostConfig": {"NetworkMode": "host", "IpcMode": "host"},
+        **_run_config(run.get("args") or [], c["image"]),
     }
+
+
+IMAGE_ENV = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility", "CUDA_VERSION=13.0.2"]
+
+
+def _run_config(args: list[str], image: str) -> dict:
+    """Path/Args and Config.Env/Cmd/Entrypoint of a container from its ``docker run`` arguments."""
+    env = list(IMAGE_ENV)
+    entry: list[str] | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-e", "--env") and i + 1 < len(args):
+            k, sep, _v = args[i + 1].partition("=")
+            item = args[i + 1] if sep else (f"{k}={os.environ[k]}" if k in os.environ else None)
+            if item is not None:
+                env = [x for x in env if x.split("=", 1)[0] != k] + [item]
+            i += 2
+            continue
+        if a == "--entrypoint" and i + 1 < len(args):
+            entry = [args[i + 1]]
+            i += 2
+            continue
+        if a in _RUN_VALUE_FLAGS:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        break
+    cmd = args[i + 1:] if i < len(args) else []
+    proc = (entry or []) + cmd
+    return {"Path": proc[0] if proc else "", "Args": proc[1:],
+            "Config": {"Image": image, "Env": env, "Cmd": cmd, "Entrypoint": entry}}
 
 
 def go_duration_s(text: str) -> float:
@@ -495,6 +530,24 @@ def cmd_run(args: list[str], ctx) -> int:
     return 0
 
 
+def cmd_top(args: list[str], ctx) -> int:
+    """``docker top NAME [ps options]``: the engine's processes (host PIDs), ps-style columns."""
+    from console.sim.workbench import engine_processes
+
+    names = [a for a in args if not a.startswith("-") and a not in ("pid,args", "pid,comm,args")]
+    name = names[0] if names else ""
+    data = inspect_data(ctx, name, time.time()) if name else None
+    if data is None:
+        return _no_such(name)
+    if data["State"]["Status"] != "running":
+        print(f"Error response from daemon: container {data['Id']} is not running", file=sys.stderr)
+        return 1
+    print(f"{'PID':<20}COMMAND")
+    for pid, cmd in engine_processes(ctx.world, ctx.station):
+        print(f"{pid:<20}{cmd}")
+    return 0
+
+
 def cmd_info(args: list[str], ctx) -> int:
     """``docker info [--format F]``: runtimes include nvidia (the NVIDIA Container Toolkit)."""
     fmt = args[args.index("--format") + 1] if "--format" in args else None
@@ -509,7 +562,7 @@ def cmd_info(args: list[str], ctx) -> int:
 
 COMMANDS = {"inspect": cmd_inspect, "info": cmd_info, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
             "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image,
-            "rename": cmd_rename}
+            "rename": cmd_rename, "top": cmd_top}
 
 
 def main(argv: list[str], ctx) -> int:

@@ -18,8 +18,12 @@ def main(argv: list[str], ctx) -> int:
         print(f"netlink error: no device matches name ({iface})", file=sys.stderr)
         return 1
     if "-S" in argv:
+        from console.sim.workbench import nic_rdma_bytes
+
         print("NIC statistics:\n     rx_packets: 0\n     tx_packets: 0\n     rx_symbol_err_phy: 0\n"
               "     rx_crc_errors_phy: 0\n     link_down_events_phy: 0")
+        for k, v in nic_rdma_bytes(ctx.world, ctx.station, iface).items():
+            print(f"     {k}: {v}")
         return 0
     speed = f"{r.speed_mbps}Mb/s" if r.up else "Unknown!"
     duplex = "Full" if r.up else "Unknown! (255)"

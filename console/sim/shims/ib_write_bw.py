@@ -99,8 +99,10 @@ def _read(path: str) -> dict | None:
         return None
 
 
-def _bandwidth(ctx, peer_faults: list[str], gpu: bool) -> float:
+def _bandwidth(ctx, peer_faults: list[str], gpu: bool, device: str | None = None) -> float:
     lo, hi = ctx.profile.link.rdma_host_gbps
+    if ("stale-rail" in ctx.faults or "stale-rail" in peer_faults) and device == ctx.state["rail"]["rdma"]:
+        return round(random.uniform(8.0, 25.0), 2)  # a port in a stale state (workbench fault)
     if "slow-rail" in ctx.faults or "slow-rail" in peer_faults:
         return round(random.uniform(90.0, 95.0), 2)
     base = random.uniform(lo, hi) if hi else ctx.profile.link.speed_mbps / 1000 * 0.56
@@ -177,7 +179,7 @@ def client(ctx, opts: dict) -> int:
         print(err, flush=True)
         return 1
     time.sleep(min(opts["duration"] or 0.5, 0.5))
-    gbps = _bandwidth(ctx, peer_faults, opts["cuda"] is not None)
+    gbps = _bandwidth(ctx, peer_faults, opts["cuda"] is not None, opts["device"])
     _write(path, {**srv, "state": "done", "gbps": gbps, "mtu": roce})
     print(_table(gbps), flush=True)
     return 0

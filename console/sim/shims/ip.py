@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from console.sim.shims._net import ifindex, mac, rail_by_netdev, rails, station_by_ip
+from console.sim.workbench import MGMT_NET, MGMT_NETDEV, mgmt_ip
 
 
 def _link_line(ctx, r) -> str:
@@ -27,12 +28,21 @@ def main(argv: list[str], ctx) -> int:
             if mine_same:
                 print(f"{peer} dev {mine_same.netdev} src {mine_same.ip} uid 0 \n    cache ")
                 return 0
-        print(f"{peer} via 10.0.0.1 dev eno1 src 10.0.0.{ctx.state['rank'] + 10} uid 0 \n    cache ")
+        me = mgmt_ip(ctx.world, ctx.station)
+        if peer.startswith(MGMT_NET):  # the management LAN (the simulated stations' SSH side)
+            print(f"{peer} dev {MGMT_NETDEV} src {me} uid 0 \n    cache ")
+        else:
+            print(f"{peer} via {MGMT_NET}254 dev {MGMT_NETDEV} src {me} uid 0 \n    cache ")
         return 0
     if args and args[0] in ("link", "l", "addr", "a", "address"):
         what = args[0][0]
         rest = [a for a in args[1:] if a not in ("show", "dev")]
         sel = rails(ctx.world, ctx.station)
+        if what == "a" and (not rest or rest[0] == MGMT_NETDEV):  # the management port comes first
+            print(f"2: {MGMT_NETDEV}    inet {mgmt_ip(ctx.world, ctx.station)}/24 brd {MGMT_NET}255 scope global "
+                  f"{MGMT_NETDEV}\\       valid_lft forever preferred_lft forever")
+            if rest:
+                return 0
         if rest:
             r = rail_by_netdev(ctx.world, ctx.station, rest[0])
             if r is None:

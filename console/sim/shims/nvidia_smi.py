@@ -31,6 +31,8 @@ def gpu_values(ctx, now: float) -> list[dict]:
                 "state / KV cache": 55.0, "connecting": 3.0}.get(label, 1.0)
         if phase == "ready":
             busy = 0.0
+        if label in ("waiting on collective", "hung in all-reduce"):
+            busy = 100.0  # an NCCL kernel spinning on a peer that never sends (workbench)
     out = []
     for g in state["gpus"]:
         if g["serving"]:
@@ -48,7 +50,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
             "memory.total": "[N/A]" if g["unified"] else str(g["total_mib"]),
             "memory.free": "[N/A]" if g["unified"] else str(g["total_mib"] - mem),
             "utilization.gpu": str(int(util)),
-            "utilization.memory": "0" if g["unified"] else str(int(util * 0.6)),
+            "utilization.memory": "0" if g["unified"] or busy >= 100.0 else str(int(util * 0.6)),
             "temperature.gpu": str(int(temp)),
             "power.draw": f"{power:.2f}",
             "pci.bus_id": f"0000000{g['index']}:01:00.0",

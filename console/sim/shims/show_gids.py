@@ -1,8 +1,10 @@
-"""Simulated ``show_gids [DEV]``: link-local v1/v2 at 0/1, the rail IPv4 as v1/v2 at 2/3."""
+"""Simulated ``show_gids [DEV]``: link-local v1/v2 at 0/1, then the rail IPv4 as v1/v2 (at 2/3; at 4/5
+behind a global IPv6 address under the ``gid-mismatch`` fault, as some Spark pairs have it)."""
 
 from __future__ import annotations
 
-from console.sim.shims._net import gid_hex, mac, rails
+from console.sim.shims._net import rails
+from console.sim.workbench import gid_rows
 
 
 def main(argv: list[str], ctx) -> int:
@@ -11,11 +13,8 @@ def main(argv: list[str], ctx) -> int:
     print("---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---")
     n = 0
     for r in sel:
-        m = mac(ctx.station, r.netdev).split(":")
-        ll = f"fe80:0000:0000:0000:{m[0]}{m[1]}:{m[2]}ff:fe{m[3]}:{m[4]}{m[5]}"
-        for idx, (gid, ip, ver) in enumerate(((ll, "", "v1"), (ll, "", "v2"),
-                                              (gid_hex(r.ip), r.ip, "v1"), (gid_hex(r.ip), r.ip, "v2"))):
-            print(f"{r.device}\t1\t{idx}\t{gid}\t{ip:<14}\t{ver}\t{r.netdev}")
+        for g in gid_rows(ctx.world, ctx.station, r.device, r.netdev, r.ip, r.primary):
+            print(f"{r.device}\t1\t{g.index}\t{g.gid}\t{g.ipv4:<14}\t{g.version}\t{r.netdev}")
             n += 1
     print(f"n_gids_found={n}")
     return 0

@@ -228,7 +228,8 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     ActionProgressScreen RichLog { height: 6; border: round $panel; }
     ActionProgressScreen #verdict { height: auto; max-height: 12; padding: 0 1; }
     """
-    BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel")]
+    BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel"),
+                Binding("i", "investigate", "Investigate (NCCL workbench)")]
 
     def __init__(self, action: str, run: RunAction) -> None:
         super().__init__()
@@ -317,7 +318,8 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
             t.append(one_line(line, 200))
         for note in res.notes[:12]:
             t.append("\n" + one_line(note, 300), style="yellow" if "slower" in note else "")
-        t.append("\n(Escape: close)", style="dim")
+        t.append("\n(Escape: close" + (" · i: investigate in the NCCL workbench)" if res.result == "failed" else ")"),
+                 style="dim")
         self.query_one("#verdict", Static).update(t)
 
     def action_cancel(self) -> None:
@@ -327,6 +329,14 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 self._task.cancel()
             self.query_one("#verdict", Static).update(Text("cancelling: stopping what this run started...",
                                                            style="bold magenta"))
+
+    def action_investigate(self) -> None:
+        """A failed launch -> the NCCL workbench (issue 11's hook)."""
+        if self.result is None or self.result.result != "failed":
+            self.notify("The workbench opens from a failed action (n on the dashboard opens it any time).", timeout=4)
+            return
+        self.dismiss(self.result)
+        self.app.action_doctor(f"{self.action} failed: {self.result.summary[:100]}")  # type: ignore[attr-defined]
 
     def action_close_or_cancel(self) -> None:
         if self._task is not None and not self._task.done():

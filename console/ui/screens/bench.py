@@ -1,104 +1,143 @@
 """Benchmark screen: the concurrency sweep of ``dgx-console bench`` in one keypress.
 
 Settings (levels, requests, warm-up, output cap, effort), start/cancel, live progress, a results
-table with the profile's reference row beside each level, and a bar plot of total and per-user
-throughput against concurrency with the reference bars under ours, so the knee shows at a glance.
-The sweep runs as a worker in the app's loop (httpx is async); the runner's progress callbacks post
-messages; results are saved as JSON and CSV off the loop (``asyncio.to_thread``).
+table with the profile's reference beside each level when the settings are comparable (a line
+says when they are not, and why), and NVIDIA's Figure 2: total tok/s against per-user tok/s, one
+point per concurrency, the reference curve beside ours (textual-plotext). The sweep runs as a
+worker in the app's loop (httpx is async); the runner's progress callbacks post messages;
+results are saved as JSON and CSV off the loop (``asyncio.to_thread``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Select, Static, Switch
+from textual_plotext import PlotextPlot
 
-from console.config import BenchRow, Config
+from console.config import BenchRow, Config, xdg_data_dir
+from console.probes.engine_log import EngineProgress
 from console.serving.bench import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
     BenchRunner,
     BenchSettings,
     LevelResult,
+    ReferenceComparison,
+    compare_to_reference,
     configured_max_num_seqs,
+    knee_of,
     max_num_seqs_warning,
     parse_concurrency,
     queue_warning,
     resolve_model,
     save_report,
+    short_levels_warning,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
+from console.ui.commands import BenchCommands
+from console.ui.engine_state import api_expectation, why_no_api
+from console.ui.widgets.settings_bar import SettingsBar
 
 
 def default_results_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dgx-console" / "bench"
+    return xdg_data_dir() / "bench"
 
 
-# ---------------------------------------------------------------- the plot (pure)
+# ---------------------------------------------------------------- Figure 2 (pure data, then the widget)
 
 
-def _bar(value: float, scale: float, width: int) -> str:
-    cells = value / scale * width if scale > 0 else 0.0
-    full = int(cells)
-    part = " ▏▎▍▌▋▊▉"[int((cells - full) * 8)] if full < width else ""
-    return ("█" * full + part.strip()) or ("▏" if value > 0 else "")
+@dataclass(frozen=True)
+class Point:
+    per_user: float  # x: tok/s one user sees
+    total: float  # y: tok/s all users together
+    label: str  # C1, C8, ... (C4 (2 in flight) when the level never had 4)
 
 
-def render_plot(levels: Sequence[LevelResult], reference: Sequence[BenchRow], width: int = 40) -> Text:
-    """Total and per-user tok/s per concurrency: ours (solid) over the reference (shaded)."""
-    ours = {lv.concurrency: lv for lv in levels}
-    ref = {r.concurrency: r for r in reference}
-    concs = sorted(set(ours) | set(ref))
-    out = Text()
-    if not concs:
-        return out
-    for title, key in (("total output tok/s", "total_tok_s"), ("per-user tok/s (1/ITL)", "per_user_tok_s")):
-        vals = [getattr(ours[c], key) for c in concs if c in ours] + [getattr(ref[c], key) for c in concs if c in ref]
-        scale = max((v for v in vals if v), default=0.0)
-        out.append(f"{title}\n", style="bold")
-        for c in concs:
-            mine = getattr(ours[c], key) if c in ours else None
-            theirs = getattr(ref[c], key) if c in ref else None
-            out.append(f"  C{c:<4} ")
-            if mine is not None:
-                out.append(_bar(mine, scale, width).ljust(width), style="bold green")
-                out.append(f" {mine:>9,.1f}\n")
-            else:
-                out.append("·".ljust(width) + f" {'-':>9}\n", style="dim")
-            out.append(f"  {'ref':<5} ", style="dim")
-            if theirs is not None:
-                out.append(_bar(theirs, scale, width).replace("█", "▒").ljust(width), style="dim")
-                out.append(f" {theirs:>9,.1f}\n", style="dim")
-            else:
-                out.append("".ljust(width) + f" {'-':>9}\n", style="dim")
-        out.append("\n")
+def figure_points(levels: Sequence[LevelResult]) -> list[Point]:
+    """Our levels with both figures, in concurrency order (levels without a timed reply have no
+    per-user figure and no point)."""
+    return [Point(lv.per_user_tok_s, lv.total_tok_s, lv.label)
+            for lv in sorted(levels, key=lambda lv: lv.concurrency)
+            if lv.per_user_tok_s is not None and lv.total_tok_s is not None]
+
+
+def reference_points(reference: Sequence[BenchRow]) -> list[Point]:
+    return [Point(r.per_user_tok_s, r.total_tok_s, f"C{r.concurrency}")
+            for r in sorted(reference, key=lambda r: r.concurrency)]
+
+
+def knee_line(levels: Sequence[LevelResult]) -> str:
     knee = knee_of(levels)
-    if knee is not None:
-        out.append(f"knee: total throughput peaks at C{knee}", style="bold")
-    return out
+    if knee is None:
+        return ""
+    figures = f"{knee.total_tok_s:,.1f} tok/s" + (
+        f", {knee.per_user_tok_s:,.1f} per user" if knee.per_user_tok_s is not None else "")
+    if knee.concurrency == max(lv.concurrency for lv in levels if lv.reached and lv.total_tok_s):
+        return (f"total throughput still rises at C{knee.concurrency} ({figures}), the highest level "
+                "measured: the knee is beyond it")
+    return f"knee: total throughput peaks at C{knee.concurrency} ({figures})"
 
 
-def knee_of(levels: Sequence[LevelResult]) -> int | None:
-    """The concurrency with the highest total tok/s (past it, more users only queue)."""
-    measured = [lv for lv in levels if lv.total_tok_s]
-    if len(measured) < 2:
-        return None
-    return max(measured, key=lambda lv: lv.total_tok_s or 0.0).concurrency
+class ThroughputFigure(PlotextPlot):
+    """NVIDIA's Figure 2: total output tok/s (y) against per-user tok/s (x), a point per
+    concurrency, our sweep beside the reference. Data in, no I/O."""
+
+    DEFAULT_CSS = """
+    ThroughputFigure { height: 1fr; min-height: 10; }
+    """
+
+    def __init__(self, reference: Sequence[BenchRow], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.ours: list[Point] = []
+        self.ref = reference_points(reference)
+        self.ref_label = "reference"
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.replot()
+
+    def show(self, levels: Sequence[LevelResult], comparison: ReferenceComparison | None) -> None:
+        self.ours = figure_points(levels)
+        self.ref_label = "reference" + (f" ({comparison.verdict})" if comparison and comparison.verdict
+                                        != "comparable" else "")
+        self.replot()
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("total tok/s against per-user tok/s, one point per concurrency")
+        plt.xlabel("per-user tok/s (1/ITL)")
+        plt.ylabel("total tok/s")
+        for points, color, label in ((self.ref, "gray", self.ref_label), (self.ours, "green+", "this sweep")):
+            if not points:
+                continue
+            xs, ys = [p.per_user for p in points], [p.total for p in points]
+            plt.plot(xs, ys, marker="braille", color=color, label=label)
+            for p in points:  # the point and its concurrency, drawn over the line
+                plt.text("● " + p.label, p.per_user, p.total, color=color, alignment="left")
+        every = self.ref + self.ours
+        if every:  # from zero (throughput), with room for the labels right of the last point
+            plt.xlim(0, max(p.per_user for p in every) * 1.15)
+            plt.ylim(0, max(p.total for p in every) * 1.1)
+        if not self.ref and not self.ours:
+            plt.title("no results yet (Ctrl+R runs the sweep)")
+        self.refresh()
 
 
 # ---------------------------------------------------------------- the screen
@@ -119,25 +158,29 @@ def _fmt(v: float | None, spec: str) -> str:
 class BenchScreen(Screen):
     """Concurrency sweep against the configured head's API, beside the profile's reference."""
 
+    AUTO_FOCUS = "#concurrency"
+    COMMANDS = {BenchCommands}
     DEFAULT_CSS = """
     BenchScreen #bench-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    BenchScreen .settings { height: 3; padding: 0 1; }
-    BenchScreen .settings Label { padding: 1 1 0 1; }
     BenchScreen #concurrency { width: 16; }
     BenchScreen #requests, BenchScreen #warmup { width: 10; }
-    BenchScreen #max-tokens { width: 10; }
+    BenchScreen #max-tokens { width: 12; }
     BenchScreen #effort { width: 18; }
-    BenchScreen .settings Button { margin: 0 1; min-width: 10; }
+    BenchScreen #buttons { width: 26; height: auto; }
+    BenchScreen #buttons Button { min-width: 10; margin: 0 1 0 0; }
     BenchScreen #warning { padding: 0 1; color: $warning; height: auto; }
+    BenchScreen #reference { padding: 0 1; height: auto; color: $text-muted; }
+    BenchScreen #reference.-not-comparable { color: $warning; }
     BenchScreen #status { height: 1; padding: 0 1; }
     BenchScreen #bar { padding: 0 1; height: 1; }
-    BenchScreen #results { height: auto; max-height: 12; margin: 1 1 0 1; }
-    BenchScreen #plot-box { height: 1fr; padding: 0 1; }
+    BenchScreen #results { height: auto; max-height: 10; margin: 0 1; }
+    BenchScreen #figure { margin: 0 1; }
+    BenchScreen #notes { height: auto; max-height: 6; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("ctrl+r", "start", "Run sweep", tooltip="Start the concurrency sweep"),
-        Binding("ctrl+b", "cancel", "Cancel", tooltip="Cancel the sweep (finished levels stay)"),
-        Binding("escape", "back", "Back / cancel", tooltip="Cancel a running sweep, else leave"),
+        Binding("ctrl+r", "start", "Run sweep", id="bench-run", tooltip="Start the concurrency sweep"),
+        Binding("ctrl+b", "cancel", "Cancel", id="bench-cancel", tooltip="Cancel the sweep (finished levels stay)"),
+        Binding("escape", "back", "Back / cancel", id="bench-back", tooltip="Cancel a running sweep, else leave"),
     ]
 
     def __init__(self, config: Config, *, results_dir: Path | None = None, name: str | None = None,
@@ -148,47 +191,66 @@ class BenchScreen(Screen):
         self._key = config.api_key()
         self._model_hint = config.profile.served_model_name or None
         self.reference = config.profile.reference_bench
+        self.reference_method = config.profile.reference_method
         self.max_num_seqs = configured_max_num_seqs(config)
         self.results_dir = results_dir or default_results_dir()
         self.runner: BenchRunner | None = None
         self.levels: list[LevelResult] = []
+        self.comparison: ReferenceComparison | None = None  # of the sweep shown in the table
         self.running = False
         self.state = "idle"  # idle | running | done | failed | cancelled | error
         self.saved: tuple[Path, Path] | None = None
+        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
+
+    def set_head_engine(self, progress: EngineProgress | None) -> None:
+        self.head_engine = progress
 
     def compose(self) -> ComposeResult:
         yield Static(f"Benchmark · {self.config.profile.name} @ {self.url}", id="bench-title")
-        with Horizontal(id="settings", classes="settings"):
-            yield Label("Concurrency")
-            yield Input(",".join(str(r.concurrency) for r in self.reference) or "1,8,16,32", id="concurrency")
-            yield Label("Requests")
-            yield Input("", placeholder="10x", type="integer", id="requests")
-            yield Label("Warm-up")
-            yield Input("", placeholder="3x", type="integer", id="warmup")
-            yield Label("Max tokens")
-            yield Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens")
-        with Horizontal(id="settings2", classes="settings"):
-            yield Label("Effort")
-            yield Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
-                         id="effort")
-            yield Label("Fixed length")
-            yield Switch(False, id="ignore-eos", tooltip="ignore_eos: every reply is exactly max tokens long")
-            yield Button("Run", id="start", variant="primary")
-            yield Button("Cancel", id="cancel", variant="error", disabled=True)
+        yield SettingsBar(
+            Label("Concurrency"),
+            Input(",".join(str(r.concurrency) for r in self.reference) or "1,8,16,32", id="concurrency"),
+            Label("Requests"), Input("", placeholder="10x", type="integer", id="requests"),
+            Label("Warm-up"), Input("", placeholder="3x", type="integer", id="warmup"),
+            Label("Max tokens"), Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens"),
+            Label("Effort"),
+            Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
+                   id="effort"),
+            Label("Fixed length"),
+            Switch(False, id="ignore-eos", tooltip="ignore_eos: every reply is exactly max tokens long"),
+            Label(""),
+            Horizontal(Button("Run", id="start", variant="primary"),
+                       Button("Cancel", id="cancel", variant="error", disabled=True), id="buttons"),
+            id="settings")
         yield Static("", id="warning")
+        yield Static("", id="reference")
         yield Static("Ready: Ctrl+R runs the sweep (NVIDIA's method: warm-up 3x, measured 10x per level)",
                      id="status")
         yield ProgressBar(total=1, show_eta=False, id="bar")
-        yield DataTable(id="results", cursor_type="none", zebra_stripes=True)
-        with VerticalScroll(id="plot-box"):
-            yield Static(render_plot([], self.reference), id="plot")
+        with Vertical(id="body"):
+            yield DataTable(id="results", cursor_type="none", zebra_stripes=True)
+            yield ThroughputFigure(self.reference, id="figure")
+            yield Static("", id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.head_engine = getattr(self.app, "head_engine", None)
+        self._columns(self._comparison_now())
+        self._settings_changed()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
+
+    def _columns(self, comparison: ReferenceComparison | None) -> None:
+        """The table's columns: the reference's beside ours only when the settings compare."""
         t = self.query_one("#results", DataTable)
-        t.add_columns("conc", "total tok/s", "ref", "per-user", "ref", "TTFT ms", "ref", "ITL ms", "ref",
-                      "lat s", "ref", "p99 TTFT", "tokens", "server", "err")
-        self._show_warning()
+        t.clear(columns=True)
+        if self.reference and (comparison is None or comparison.comparable):
+            t.add_columns("conc", "total tok/s", "ref", "per-user", "ref", "TTFT ms", "ref", "ITL ms", "ref",
+                          "lat s", "ref", "p99 TTFT", "tokens", "server", "err")
+        else:
+            t.add_columns("conc", "total tok/s", "per-user", "TTFT ms", "ITL ms", "lat s", "p99 TTFT", "tokens",
+                          "server", "err")
 
     # ------------------------------------------------------------------ settings
 
@@ -210,16 +272,35 @@ class BenchScreen(Screen):
                              None if effort in ("default", Select.BLANK) else str(effort),
                              self.query_one("#ignore-eos", Switch).value)
 
-    @on(Input.Changed, "#concurrency")
-    def _show_warning(self) -> None:
+    def _comparison_now(self, settings: BenchSettings | None = None) -> ReferenceComparison | None:
+        if not self.reference:
+            return None
+        if settings is None:
+            try:
+                settings = self._settings()
+            except ValueError:
+                return None
+        return compare_to_reference(settings, self.reference_method)
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Switch.Changed)
+    def _settings_changed(self) -> None:
+        """Warnings and the reference's comparability follow the settings as they are typed."""
         try:
-            levels = parse_concurrency(self.query_one("#concurrency", Input).value)
+            settings: BenchSettings | None = self._settings()
         except ValueError:
-            levels = ()
-        w = max_num_seqs_warning(self.max_num_seqs, levels, self.config.profile.engine)
-        found = [q for lv in self.levels if (q := queue_warning(lv))]  # what the server reported
-        lines = ([w] if w else []) + found
+            settings = None
+        levels = settings.concurrency if settings else ()
+        lines = [w for w in (max_num_seqs_warning(self.max_num_seqs, levels, self.config.profile.engine),
+                             short_levels_warning(settings) if settings else None) if w]
+        lines += [q for lv in self.levels if (q := queue_warning(lv))]  # what the server reported
         self.query_one("#warning", Static).update(Text("\n".join(f"⚠ {x}" for x in lines)))
+        comp = self._comparison_now(settings)
+        ref = self.query_one("#reference", Static)
+        ref.update(Text(comp.line() + ("" if comp.comparable else " — not shown beside the results")
+                        if comp else ""))
+        ref.set_class(comp is not None and not comp.comparable, "-not-comparable")
 
     # ------------------------------------------------------------------ running
 
@@ -234,9 +315,10 @@ class BenchScreen(Screen):
             self._status(f"✖ {exc}")
             return
         self.levels = []
-        self._show_warning()
+        self.comparison = self._comparison_now(settings)
+        self._settings_changed()
         self.saved = None
-        self.query_one("#results", DataTable).clear()
+        self._columns(self.comparison)
         self._replot()
         self._set_running(True)
         self._sweep(settings)
@@ -278,11 +360,18 @@ class BenchScreen(Screen):
             try:
                 model = await resolve_model(client, self._model_hint)
             except ApiError as exc:
-                self._status(f"✖ {exc}")
+                waiting = why_no_api(self.head_engine) if exc.kind in ("connect", "unavailable") else None
+                if waiting and api_expectation(self.head_engine) == "loading":
+                    self._status(f"◌ {waiting}: the API answers once the engine is ready; run the sweep then")
+                else:
+                    self._status(f"✖ {exc}" + (f" — {waiting}" if waiting else ""))
                 self.state = "error"
                 return
             self.runner = BenchRunner(client, model, settings,
                                       on_progress=lambda p: self.post_message(BenchUpdate(p)))
+            self.runner.report.reference = self.comparison
+            if w := short_levels_warning(settings):
+                self.runner.report.warnings.append(w)
             try:
                 report = await self.runner.run()
             except asyncio.CancelledError:
@@ -320,7 +409,7 @@ class BenchScreen(Screen):
         if p.phase == "done" and p.result is not None:
             self.levels.append(p.result)
             self._add_row(p.result)
-            self._show_warning()
+            self._settings_changed()
             self._replot()
             bar.update(total=max(1, p.total), progress=p.total)
             return
@@ -331,21 +420,31 @@ class BenchScreen(Screen):
                      f"{p.done}/{p.total} requests{rate}")
 
     def _add_row(self, lv: LevelResult) -> None:
+        table = self.query_one("#results", DataTable)
+        beside = len(table.columns) > 10
         ref = {r.concurrency: r for r in self.reference}.get(lv.concurrency)
 
-        def r(attr: str, spec: str) -> Text:
-            return Text(_fmt(getattr(ref, attr, None) if ref else None, spec), style="dim")
+        def r(attr: str, spec: str) -> list[Text]:
+            return [Text(_fmt(getattr(ref, attr, None) if ref else None, spec), style="dim")] if beside else []
 
         server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
-        self.query_one("#results", DataTable).add_row(
-            str(lv.concurrency), _fmt(lv.total_tok_s, ",.1f"), r("total_tok_s", ",.1f"),
-            _fmt(lv.per_user_tok_s, ",.1f"), r("per_user_tok_s", ",.1f"),
-            _fmt(lv.ttft_ms_mean, ",.0f"), r("ttft_ms_mean", ",.0f"), _fmt(lv.itl_ms_mean, ".2f"),
-            r("itl_ms_mean", ".2f"), _fmt(lv.latency_s_mean, ".2f"), r("latency_s_mean", ".2f"),
+        conc = Text(str(lv.concurrency)) if lv.reached else Text(f"{lv.concurrency} ({lv.concurrency_reached})",
+                                                                 style="yellow")
+        per_user = (Text(_fmt(lv.per_user_tok_s, ",.1f")) if lv.timed_requests or not lv.requests
+                    else Text("n/m", style="yellow"))
+        table.add_row(
+            conc, _fmt(lv.total_tok_s, ",.1f"), *r("total_tok_s", ",.1f"),
+            per_user, *r("per_user_tok_s", ",.1f"),
+            _fmt(lv.ttft_ms_mean, ",.0f"), *r("ttft_ms_mean", ",.0f"), _fmt(lv.itl_ms_mean, ".2f"),
+            *r("itl_ms_mean", ".2f"), _fmt(lv.latency_s_mean, ".2f"), *r("latency_s_mean", ".2f"),
             _fmt(lv.ttft_ms_p99, ",.0f"), f"{lv.output_tokens:,}",
             Text(server + (" ≠" if lv.mismatch else ""), style="bold red" if lv.mismatch else ""),
             Text(str(lv.errors), style="bold red" if lv.errors else ""),
             key=str(lv.concurrency))
 
     def _replot(self) -> None:
-        self.query_one("#plot", Static).update(render_plot(self.levels, self.reference))
+        self.query_one("#figure", ThroughputFigure).show(self.levels, self.comparison)
+        notes = [n for lv in self.levels for n in lv.notes()]
+        if knee := knee_line(self.levels):
+            notes.insert(0, knee)
+        self.query_one("#notes", Static).update(Text("\n".join(notes)))

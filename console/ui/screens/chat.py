@@ -12,19 +12,22 @@ text: it is shown sanitized and as ``Text``, never as markup (a model id ``[/]``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, Switch
 
 from console.config import Config
+from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line, plain
 from console.serving.client import (
     EFFORTS,
@@ -36,6 +39,9 @@ from console.serving.client import (
     ChatRequest,
     ChatResult,
 )
+from console.ui.commands import ChatCommands
+from console.ui.engine_state import why_no_api
+from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 
 DEFAULT_MAX_TOKENS = 1000
@@ -89,13 +95,15 @@ class ReplyView(Vertical):
     ReplyView .tools.-shown { display: block; }
     ReplyView .stats { color: $text-muted; padding: 0 1; }
     ReplyView .stats.-error { color: $error; }
+    ReplyView .stats.-waiting { color: $secondary; }
     ReplyView .warnings { color: $warning; padding: 0 1; }
     """
 
-    def __init__(self, done: ChatResult | None = None) -> None:
+    def __init__(self, done: ChatResult | None = None, engine: EngineProgress | None = None) -> None:
         super().__init__()
-        self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning")
-        self.content = StreamText(done.content if done else "", classes="content")
+        self.engine = engine  # the head's engine phase when the request was sent
+        self.reasoning = StreamText(done.reasoning if done else "", classes="reasoning", live=done is None)
+        self.content = StreamText(done.content if done else "", classes="content", live=done is None)
         self.collapsible = Collapsible(self.reasoning, title="Reasoning", collapsed=bool(done and done.content),
                                        classes="" if done and done.reasoning else "-empty")
         self._done = done
@@ -127,6 +135,8 @@ class ReplyView(Vertical):
 
     def finish(self, r: ChatResult) -> None:
         self.result = r
+        self.reasoning.seal()
+        self.content.seal()
         if r.tool_calls:
             lines = []
             for call in r.tool_calls:
@@ -140,8 +150,13 @@ class ReplyView(Vertical):
             self.tools.update(plain("\n".join(lines)))
             self.tools.add_class("-shown")
         if r.error is not None:
-            self.stats.update(plain(_error_line(r.error)))
-            self.stats.add_class("-error")
+            waiting = why_no_api(self.engine) if r.error.kind in ("connect", "unavailable") else None
+            if waiting is not None and self.engine is not None and self.engine.phase != "failed":
+                self.stats.update(Text(f"◌ {waiting}: the API answers once the engine is ready; send again then"))
+                self.stats.add_class("-waiting")
+            else:
+                self.stats.update(plain(_error_line(r.error) + (f" — {waiting}" if waiting else "")))
+                self.stats.add_class("-error")
         elif r.cancelled:
             self.stats.update(plain("cancelled · " + format_stats(r)))
         else:
@@ -162,23 +177,25 @@ def _error_line(e: ApiError) -> str:
 class ChatScreen(Screen):
     """Chat with the served model. ``config_or_url``: the console's Config or an API base URL."""
 
+    COMMANDS = {ChatCommands}
     DEFAULT_CSS = """
     ChatScreen #chat-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
-    ChatScreen #settings { height: 3; padding: 0 1; }
-    ChatScreen #settings Label { padding: 1 1 0 1; }
     ChatScreen #effort { width: 16; }
-    ChatScreen #max-tokens { width: 10; }
+    ChatScreen #max-tokens { width: 12; }
     ChatScreen #temperature { width: 13; }
-    ChatScreen #api-key { width: 24; }
+    ChatScreen #api-key { width: 22; }
     ChatScreen #conversation { height: 1fr; padding: 0 1; }
     ChatScreen #prompt { dock: bottom; margin: 0 0 1 0; }
     """
     BINDINGS = [
-        Binding("escape", "back", "Back / stop", tooltip="Stop the reply being streamed, else leave the chat"),
-        Binding("ctrl+o", "tool_test", "Tool test", tooltip="Offer a get_weather tool and show the parsed call"),
-        Binding("ctrl+l", "clear", "Clear", tooltip="Forget the conversation"),
-        Binding("ctrl+y", "copy_last", "Copy reply", tooltip="Copy the last reply to the clipboard"),
-        Binding("ctrl+r", "toggle_reasoning", "Reasoning", tooltip="Fold or unfold the last reasoning"),
+        Binding("escape", "back", "Back / stop", id="chat-back",
+                tooltip="Stop the reply being streamed, else leave the chat"),
+        Binding("ctrl+o", "tool_test", "Tool test", id="chat-tool-test",
+                tooltip="Offer a get_weather tool and show the parsed call"),
+        Binding("ctrl+l", "clear", "Clear", id="chat-clear", tooltip="Forget the conversation"),
+        Binding("ctrl+y", "copy_last", "Copy reply", id="chat-copy", tooltip="Copy the last reply to the clipboard"),
+        Binding("ctrl+r", "toggle_reasoning", "Reasoning", id="chat-reasoning",
+                tooltip="Fold or unfold the last reasoning"),
     ]
 
     def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
@@ -197,6 +214,7 @@ class ChatScreen(Screen):
         self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False
+        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -204,24 +222,22 @@ class ChatScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="chat-title")
-        with Horizontal(id="settings"):
-            yield Label("Effort")
-            yield Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
-                         id="effort")
-            yield Label("No think")
-            yield Switch(False, id="no-think")
-            yield Label("Max tokens")
-            yield Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens")
-            yield Label("Temp")
-            yield Input("", placeholder="default", type="number", id="temperature")
-            yield Label("API key")
-            yield Input("", placeholder="(from config)" if self._config_key else "(none)", password=True,
-                        id="api-key")
+        yield SettingsBar(
+            Label("Effort"),
+            Select([("default", "default")] + [(e, e) for e in EFFORTS], value="default", allow_blank=False,
+                   id="effort"),
+            Label("No think"), Switch(False, id="no-think"),
+            Label("Max tokens"), Input(str(DEFAULT_MAX_TOKENS), type="integer", id="max-tokens"),
+            Label("Temp"), Input("", placeholder="default", type="number", id="temperature"),
+            Label("API key"),
+            Input("", placeholder="(from config)" if self._config_key else "(none)", password=True, id="api-key"),
+            id="settings")
         yield VerticalScroll(id="conversation")
         yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_head_engine(getattr(self.app, "head_engine", None))
         self.session = chat_session(self.app, self.url)
         conv = self.query_one("#conversation", VerticalScroll)
         for user_line, result in self.session.turns:
@@ -235,10 +251,22 @@ class ChatScreen(Screen):
     async def on_unmount(self) -> None:
         await self.client.aclose()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
+
+    def set_head_engine(self, progress: EngineProgress | None) -> None:
+        """The head station's engine phase, from the app's EngineUpdate messages."""
+        self.head_engine = progress
+        if not self.busy:
+            with contextlib.suppress(NoMatches):
+                self.query_one("#chat-title", Static).update(self._title())
+
     def _title(self, state: str = "") -> Text:
         """The model id comes from the server: plain Text (``[/]`` in an id once crashed the app)."""
         model = one_line(self.model or self._model_hint or "?", 120)
-        return Text(f"Chat · {model} @ {one_line(self.url, 120)}" + (f" · {state}" if state else ""))
+        if not state and (waiting := why_no_api(self.head_engine)):
+            state = f"engine {waiting}"
+        return Text(f"Chat · {model}" + (f" · {state}" if state else "") + f" · {one_line(self.url, 120)}")
 
     # ------------------------------------------------------------------ settings
 
@@ -279,7 +307,7 @@ class ChatScreen(Screen):
     def send(self, text: str, tools: bool = False) -> None:
         """Show the message and stream the reply (a worker in the app's loop)."""
         conv = self.query_one("#conversation", VerticalScroll)
-        reply = ReplyView()
+        reply = ReplyView(engine=self.head_engine)
         user_line = ("[tool test] " if tools else "") + text
         conv.mount(UserMessage(plain(user_line)))
         conv.mount(reply)
@@ -297,6 +325,7 @@ class ChatScreen(Screen):
                 try:
                     ids = [m["id"] for m in await self.client.models()]
                 except ApiError as exc:
+                    reply.engine = self.head_engine
                     reply.finish(ChatResult(error=exc))
                     return
                 except asyncio.CancelledError:
@@ -313,6 +342,7 @@ class ChatScreen(Screen):
                 result = await self.client.chat(req, on_event=reply.add_event)
             except Exception as exc:  # noqa: BLE001 - a broken reply is a visible error, never the app's end
                 result = ChatResult(error=ApiError("stream", f"internal error: {type(exc).__name__}: {exc}"))
+            reply.engine = self.head_engine  # the phase when the answer (or the refusal) came
             reply.finish(result)
             self.session.turns.append((user_line, result))
             if result.error is None and not result.cancelled and not tools:

@@ -62,11 +62,11 @@ class ChecksScreen(Screen):
     ChecksScreen #checks-status { height: 1; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("r", "rerun_one", "Rerun check"),
-        Binding("a", "rerun_all", "Rerun all"),
-        Binding("v", "validate_rdma", "Validate RDMA"),
-        Binding("c", "cancel", "Cancel"),
+        Binding("escape", "app.pop_screen", "Back", id="checks-back"),
+        Binding("r", "rerun_one", "Rerun check", id="checks-rerun"),
+        Binding("a", "rerun_all", "Rerun all", id="checks-rerun-all"),
+        Binding("v", "validate_rdma", "Validate RDMA", id="checks-validate-rdma"),
+        Binding("c", "cancel", "Cancel", id="checks-cancel"),
     ]
 
     def __init__(self, config: Config, transports: dict[str, Transport] | None = None,

@@ -27,12 +27,15 @@ def finding_key(f: Finding) -> str:
 
 
 def station_badge(findings: Iterable[Finding], station: str) -> Text | None:
-    """``✖ 2`` (worst severity, number of error/warning findings) for one station, or None."""
+    """``diagnosis: ✖ 2 errors, 1 warning (d)`` for one station (worst severity's mark), or None."""
     mine = [f for f in findings if f.station == station and f.severity in ("error", "warning")]
     if not mine:
         return None
-    worst = "error" if any(f.severity == "error" for f in mine) else "warning"
-    return Text(f"{SEVERITY_MARK[worst]} {len(mine)}", style=SEVERITY_STYLE[worst])
+    counts = {sev: sum(f.severity == sev for f in mine) for sev in ("error", "warning")}
+    worst = "error" if counts["error"] else "warning"
+    what = ", ".join(f"{n} {sev}{'' if n == 1 else 's'}" for sev, n in counts.items() if n)
+    return Text.assemble(("diagnosis: ", "dim"), (f"{SEVERITY_MARK[worst]} {what}", SEVERITY_STYLE[worst]),
+                         (" (d)", "dim"))
 
 
 def _option_label(rank: int, f: Finding) -> Text:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from rich.text import Text
@@ -10,6 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from console.sanitize import one_line
+from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
+from console.ui.widgets.serving_panel import _age  # one way to say a span: "45 s", "2 min", "1.5 h"
 
 HISTORY = 120
 
@@ -21,45 +24,67 @@ def fmt_gib(mib: float | None) -> str:
 class Bar:
     """A memory bar that fills whatever width it is given at render time."""
 
-    def __init__(self, frac: float | None):
-        self.frac = frac
+    def __init__(self, frac: float | None, expected: float | None = None, palette: Palette = DEFAULT):
+        self.frac, self.expected, self.palette = frac, expected, palette
 
     def __rich_console__(self, console, options):
-        yield bar(self.frac, options.max_width)
+        yield bar(self.frac, options.max_width, self.expected, self.palette)
 
 
 class Spark:
     """The memory history sized to the width at render time."""
 
-    def __init__(self, values: list[float], top: float | None):
-        self.values, self.top = values, top
+    def __init__(self, values: list[float], top: float | None, times: list[float] | None = None,
+                 palette: Palette = DEFAULT):
+        self.values, self.top, self.times, self.palette = values, top, times, palette
 
     def __rich_console__(self, console, options):
-        yield sparkline(self.values, self.top, options.max_width)
+        yield sparkline(self.values, self.top, options.max_width, self.times, self.palette)
 
 
-def bar(frac: float | None, width: int) -> Text:
+def bar(frac: float | None, width: int, expected: float | None = None, palette: Palette = DEFAULT) -> Text:
+    """``expected``: the fill the profile expects (vLLM's --gpu-memory-utilization): shown calm."""
     width = max(4, width)
     if frac is None:
         return Text("·" * width, style="dim")
     frac = min(1.0, max(0.0, frac))
     full = int(frac * width)
-    style = "bold red" if frac > 0.97 else ("yellow" if frac > 0.9 else "green")
+    level = fill_level(frac, expected)
+    style = getattr(palette, level) if level == "ok" else f"bold {getattr(palette, level)}"
     return Text("█" * full, style=style) + Text("░" * (width - full), style="dim")
 
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: list[float], top: float | None, width: int) -> Text:
+def history_label(shown: int, total: int, span_s: float | None, roomy: bool) -> str:
+    """The time scale of the row: ``last 2 min`` (what the shown samples cover, newest on the
+    right), with the sample count when there is room; ``1 sample`` before there is a span."""
+    count = f"{total} sample{'' if total == 1 else 's'}"
+    if span_s is None or shown < 2:
+        return f" {count}"
+    scale = f" last {_age(span_s)}"
+    return f"{scale} · {count}" if roomy else scale
+
+
+def sparkline(values: list[float], top: float | None, width: int, times: list[float] | None = None,
+              palette: Palette = DEFAULT) -> Text:
     """Memory history scaled to the GPU's total (not to the data's range: a flat line at 231 GiB
-    of 250 GiB must look full, not empty), newest sample on the right."""
-    width = max(1, width - 12)
-    vals = values[-width:]
-    if not vals or not top:
+    of 250 GiB must look full, not empty), newest sample on the right, with its time scale
+    (``times``: when each sample was taken, seconds)."""
+    if not values or not top:
         return Text("")
+    roomy = width >= 60
+    label = history_label(min(len(values), width), len(values), None, roomy)
+    for _ in range(2):  # the label's width decides how many samples fit, which decides the span
+        room = max(1, width - len(label))
+        shown = min(len(values), room)
+        span = times[-1] - times[-shown] if times and len(times) >= shown and shown >= 2 else None
+        label = history_label(shown, len(values), span, roomy)
+    room = max(1, width - len(label))
+    vals = values[-room:]
     chars = "".join(BLOCKS[min(8, max(0, round(8 * v / top)))] for v in vals)
-    return Text(" " * (width - len(vals)) + chars, style="green") + Text(f" {len(values):>3} samples", style="dim")
+    return Text(" " * (room - len(vals)) + chars, style=palette.ok) + Text(label, style="dim")
 
 
 class GpuMeter(Vertical):
@@ -72,10 +97,12 @@ class GpuMeter(Vertical):
     GpuMeter .gpu-hist { height: 1; }
     """
 
-    def __init__(self, index: int, **kwargs) -> None:
+    def __init__(self, index: int, expected_frac: float | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.index = index
+        self.expected_frac = expected_frac  # the serving GPU's expected fill (the profile's), else None
         self.history: deque[float] = deque(maxlen=HISTORY)
+        self.times: deque[float] = deque(maxlen=HISTORY)  # when each sample was taken (the time scale)
         self.used_mib: float | None = None
         self.total_mib: float | None = None
         self.title = ""
@@ -89,10 +116,14 @@ class GpuMeter(Vertical):
         yield Static("", classes="gpu-hist")
 
     def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
-                       temp: int | None, power: float | None, note: str = "", error: str | None = None) -> None:
+                       temp: int | None, power: float | None, note: str = "", error: str | None = None,
+                       at: float | None = None) -> None:
+        """``at``: when the sample was taken (``time.time()``; the history's time scale); ``error``: this
+        GPU could not be read (nvidia-smi's words)."""
         self._last = (name, used_mib, total_mib, util, temp, power, note, error)
         if used_mib is not None:
             self.history.append(used_mib)
+            self.times.append(time.time() if at is None else at)
         if self.is_mounted:
             self._render_reading()
 
@@ -139,10 +170,11 @@ class GpuMeter(Vertical):
             head.append(f"  ✖ {one_line(error, 200)}", style="bold red")
         self.query_one(".gpu-head", Static).update(head)
         frac = used_mib / total_mib if used_mib is not None and total_mib else None
-        self.query_one(".gpu-bar", Static).update(Bar(frac))
+        self.query_one(".gpu-bar", Static).update(Bar(frac, self.expected_frac, palette_of(self.app)))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
         self.query_one(".gpu-mem", Static).update(mem)
         self._render_history()
 
     def _render_history(self) -> None:
-        self.query_one(".gpu-hist", Static).update(Spark(list(self.history), self.total_mib))
+        self.query_one(".gpu-hist", Static).update(Spark(list(self.history), self.total_mib, list(self.times),
+                                                         palette_of(self.app)))

@@ -4,7 +4,9 @@ No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API and the ap
 snapshot to ``show()`` (post ``ServingUpdate`` from the monitor's callback). When the API stops
 answering the last values stay, dimmed, with their age, so the operator sees what they were and
 how old they are; a dash means unknown, never zero. Everything the server said (model id,
-version, error bodies) is outside text: sanitized, one line, never markup.
+version, error bodies) is outside text: sanitized, one line, never markup. The app also hands it
+the head's engine phase (``set_engine``): while the engine loads the API cannot answer, and the
+panel says "starting (engine loading …)" in a calm colour instead of a red "not answering".
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
+from console.ui.engine_state import api_expectation
+from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
 
@@ -56,9 +61,12 @@ def _age(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> Group:
-    """The panel's content as a Rich table (pure: a snapshot and a clock in, a renderable out)."""
+def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
+                    engine: EngineProgress | None = None, palette: Palette = DEFAULT) -> Group:
+    """The panel's content as a Rich table (pure: a snapshot, a clock and the head's engine phase
+    in, a renderable out). ``palette``: the theme's colours for ok / calm / warn / error."""
     now = time.time() if now is None else now
+    pal = palette
     t = Table.grid(padding=(0, 1), expand=True)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(no_wrap=True)
@@ -68,12 +76,18 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
         t.add_row("API", Text("waiting for the first poll…", style="dim"), "", "")
         return Group(t)
     stale = snap.is_stale(now, STALE_AFTER_S)
+    expect = api_expectation(engine)
+    loading = snap.status in ("unreachable", "unhealthy") and expect == "loading"
     health = {
-        "ok": Text("● healthy", style="green"),
-        "unhealthy": Text("● unhealthy (503)", style="bold red"),
-        "unreachable": Text("● not answering", style="bold red"),
-        "unauthorized": Text("● API key refused", style="bold yellow"),
+        "ok": Text("● healthy", style=pal.ok),
+        "unhealthy": Text("● unhealthy (503)", style=f"bold {pal.error}"),
+        "unreachable": Text("● not answering", style=f"bold {pal.error}"),
+        "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
+    if loading:  # expected while the engine starts: calm, with the phase
+        health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
+    elif snap.status == "unreachable" and expect == "stopped":
+        health = Text("○ stopped (the engine is not running)", style="dim")
     engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
     t.add_row("API", health, "Model", Text(one_line(f"{snap.model or '—'} ({engine})", 200), overflow="ellipsis"))
     val = "dim" if stale else ""
@@ -89,15 +103,18 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None) -> G
                   "Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))
     age = snap.age_s(now)
     error = one_line(snap.error, 300) if snap.error else None
-    if age is None:
-        foot = Text(f"no metrics yet{': ' + error if error else ''}", style="yellow")
+    if loading:
+        foot = Text("the API answers once the engine is ready" + (
+            f"; last good poll {_age(age)} ago" if age is not None else ""), style="dim")
+    elif age is None:
+        foot = Text(f"no metrics yet{': ' + error if error else ''}", style=pal.warn)
     elif stale:
         foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {error}" if error else ""),
-                    style="bold yellow")
+                    style=f"bold {pal.warn}")
     else:
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
-            foot.append(f" — {one_line(snap.note, 300)}", style="yellow")
+            foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
     return Group(t, foot)
 
 
@@ -108,14 +125,17 @@ class ServingPanel(Static):
     ServingPanel { height: auto; border: round $primary; padding: 0 1; }
     ServingPanel.-stale { border: round $warning; }
     ServingPanel.-down { border: round $error; }
+    ServingPanel.-starting { border: round $secondary; }
     """
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.snapshot: ServingSnapshot | None = None
+        self.engine: EngineProgress | None = None  # the head station's engine phase
         self.border_title = "Serving"
 
     def on_mount(self) -> None:
+        self.engine = self.engine or getattr(self.app, "head_engine", None)  # a phase known before mount
         self.set_interval(1.0, self._redraw)
         self._redraw()
 
@@ -123,12 +143,19 @@ class ServingPanel(Static):
         self.snapshot = snapshot
         self._redraw()
 
+    def set_engine(self, progress: EngineProgress | None) -> None:
+        self.engine = progress
+        self._redraw()
+
     def _redraw(self) -> None:
         snap = self.snapshot
         now = time.time()
-        self.set_class(snap is not None and snap.is_stale(now, STALE_AFTER_S) and snap.updated_at is not None,
-                       "-stale")
-        self.set_class(snap is not None and snap.status in ("unhealthy", "unreachable"), "-down")
+        down = snap is not None and snap.status in ("unhealthy", "unreachable")
+        starting = down and api_expectation(self.engine) in ("loading", "stopped")
+        self.set_class(snap is not None and snap.is_stale(now, STALE_AFTER_S) and snap.updated_at is not None
+                       and not starting, "-stale")
+        self.set_class(down and not starting, "-down")
+        self.set_class(starting, "-starting")
         if snap is not None and snap.url:
             self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
-        self.update(render_snapshot(snap, now))
+        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app)))

@@ -20,6 +20,8 @@ from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.sanitize import one_line
+from console.ui.engine_state import LOADING_PHASES
+from console.ui.palette import palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 
@@ -105,8 +107,11 @@ class StationPane(Vertical):
     """
 
     def __init__(self, station: Station, max_lines: int = 5000, unified: bool = False, engine: str = "vllm",
+                 gpudirect: bool = True, serving_gpu: str | None = None, expected_frac: float | None = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
+        self.gpudirect = gpudirect  # the profile expects GPUDirect RDMA (GB10 pairs do not: RDMA is calm)
+        self.serving_gpu, self.expected_frac = serving_gpu, expected_frac  # its expected memory fill
         self.station = station
         self.max_lines = max_lines
         self.unified = unified
@@ -120,6 +125,7 @@ class StationPane(Vertical):
         self.container: ContainerInfo | None = None
         self.progress: EngineProgress | None = None
         self.gpus: list[GpuReading] = []
+        self.gpus_at: float | None = None
         self.apps: list[ComputeApp] = []
         self.host_mem: HostMemory | None = None
         self.badges: dict[str, Text] = {}
@@ -192,7 +198,7 @@ class StationPane(Vertical):
         self.query_one(".badges", Static).update(Text("  ").join(self.badges.values()) if self.badges else "")
 
     @_while_mounted
-    def set_gpus(self, gpus: list[GpuReading], error: str | None = None) -> None:
+    def set_gpus(self, gpus: list[GpuReading], error: str | None = None, at: float | None = None) -> None:
         self.gpu_error = error
         err = self.query_one(".gpu-error", Static)
         err.set_class(error is not None, "-shown")
@@ -200,11 +206,13 @@ class StationPane(Vertical):
         if error is not None and not gpus:  # nvidia-smi failed as a whole: keep the last readings, dimmed
             return
         self.gpus = gpus
+        self.gpus_at = at  # when nvidia-smi was read (the history's time scale)
         # Our own list, not a DOM query: a mount still in flight must not look like "no meters".
         if [m.index for m in self.meters] != [g.index for g in gpus]:
             box = self.query_one(".gpus", Vertical)
             box.remove_children()
-            self.meters = [GpuMeter(g.index) for g in gpus]
+            self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None)
+                           for g in gpus]
             box.mount(*self.meters)
         self._render_gpus()
 
@@ -245,7 +253,8 @@ class StationPane(Vertical):
                 used = float(sum(procs)) if procs else (0.0 if self.apps is not None else None)
                 total = self.host_mem.total_mib if self.host_mem else None
                 note = "unified"
-            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, g.error)
+            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, g.error,
+                                 at=self.gpus_at)
 
     def _render_status(self) -> None:
         icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
@@ -289,8 +298,11 @@ class StationPane(Vertical):
             label = p.label
             if not self.station.is_head and p.phase == "ready":
                 label = "serving (worker)"
-            t.append(label, style=PHASE_STYLE.get(p.phase, "white"))
+            pal = palette_of(self.app)
+            t.append(label, style=pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white"))
             tl, ts = TRANSPORT_LABEL[p.transport]
+            if p.transport == "rdma" and not self.gpudirect:
+                ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
             t.append("   NCCL ", style="dim")
             t.append(tl, style=ts)
             if p.fatal:

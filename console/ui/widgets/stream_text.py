@@ -5,6 +5,13 @@ O(n^2). Here finished rows are frozen strings; an append re-wraps only the unfin
 plus the new text, and the Line API paints only the rows on screen. A resize re-wraps
 everything once (O(n)).
 
+What is left is Textual's own cost: a repaint is ~1 ms, and a new row changes the widget's height,
+which lays out and repaints the whole scrolled view (~5-10 ms). A *live* widget (a reply being
+streamed) therefore paints appends at most every FLUSH_S, claims RESERVE rows beyond its text so
+that most new rows are a repaint, not a layout, and lays out at most every LAYOUT_S; ``seal()``
+gives the claimed rows back when the stream ends. The cost then follows the time and the rows,
+not the number of chunks (bench/chat_client.py).
+
 The text is model output: each appended piece is sanitized (no control or escape sequence reaches
 the terminal; tabs become spaces so cells stay aligned) and the widget shows at most
 ``MAX_CHARS`` characters, then a visible marker that says how much was not shown.
@@ -12,15 +19,21 @@ the terminal; tabs become spaces so cells stay aligned) and the widget shows at 
 
 from __future__ import annotations
 
+import time
+
 from rich.cells import get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region, Size
 from textual.strip import Strip
+from textual.timer import Timer
 from textual.widget import Widget
 
 from console.sanitize import clean
 
+FLUSH_S = 0.1  # a live widget paints its appends at most this often (10 Hz reads as smooth)
+RESERVE = 2  # rows a live widget claims beyond its text (blank lines the stream types into)
+LAYOUT_S = 0.4  # a live widget grows (a layout of the whole view) at most this often
 MAX_CHARS = 1_000_000  # what one reply shows; the full text stays in the ChatResult
 
 
@@ -52,21 +65,28 @@ def wrap_tail(tail: str, width: int) -> tuple[list[str], str]:
 
 
 class StreamText(Widget):
-    """Append-only wrapped text (chat replies, reasoning)."""
+    """Append-only wrapped text (chat replies, reasoning). ``live``: a stream is feeding it
+    (appends are batched; ``seal()`` when it ends)."""
 
     DEFAULT_CSS = """
     StreamText { height: auto; width: 1fr; }
     """
 
     def __init__(self, text: str = "", *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+                 classes: str | None = None, live: bool = False) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self._live = live
+        self._alloc = 0  # rows claimed in the layout (>= row_count)
         self._parts: list[str] = []
         self._rows: list[str] = []  # frozen rows at self._width
         self._tail = ""  # the unfinished last row
         self._width = 0
         self._chars = 0
         self._row_style: Style | None = None
+        self._pending: list[str] = []  # appended, not yet wrapped into rows
+        self._flush_timer: Timer | None = None
+        self._last_flush = 0.0
+        self._last_layout = 0.0
         self.dropped = 0  # characters past MAX_CHARS, not shown
         if text:
             self.append(text)
@@ -85,6 +105,7 @@ class StreamText(Widget):
         return self._chars
 
     def append(self, text: str) -> None:
+        """Add text; a live widget wraps and paints it at the next flush (at most every FLUSH_S)."""
         if not text:
             return
         if self.dropped:
@@ -95,16 +116,60 @@ class StreamText(Widget):
             keep = max(0, MAX_CHARS - self._chars)
             self.dropped = len(text) - keep
             text = text[:keep] + f"\n… [display limit of {MAX_CHARS:,} characters reached; the rest is not shown]"
-        before = self.row_count
         self._parts.append(text)
         self._chars += len(text)
-        self._feed(text)
-        if self.row_count != before:
+        self._pending.append(text)
+        if self._flush_timer is not None:
+            return
+        if not self._live or not self.is_mounted:
+            self.flush()
+            return
+        wait = self._last_flush + FLUSH_S - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        else:
+            self._flush_timer = self.set_timer(wait, self.flush)
+
+    def flush(self) -> None:
+        """Wrap what was appended since the last flush and repaint only the rows that changed.
+        Rows beyond the claimed ones need a layout of the whole view: at most one per LAYOUT_S."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        now = self._last_flush = time.monotonic()
+        before = self.row_count
+        if self._pending:
+            self._take_pending()
+        elif before <= self._alloc:
+            return
+        if self.row_count > self._alloc:
+            wait = self._last_layout + LAYOUT_S - now
+            if wait <= 0 or not self._live or not self.is_mounted:
+                self._last_layout = now
+                self.refresh(layout=True)
+                return
+            self._flush_timer = self.set_timer(wait, self.flush)
+        first = max(0, before - 1)
+        last = min(self.row_count, self._alloc)
+        if last > first:
+            self.refresh(Region(0, first, self.size.width, last - first))
+
+    def seal(self) -> None:
+        """The stream ended: paint what is left and give back the rows claimed ahead."""
+        self._live = False
+        self.flush()
+        if self._alloc != self.row_count:
             self.refresh(layout=True)
-        else:  # only the last row changed: repaint that row, not the widget
-            self.refresh(Region(0, self.row_count - 1, self.size.width, 1))
+
+    def _take_pending(self) -> None:
+        pending, self._pending = "".join(self._pending), []
+        self._feed(pending)
 
     def clear(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._pending.clear()
         self._parts.clear()
         self._rows.clear()
         self._tail = ""
@@ -124,6 +189,7 @@ class StreamText(Widget):
 
     def _rewrap(self, width: int) -> None:
         self._width = width
+        self._pending.clear()  # the whole text is wrapped again
         self._rows.clear()
         self._tail = ""
         self._feed(self.text)
@@ -136,7 +202,14 @@ class StreamText(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if width != self._width:
             self._rewrap(width)
-        return self.row_count
+        elif self._pending:  # a layout for another reason: take what is waiting now
+            self._take_pending()
+        rows = self.row_count
+        if not self._live:
+            self._alloc = rows
+        elif rows > self._alloc or rows + RESERVE < self._alloc:
+            self._alloc = rows + RESERVE
+        return self._alloc
 
     def notify_style_update(self) -> None:
         self._row_style = None

@@ -1,0 +1,102 @@
+"""What a doctor run shares between its rungs: the config, one transport per station, one command
+runner (``checks.CheckRun``: a timeout per command, each command line run once per pass, an
+unreachable station reported once), the facts several rungs read (a station's container, its rails,
+its GID table), the options, and a progress callback for the screen."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.checks import CheckRun, StationDown, ToolMissing
+from console.config import Config, Station
+from console.remote.transport import CommandResult, Transport
+
+ProgressFn = Callable[[str, str], None]  # (rung id, text)
+
+__all__ = ["DoctorContext", "DoctorOptions", "RelaunchPlan", "StationDown", "ToolMissing"]
+
+
+@dataclass
+class RelaunchPlan:
+    """The debug relaunch to try: per station ``{VAR: value}``; None as a value unsets the variable."""
+
+    overrides: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    restore: bool = True  # relaunch the normal command afterwards
+    prepared: Any = None  # a DebugRelaunch already planned (its diff shown and confirmed)
+    number: int = 1  # the try's number in this session
+
+
+@dataclass
+class DoctorOptions:
+    nccl_timeout_s: float = 90.0  # nccl-tests with no result by then is a hang (itself a finding)
+    counter_interval_s: float = 3.0  # the hang rung reads counters twice, this far apart
+    rdma_gpu: bool | None = None  # GPU memory perftest runs (None: where the profile expects GPUDirect)
+    rdma_latency: bool = True
+    relaunch: RelaunchPlan | None = None  # None: the relaunch rung only says what it would try
+    ready_timeout_s: float | None = None  # the debug try's wait for ready (default: the launch's)
+    cmd_timeout_s: float | None = None
+
+
+class DoctorContext:
+    def __init__(self, config: Config, transports: dict[str, Transport], options: DoctorOptions | None = None,
+                 progress: ProgressFn | None = None, previous: list | None = None):
+        self.config = config
+        self.profile = config.profile
+        self.transports = transports
+        self.options = options or DoctorOptions()
+        self.cmd = CheckRun(config, transports, self.options.cmd_timeout_s or config.command_timeout_s)
+        self._progress = progress
+        self._facts: dict[tuple, asyncio.Task] = {}
+        self.previous = previous if previous is not None else []  # results of the rungs before this one
+
+    @property
+    def stations(self) -> list[Station]:
+        return sorted(self.config.stations, key=lambda s: s.rank)
+
+    def pairs(self) -> list[tuple[Station, Station]]:
+        """Every unordered station pair, head first."""
+        st = self.stations
+        return [(a, b) for i, a in enumerate(st) for b in st[i + 1:]]
+
+    def progress(self, rung: str, text: str) -> None:
+        if self._progress is not None:
+            try:
+                self._progress(rung, text)
+            except Exception:  # noqa: BLE001 - a display callback never breaks a rung
+                pass
+
+    async def run(self, station: str, cmd: str, timeout: float | None = None, tag: str = "") -> CommandResult:
+        """``cmd`` on ``station`` (StationDown / ToolMissing as checks raise them)."""
+        return await self.cmd.run(station, cmd, timeout=timeout, tag=tag)
+
+    async def per_station(self, rung: str, fn: Callable[[Station], Awaitable[Any]]) -> tuple[dict[str, Any], list]:
+        """``fn`` on every station at once: {name: value} of those that answered, and a skip result
+        (with the reason) for each station that could not be reached or lacks a tool."""
+        from console.doctor.model import RungResult
+
+        got = await asyncio.gather(*(fn(s) for s in self.stations), return_exceptions=True)
+        values: dict[str, Any] = {}
+        skips = []
+        for s, g in zip(self.stations, got, strict=True):
+            if isinstance(g, (StationDown, ToolMissing)):
+                skips.append(RungResult(rung, s.name, "skip", f"{s.name}: {g}"))
+            elif isinstance(g, BaseException):
+                raise g
+            else:
+                values[s.name] = g
+        return values, skips
+
+    async def fact(self, key: tuple, make: Callable[[], Awaitable[Any]]) -> Any:
+        """A fact read once per doctor run (several rungs ask for the same container or GID table)."""
+        if key not in self._facts:
+            self._facts[key] = asyncio.ensure_future(make())
+        return await asyncio.shield(self._facts[key])
+
+    async def close(self) -> None:
+        for task in list(self._facts.values()) + list(self.cmd._memo.values()) + list(self.cmd._reach.values()):
+            task.cancel()
+        await asyncio.gather(*self._facts.values(), *self.cmd._memo.values(), *self.cmd._reach.values(),
+                             return_exceptions=True)

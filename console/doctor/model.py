@@ -1,0 +1,122 @@
+"""The NCCL workbench's data: a rung's results, the uniform rung interface, the report and its verdict.
+
+A rung is anything with an ``id`` and ``async run(ctx) -> list[RungResult]``; the CLI and the screen
+run the same rungs through ``console.doctor.runner``. Results keep the JSON contract of
+``doctor --json`` (``id, station, status, summary, evidence, next``); ``cause`` marks a failure that
+names a cause rather than a symptom, and ``suggest`` carries overrides the debug relaunch could try.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from console.doctor.context import DoctorContext
+
+Status = Literal["pass", "fail", "warn", "skip"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
+EVIDENCE_MAX = 6000
+
+
+@dataclass(frozen=True)
+class RungResult:
+    id: str  # the rung's id (links, rdma, nccl, env, addresses, hang, relaunch)
+    station: str  # "A"; "A->B" one direction; "A<->B" a pair; "A,B" every station
+    status: Status
+    summary: str
+    evidence: tuple[str, ...] = ()
+    next: str = ""
+    cause: bool = False  # a failure that names the cause (GID index, MTU, address...), not a symptom
+    suggest: tuple[tuple[str, str, str | None], ...] = ()  # (station, VAR, value or None = unset) to try
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "station": self.station, "status": self.status, "summary": self.summary,
+                "evidence": [e if len(e) <= EVIDENCE_MAX else e[:EVIDENCE_MAX] + "\n... (truncated)"
+                             for e in self.evidence], "next": self.next}
+
+
+RungFn = Callable[["DoctorContext"], Awaitable[list[RungResult]]]
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the ladder: ``await rung.run(ctx)``. ``action`` rungs change the stations."""
+
+    id: str
+    number: int
+    title: str
+    fn: RungFn
+    action: bool = False
+
+    async def run(self, ctx: DoctorContext) -> list[RungResult]:
+        return await self.fn(ctx)
+
+
+@dataclass
+class DoctorReport:
+    results: list[RungResult] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)  # rung ids, in ladder order
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    cancelled: bool = False
+    order: tuple[str, ...] = ()
+
+    def of(self, rung: str) -> list[RungResult]:
+        return [r for r in self.results if r.id == rung]
+
+    @property
+    def verdict(self) -> str:
+        """The id of the first failing rung (ladder order), or ``ok``."""
+        for rid in self.order or tuple(dict.fromkeys(r.id for r in self.results)):
+            if any(r.status == "fail" for r in self.of(rid)):
+                return rid
+        return "ok"
+
+    @property
+    def cause(self) -> RungResult | None:
+        """The first failure that names a cause, in ladder order (the symptom rungs point at it)."""
+        for rid in self.order or tuple(dict.fromkeys(r.id for r in self.results)):
+            hit = next((r for r in self.of(rid) if r.status == "fail" and r.cause), None)
+            if hit:
+                return hit
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(r.status == "fail" for r in self.results) else 0
+
+    def suggestions(self) -> dict[str, dict[str, str | None]]:
+        out: dict[str, dict[str, str | None]] = {}
+        for r in self.results:
+            for station, var, value in r.suggest:
+                out.setdefault(station, {})[var] = value
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.cause
+        return {"rungs": [r.to_dict() for r in self.results], "verdict": self.verdict,
+                "cause": None if c is None else {"id": c.id, "station": c.station, "summary": c.summary,
+                                                 "next": c.next},
+                "cancelled": self.cancelled}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def counts(results: Iterable[RungResult]) -> dict[str, int]:
+    out = dict.fromkeys(STATUSES, 0)
+    for r in results:
+        out[r.status] += 1
+    return out
+
+
+def worst(results: Iterable[RungResult]) -> Status | None:
+    seen = {r.status for r in results}
+    for s in ("fail", "warn", "pass", "skip"):
+        if s in seen:
+            return s  # type: ignore[return-value]
+    return None

@@ -1,0 +1,50 @@
+"""What the head station's engine phase means for the API, in the operator's words.
+
+The app learns the head's phase from its ``EngineUpdate`` messages (the container log, parsed by
+``console/probes/engine_log.py``) and hands it to the serving panel, the chat and the bench
+screens, which do no I/O of their own. While the engine loads, the API refuses connections:
+that is expected and calm ("still loading (capturing CUDA graphs)"), not "unreachable".
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from console.probes.engine_log import EngineProgress
+
+#: Phases in which the API is not up yet, and will be without anyone doing anything.
+LOADING_PHASES = frozenset({"starting", "connecting", "loading", "loaded", "kv-cache", "graphs"})
+
+ApiExpectation = Literal["loading", "failed", "stopped", "up", "unknown"]
+
+
+def api_expectation(progress: EngineProgress | None) -> ApiExpectation:
+    """Whether the API should be answering, from the head's engine phase."""
+    if progress is None:
+        return "unknown"
+    if progress.phase in LOADING_PHASES:
+        return "loading"
+    if progress.phase == "failed":
+        return "failed"
+    if progress.phase == "stopped":
+        return "stopped"
+    return "up" if progress.phase == "ready" else "unknown"
+
+
+def still_loading(progress: EngineProgress | None) -> str | None:
+    """``still loading (capturing CUDA graphs)`` while the engine starts, else None."""
+    if api_expectation(progress) != "loading":
+        return None
+    return f"still loading ({progress.label})"  # type: ignore[union-attr]
+
+
+def why_no_api(progress: EngineProgress | None) -> str | None:
+    """The reason the API does not answer when the engine's log already says it (or None)."""
+    match api_expectation(progress):
+        case "loading":
+            return still_loading(progress)
+        case "failed":
+            return "the engine failed at start-up (press d on the dashboard for the diagnosis)"
+        case "stopped":
+            return "the engine is stopped (L launches it)"
+    return None

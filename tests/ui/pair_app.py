@@ -1,0 +1,35 @@
+"""The real app on a two-station config with no services (the test posts what the station
+services would): shared by the screen tests of issue 15 (engine phase, conventions, colours, keys)."""
+
+from __future__ import annotations
+
+import time
+
+from console.config import Config, parse_config
+from console.ui.app import ConsoleApp
+
+GB300 = "glm53-nvfp4-2x-gb300-vllm"
+GB10 = "glm53-flash-nvfp4-2x-gb10-sglang"
+
+
+def pair_config_text(profile: str = GB300, api_url: str | None = None, extra: str = "") -> str:
+    api = f'[api]\nurl = "{api_url}"\n\n' if api_url else ""
+    return (f'profile = "{profile}"\n\n{api}'
+            '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n\n'
+            '[[stations]]\nname = "B"\nhost = "127.0.0.2"\nrank = 1\n' + extra)
+
+
+def pair_config(tmp_path=None, **kw) -> Config:
+    return parse_config(pair_config_text(**kw), str(tmp_path / "c.toml") if tmp_path else None)
+
+
+def pair_app(tmp_path=None, theme: str | None = None, **kw) -> ConsoleApp:
+    return ConsoleApp(pair_config(tmp_path, **kw), start_services=False, clock=False, theme=theme)
+
+
+async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
+    """Wait for a condition of the UI (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)

@@ -1,0 +1,146 @@
+"""The workbench screen (Pilot) against the simulated stations: the ladder's verdicts, the cause, the
+selected result's evidence and next step, re-running one rung, cancelling, and the debug relaunch
+dialog showing the exact diff before anything runs; the dashboard's n / i open it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from textual.app import App
+from textual.widgets import Button, DataTable, Input, Static
+
+from console.doctor import DoctorOptions
+from console.ui.screens.doctor import DebugRelaunchScreen, DoctorScreen
+
+FAST = DoctorOptions(nccl_timeout_s=20.0, counter_interval_s=1.0, rdma_latency=False, rdma_gpu=False)
+
+
+@pytest.fixture(autouse=True)
+def _state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+class Host(App):
+    def __init__(self, screen: DoctorScreen) -> None:
+        super().__init__()
+        self.doctor = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.doctor)
+
+
+async def until(pilot, cond, limit: float = 90.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        await pilot.pause()
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def idle(screen: DoctorScreen) -> bool:
+    return screen._job is not None and screen._job.done()
+
+
+def started(h) -> None:
+    now = time.time() - 0.5  # both started already (none in the future)
+    h.world.start_container("B", at=now)
+    h.world.start_container("A", at=now + 0.3)
+
+
+async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):
+    h = await sim_factory(faults=["nccl-timeout"], time_scale=0.005)
+    started(h)
+    screen = DoctorScreen(h.config, options=FAST, reason="nccl-timeout on A")
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: idle(screen), what="the ladder")
+        status = str(screen.query_one("#doc-status", Static).render())
+        assert "verdict: nccl" in status and "cause: env B: GID index 3 in use" in status
+        assert "investigating nccl-timeout on A" in status
+        table = screen.query_one("#doc-table", DataTable)
+        keys = [r.value for r in table.rows]
+        assert keys[0] == "rung:links" and "rung:relaunch" in keys
+        # passes are folded away; the cursor sits on the verdict rung's first failure
+        assert not any(k.startswith("res:") and screen.report.of(k.split(":")[1])[int(k.split(":")[2])].status == "pass"
+                       for k in keys)
+        detail = str(screen.query_one("#doc-detail", Static).render())
+        assert detail.startswith("3 nccl") and "IB completion error status=12" in detail
+        assert "Next:" in detail and "NCCL_IB_GID_INDEX set by environment to 3" in detail
+        await pilot.press("p")
+        assert len(list(screen.query_one("#doc-table", DataTable).rows)) > len(keys)
+        # re-run only the env rung: its results come back, the others stay
+        env_key = next(k for k in screen._row_keys if k.startswith("res:env:"))
+        table.move_cursor(row=screen._row_keys.index(env_key))
+        before = len(screen.report.of("rdma"))
+        await pilot.press("r")
+        await until(pilot, lambda: idle(screen) and screen.rung_state["env"] == "done", what="the env rerun")
+        assert screen.report.of("env") and len(screen.report.of("rdma")) == before
+        # the debug relaunch dialog: prefilled from the cause, diff shown before anything runs
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(pilot.app.screen, DebugRelaunchScreen), what="the dialog")
+        dialog = pilot.app.screen
+        assert dialog.query_one("#dr-NCCL_IB_GID_INDEX-B", Input).value == "5"
+        assert dialog.query_one("#dr-go", Button).disabled
+        await pilot.click("#dr-preview")
+        await until(pilot, lambda: not dialog.query_one("#dr-go", Button).disabled, what="the diff")
+        diff = str(dialog.query_one("#dr-diff", Static).render())
+        assert "-    -e NCCL_IB_GID_INDEX=3" in diff and "+    -e NCCL_IB_GID_INDEX=5" in diff
+        assert "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" in diff and "normal command is relaunched" in diff
+        dialog.query_one("#dr-NCCL_IB_GID_INDEX-B", Input).value = "4"  # a change needs a new preview
+        await pilot.pause()
+        assert dialog.query_one("#dr-go", Button).disabled
+        await pilot.press("escape")
+        assert isinstance(pilot.app.screen, DoctorScreen)
+        assert not screen.tries  # nothing was relaunched
+
+
+async def test_cancel_ends_the_running_rung(sim_factory):
+    h = await sim_factory(faults=["mtu-mismatch"])
+    screen = DoctorScreen(h.config, options=DoctorOptions(nccl_timeout_s=60.0), autostart=False)
+    async with Host(screen).run_test(size=(120, 35)) as pilot:
+        screen._start(["nccl"])
+        await until(pilot, lambda: "all_reduce_perf" in screen.progress_text, what="nccl-tests to start")
+        await pilot.press("c")
+        await until(pilot, lambda: idle(screen), limit=30, what="the cancel")
+        assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
+        assert "cancelled after" in screen.report.of("nccl")[0].summary
+
+
+async def test_dashboard_keys_open_the_workbench(sim_factory):
+    from console.ui.app import ConsoleApp
+
+    h = await sim_factory()
+    app = ConsoleApp(h.config, start_services=False, clock=False)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="n")
+        app.screen._job.cancel()
+        await pilot.press("escape")
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="i")
+        app.screen._job.cancel()
+
+
+async def test_a_failed_launch_offers_the_workbench(sim_factory):
+    from console.actions import ActionResult
+    from console.ui.app import ConsoleApp
+    from console.ui.screens.actions import ActionProgressScreen
+
+    h = await sim_factory()
+
+    async def failed(progress, ask) -> ActionResult:
+        return ActionResult("launch", result="failed", summary="A: nccl-timeout: Watchdog caught collective operation timeout")
+
+    app = ConsoleApp(h.config, start_services=False, clock=False)
+    async with app.run_test(size=(120, 35)) as pilot:
+        progress = ActionProgressScreen("launch", failed)
+        app.push_screen(progress)
+        await until(pilot, lambda: progress.result is not None, what="the failed launch")
+        assert "i: investigate" in str(progress.query_one("#verdict", Static).render())
+        await pilot.press("i")
+        await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="the workbench")
+        assert app.screen.reason.startswith("launch failed: A: nccl-timeout")
+        app.screen._job.cancel()
