@@ -1,6 +1,12 @@
 """A station's container log: a bounded ``Log`` fed in batches, a filter box, and highlighting of
 errors and warnings. The pane keeps its own bounded copy of the lines so a filter can be applied
-and removed without asking the station again."""
+and removed without asking the station again.
+
+Display only: every line is first shortened to ``DISPLAY_MAX_CHARS`` with a visible marker
+(``sanitize.clip``), then sanitized, and only then highlighted, so no single line (vLLM prints
+its whole argument list, request logs carry whole prompts) costs more than a short one. The whole
+line still goes to the diagnosis (up to the monitor's cap). Marker lines the console writes where
+a stream was interrupted are shown in reverse video."""
 
 from __future__ import annotations
 
@@ -15,9 +21,10 @@ from textual.containers import Vertical
 from textual.widgets import Input, Log
 
 from console.diagnosis import catalogue
+from console.sanitize import clean, clip
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
+DISPLAY_MAX_CHARS = 4096
+MARKER_STYLE = "bold reverse yellow"
 
 # Highlight patterns come from the diagnosis catalogue (the same knowledge as the findings and the
 # launch's fatal lines); every pattern there is linear in the line length. Styles are explicit so they
@@ -26,12 +33,21 @@ _STYLES = {"prefix": "dim", "transport": "cyan", "ready": "bold green", "warning
 _HIGHLIGHTS = [(rx, _STYLES[kind]) for rx, kind in catalogue.HIGHLIGHTS]
 
 
+def display_line(line: str) -> str:
+    """What the pane shows of a log line: clipped first (bounded work whatever the line), then
+    sanitized (no escape or control sequence reaches the terminal; tabs stay)."""
+    return clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")
+
+
 class EngineLogHighlighter(Highlighter):
     """Errors red, warnings yellow, readiness green, NCCL transport cyan (explicit styles, so they
     show whatever the theme)."""
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
+        if plain.startswith("— ") and ": stream interrupted " in plain:
+            text.stylize(MARKER_STYLE)
+            return
         for rx, style in _HIGHLIGHTS:
             for m in rx.finditer(plain):
                 text.stylize(style, m.start(), m.end())
@@ -95,16 +111,16 @@ class LogPane(Vertical):
         return lambda line: low in line.lower()
 
     def add_lines(self, lines: list[str]) -> None:
-        clean = [_ANSI.sub("", ln) if "\x1b" in ln else ln for ln in lines]
-        self.lines.extend(clean)
-        self.total += len(clean)
+        shown = [display_line(ln) for ln in lines]
+        self.lines.extend(shown)
+        self.total += len(shown)
         match = self._matcher()
         if match:
-            clean = [ln for ln in clean if match(ln)]
-        if clean:
+            shown = [ln for ln in shown if match(ln)]
+        if shown:
             log = self.log_widget
             self._following = log.is_vertical_scroll_end
-            log.write_lines(clean)
+            log.write_lines(shown)
 
     def on_resize(self) -> None:
         # The pane shrinks when the status above it grows (a fatal line): keep following the end.
