@@ -247,7 +247,7 @@ class ConsoleApp(App):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.notify(f"{what} failed ({type(exc).__name__}: {str(exc)[:120]}); restarting in {delay:g} s",
+                self.notify(f"{what} failed ({type(exc).__name__}: {one_line(str(exc), 120)}); restarting in {delay:g} s",
                             severity="error", timeout=8, markup=False)
             await asyncio.sleep(delay)
             delay = min(30.0, delay * 2)
