@@ -4,8 +4,10 @@ Every check becomes a ``CheckResult`` (id, station, status, summary, evidence, f
 reports when it fails (shared/reference/findings.md), so a healthy pair shows each id as ``pass``.
 Commands run concurrently across stations, each with a timeout; identical command lines on a
 station run once per pass and are shared by the checks that read them. A station that cannot be
-reached yields ``skip`` for its checks with the reason, never a hang; the checks that run on the
-other station (its ping towards it, its SSH login to it) still run and say what they see.
+reached fails ``station-reachable`` with the reason (so ``check`` exits 1) and yields ``skip`` for
+its other checks, never a hang; the checks that run on the other station (its ping towards it,
+its SSH login to it) still run and say what they see. A channel the station refused for a while
+("no more sessions") is a busy station, not an unreachable one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from console.probes import ping as ping_probe
 from console.probes import rdma as rdma_probe
 from console.probes.docker import parse_image_identity, short_digest
 from console.remote import commands as rc
-from console.remote.transport import CommandResult, Transport, TransportError, make_transport
+from console.remote.transport import (
+    ChannelRefused,
+    CommandResult,
+    Transport,
+    TransportError,
+    make_transport,
+)
 
 STATUSES = ("pass", "fail", "warn", "skip")
 COUNTER_INTERVAL_S = 1.0
@@ -100,6 +108,8 @@ class CheckRun:
     async def _login(self, name: str) -> str:
         try:
             res = await self._raw(name, rc.whoami(), self.config.connect_timeout_s + self.cmd_timeout)
+        except ChannelRefused as exc:
+            raise StationDown(f"busy: {exc}") from None
         except TransportError as exc:
             raise StationDown(f"unreachable: {exc}") from None
         if not res.ok:
@@ -191,6 +201,32 @@ class Spec:
     fn: Callable[..., Awaitable[CheckResult]]
     title: str
     needs: tuple[str, ...] = ()  # how the station answers it: "real" commands or simulated shims (lab report)
+    login: bool = True  # skipped (with the reason) when a station it needs cannot be reached
+
+
+# ------------------------------------------------------------------ reachability
+
+
+async def check_reachable(run: CheckRun, st: Station) -> CheckResult:
+    """The gate of every other check of this station: the console can log in and run a command."""
+    where = st.host + (f":{st.port}" if st.port else "")
+    try:
+        user = await run.reachable(st.name)
+    except StationDown as exc:
+        why = str(exc)
+        if why.startswith("busy:"):
+            return CheckResult("station-reachable", st.name, "warn", why, "",
+                               "The station refused new SSH channels for a while (sshd MaxSessions); rerun.")
+        fix = ("Check that the station is on and its SSH port answers from here (`ssh " + where + " true`), "
+               "and the address and port in the config.")
+        if "host key" in why:
+            fix = ("Verify the host key on the station (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`); an "
+                   "unknown key is trusted with --trust-host-key, a changed one only replaced with "
+                   "--replace-host-key SHA256:... (the new fingerprint).")
+        elif "login refused" in why:
+            fix = "Install the console's public key for the configured user on the station (ssh-copy-id)."
+        return CheckResult("station-reachable", st.name, "fail", why, "", fix)
+    return CheckResult("station-reachable", st.name, "pass", f"SSH login as {user} on {where}")
 
 
 # ------------------------------------------------------------------ link
@@ -673,6 +709,7 @@ async def check_api_exposed(run: CheckRun, head: Station) -> CheckResult:
 # ------------------------------------------------------------------ registry
 
 SPECS: tuple[Spec, ...] = (
+    Spec("station-reachable", "station", check_reachable, "SSH login works", ("sshd",), login=False),
     Spec("link-down", "station", check_link_down, "rail link up", ("ethtool",)),
     Spec("link-speed", "station", check_link_speed, "rail at the profile's speed", ("ethtool",)),
     Spec("mtu-value", "station", check_mtu_value, "rail MTU = profile", ("ip",)),
@@ -762,7 +799,7 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
                            "Set rail_netdev, rdma_device and rail_ip in each [[stations]] table of the config "
                            "(`ibdev2netdev` shows the device -> netdev pairs, `ip -4 addr` the rail IP).")
     try:
-        for name in sorted(needs):
+        for name in sorted(needs) if spec.login else ():
             await run.reachable(name)
         if spec.scope == "all":
             return await spec.fn(run, list(args))
@@ -782,6 +819,22 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
     except Exception as exc:  # one broken check must not hide the others
         return CheckResult(spec.id, label, "fail", f"check failed: {exc.__class__.__name__}: {exc}", "\n\n".join(log),
                            "This is a bug in the console's check; please report it with the evidence.")
+
+
+def unknown_selection(config: Config | None, only: Iterable[str]) -> str | None:
+    """The first ``--only`` item that names no check (``id``), or, with a config, no station of
+    that check in it (``id@label``)."""
+    labels: dict[str, set[str]] = {}
+    for spec, _a, label, _n in _jobs(config, None) if config is not None else ():
+        labels.setdefault(spec.id, set()).add(label)
+    for item in only:
+        cid, sep, label = item.partition("@")
+        if cid not in CHECK_IDS:
+            return f"unknown check {cid!r} (known: {', '.join(CHECK_IDS)})"
+        if config is not None and sep and label not in labels.get(cid, set()):
+            return (f"check {cid!r} has no station {label!r} in this config "
+                    f"(it runs for: {', '.join(sorted(labels.get(cid, set()))) or 'none'})")
+    return None
 
 
 def planned(config: Config, only: Iterable[str] | None = None) -> list[tuple[str, str]]:

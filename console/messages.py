@@ -4,6 +4,8 @@ slow screen never works through a queue of stale values."""
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from textual.message import Message
 
 from console.probes.docker import ContainerInfo
@@ -18,18 +20,40 @@ class StationMessage(Message):
         self.station = station
 
 
-class ConnectionState(StationMessage):
-    """connecting | connected | unreachable | hostkey (detail: one line; fingerprint for hostkey)."""
+# What the console knows about a station's connection. ``live`` only while samples arrive;
+# ``stale`` when they stopped (values kept, with their age); ``unreachable`` once declared dead or
+# refused; the host-key states wait for the operator; ``error`` is an unexpected failure of the
+# console's own service for that station (shown with its reason, then restarted).
+ConnState = Literal["connecting", "live", "stale", "unreachable", "host-key-unknown", "host-key-changed", "error"]
+CONN_STATES: tuple[ConnState, ...] = get_args(ConnState)
 
-    def __init__(self, station: str, state: str, detail: str = "", fingerprint: str | None = None) -> None:
+
+class ConnectionState(StationMessage):
+    """A station's connection state (``detail``: one line). ``last_sample_at``: wall time of the
+    last sample (the age of what is on screen); ``next_try_at``: when the next attempt is due;
+    ``host_key``: the HostKeyError for the host-key states (fingerprints and key types)."""
+
+    def __init__(self, station: str, state: ConnState, detail: str = "", *, last_sample_at: float | None = None,
+                 next_try_at: float | None = None, host_key: object | None = None) -> None:
         super().__init__(station)
-        self.state, self.detail, self.fingerprint = state, detail, fingerprint
+        self.state, self.detail = state, detail
+        self.last_sample_at, self.next_try_at, self.host_key = last_sample_at, next_try_at, host_key
+
+    @property
+    def fingerprint(self) -> str | None:
+        return getattr(self.host_key, "fingerprint", None)
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ConnectionState) and message.station == self.station
 
 
 class GpuSample(StationMessage):
-    def __init__(self, station: str, gpus: list[GpuReading], at: float) -> None:
+    """One round of readings (a broken GPU is a reading in error). ``error``: nvidia-smi itself
+    failed (driver, NVML) and no GPU could be read; ``at``: wall time."""
+
+    def __init__(self, station: str, gpus: list[GpuReading], at: float, error: str | None = None) -> None:
         super().__init__(station)
-        self.gpus, self.at = gpus, at
+        self.gpus, self.at, self.error = gpus, at, error
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, GpuSample) and message.station == self.station
@@ -70,8 +94,14 @@ class EngineUpdate(StationMessage):
         return isinstance(message, EngineUpdate) and message.station == self.station
 
 
+class LogMarker(str):
+    """A line the console writes into a station's log view itself (where a stream was interrupted),
+    not one the container printed: shown styled, numbered like the others, never in ``--json``."""
+
+
 class LogBatch(StationMessage):
-    """Lines gathered over ~50 ms: one message per batch, never one per line."""
+    """Lines gathered over ~50 ms: one message per batch, never one per line. A line may be a
+    ``LogMarker``."""
 
     def __init__(self, station: str, lines: list[str]) -> None:
         super().__init__(station)

@@ -1,9 +1,16 @@
-"""Per-station monitoring service: owns the station's connection and its long-lived streams.
+"""Per-station monitoring service: watches one station through its session and never lies about it.
 
-One asyncio task tree per station. Streams (``nvidia-smi -lms``, a builtin-only meminfo loop,
-``docker events``, ``docker logs -f``) replace polling, so watching a station starts a handful
-of remote processes in total. Failures become ``ConnectionState`` messages for that station only
-and a reconnect with backoff; one dead station never blocks another.
+One supervised asyncio task tree per station. Streams (``nvidia-smi -lms``, a builtin-only
+meminfo loop, ``docker events``, ``docker logs -f``) replace polling, so watching a station starts
+a handful of remote processes in total. Truth about the connection comes from the samples, not
+from SSH: the station is ``live`` only while samples arrive, ``stale`` after max(3 s, 3 x the
+interval) of silence (values kept, with their age), and declared dead after twice that: the
+connection is dropped and re-opened without waiting for SSH keepalive. While it is down a TCP
+probe runs every second, so it is live again within seconds of coming back; only repeated login
+or host-key refusals back off. Anything unexpected becomes an ``error`` state with its reason and
+the service restarts. Container logs resume with ``--since`` (inclusive in docker) and the
+boundary is de-duplicated by timestamp and content; an interruption leaves a marker line.
+One dead station never blocks another.
 """
 
 from __future__ import annotations
@@ -11,7 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+import traceback
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import psutil
 from textual.message import Message
@@ -20,11 +30,13 @@ from console.config import Config, Station
 from console.messages import (
     AppsSample,
     ConnectionState,
+    ConnState,
     ContainerUpdate,
     EngineUpdate,
     GpuSample,
     HostMemSample,
     LogBatch,
+    LogMarker,
 )
 from console.probes import ParseError
 from console.probes import docker as docker_probe
@@ -32,12 +44,45 @@ from console.probes import nvidia_smi as smi
 from console.probes.engine_log import EngineLogTracker
 from console.probes.meminfo import HostMemory, parse_meminfo
 from console.remote import commands
-from console.remote.transport import HostKeyError, Transport, TransportError, make_transport
+from console.remote.transport import (
+    AuthRefused,
+    ChannelRefused,
+    HostKeyError,
+    Transport,
+    TransportError,
+    Unreachable,
+    make_transport,
+    ssh_of,
+    tcp_probe,
+)
+from console.sanitize import clip, one_line
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
-BACKOFF_S = (1, 2, 4, 8, 15, 30)
+LOG_LINE_CAP = 16 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
+# (16 KiB: vLLM's argument list fits; the worst catalogue pattern costs ~13 ms on a hostile line this long)
 RECHECK_STOPPED_S = 60.0
+WATCHDOG_TICK_S = 0.25
+PROBE_EVERY_S = 1.0
+PROBE_TIMEOUT_S = 1.5
+STREAM_RESTART_S = (1, 2, 5, 10, 30)  # a stream whose remote command ended is restarted (slower if it keeps ending)
+AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
+ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
+HOSTKEY_RECHECK_S = 30.0
+
+
+def stale_after_s(interval_s: float) -> float:
+    """Silence after which the values on screen are stale (not live)."""
+    return max(3.0, 3.0 * interval_s)
+
+
+def dead_after_s(interval_s: float) -> float:
+    """Silence after which the connection is declared dead and re-opened."""
+    return 2.0 * stale_after_s(interval_s)
+
+
+class StationSilent(Unreachable):
+    """No sample arrived for the dead limit: the path is gone even if TCP has not noticed."""
 
 
 class StationService:
@@ -50,18 +95,34 @@ class StationService:
         self.post = post
         self.transport = transport or make_transport(station, config.connect_timeout_s, config.command_timeout_s)
         self.gpu_interval_ms = gpu_interval_ms or config.ui.refresh_ms
+        self.stale_after = stale_after_s(self.gpu_interval_ms / 1000)
+        self.dead_after = dead_after_s(self.gpu_interval_ms / 1000)
         self.unified = config.profile.gpu.unified_memory
         self.tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._log_buf: list[str] = []
-        self._last_log_ts: str | None = None
         self._container_running = asyncio.Event()
         self._container_state: str | None = None
         self._gpu_count = 1
         self._apps: dict[int, tuple[smi.ComputeApp, float]] = {}
-        self._trust = asyncio.Event()
-        self.state = "idle"
+        self._wake = asyncio.Event()
+        self.state: ConnState = "connecting"
+        self.detail = ""
         self.last_error = ""
+        self.last_traceback = ""  # of the last unexpected error (for a bug report)
+        self.last_sample_at: float | None = None  # wall time of the last sample of any stream
+        self.next_try_at: float | None = None
+        self.restarts = 0  # supervised restarts after an unexpected error
+        self._beat = time.monotonic()
+        self._auth_failures = 0
+        self._errors = 0
+        # log continuity across reconnects and stream restarts
+        self._last_log_ts: str | None = None
+        self._last_log_key: tuple[str, str] | None = None
+        self._boundary: list[int] = []  # hashes of the lines carrying the last timestamp
+        self._replay: Counter[int] | None = None
+        self._gap_from: float | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -70,55 +131,104 @@ class StationService:
             self._task = asyncio.create_task(self._supervise(), name=f"station-{self.station.name}")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        self._stopping = True
+        if task:
+            await cancel_and_wait([task])
         await self.transport.close()
 
     def retry_now(self) -> None:
-        """Skip the current backoff wait (after trusting a key, or on the operator's request)."""
-        self._trust.set()
+        """Skip the current wait (after trusting a key, or on the operator's request)."""
+        self._wake.set()
 
-    def _set_state(self, state: str, detail: str = "", fingerprint: str | None = None) -> None:
-        self.state, self.last_error = state, detail
-        self.post(ConnectionState(self.station.name, state, detail, fingerprint))
+    def _set_state(self, state: ConnState, detail: str = "", next_try_at: float | None = None,
+                   host_key: HostKeyError | None = None) -> None:
+        self.state, self.detail, self.next_try_at = state, detail, next_try_at
+        self.post(ConnectionState(self.station.name, state, detail, last_sample_at=self.last_sample_at,
+                                  next_try_at=next_try_at, host_key=host_key))
+
+    def _where(self) -> str:
+        return self.station.host + (f":{self.station.port}" if self.station.port else "")
+
+    def _heard(self) -> None:
+        """A sample arrived: the station is live (and the failure counters start over)."""
+        self._beat = time.monotonic()
+        self.last_sample_at = time.time()
+        if self.state != "live":
+            self._auth_failures = self._errors = 0
+            self._set_state("live")
 
     # ------------------------------------------------------------------ supervisor
 
     async def _supervise(self) -> None:
-        attempt = 0
-        while True:
-            self._set_state("connecting", f"{self.station.host}" + (f":{self.station.port}" if self.station.port else ""))
+        while not self._stopping:
+            if self.state not in ("unreachable", "stale"):  # retrying after an outage stays "unreachable"
+                self._set_state("connecting", self._where())
             try:
                 await self._initial()
-                attempt = 0
-                self._set_state("connected")
                 await self._run_streams()
-                raise TransportError(f"{self.station.name}: streams ended")
+                raise Unreachable(f"{self.station.name}: streams ended")
+            except asyncio.CancelledError:
+                raise
             except HostKeyError as exc:
-                self._set_state("hostkey", str(exc), exc.fingerprint)
-                self._trust.clear()
-                await self._trust.wait()
-                continue
+                state: ConnState = "host-key-changed" if exc.changed else "host-key-unknown"
+                self._set_state(state, str(exc), host_key=exc)
+                await self._sleep(HOSTKEY_RECHECK_S)
+            except AuthRefused as exc:
+                delay = AUTH_BACKOFF_S[min(self._auth_failures, len(AUTH_BACKOFF_S) - 1)]
+                self._auth_failures += 1
+                await self._pause(delay, "unreachable", str(exc))
             except TransportError as exc:
-                self._set_state("unreachable", str(exc))
-            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
-            attempt += 1
-            self._trust.clear()
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(self._trust.wait(), delay)
+                self._set_state("unreachable", one_line(str(exc), 300))
+                await self._until_reachable(one_line(str(exc), 300))
+            except Exception as exc:  # a bug or an output we did not expect: visible, then a restart
+                self.restarts += 1
+                self.last_traceback = traceback.format_exc()
+                delay = ERROR_BACKOFF_S[min(self._errors, len(ERROR_BACKOFF_S) - 1)]
+                self._errors += 1
+                await self._pause(delay, "error", one_line(f"{type(exc).__name__}: {exc}", 300))
+
+    async def _sleep(self, delay: float) -> bool:
+        """Wait ``delay`` s or until ``retry_now``; True when woken."""
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+            return True
+        except TimeoutError:
+            return False
+
+    async def _pause(self, delay: float, state: ConnState, detail: str) -> None:
+        self._set_state(state, detail, next_try_at=time.time() + delay)
+        await self._sleep(delay)
+
+    async def _until_reachable(self, detail: str) -> None:
+        """Probe often while the station is down (a TCP connect each second): reconnect as soon as
+        something answers there again, or at once on ``retry_now``."""
+        ssh = ssh_of(self.transport)
+        if ssh is None:
+            await self._pause(PROBE_EVERY_S, "unreachable", detail)
+            return
+        while True:
+            t0 = time.monotonic()
+            self._set_state("unreachable", detail, next_try_at=time.time() + PROBE_EVERY_S)
+            if await tcp_probe(ssh.station.host, ssh.port, PROBE_TIMEOUT_S):
+                return
+            if await self._sleep(max(0.0, PROBE_EVERY_S - (time.monotonic() - t0))):
+                return
 
     async def _initial(self) -> None:
-        """One-shot reads so the first frame has numbers before any stream delivers."""
-        res = await self.transport.run(commands.gpu_query())
-        if res.ok:
-            with contextlib.suppress(ParseError):
-                gpus = smi.parse_gpus(res.stdout)
-                self._gpu_count = max(1, len(gpus))
-                self.post(GpuSample(self.station.name, gpus, time.time()))
-        await self._refresh_container()
+        """One-shot reads so the first frame has numbers before any stream delivers (together:
+        coming back after an outage, every round trip counts)."""
+        res, _info = await asyncio.gather(self.transport.run(commands.gpu_query()), self._refresh_container())
+        try:
+            gpus = smi.parse_gpus(res.stdout)
+        except ParseError as exc:
+            self._post_gpus([], error=str(exc))
+        else:
+            self._gpu_count = max(1, len(gpus))
+            if gpus:
+                self._post_gpus(gpus)
+        self._heard()  # both round trips worked: the station is there
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
         res = await self.transport.run(commands.docker_inspect(self.station.container))
@@ -136,51 +246,76 @@ class StationService:
         return info
 
     async def _run_streams(self) -> None:
-        tasks = [
-            asyncio.create_task(self._gpu_stream()),
-            asyncio.create_task(self._meminfo_stream()),
-            asyncio.create_task(self._events_stream()),
-            asyncio.create_task(self._log_stream()),
-            asyncio.create_task(self._log_flusher()),
-            asyncio.create_task(self._apps_stream()),
+        self._beat = time.monotonic()
+        jobs: list[Awaitable[None]] = [
+            self._forever(self._gpu_stream),
+            self._forever(self._meminfo_stream),
+            self._forever(self._events_stream),
+            self._log_stream(),
+            self._log_flusher(),
+            self._watchdog(),
+            # every station: the pane's process list (p); GB10's memory, which nvidia-smi reads as [N/A]
+            self._forever(self._apps_stream),
         ]
+        tasks = [asyncio.create_task(j) for j in jobs]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for t in done:
-                if t.exception():
-                    raise t.exception()  # type: ignore[misc]
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+                exc = t.exception()
+                if exc is not None:
+                    if isinstance(exc, TransportError):
+                        self._drop()  # every channel on it ends now, not after its close times out
+                    raise exc
+        finally:  # shielded: a second cancel (stop) must not leave a stream running on its own
+            await asyncio.shield(cancel_and_wait(tasks))
+
+    def _drop(self) -> None:
+        drop = getattr(self.transport, "drop", None)
+        if drop is not None:
+            drop()
+
+    async def _watchdog(self) -> None:
+        """Samples are the heartbeat: stale after ``stale_after`` s of silence, dead after ``dead_after``."""
+        while True:
+            await asyncio.sleep(WATCHDOG_TICK_S)
+            silent = time.monotonic() - self._beat
+            if silent > self.dead_after:
+                raise StationSilent(f"{self.station.name}: no sample for {silent:.0f} s; connection declared "
+                                    "dead and dropped")
+            if silent > self.stale_after and self.state == "live":
+                self._set_state("stale", f"no sample for {silent:.0f} s")
+
+    async def _forever(self, stream: Callable[[], Awaitable[None]]) -> None:
+        """Run a stream; when its remote command ends (the connection still up) start it again,
+        slower if it keeps ending at once. A refused channel is retried, never an outage."""
+        quick = 0
+        while True:
+            t0 = time.monotonic()
+            with contextlib.suppress(ChannelRefused):
+                await stream()
+            quick = quick + 1 if time.monotonic() - t0 < 5 else 0
+            await asyncio.sleep(STREAM_RESTART_S[min(quick, len(STREAM_RESTART_S) - 1)])
 
     # ------------------------------------------------------------------ streams
 
     async def _gpu_stream(self) -> None:
-        """``nvidia-smi -lms`` prints one line per GPU per interval: a round is complete when every
-        GPU seen at connect time has reported, or when an index repeats."""
-        batch: dict[int, smi.GpuReading] = {}
+        """``nvidia-smi -lms`` prints one line per GPU per interval (a broken GPU's line is an error
+        line in its place): ``GpuRounds`` makes rounds of them."""
+        rounds = smi.GpuRounds(self._gpu_count)
         async for line in self.transport.stream(commands.gpu_query(self.gpu_interval_ms)):
-            if not line.strip():
-                continue
             try:
-                (reading,) = smi.parse_gpus(line)
-            except (ParseError, ValueError) as exc:
-                self.last_error = str(exc)
+                got = rounds.feed(line)
+            except ParseError as exc:  # nvidia-smi itself failed (driver, NVML): say so, keep the station
+                self._post_gpus([], error=str(exc))
                 continue
-            if reading.index in batch:
-                self._post_gpus(batch)
-                batch = {}
-            batch[reading.index] = reading
-            if len(batch) >= self._gpu_count:
-                self._post_gpus(batch)
-                batch = {}
-        raise TransportError(f"{self.station.name}: nvidia-smi stream ended")
+            if got is not None:
+                self._post_gpus(got)
 
-    def _post_gpus(self, batch: dict[int, smi.GpuReading]) -> None:
-        self.post(GpuSample(self.station.name, [batch[i] for i in sorted(batch)], time.time()))
-        # the process list (and GB10's memory, which nvidia-smi reads as [N/A]) come from the
-        # compute-apps stream; no line at all means no compute process: forget apps not seen lately
+    def _post_gpus(self, gpus: list[smi.GpuReading], error: str | None = None) -> None:
+        self.post(GpuSample(self.station.name, gpus, time.time(), error))
+        self._heard()
+        # the process list (and GB10's memory) come from the compute-apps stream; no line at all
+        # means no compute process: forget apps not seen lately
         horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
         stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
         for pid in stale:
@@ -195,7 +330,6 @@ class StationService:
                 continue
             for app in apps:
                 self._apps[app.pid] = (app, time.monotonic())
-        raise TransportError(f"{self.station.name}: compute-apps stream ended")
 
     async def _meminfo_stream(self) -> None:
         if self.station.local:  # the console runs on this station: psutil, no process at all
@@ -203,42 +337,78 @@ class StationService:
                 vm = psutil.virtual_memory()
                 mem = HostMemory(vm.total // 2**20, vm.available // 2**20, getattr(vm, "cached", 0) // 2**20 or None)
                 self.post(HostMemSample(self.station.name, mem, time.time()))
+                self._heard()
                 await asyncio.sleep(2.0)
         block: list[str] = []
         async for line in self.transport.stream(commands.meminfo_stream(2.0)):
             if line.strip() == "@@":
                 with contextlib.suppress(ParseError):
                     self.post(HostMemSample(self.station.name, parse_meminfo("\n".join(block)), time.time()))
+                    self._heard()
                 block = []
             else:
                 block.append(line)
-        raise TransportError(f"{self.station.name}: meminfo stream ended")
 
     async def _events_stream(self) -> None:
         async for line in self.transport.stream(commands.docker_events(self.station.container)):
             if docker_probe.parse_event(line):
                 await self._refresh_container()
-        raise TransportError(f"{self.station.name}: docker events stream ended")
+
+    # ------------------------------------------------------------------ logs
 
     def _ingest(self, line: str) -> None:
-        """Hot path (every log line): strip the docker timestamp and buffer. Parsing for the
-        engine phase happens once per batch in ``flush_logs``."""
+        """Hot path (every log line): strip the docker timestamp, drop what a ``--since`` resume
+        replays (inclusive: the boundary lines come again), clip a giant line, buffer. Parsing for
+        the engine phase happens once per batch in ``flush_logs``."""
         ts, text = docker_probe.split_timestamp(line)
         if ts:
+            key = _ts_key(ts)
+            if self._replay is not None and self._last_log_key is not None:
+                if key < self._last_log_key:
+                    return
+                if key == self._last_log_key:
+                    h = hash(text)
+                    if self._replay[h] > 0:
+                        self._replay[h] -= 1
+                        return
+                else:
+                    self._replay = None
+            if key != self._last_log_key:
+                self._last_log_key, self._boundary = key, []
+            self._boundary.append(hash(text))
             self._last_log_ts = ts
+        if len(text) > LOG_LINE_CAP:
+            text = clip(text, LOG_LINE_CAP)
         self._log_buf.append(text)
+
+    def _resume_marker(self) -> None:
+        """Where the stream was interrupted, a line of our own (the lines printed meanwhile follow)."""
+        if self._gap_from is None:
+            return
+        start, end = time.strftime("%H:%M:%S", time.localtime(self._gap_from)), time.strftime("%H:%M:%S")
+        self._log_buf.append(LogMarker(f"— {self.station.name}: stream interrupted {start}–{end} —"))
+        self._gap_from = None
+
+    def _start_resume(self) -> None:
+        """A ``--since`` read begins: the lines at the last timestamp will come again."""
+        self._replay = Counter(self._boundary) if self._last_log_ts else None
 
     async def _log_stream(self) -> None:
         """Follow the container log; when it ends (container stopped) wait for the next start.
 
         A container that already exited before we connected still shows its last lines: the
-        crash that brought the operator here is usually in them.
+        crash that brought the operator here is usually in them. After an interruption the log
+        resumes where it stopped, including what the container printed before it exited.
         """
         while True:
             if not self._container_running.is_set():
-                if self._last_log_ts is None and self._container_state not in (None, "absent"):
+                catch_up = self._gap_from is not None and self._last_log_ts is not None
+                if catch_up or (self._last_log_ts is None and self._container_state not in (None, "absent")):
+                    self._start_resume()
                     res = await self.transport.run(
-                        commands.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False))
+                        commands.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False,
+                                             since=self._last_log_ts))
+                    self._resume_marker()
                     for line in res.stdout.splitlines():
                         self._ingest(line)
                     self.flush_logs()
@@ -256,8 +426,15 @@ class StationService:
                         await self._refresh_container()
             cmd = commands.docker_logs(self.station.container, tail=self.config.ui.log_lines,
                                        since=self._last_log_ts)
-            async for line in self.transport.stream(cmd):
-                self._ingest(line)
+            self._start_resume()
+            self._resume_marker()
+            try:
+                async for line in self.transport.stream(cmd):
+                    self._ingest(line)
+            except BaseException:  # connection lost, service restarted: the next read marks the gap
+                if self._gap_from is None:
+                    self._gap_from = self.last_sample_at or time.time()
+                raise
             self.flush_logs()
             # Stream ended: the container stopped or exited. Refresh and wait for the next start.
             info = await self._refresh_container()
@@ -282,7 +459,32 @@ class StationService:
                 self.post(LogBatch(self.station.name, buf[i:i + LOG_BATCH_MAX]))
 
 
-def _copy(p):
-    from dataclasses import replace
+async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
+    """Cancel tasks and wait for them, cancelling again while one is left: in Python 3.11
+    ``asyncio.wait_for`` can swallow a cancellation that races its inner future (gh-86296), and a
+    task that survived one cancel must not keep the console (or a test) waiting forever."""
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(tries):
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: never "exception was never retrieved" at exit
 
+
+def _ts_key(ts: str) -> tuple[str, str]:
+    """An RFC3339Nano docker timestamp as a sortable key (seconds, then nanoseconds padded)."""
+    base, _, frac = ts.partition(".")
+    digits = ""
+    for ch in frac:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return base[:19], digits.ljust(9, "0")
+
+
+def _copy(p):
     return replace(p, notes=list(p.notes))

@@ -1,5 +1,8 @@
-"""One-shot status of every station (``dgx-console status``): the same parsers and transport as
-the dashboard's streams, run once, concurrently, each station with its own timeout."""
+"""One-shot status of every station (``dgx-console status``): the same parsers and sessions as
+the dashboard's streams, run once, concurrently, each station with its own timeout.
+
+A GPU nvidia-smi could not read is a row with ``"error"`` (what it printed) and null values, next
+to the good rows (every row carries ``"error"``: null when fine; additive to the JSON contract)."""
 
 from __future__ import annotations
 
@@ -15,31 +18,52 @@ from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
 from console.probes.meminfo import parse_meminfo
 from console.remote import commands
-from console.remote.transport import HostKeyError, SSHTransport, Transport, TransportError, make_transport
+from console.remote.session import SessionRegistry
+from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
 
 
-async def connect_with_trust(transport: Transport, trust: bool) -> None:
-    """Open the connection; with ``trust`` an unknown host key is shown, then added."""
-    if not isinstance(transport, SSHTransport):
+async def connect_with_trust(transport: Transport, trust: bool, replace: str | None = None) -> None:
+    """Open the connection. With ``trust`` an UNKNOWN host key is shown, then added; a CHANGED key
+    is never trusted that way (the error says so): only ``replace`` naming the fingerprint the
+    station now offers replaces it, removing the old line(s)."""
+    ssh = ssh_of(transport)
+    if ssh is None:
         return
     try:
-        await transport.connect()
+        await ssh.connect()
     except HostKeyError as exc:
-        if not trust or not exc.fingerprint:
+        if exc.changed and replace:
+            if exc.fingerprint != replace.strip():
+                raise HostKeyError(exc.station, exc.host, exc.port, exc.kind, exc.offered, exc.known,
+                                   exc.known_hosts, f" (--replace-host-key {replace.strip()} is not the offered key)"
+                                   ) from None
+            print(f"dgx-console: replacing the CHANGED host key of {exc.station} ({exc.host}:{exc.port}): "
+                  f"{', '.join(str(k) for k in exc.known)} -> {exc.offered}", file=sys.stderr)
+            await ssh.replace_host_key(replace)
+            await ssh.connect()
+            return
+        if exc.changed or not trust or not exc.fingerprint:
             raise
-        print(f"dgx-console: trusting host key of {exc.station} ({exc.host}:{exc.port}): {exc.fingerprint}",
+        print(f"dgx-console: trusting host key of {exc.station} ({exc.host}:{exc.port}): {exc.offered}",
               file=sys.stderr)
-        await transport.trust_host_key(exc.fingerprint)
-        await transport.connect()
+        await ssh.trust_host_key(exc.fingerprint)
+        await ssh.connect()
 
 
-async def station_status(config: Config, station: Station, transport: Transport, trust: bool = False
-                         ) -> dict[str, Any]:
+def gpu_dict(g: smi.GpuReading) -> dict[str, Any]:
+    """One GPU as ``status --json`` and ``watch --json`` show it (unknown values null)."""
+    return {"index": g.index, "name": g.name or None, "uuid": g.uuid or None, "memory_used_mib": g.memory_used_mib,
+            "memory_total_mib": g.memory_total_mib, "util_pct": g.util_pct, "temp_c": g.temp_c,
+            "power_w": g.power_w, "error": g.error}
+
+
+async def station_status(config: Config, station: Station, transport: Transport, trust: bool = False,
+                         replace: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"name": station.name, "rank": station.rank, "reachable": False, "error": None,
                            "gpus": [], "host_memory": None,
                            "container": {"name": station.container, "state": None}}
     try:
-        await connect_with_trust(transport, trust)
+        await connect_with_trust(transport, trust, replace)
         gpu_res, mem_res, ctr_res = await asyncio.gather(
             transport.run(commands.gpu_query()),
             transport.run(commands.meminfo_once()),
@@ -47,20 +71,17 @@ async def station_status(config: Config, station: Station, transport: Transport,
         )
         out["reachable"] = True
         errors = []
-        if gpu_res.ok:
+        # A broken GPU makes nvidia-smi exit non-zero while it still prints the good rows: parse anyway.
+        if gpu_res.ok or gpu_res.stdout.strip():
             try:
                 gpus = smi.parse_gpus(gpu_res.stdout)
-                out["gpus"] = [
-                    {"index": g.index, "name": g.name, "uuid": g.uuid, "memory_used_mib": g.memory_used_mib,
-                     "memory_total_mib": g.memory_total_mib, "util_pct": g.util_pct, "temp_c": g.temp_c,
-                     "power_w": g.power_w}
-                    for g in gpus
-                ]
-                if any(g.memory_used_mib is None for g in gpus):
+                out["gpus"] = [gpu_dict(g) for g in gpus]
+                errors += [f"GPU{g.index}: {g.error}" for g in gpus if g.error]
+                if any(g.memory_used_mib is None and g.name for g in gpus):
                     apps_res = await transport.run(commands.compute_apps_query())
                     if apps_res.ok:
                         apps = smi.parse_compute_apps(apps_res.stdout)
-                        for g in out["gpus"]:
+                        for g in (g for g in out["gpus"] if g["name"]):
                             used = [a.used_memory_mib for a in apps if a.gpu_uuid == g["uuid"] and a.used_memory_mib]
                             g["process_memory_mib"] = sum(used) if used else 0
             except ParseError as exc:
@@ -109,17 +130,16 @@ async def api_status(config: Config) -> dict[str, Any]:
     return res
 
 
-async def collect_status(config: Config, trust: bool = False, transports: dict[str, Transport] | None = None
-                         ) -> dict[str, Any]:
+async def collect_status(config: Config, trust: bool = False, transports: dict[str, Transport] | None = None,
+                         replace: str | None = None) -> dict[str, Any]:
     own = transports is None
-    transports = transports or {
-        s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s) for s in config.stations
-    }
+    registry = SessionRegistry(config) if own else None
+    transports = transports or registry.transports()  # type: ignore[union-attr]
     limit = config.connect_timeout_s + config.command_timeout_s + 2
     try:
         async def one(s: Station) -> dict[str, Any]:
             try:
-                return await asyncio.wait_for(station_status(config, s, transports[s.name], trust), limit)
+                return await asyncio.wait_for(station_status(config, s, transports[s.name], trust, replace), limit)
             except TimeoutError:
                 return {"name": s.name, "rank": s.rank, "reachable": False,
                         "error": f"{s.name}: no answer within {limit:g} s", "gpus": [], "host_memory": None,
@@ -128,8 +148,8 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
         stations, api = await asyncio.gather(asyncio.gather(*(one(s) for s in config.stations)),
                                              api_status(config))
     finally:
-        if own:
-            await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+        if registry is not None:
+            await registry.close()
     head = config.head.name
     for st in stations:
         # Workers serve no API: their fields are null (unknown), never invented.

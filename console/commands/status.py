@@ -8,11 +8,19 @@ import json
 
 from console.cli import add_config_args
 from console.config import load_config
+from console.sanitize import one_line
 from console.status import collect_status
 
 
 def _fmt_mib(v) -> str:
     return "n/a" if v is None else f"{v / 1024:.1f}"
+
+
+def add_replace_host_key(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replace-host-key", metavar="SHA256:...", default=None,
+                   help="replace a CHANGED host key with the one the station offers now, named by its "
+                        "fingerprint (read it on the station: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub); "
+                        "removes the old known_hosts line(s)")
 
 
 def image_line(container: dict) -> str | None:
@@ -31,7 +39,7 @@ def image_line(container: dict) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    data = asyncio.run(collect_status(config, trust=args.trust_host_key))
+    data = asyncio.run(collect_status(config, trust=args.trust_host_key, replace=args.replace_host_key))
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -42,26 +50,30 @@ def run(args: argparse.Namespace) -> int:
             if line := image_line(st["container"]):
                 print(f"    {line}")
             if st["error"]:
-                print(f"    error: {st['error']}")
+                print(f"    error: {one_line(st['error'])}")
             for g in st["gpus"]:
+                if not g["name"]:
+                    print(f"    GPU{g['index']} NO READING: {one_line(g['error'] or '?')}")
+                    continue
                 mem = f"{_fmt_mib(g['memory_used_mib'])}/{_fmt_mib(g['memory_total_mib'])} GiB"
                 if g["memory_used_mib"] is None and "process_memory_mib" in g:
                     mem = f"{_fmt_mib(g['process_memory_mib'])} GiB in processes (unified memory)"
-                print(f"    GPU{g['index']} {g['name']}: {mem}, util {g['util_pct']}%, {g['temp_c']} C, "
-                      f"{g['power_w']} W")
+                print(f"    GPU{g['index']} {one_line(g['name'])}: {mem}, util {g['util_pct']}%, {g['temp_c']} C, "
+                      f"{g['power_w']} W" + (f"  ERROR: {one_line(g['error'])}" if g["error"] else ""))
             if st["host_memory"]:
                 hm = st["host_memory"]
                 print(f"    host memory: {_fmt_mib(hm['total_mib'] - hm['available_mib'])}/"
                       f"{_fmt_mib(hm['total_mib'])} GiB used")
             api = st.get("api") or {}
             if api.get("url"):
-                state = "healthy" if api["healthy"] else f"not healthy ({api.get('error') or 'no answer'})"
-                print(f"    API {api['url']}: {state}" + (f", model {api['model']}" if api.get("model") else ""))
+                state = "healthy" if api["healthy"] else f"not healthy ({one_line(api.get('error') or 'no answer')})"
+                print(f"    API {api['url']}: {state}" + (f", model {one_line(api['model'])}" if api.get("model") else ""))
     return 0 if all(st["reachable"] for st in data["stations"]) else 1
 
 
 def register(sub) -> None:
     p = sub.add_parser("status", help="per station: reachable, GPUs + memory, container state, API health")
     add_config_args(p)
+    add_replace_host_key(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)

@@ -1,12 +1,24 @@
-"""nvidia-smi CSV query output (``--format=csv,noheader,nounits``).
+"""nvidia-smi CSV query output (``--format=csv,noheader,nounits``), row by row.
 
 Discrete GPUs report memory in MiB; GB10 (unified memory) reports ``[N/A]`` or ``Not Supported``
-for the memory fields, which become ``None`` (never an invented number).
+for the memory fields, which become ``None`` (never an invented number). One GPU's trouble never
+hides another: a GPU that fell off the bus prints an error line in place of its row, and a field
+can hold an NVML error (``[GPU requires reset]``, ``[Unknown Error]``, ``ERR!``). Such a GPU
+becomes a reading *in error* that carries what nvidia-smi printed, next to the good readings.
+Variants from public reports (shared/reference/command-outputs.md):
+
+- ``Unable to determine the device handle for GPU00000000:01:00.0: Unknown Error``
+  (NVIDIA/nvidia-container-toolkit#846, NVIDIA/open-gpu-kernel-modules#387)
+- ``Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to
+  recover this GPU`` (JosephKJ/OWOD#81)
+- ``[Unknown Error]`` next to ``[Not Supported]`` and ``[N/A]`` in query fields (enkore/i3pystatus#850),
+  ``GPU requires reset`` as an NVML error (leptonai/gpud#1133)
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 
 from console.probes import ParseError
@@ -26,7 +38,16 @@ APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 APPS_QUERY = "--query-compute-apps=" + ",".join(APPS_FIELDS)
 CSV_FORMAT = "--format=csv,noheader,nounits"
 
-_MISSING = {"[n/a]", "n/a", "not supported", "[not supported]", "[unknown error]", "unknown error", ""}
+# The value is simply not reported on this GPU (GB10 memory, power on some boards).
+_MISSING = {"[n/a]", "n/a", "not supported", "[not supported]", ""}
+# NVML errors printed in place of a value: the GPU is in trouble and the operator must see it.
+_FIELD_ERRORS = {"[unknown error]", "unknown error", "[gpu requires reset]", "gpu requires reset", "err!",
+                 "[gpu is lost]", "gpu is lost", "[insufficient permissions]", "[unknown]"}
+# A PCI bus id as nvidia-smi prints it in error lines (``GPU00000000:01:00.0``, ``GPU 0000:0B:00.0``).
+_BUS_ID = re.compile(r"\b(?:GPU\s?)?((?:[0-9A-Fa-f]{4}|[0-9A-Fa-f]{8}):[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\b")
+# Whole-tool failures: no GPU can be read at all (the driver, NVML, no device).
+_TOOL_FAILURES = ("NVIDIA-SMI has failed", "Failed to initialize NVML", "No devices were found",
+                  "couldn't communicate with the NVIDIA driver", "Driver/library version mismatch")
 
 
 @dataclass(frozen=True)
@@ -39,6 +60,12 @@ class GpuReading:
     util_pct: int | None
     temp_c: int | None
     power_w: float | None
+    error: str | None = None  # what nvidia-smi printed for a GPU it could not (fully) read
+    bus_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
 
 @dataclass(frozen=True)
@@ -59,7 +86,7 @@ def _clean(value: str) -> str:
 
 def _num(value: str, kind: type = int) -> int | float | None:
     v = _clean(value)
-    if v.lower() in _MISSING:
+    if v.lower() in _MISSING or v.lower() in _FIELD_ERRORS:
         return None
     try:
         f = float(v.replace(",", ""))
@@ -68,48 +95,120 @@ def _num(value: str, kind: type = int) -> int | float | None:
     return int(round(f)) if kind is int else f
 
 
-def _rows(text: str) -> list[list[str]]:
-    return [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row and any(c.strip() for c in row)]
+def _is_field_error(value: str) -> bool:
+    v = _clean(value).lower()
+    return v in _FIELD_ERRORS or (v.startswith("[") and v.endswith("]") and v not in _MISSING)
 
 
-def parse_gpu_line(row: list[str]) -> GpuReading:
+def _cells(line: str) -> list[str]:
+    row = next(csv.reader([line], skipinitialspace=True), [])
+    return [c.strip() for c in row]
+
+
+def is_tool_failure(line: str) -> bool:
+    return any(m in line for m in _TOOL_FAILURES)
+
+
+def error_reading(index: int, text: str) -> GpuReading:
+    """A GPU nvidia-smi could not read: its index (position), bus id if printed, and the line."""
+    m = _BUS_ID.search(text)
+    return GpuReading(index, "", "", None, None, None, None, None, error=text.strip(),
+                      bus_id=m.group(1) if m else None)
+
+
+def parse_gpu_line(line: str, position: int = 0) -> GpuReading:
+    """One line of the GPU query. A line that is not a valid row becomes a reading in error at
+    ``position`` (nvidia-smi prints one line per device, in index order)."""
+    row = _cells(line)
     if len(row) != len(GPU_FIELDS):
-        raise ParseError(f"nvidia-smi: expected {len(GPU_FIELDS)} fields, got {len(row)}: {','.join(row)!r}")
+        return error_reading(position, line)
     idx = _num(row[0])
+    bad = [f"{f}: {v}" for f, v in zip(GPU_FIELDS, row, strict=True) if _is_field_error(v)]
     if idx is None:
-        raise ParseError(f"nvidia-smi: GPU index is not a number: {row[0]!r}")
+        return error_reading(position, line if not bad else f"GPU index unreadable: {', '.join(bad)}")
     return GpuReading(
         index=int(idx),
-        uuid=row[1].strip(),
-        name=row[2].strip(),
+        uuid=row[1],
+        name=row[2],
         memory_used_mib=_num(row[3]),  # type: ignore[arg-type]
         memory_total_mib=_num(row[4]),  # type: ignore[arg-type]
         util_pct=_num(row[5]),  # type: ignore[arg-type]
         temp_c=_num(row[6]),  # type: ignore[arg-type]
         power_w=_num(row[7], float),  # type: ignore[arg-type]
+        error=("nvidia-smi reports " + ", ".join(bad)) if bad else None,
     )
 
 
+def _gpu_lines(text: str) -> list[str]:
+    lines = [ln.strip() for ln in text.splitlines()]
+    return [ln for ln in lines if ln and not ln.lower().startswith("index,")]  # tolerate a header line
+
+
 def parse_gpus(text: str) -> list[GpuReading]:
-    """Parse ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``."""
-    out = []
-    for row in _rows(text):
-        if row[0].strip().lower() == "index":  # tolerate a header line
+    """Parse ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``: every GPU, the
+    broken ones as readings in error. Raises ParseError only when no GPU could be read at all
+    (the driver or NVML failed, or the output is not the query's)."""
+    out: list[GpuReading] = []
+    tool: list[str] = []
+    for line in _gpu_lines(text):
+        if is_tool_failure(line) or ("," not in line and not _BUS_ID.search(line)):
+            tool.append(line)
             continue
-        out.append(parse_gpu_line(row))
-    if not out and text.strip():
+        out.append(parse_gpu_line(line, len(out)))
+    if not out and tool:
+        raise ParseError(f"nvidia-smi: {tool[0][:200]}")
+    # Nothing that looks like a GPU (a row, a bus id, a field error): not this query's output at all.
+    if out and not any(g.name or g.bus_id or (g.error or "").startswith("GPU index unreadable") for g in out):
         raise ParseError(f"nvidia-smi: no GPU rows in output: {text.strip()[:120]!r}")
     return out
 
 
+class GpuRounds:
+    """Groups the lines of ``nvidia-smi -lms`` into rounds (one line per GPU per interval).
+
+    A round is complete when every GPU seen at connect time has reported, or when an index repeats.
+    A line that is not a valid row is the GPU at its position in the round, in error.
+    """
+
+    def __init__(self, expected: int = 1):
+        self.expected = max(1, expected)
+        self._round: dict[int, GpuReading] = {}
+        self._position = 0
+
+    def feed(self, line: str) -> list[GpuReading] | None:
+        line = line.strip()
+        if not line or line.lower().startswith("index,"):
+            return None
+        if is_tool_failure(line):
+            raise ParseError(f"nvidia-smi: {line[:200]}")
+        done = None
+        reading = parse_gpu_line(line, self._position)
+        if reading.index in self._round:
+            done = self._flush()
+            reading = parse_gpu_line(line, self._position)
+        self._round[reading.index] = reading
+        self._position += 1
+        if len(self._round) >= self.expected:
+            done = self._flush()
+        return done
+
+    def _flush(self) -> list[GpuReading]:
+        out = [self._round[i] for i in sorted(self._round)]
+        self._round, self._position = {}, 0
+        return out
+
+
 def parse_compute_apps(text: str) -> list[ComputeApp]:
-    """Parse ``nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory``."""
+    """Parse ``nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory``; a row that
+    is not one is left out (the others still count)."""
     out = []
-    for row in _rows(text):
-        if row[0].strip().lower() in ("gpu_uuid", "no running processes found"):
+    for line in text.splitlines():
+        row = _cells(line)
+        if not row or not any(row) or row[0].lower() in ("gpu_uuid", "no running processes found"):
             continue
-        if len(row) != 4:
-            raise ParseError(f"nvidia-smi compute-apps: expected 4 fields: {','.join(row)!r}")
-        pid = _num(row[1])
-        out.append(ComputeApp(row[0].strip(), int(pid or 0), row[2].strip(), _num(row[3])))  # type: ignore[arg-type]
+        if len(row) != 4 or _num(row[1]) is None:
+            continue
+        out.append(ComputeApp(row[0], int(_num(row[1]) or 0), row[2], _num(row[3])))  # type: ignore[arg-type]
+    if not out and text.strip() and is_tool_failure(text):
+        raise ParseError(f"nvidia-smi: {text.strip().splitlines()[0][:200]}")
     return out

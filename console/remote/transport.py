@@ -1,9 +1,18 @@
 """The only code that talks to stations: SSH (asyncssh) or local subprocesses.
 
-One SSH connection per host, many channels, capped by a semaphore below OpenSSH's default
-``MaxSessions`` (10). Host keys are checked strictly against known_hosts: an unknown or changed
-key is refused with its fingerprint, and trusting it is an explicit step (``trust_host_key``).
-Long-lived streams run with a PTY so sshd hangs up the remote process when we close the channel.
+One SSH connection per host, many channels, within a budget below OpenSSH's default
+``MaxSessions`` (10): sessions the client already closed can still count on the server for a
+moment, so the budget is 8, of which long-lived streams may hold at most 6 (one-shot commands
+always find a channel). A channel the server refuses ("no more sessions", administratively
+prohibited, resource shortage) is retried briefly and is never a lost connection.
+
+Host keys are checked as OpenSSH does: known_hosts is read with asyncssh's own parser (hashed
+names too), an *unknown* key is refused with its type and fingerprint and trusting it is an
+explicit step (``trust_host_key``); a *changed* key is refused loudly with both fingerprints and
+is never trusted that way: only ``replace_host_key`` naming the new fingerprint replaces it.
+Host-key algorithms are offered in OpenSSH's order (ed25519 first), with the types already known
+for the host first. Long-lived streams run with a PTY so sshd hangs up the remote process when we
+close the channel.
 """
 
 from __future__ import annotations
@@ -12,17 +21,31 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol, TypeVar
 
 import asyncssh
 
 from console.config import Station
 
 MAX_CHANNELS = 8
+MAX_STREAMS = 6
 KEEPALIVE_S = 10
+CHANNEL_RETRY_S = 5.0  # how long a refused channel open is retried before the command fails
+STREAM_SLOT_WAIT_S = 30.0  # a stream waiting this long for one of the MAX_STREAMS slots fails visibly
+
+# OpenSSH's default HostKeyAlgorithms (ssh_config(5)), plain keys, in its order of preference.
+OPENSSH_HOST_KEY_ALGS = (
+    b"ssh-ed25519", b"ecdsa-sha2-nistp256", b"ecdsa-sha2-nistp384", b"ecdsa-sha2-nistp521",
+    b"sk-ssh-ed25519@openssh.com", b"sk-ecdsa-sha2-nistp256@openssh.com", b"rsa-sha2-512", b"rsa-sha2-256",
+)
+_KEY_TYPE = {b"ssh-ed25519": "ED25519", b"ssh-rsa": "RSA", b"ssh-dss": "DSA", b"ssh-ed448": "ED448",
+             b"sk-ssh-ed25519@openssh.com": "ED25519-SK", b"sk-ecdsa-sha2-nistp256@openssh.com": "ECDSA-SK"}
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,20 +67,69 @@ class Unreachable(TransportError):
     pass
 
 
+class AuthRefused(Unreachable):
+    """The station answered but refused our login (key, user): retrying fast will not help."""
+
+
 class CommandTimeout(TransportError):
     pass
 
 
+class ChannelRefused(TransportError):
+    """The connection is fine but no channel could be opened in time (server refusals or our own
+    budget): the command failed, the station did not go away."""
+
+
+@dataclass(frozen=True)
+class KeyId:
+    """A host key as the operator compares it: ``ED25519 SHA256:...`` (what ``ssh`` prints)."""
+
+    type: str
+    fingerprint: str
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.fingerprint}"
+
+
+def key_id(key: asyncssh.SSHKey) -> KeyId:
+    alg = key.algorithm
+    kind = _KEY_TYPE.get(alg) or ("ECDSA" if alg.startswith(b"ecdsa-") else alg.decode(errors="replace").upper())
+    return KeyId(kind, key.get_fingerprint("sha256"))
+
+
+HostKeyKind = Literal["unknown", "changed"]
+
+
 class HostKeyError(TransportError):
-    def __init__(self, station: str, host: str, port: int, fingerprint: str | None, known_hosts: str):
+    """The station's host key is not trusted: ``kind`` says whether it is new to us or CHANGED."""
+
+    def __init__(self, station: str, host: str, port: int, kind: HostKeyKind, offered: KeyId | None,
+                 known: tuple[KeyId, ...], known_hosts: str, note: str = ""):
         self.station, self.host, self.port = station, host, port
-        self.fingerprint = fingerprint
+        self.kind, self.offered, self.known = kind, offered, known
         self.known_hosts = known_hosts
-        fp = fingerprint or "unknown fingerprint (key could not be fetched)"
-        super().__init__(
-            f"host key of {station} ({host}:{port}) is not trusted (unknown or changed): {fp}; "
-            f"verify it, then trust it (--trust-host-key, or T in the console) to add it to {known_hosts}"
-        )
+        self.key: asyncssh.SSHKey | None = None  # the offered key, when it could be fetched
+        where = f"{station} ({host}:{port})"
+        if kind == "changed":
+            was = ", ".join(str(k) for k in known)
+            now = str(offered) if offered else "?"
+            msg = (f"host key of {where} has CHANGED: known {was}, offered {now}. It may be an attack "
+                   f"(REMOTE HOST IDENTIFICATION HAS CHANGED) or a reinstall; verify it on the station{note}, then "
+                   f"replace it (--replace-host-key {offered.fingerprint if offered else 'SHA256:...'}, or T in "
+                   f"the console); --trust-host-key does not replace a changed key")
+        else:
+            fp = str(offered) if offered else "fingerprint unknown (key could not be fetched)"
+            msg = (f"host key of {where} is unknown: {fp}{note}; verify it, then trust it "
+                   f"(--trust-host-key, or T in the console) to add it to {known_hosts}")
+        super().__init__(msg)
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.offered.fingerprint if self.offered else None
+
+    @property
+    def changed(self) -> bool:
+        return self.kind == "changed"
 
 
 class Transport(Protocol):
@@ -74,8 +146,25 @@ def default_known_hosts() -> str:
     return str(Path("~/.ssh/known_hosts").expanduser())
 
 
+def _known_host_keys(path: str, host: str, port: int) -> tuple[list[asyncssh.SSHKey], bool]:
+    """(host keys known for host:port, whether CA keys are known) read with asyncssh's parser."""
+    try:
+        kh = asyncssh.read_known_hosts(path)
+    except (OSError, ValueError):
+        return [], False
+    found = kh.match(host, "", port if port != 22 else None)
+    return list(found[0]), bool(found[1])
+
+
+def host_key_algs(known: list[asyncssh.SSHKey]) -> list[str]:
+    """OpenSSH's order, the algorithms of keys already known for the host first."""
+    known_algs = {a for k in known for a in k.sig_algorithms}
+    first = [a for a in OPENSSH_HOST_KEY_ALGS if a in known_algs]
+    return [a.decode() for a in first + [a for a in OPENSSH_HOST_KEY_ALGS if a not in known_algs]]
+
+
 class SSHTransport:
-    """asyncssh client for one station: one connection, channels capped by a semaphore."""
+    """asyncssh client for one station: one connection, channels within a budget."""
 
     def __init__(self, station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0):
         self.station = station
@@ -84,17 +173,24 @@ class SSHTransport:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
         self._sem = asyncio.Semaphore(MAX_CHANNELS)
+        self._stream_sem = asyncio.Semaphore(MAX_STREAMS)
         self.connects = 0  # how many connections were opened (for tests and the status line)
+        self.refusals = 0  # channel opens the server refused and we retried
+        self.streams_open = 0
 
     @property
     def known_hosts(self) -> str:
         return str(Path(self.station.known_hosts).expanduser()) if self.station.known_hosts else default_known_hosts()
 
     @property
+    def port(self) -> int:
+        return self.station.port or 22
+
+    @property
     def connected(self) -> bool:
         return self._conn is not None
 
-    def _options(self) -> dict:
+    def _options(self, known: list[asyncssh.SSHKey], ca: bool) -> dict:
         opts: dict = {
             "known_hosts": self.known_hosts,
             "connect_timeout": self.connect_timeout,
@@ -102,6 +198,8 @@ class SSHTransport:
             "keepalive_count_max": 3,
             "agent_forwarding": False,
         }
+        if not ca:  # with a CA, asyncssh's own choice includes the certificate algorithms
+            opts["server_host_key_algs"] = host_key_algs(known)
         if self.station.port:
             opts["port"] = self.station.port
         if self.station.user:
@@ -114,16 +212,15 @@ class SSHTransport:
         async with self._lock:
             if self._conn is not None:
                 return self._conn
+            known, ca = _known_host_keys(self.known_hosts, self.station.host, self.port)
             try:
                 conn = await asyncio.wait_for(
-                    asyncssh.connect(self.station.host, **self._options()), self.connect_timeout + 1
+                    asyncssh.connect(self.station.host, **self._options(known, ca)), self.connect_timeout + 1
                 )
             except asyncssh.HostKeyNotVerifiable:
-                fp = await self._fetch_fingerprint()
-                raise HostKeyError(self.station.name, self.station.host, self.station.port or 22, fp,
-                                   self.known_hosts) from None
+                raise await self.host_key_problem() from None
             except asyncssh.PermissionDenied as exc:
-                raise Unreachable(f"{self.station.name}: SSH login refused ({exc.reason})") from None
+                raise AuthRefused(f"{self.station.name}: SSH login refused ({exc.reason})") from None
             except TimeoutError:
                 raise Unreachable(f"{self.station.name}: no answer from {self.station.host} "
                                   f"within {self.connect_timeout:g} s") from None
@@ -134,50 +231,132 @@ class SSHTransport:
             self.connects += 1
             return conn
 
-    async def _fetch_fingerprint(self) -> str | None:
-        key = await self._fetch_key()
-        return key.get_fingerprint("sha256") if key else None
+    # ------------------------------------------------------------------ host keys
 
-    async def _fetch_key(self) -> asyncssh.SSHKey | None:
+    async def host_key_problem(self) -> HostKeyError:
+        """What is wrong with the station's host key: unknown, or changed (with both keys). The
+        offered key itself rides along as ``.key`` (for trusting or replacing exactly that key)."""
+        known, _ca = _known_host_keys(self.known_hosts, self.station.host, self.port)
+        key = await self._fetch_key(host_key_algs(known))
+        offered = key_id(key) if key else None
+        same_type = [k for k in known if key is not None and k.algorithm == key.algorithm]
+        if key is not None and same_type and not any(k.public_data == key.public_data for k in same_type):
+            err = HostKeyError(self.station.name, self.station.host, self.port, "changed", offered,
+                               tuple(key_id(k) for k in same_type), self.known_hosts)
+        else:
+            note = ""
+            if known and key is not None and not same_type:
+                note = f" (known for this host under other key types: {', '.join(str(key_id(k)) for k in known)})"
+            err = HostKeyError(self.station.name, self.station.host, self.port, "unknown", offered, (),
+                               self.known_hosts, note)
+        err.key = key
+        return err
+
+    async def _fetch_key(self, algs: list[str]) -> asyncssh.SSHKey | None:
         with contextlib.suppress(Exception):
-            opts = {"port": self.station.port} if self.station.port else {}
+            opts: dict = {"port": self.station.port} if self.station.port else {}
             return await asyncio.wait_for(
-                asyncssh.get_server_host_key(self.station.host, **opts), self.connect_timeout
-            )
+                asyncssh.get_server_host_key(self.station.host, server_host_key_algs=algs, **opts),
+                self.connect_timeout)
         return None
+
+    def _known_hosts_name(self) -> str:
+        return self.station.host if self.port == 22 else f"[{self.station.host}]:{self.port}"
 
     async def trust_host_key(self, expected_fingerprint: str | None = None) -> str:
         """Append the station's current host key to known_hosts; returns its fingerprint.
 
+        Only an *unknown* key is trusted this way; a changed key raises (see ``replace_host_key``).
         With ``expected_fingerprint`` the key is only trusted if it still matches what the
         operator was shown (no key swap between showing and trusting).
         """
-        key = await self._fetch_key()
+        problem = await self.host_key_problem()
+        if problem.changed:
+            raise problem
+        key = problem.key
         if key is None:
             raise Unreachable(f"{self.station.name}: cannot fetch the host key from {self.station.host}")
         fp = key.get_fingerprint("sha256")
         if expected_fingerprint and fp != expected_fingerprint:
-            raise HostKeyError(self.station.name, self.station.host, self.station.port or 22, fp, self.known_hosts)
-        port = self.station.port or 22
-        name = self.station.host if port == 22 else f"[{self.station.host}]:{port}"
-        line = f"{name} {key.export_public_key('openssh').decode().strip()}\n"
-        path = Path(self.known_hosts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as fh:
-            fh.write(line)
+            raise HostKeyError(self.station.name, self.station.host, self.port, "unknown", key_id(key), (),
+                               self.known_hosts, f" (not the {expected_fingerprint} that was shown)")
+        self._write_known_hosts(key, remove_old=False)
         return fp
 
-    def _lost(self) -> None:
+    async def replace_host_key(self, new_fingerprint: str) -> str:
+        """Replace a CHANGED host key: the key the station offers now must have ``new_fingerprint``
+        (the operator read it on the station); every old line for this host is removed."""
+        want = new_fingerprint.strip()
+        problem = await self.host_key_problem()
+        key = problem.key
+        if key is None:
+            raise Unreachable(f"{self.station.name}: cannot fetch the host key from {self.station.host}")
+        if key.get_fingerprint("sha256") != want:
+            raise HostKeyError(self.station.name, self.station.host, self.port, problem.kind, problem.offered,
+                               problem.known, self.known_hosts, f" (the station offers {problem.offered}, not {want})")
+        self._write_known_hosts(key, remove_old=True)
+        return want
+
+    def _write_known_hosts(self, key: asyncssh.SSHKey, remove_old: bool) -> None:
+        path = Path(self.known_hosts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+        if remove_old:
+            lines = [ln for ln in lines if not self._line_is_this_host(ln)]
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines.append(f"{self._known_hosts_name()} {key.export_public_key('openssh').decode().strip()}\n")
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_text("".join(lines))
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+
+    def _line_is_this_host(self, line: str) -> bool:
+        """A plain host-key line that names this host (hashed names too, as asyncssh matches them)."""
+        text = line.strip()
+        if not text or text.startswith("#") or text.startswith("@"):
+            return False
+        try:
+            found = asyncssh.import_known_hosts(text).match(self.station.host, "",
+                                                            self.port if self.port != 22 else None)
+        except ValueError:
+            return False
+        return bool(found[0])
+
+    # ------------------------------------------------------------------ channels
+
+    def drop(self) -> None:
+        """Forget the connection at once (declared dead): every channel on it ends now."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()
+            conn.abort()
+
+    _lost = drop
+
+    async def _open(self, what: str, opener: Callable[[], Awaitable[T]]) -> T:
+        """Open a channel, retrying briefly while the server refuses one: a refusal is not an outage."""
+        deadline = time.monotonic() + CHANNEL_RETRY_S
+        delay = 0.05
+        while True:
+            try:
+                return await opener()
+            except asyncssh.ChannelOpenError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ChannelRefused(f"{self.station.name}: the station refused a channel for "
+                                         f"{CHANNEL_RETRY_S:g} s ({_one_line(exc)}): {what[:80]}") from None
+                self.refusals += 1
+                await asyncio.sleep(delay)
+                delay = min(1.0, delay * 2)
 
     async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
         conn = await self.connect()
         limit = timeout or self.command_timeout
         async with self._sem:
             try:
-                async with conn.create_process(command, encoding="utf-8", errors="replace") as proc:
+                proc = await self._open(command, lambda: conn.create_process(command, encoding="utf-8",
+                                                                             errors="replace"))
+                try:
                     if input is not None:
                         proc.stdin.write(input)
                     proc.stdin.write_eof()
@@ -189,8 +368,13 @@ class SSHTransport:
                                              f"{command[:80]}") from None
                     status = done.exit_status if done.exit_status is not None else 255
                     return CommandResult(status, str(done.stdout or ""), str(done.stderr or ""))
-            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError, asyncssh.ChannelOpenError) as exc:
-                self._lost()
+                finally:  # never wait long for a station slow to acknowledge the close (cancel, timeout)
+                    proc.close()
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                if self._conn is conn:
+                    self.drop()
                 raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
 
     async def stream(self, command: str) -> AsyncIterator[str]:
@@ -200,24 +384,37 @@ class SSHTransport:
         reconnecting must not hang on a peer that is slow to acknowledge the channel close.
         """
         conn = await self.connect()
-        async with self._sem:
-            try:
-                proc = await conn.create_process(
-                    command, encoding="utf-8", errors="replace", term_type="dumb", request_pty="force"
-                )
-            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError, asyncssh.ChannelOpenError) as exc:
-                self._lost()
-                raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
-            try:
-                async for line in proc.stdout:
-                    yield line.rstrip("\r\n")
-            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
-                self._lost()
-                raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
-            finally:
-                proc.close()
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+        try:
+            await asyncio.wait_for(self._stream_sem.acquire(), STREAM_SLOT_WAIT_S)
+        except TimeoutError:
+            raise ChannelRefused(f"{self.station.name}: {MAX_STREAMS} long-lived streams already open; "
+                                 f"no channel for: {command[:80]}") from None
+        try:
+            async with self._sem:
+                try:
+                    proc = await self._open(command, lambda: conn.create_process(
+                        command, encoding="utf-8", errors="replace", term_type="dumb", request_pty="force"))
+                except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                    if self._conn is conn:
+                        self.drop()
+                    raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+                self.streams_open += 1
+                try:
+                    async for line in proc.stdout:
+                        yield line.rstrip("\r\n")
+                except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                    if self._conn is conn:
+                        self.drop()
+                    raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+                finally:
+                    self.streams_open -= 1
+                    proc.close()
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+                if conn is not self._conn:  # ended because the connection went away, not the command
+                    raise Unreachable(f"{self.station.name}: connection dropped")
+        finally:
+            self._stream_sem.release()
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -225,6 +422,18 @@ class SSHTransport:
             conn.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 2)
+
+
+async def tcp_probe(host: str, port: int, timeout: float = 1.5) -> bool:
+    """Does anything accept a TCP connection at host:port (the cheap "is it back?" question)?"""
+    try:
+        _r, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    w.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(w.wait_closed(), 0.5)
+    return True
 
 
 class LocalTransport:
@@ -236,6 +445,9 @@ class LocalTransport:
         self.env = env
 
     connected = True
+
+    def drop(self) -> None:
+        return None
 
     async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
         proc = await asyncio.create_subprocess_shell(
@@ -254,7 +466,7 @@ class LocalTransport:
     async def stream(self, command: str) -> AsyncIterator[str]:
         proc = await asyncio.create_subprocess_shell(
             command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env, limit=2**24,
         )
         try:
             assert proc.stdout is not None
@@ -280,7 +492,24 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def make_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
+def ssh_of(transport: object) -> SSHTransport | None:
+    """The SSH transport behind a transport or a shared session handle (None when local)."""
+    inner = getattr(transport, "inner", transport)
+    return inner if isinstance(inner, SSHTransport) else None
+
+
+def new_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
     if station.local:
         return LocalTransport(station, command_timeout)
     return SSHTransport(station, connect_timeout, command_timeout)
+
+
+def make_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
+    """The station's transport: the shared session when a registry is active in this process (the
+    console app, a CLI command), so every service uses the one connection; a new one otherwise."""
+    from console.remote.session import active_registry
+
+    reg = active_registry()
+    if reg is not None and reg.serves(station):
+        return reg.transport(station.name)
+    return new_transport(station, connect_timeout, command_timeout)

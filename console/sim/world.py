@@ -43,6 +43,7 @@ KNOWN_FAULTS = {
     "port-stays-open": "after the stop something still answers on the head's API port",
     "memory-not-released": "the container stops but its memory does not come back (GB10: host memory that "
                            "nvidia-smi shows as 0 MB)",
+    "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
 }
 DEFAULT_FAULT_STATION = {
     "station-unreachable": 1,
@@ -60,6 +61,7 @@ DEFAULT_FAULT_STATION = {
     "container-survives-stop": 1,
     "port-stays-open": 0,
     "memory-not-released": 1,
+    "gpu-lost": 0,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.

@@ -17,7 +17,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
@@ -32,7 +32,8 @@ from console.messages import (
 )
 from console.monitor import StationService
 from console.probes.engine_log import EngineProgress
-from console.remote.transport import SSHTransport, Transport, TransportError
+from console.remote.session import SessionRegistry
+from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
@@ -42,11 +43,11 @@ from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import LOG_READ_STATES, DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
-from console.ui.widgets.station_pane import StationPane
+from console.ui.widgets.station_pane import HOST_KEY_STATES, StationPane
 
 
 class TrustHostKeyScreen(ModalScreen[bool]):
-    """The explicit trust step: show the fingerprint, trust only on a deliberate yes."""
+    """The explicit trust step for an UNKNOWN key: its type and fingerprint, trusted only on a yes."""
 
     DEFAULT_CSS = """
     TrustHostKeyScreen { align: center middle; }
@@ -56,17 +57,20 @@ class TrustHostKeyScreen(ModalScreen[bool]):
     TrustHostKeyScreen Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
+    AUTO_FOCUS = "#no"  # Enter alone never trusts a key
 
-    def __init__(self, station: str, host: str, fingerprint: str, known_hosts: str) -> None:
+    def __init__(self, station: str, host: str, fingerprint: str, known_hosts: str, key_type: str = "") -> None:
         super().__init__()
         self.station, self.host, self.fingerprint, self.known_hosts = station, host, fingerprint, known_hosts
+        self.key_type = key_type
 
     def compose(self) -> ComposeResult:
+        kind = self.key_type or "host"
         with Vertical():
             yield Label(Text.assemble(("Unknown host key", "bold"), f" for station {self.station} ({self.host})"))
-            yield Static(Text.assemble("Fingerprint: ", (self.fingerprint, "bold yellow")))
-            yield Static(f"Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the station.\n"
-                         f"Trusting appends the key to {self.known_hosts}.")
+            yield Static(Text.assemble(f"{kind} key fingerprint: ", (self.fingerprint, "bold yellow")))
+            yield Static(f"Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_{(self.key_type or 'ed25519').lower()}"
+                         f"_key.pub` on the station.\nTrusting appends the key to {self.known_hosts}.")
             with Horizontal():
                 yield Button("Cancel", id="no")
                 yield Button("Trust this key", id="yes", variant="warning")
@@ -74,6 +78,54 @@ class TrustHostKeyScreen(ModalScreen[bool]):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
+
+
+class ReplaceHostKeyScreen(ModalScreen[str | None]):
+    """A CHANGED key is never trusted with a click: the operator types the new fingerprint, read on
+    the station itself, and only that key replaces the old line(s)."""
+
+    DEFAULT_CSS = """
+    ReplaceHostKeyScreen { align: center middle; }
+    ReplaceHostKeyScreen > Vertical { width: 96; height: auto; border: thick $error; padding: 1 2;
+                                      background: $surface; }
+    ReplaceHostKeyScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    ReplaceHostKeyScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    AUTO_FOCUS = "#fp"
+
+    def __init__(self, station: str, host: str, error: HostKeyError) -> None:
+        super().__init__()
+        self.station, self.host, self.error = station, host, error
+
+    def compose(self) -> ComposeResult:
+        e = self.error
+        with Vertical():
+            yield Label(Text.assemble(("HOST KEY CHANGED", "bold red"), f" for station {self.station} ({self.host})"))
+            for k in e.known:
+                yield Static(Text.assemble("known:   ", (str(k), "bold")))
+            yield Static(Text.assemble("offered: ", (str(e.offered) if e.offered else "?", "bold red")))
+            yield Static("This can be an attack (someone between you and the station) or a reinstall. Read the "
+                         "new fingerprint on the station itself (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) "
+                         f"and type it to replace the old key in {e.known_hosts}.")
+            yield Input(placeholder="SHA256:... (the fingerprint read on the station)", id="fp")
+            with Horizontal():
+                yield Button("Cancel", id="no")
+                yield Button("Replace the key", id="yes", variant="error", disabled=True)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        ok = self.error.offered is not None and event.value.strip() == self.error.offered.fingerprint
+        self.query_one("#yes", Button).disabled = not ok
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        if not self.query_one("#yes", Button).disabled:
+            self.dismiss(event.value.strip())
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(self.query_one(Input).value.strip() if event.button.id == "yes" else None)
 
 
 class ConsoleApp(App):
@@ -112,6 +164,9 @@ class ConsoleApp(App):
         self._unread: dict[str, str] = {}  # stations whose logs cannot be read now (down)
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
+        # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
+        self.sessions = SessionRegistry(config, self._transports)
+        self._sessions_active = None
         self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
 
     # ------------------------------------------------------------------ layout
@@ -138,8 +193,10 @@ class ConsoleApp(App):
         if self._theme_name in self.available_themes:
             self.theme = self._theme_name
         self.sub_title = setup_title(self.config, self.read_only)
+        self._sessions_active = self.sessions.active()
+        self._sessions_active.__enter__()
         for st in self.config.stations if self._start_services else ():
-            svc = StationService(self.config, st, self.post_message, self._transports.get(st.name),
+            svc = StationService(self.config, st, self.post_message, self.sessions.transport(st.name),
                                  self._gpu_interval_ms)
             self.services[st.name] = svc
             svc.start()
@@ -147,9 +204,29 @@ class ConsoleApp(App):
             self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
                                              timeout=self.config.api.timeout_s)
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
-            self._serving_task = asyncio.create_task(monitor.run())
+            self._serving_task = asyncio.create_task(self._supervised("serving monitor", monitor.run))
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
+        self.set_interval(1.0, self._tick_ages)
+
+    async def _supervised(self, what: str, job) -> None:
+        """A background job that must not die silently: an unexpected error is shown, then it restarts."""
+        delay = 1.0
+        while True:
+            try:
+                await job()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.notify(f"{what} failed ({type(exc).__name__}: {one_line(str(exc), 120)}); restarting in {delay:g} s",
+                            severity="error", timeout=8, markup=False)
+            await asyncio.sleep(delay)
+            delay = min(30.0, delay * 2)
+
+    def _tick_ages(self) -> None:
+        for pane in self.panes.values():
+            pane.tick()
 
     async def on_unmount(self) -> None:
         if self._serving_task:
@@ -157,23 +234,31 @@ class ConsoleApp(App):
         await asyncio.gather(*(s.stop() for s in self.services.values()), return_exceptions=True)
         if self._serving_client:
             await self._serving_client.aclose()
+        if self._sessions_active is not None:
+            self._sessions_active.__exit__(None, None, None)
+            self._sessions_active = None
+        await self.sessions.close()
 
     # ------------------------------------------------------------------ messages
 
     def on_connection_state(self, msg: ConnectionState) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_connection(msg.state, msg.detail, msg.fingerprint)
+        pane = self.panes.get(msg.station)
+        before = pane.conn_state if pane else None
+        if pane:
+            pane.set_connection(msg)
         self._unread.pop(msg.station, None)
         if msg.state not in LOG_READ_STATES:  # the diagnosis says whose log it cannot read
             self._unread[msg.station] = msg.state
-        self.dashboard.query_one(DiagnosisPanel).set_unread(self._unread)
-        if msg.state == "hostkey":
-            self.notify(f"{msg.station}: host key not trusted ({msg.fingerprint}); press T to review",
-                        severity="warning", timeout=8)
+        if self.screen_stack:  # (a state can still arrive while the app shuts down)
+            self.dashboard.query_one(DiagnosisPanel).set_unread(self._unread)
+        if msg.state in HOST_KEY_STATES and before != msg.state:
+            what = "CHANGED" if msg.state == "host-key-changed" else "unknown"
+            self.notify(f"{msg.station}: host key {what} ({msg.fingerprint}); press T to review",
+                        severity="error" if what == "CHANGED" else "warning", timeout=8, markup=False)
 
     def on_gpu_sample(self, msg: GpuSample) -> None:
         if pane := self.panes.get(msg.station):
-            pane.set_gpus(msg.gpus, msg.at)
+            pane.set_gpus(msg.gpus, msg.error, msg.at)
 
     def on_apps_sample(self, msg: AppsSample) -> None:
         if pane := self.panes.get(msg.station):
@@ -220,7 +305,7 @@ class ConsoleApp(App):
         self.refresh_diagnosis()
 
     def refresh_diagnosis(self) -> None:
-        if self.diagnoser.version == self._diag_version:
+        if self.diagnoser.version == self._diag_version or not self.screen_stack:
             return
         self._diag_version = self.diagnoser.version
         findings = self.diagnoser.ranked()
@@ -253,7 +338,7 @@ class ConsoleApp(App):
 
     def action_reconnect(self) -> None:
         for svc in self.services.values():
-            if svc.state in ("unreachable", "connecting"):
+            if svc.state != "live":
                 svc.retry_now()
 
     def action_doctor(self, reason: str = "") -> None:
@@ -276,30 +361,50 @@ class ConsoleApp(App):
 
     def action_trust(self) -> None:
         pane = self.focused_station()
-        candidates = [p for p in self.panes.values() if p.conn_state == "hostkey"]
-        if pane is None or pane.conn_state != "hostkey":
+        candidates = [p for p in self.panes.values() if p.conn_state in HOST_KEY_STATES]
+        if pane is None or pane.conn_state not in HOST_KEY_STATES:
             pane = candidates[0] if candidates else None
         if pane is None:
             self.notify("No station is waiting for a host key decision.", timeout=4)
             return
-        svc = self.services[pane.station.name]
-        if not isinstance(svc.transport, SSHTransport) or not pane.fingerprint:
-            self.notify(f"{pane.station.name}: the host key could not be fetched; check the address.",
-                        severity="error")
+        name = pane.station.name
+        ssh = ssh_of(self.services[name].transport) if name in self.services else None
+        err = pane.host_key
+        if ssh is None or not isinstance(err, HostKeyError) or err.offered is None:
+            self.notify(f"{name}: the host key could not be fetched; check the address.", severity="error")
             return
-        screen = TrustHostKeyScreen(pane.station.name, pane.station.host, pane.fingerprint, svc.transport.known_hosts)
-        self.push_screen(screen, lambda yes: self._trust(pane.station.name, pane.fingerprint) if yes else None)
+        if err.changed:
+            self.push_screen(ReplaceHostKeyScreen(name, pane.station.host, err),
+                             lambda fp: self._replace(name, fp) if fp else None)
+            return
+        screen = TrustHostKeyScreen(name, pane.station.host, err.offered.fingerprint, ssh.known_hosts,
+                                    err.offered.type)
+        self.push_screen(screen, lambda yes: self._trust(name, err.offered.fingerprint) if yes else None)
 
     @work(exclusive=False)
     async def _trust(self, station: str, fingerprint: str | None) -> None:
         svc = self.services[station]
-        assert isinstance(svc.transport, SSHTransport)
+        ssh = ssh_of(svc.transport)
+        assert ssh is not None
         try:
-            fp = await svc.transport.trust_host_key(fingerprint)
+            fp = await ssh.trust_host_key(fingerprint)
         except TransportError as exc:
-            self.notify(str(exc), severity="error", timeout=10)
+            self.notify(str(exc), severity="error", timeout=10, markup=False)
             return
         self.notify(f"{station}: trusted {fp}", timeout=5)
+        svc.retry_now()
+
+    @work(exclusive=False)
+    async def _replace(self, station: str, fingerprint: str) -> None:
+        svc = self.services[station]
+        ssh = ssh_of(svc.transport)
+        assert ssh is not None
+        try:
+            fp = await ssh.replace_host_key(fingerprint)
+        except TransportError as exc:
+            self.notify(str(exc), severity="error", timeout=10, markup=False)
+            return
+        self.notify(f"{station}: host key replaced by {fp} (old line removed)", timeout=6)
         svc.retry_now()
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,

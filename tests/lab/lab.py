@@ -69,6 +69,10 @@ class Lab:
         self.mgmt_root = {"A": f"198.19.{octet}.1", "B": f"198.19.{octet}.5"}
         self.mgmt = {"A": f"198.19.{octet}.2", "B": f"198.19.{octet}.6"}
         self.rail = {"A": f"198.18.{octet}.1", "B": f"198.18.{octet}.2"}
+        self.mgmt_net = f"198.19.{octet}.0/29"
+        # The login user's home inside the lab (see _keys): not /root, whose rc files are the host's.
+        self.home = self.dir / "home"
+        self.home.mkdir()
         self.sshd: dict[str, subprocess.Popen] = {}
         self.world: World | None = None
         self._torn = False
@@ -97,7 +101,7 @@ class Lab:
                 st["rail"]["netdev"] = RAIL_IFACE
                 st["rail"]["real"] = True
         write_bin(self.world.root / "bin", exclude=REAL_TOOLS)
-        populate(self.world, home="/root")
+        populate(self.world, home=str(self.home))
 
     def _net(self) -> None:
         rail_a, rail_b = f"dr{self.id}a", f"dr{self.id}b"
@@ -112,6 +116,9 @@ class Lab:
             sh("ip", "-n", ns, "link", "set", "mgmt0", "up")
             sh("ip", "addr", "add", f"{self.mgmt_root[name]}/30", "dev", self.host_if[name])
             sh("ip", "link", "set", self.host_if[name], "up")
+        # Nothing for the lab's management addresses may ever leave by the default route (a cut link
+        # removes the connected route): a blackhole below the /30s keeps them here.
+        sh("ip", "route", "replace", "blackhole", self.mgmt_net, "metric", "4000")
         sh("ip", "link", "add", rail_a, "type", "veth", "peer", "name", rail_b)
         for name, dev in (("A", rail_a), ("B", rail_b)):
             ns = self.ns[name]
@@ -144,6 +151,11 @@ class Lab:
             etc.mkdir(parents=True, exist_ok=True)
             if Path("/etc/ssh/moduli").exists():
                 shutil.copy("/etc/ssh/moduli", etc / "moduli")
+            # Sessions log in with a home of the lab's own: the host's ~/.bashrc (pyenv init, which takes a
+            # machine-wide rehash lock) must not run in sessions a fault test kills mid-start.
+            (etc.parent / "passwd").write_text("".join(
+                (":".join(f if i != 5 else str(self.home) for i, f in enumerate(ln.split(":"))) if ln.startswith("root:")
+                 else ln) + "\n" for ln in Path("/etc/passwd").read_text().splitlines()))
             sdir = self.dir / name
             (etc / "ssh_config").write_text(
                 "Host *\n"
@@ -167,7 +179,6 @@ class Lab:
                 "KbdInteractiveAuthentication no\n"
                 "UsePAM no\n"
                 "StrictModes no\n"
-                "MaxSessions 32\n"
                 "MaxStartups 64\n"
                 "LogLevel ERROR\n"
                 f"SetEnv PATH={path} DGX_SIM_ROOT={self.world.root} DGX_SIM_STATION={name}\n"
@@ -218,7 +229,52 @@ class Lab:
             except ProcessLookupError:
                 pass
 
+    def restart_sshd(self, name: str) -> None:
+        self.kill_sshd(name)
+        self.start_sshd(name)
+
+    def set_sshd_option(self, name: str, key: str, value: str) -> None:
+        """One sshd_config keyword for station ``name`` (e.g. MaxSessions 2), sshd restarted."""
+        cfg = self.dir / name / "sshd_config"
+        lines = [ln for ln in cfg.read_text().splitlines() if not ln.startswith(key + " ")]
+        cfg.write_text("\n".join([f"{key} {value}", *lines]) + "\n")
+        self.restart_sshd(name)
+
+    def new_host_key(self, name: str) -> str:
+        """The station was reinstalled (or someone is in between): a new host key; returns its
+        SHA256 fingerprint as ``ssh-keygen -l`` prints it."""
+        key = self.dir / name / "host_ed25519"
+        for p in (key, key.with_suffix(".pub")):
+            p.unlink(missing_ok=True)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        self.restart_sshd(name)
+        return sh("ssh-keygen", "-l", "-f", str(key.with_suffix(".pub"))).stdout.split()[1]
+
     # ------------------------------------------------------------ faults
+
+    def cut(self, name: str) -> None:
+        """A silent cut of the console's path to ``name``: the management veth between the two
+        namespaces goes down at the station's end (our end loses carrier, its route stays and
+        drops). No FIN, no RST: sshd and everything on the station keep running."""
+        sh("ip", "-n", self.ns[name], "link", "set", "mgmt0", "down")
+
+    def restore(self, name: str) -> None:
+        sh("ip", "-n", self.ns[name], "link", "set", "mgmt0", "up")
+
+    def set_faults(self, name: str, faults: list[str]) -> None:
+        """The simulator's faults of station ``name`` (read by the shims on their next run)."""
+        import json
+
+        meta_path = self.world.root / "world.json"
+        meta = json.loads(meta_path.read_text())
+        meta["faults"][name] = list(faults)
+        meta_path.write_text(json.dumps(meta))
+        self.world._meta = None
+
+    def start_containers(self) -> None:
+        from console.sim.server import start_service
+
+        start_service(self.world, gap_s=0.0)
 
     def set_mtu(self, name: str, mtu: int) -> None:
         sh("ip", "-n", self.ns[name], "link", "set", RAIL_IFACE, "mtu", str(mtu))
@@ -248,9 +304,13 @@ class Lab:
             ]
         return "\n".join(lines)
 
-    def config(self):
+    def config_path(self) -> Path:
         path = self.dir / "lab.toml"
         path.write_text(self.config_text())
+        return path
+
+    def config(self):
+        path = self.config_path()
         return parse_config(path.read_text(), str(path))
 
     # ------------------------------------------------------------ teardown
@@ -271,5 +331,6 @@ class Lab:
             shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
         for dev in self.host_if.values():  # gone with the namespace's end; make sure
             sh("ip", "link", "del", dev, check=False)
+        sh("ip", "route", "del", "blackhole", self.mgmt_net, "metric", "4000", check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
         atexit.unregister(self.teardown)

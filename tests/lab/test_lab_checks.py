@@ -11,7 +11,7 @@ from lab import REAL_TOOLS
 from console.checks import SPECS, run_checks
 
 # How each check is answered in the lab (printed by test_healthy_lab_passes_every_check):
-REAL_IN_LAB = {"mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "clock-skew", "ssh-a-to-b", "user-mismatch",
+REAL_IN_LAB = {"station-reachable", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "clock-skew", "ssh-a-to-b", "user-mismatch",
                "disk-space"}  # real tools on real kernel state
 REAL_OVER_LAB_FILES = {"checkpoint-mismatch", "model-config", "env-mismatch", "rdma-errors"}  # real cat/grep/sha256sum
 SHIM_OVER_REAL_CARRIER = {"link-down"}  # simulated ethtool reading the veth's real carrier
@@ -64,10 +64,15 @@ async def test_rail_link_down(lab):
     assert by(results, "jumbo-ping", "A->B").status == "fail"
 
 
-async def test_sshd_killed_on_b_skips_b_and_runs_a(lab):
+async def test_sshd_killed_on_b_fails_reachable_skips_b_and_runs_a(lab):
+    from console.checks import overall
+
     lab.kill_sshd("B")
     results = await run_checks(lab.config())
-    b_only = [r for r in results if r.station == "B"]
+    gate = by(results, "station-reachable", "B")
+    assert gate.status == "fail" and "Connect call failed" in gate.summary and gate.fix
+    assert overall(results) == 1
+    b_only = [r for r in results if r.station == "B" and r.id != "station-reachable"]
     assert b_only and all(r.status == "skip" and "unreachable" in r.summary for r in b_only)
     assert by(results, "link-speed", "A").status == "pass"
     assert by(results, "jumbo-ping", "A->B").status == "pass"  # the rail itself is fine

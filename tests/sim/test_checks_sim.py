@@ -61,11 +61,17 @@ async def test_fault_evidence_is_the_tool_output(sim_factory):
     assert "ahead of A" in skew.summary and "date +%s.%N" in skew.evidence
 
 
-async def test_unreachable_station_skips_its_checks_and_never_hangs(sim_factory):
+async def test_unreachable_station_fails_reachable_skips_the_rest_and_never_hangs(sim_factory):
+    from console.checks import overall
+
     h = await sim_factory(faults=["station-unreachable"])
     results = await run_checks(h.config)
-    b = [r for r in results if "B" in r.station.replace("A->B", "")]
+    gate = by(results, "station-reachable", "B")
+    assert gate.status == "fail" and "no answer" in gate.summary and gate.fix
+    assert by(results, "station-reachable", "A").status == "pass"
+    b = [r for r in results if "B" in r.station.replace("A->B", "") and r.id != "station-reachable"]
     assert b and all(r.status == "skip" and "unreachable" in r.summary for r in b)
+    assert overall(results) == 1  # `check` exits 1: an unreachable station is not a pass
     assert by(results, "link-down", "A").status == "pass"
     assert by(results, "ssh-a-to-b", "A->B").status == "fail"  # A really cannot reach B's sshd
 

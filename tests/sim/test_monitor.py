@@ -67,7 +67,7 @@ async def test_both_stations_stream_gpu_memory_logs_and_readiness(sim_factory):
 
         await sink.wait_for(ready)
         for name in ("A", "B"):
-            assert any(m.state == "connected" for m in sink.of(ConnectionState, name))
+            assert any(m.state == "live" for m in sink.of(ConnectionState, name))
             assert sink.of(HostMemSample, name)
             assert sink.of(ContainerUpdate, name)[-1].info.state == "running"
         # GPU memory climbed while weights loaded: the GB300 (device 1) went from ~0 to ~231 GiB.

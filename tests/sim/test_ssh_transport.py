@@ -36,7 +36,7 @@ async def test_unknown_host_key_is_refused_with_fingerprint(sim, tmp_path):
         await t.run("true")
     real = asyncssh.read_private_key(str(sim.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
     assert ei.value.fingerprint == real
-    assert real in str(ei.value) and "not trusted" in str(ei.value)
+    assert real in str(ei.value) and "is unknown" in str(ei.value) and "ED25519" in str(ei.value)
     # Trusting is explicit and only for the fingerprint that was shown.
     with pytest.raises(HostKeyError):
         await t.trust_host_key("SHA256:somethingelse")
@@ -53,7 +53,7 @@ async def test_changed_host_key_is_refused(sim, tmp_path):
     kh = tmp_path / "known_hosts"
     kh.write_text(f"[127.0.0.1]:{ep.port} {other}\n")
     t = transport_for(sim, known_hosts=str(kh))
-    with pytest.raises(HostKeyError, match="unknown or changed"):
+    with pytest.raises(HostKeyError, match="has CHANGED"):
         await t.run("true")
 
 
@@ -105,3 +105,70 @@ async def test_refused_port_is_unreachable(sim):
     t = transport_for(sim, port=port)
     with pytest.raises(Unreachable, match="cannot connect"):
         await t.run("true")
+
+
+def _hashed(host_pattern: str) -> str:
+    """An OpenSSH hashed host name (HashKnownHosts yes): |1|salt|hmac-sha1(salt, name)."""
+    import base64
+    import hashlib
+    import hmac
+    import os
+
+    salt = os.urandom(20)
+    digest = hmac.new(salt, host_pattern.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+
+
+async def test_changed_key_names_both_keys_refuses_trust_and_is_replaced_only_by_its_fingerprint(sim, tmp_path):
+    from console.status import connect_with_trust
+
+    old = asyncssh.generate_private_key("ssh-ed25519")
+    ep = sim.server.endpoints["A"]
+    kh = tmp_path / "known_hosts"
+    unrelated = "[10.0.0.9]:22 " + asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    kh.write_text(f"{unrelated}{_hashed(f'[127.0.0.1]:{ep.port}')} {old.export_public_key().decode()}")
+    before = kh.read_text()
+    t = transport_for(sim, known_hosts=str(kh))
+    real = asyncssh.read_private_key(str(sim.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
+    with pytest.raises(HostKeyError) as ei:
+        await t.run("true")
+    err = ei.value
+    assert err.changed and err.offered.fingerprint == real and err.offered.type == "ED25519"
+    assert [k.fingerprint for k in err.known] == [old.get_fingerprint("sha256")]  # found under its hashed name
+    assert "has CHANGED" in str(err) and f"ED25519 {real}" in str(err)
+    # --trust-host-key never replaces a changed key
+    with pytest.raises(HostKeyError, match="has CHANGED"):
+        await connect_with_trust(t, trust=True)
+    with pytest.raises(HostKeyError, match="has CHANGED"):
+        await t.trust_host_key(real)
+    with pytest.raises(HostKeyError, match="not the offered key"):
+        await connect_with_trust(t, trust=False, replace="SHA256:" + "B" * 43)
+    assert kh.read_text() == before
+    await connect_with_trust(t, trust=False, replace=real)
+    after = kh.read_text()
+    assert unrelated in after and old.export_public_key().decode().split()[1] not in after  # old line removed
+    assert after.count(f"[127.0.0.1]:{ep.port} ssh-ed25519 ") == 1
+    assert (await t.run("echo ok")).stdout == "ok\n"
+    await t.close()
+
+
+async def test_ed25519_is_preferred_and_shown_with_its_type(tmp_path):
+    """A server with an RSA and an ED25519 key: the console asks for ED25519 first, as ssh does
+    (asyncssh's own default offers RSA first)."""
+    rsa = asyncssh.generate_private_key("ssh-rsa")
+    ed = asyncssh.generate_private_key("ssh-ed25519")
+    server = await asyncssh.listen("127.0.0.1", 0, server_host_keys=[rsa, ed], authorized_client_keys=None)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        from console.config import Station
+
+        empty = tmp_path / "kh"
+        empty.write_text("")
+        st = Station(name="X", host="127.0.0.1", port=port, rank=0, known_hosts=str(empty))
+        t = SSHTransport(st, connect_timeout=3.0, command_timeout=5.0)
+        with pytest.raises(HostKeyError) as ei:
+            await t.connect()
+        assert ei.value.kind == "unknown" and ei.value.offered.type == "ED25519"
+        assert ei.value.fingerprint == ed.get_fingerprint("sha256")
+    finally:
+        server.close()

@@ -137,13 +137,13 @@ async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
 
     app = pair_app()
     async with app.run_test(size=(160, 40)) as pilot:
-        app.post_message(ConnectionState("A", "connected"))
+        app.post_message(ConnectionState("A", "live"))
         app.post_message(ConnectionState("B", "unreachable", "no answer from 127.0.0.2 within 3 s"))
         await pilot.pause(0.2)
         await pilot.press("d")
         await pilot.pause(0.2)
         summary = text_of(app.screen.query_one("#diag-summary", Static))
         assert summary == "No findings in the logs read — B's log not read (unreachable)"
-        app.post_message(ConnectionState("B", "connected"))
+        app.post_message(ConnectionState("B", "live"))
         await pilot.pause(0.2)
         assert text_of(app.screen.query_one("#diag-summary", Static)) == "No findings"

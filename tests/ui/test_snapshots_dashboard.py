@@ -102,7 +102,7 @@ async def _pair(pilot, a: EngineProgress, b: EngineProgress, a_log, b_log, servi
     post = app.post_message
     await pilot.pause()
     for st in ("A", "B"):
-        post(ConnectionState(st, "connected"))
+        post(ConnectionState(st, "live"))
         post(HostMemSample(st, HostMemory(507904, 482000), T0))
     await _samples(pilot, "A", 236902 if a.phase == "ready" else 150000, 37 if a.phase == "ready" else 21)
     await _samples(pilot, "B", 236902 if b.phase == "ready" else 150000, 35 if b.phase == "ready" else 21)
@@ -189,15 +189,16 @@ async def _fleet(pilot) -> None:
         if phase is None:
             post(ConnectionState(st, "unreachable", "no answer from 127.0.0.6:22 (timed out after 5 s)"))
             continue
-        post(ConnectionState(st, "connected"))
-        post(GpuSample(st, _gpus(236902 if phase == "ready" else 120000, 40 + i), T0 - i))
+        seen = T0 - 40 if i == 3 else T0 - i  # S3's samples stopped 40 s ago: stale, values kept
+        post(GpuSample(st, _gpus(236902 if phase == "ready" else 120000, 40 + i), seen))
+        post(ConnectionState(st, "stale" if i == 3 else "live", last_sample_at=seen))
         post(ContainerUpdate(st, ContainerInfo("glm53", "running" if phase != "failed" else "exited",
                                                exit_code=None if phase != "failed" else 1)))
         post(EngineUpdate(st, EngineProgress(phase, load_pct=45 if phase == "loading" else None, transport="gdrdma",
                                              fatal=OOM if phase == "failed" else None)))
     panes = app.panes
     await until(pilot, lambda: all(panes[f"S{i}"].progress is not None for i in range(5))
-                and panes["S5"].conn_state == "unreachable"
+                and panes["S5"].conn_state == "unreachable" and panes["S3"].conn_state == "stale"
                 and all(panes[f"S{i}"].meters and panes[f"S{i}"].meters[-1].used_mib for i in range(5)), "the fleet")
     app.dashboard._refresh_fleet()  # what its 0.5 s timer does
     await settle(pilot)

@@ -94,6 +94,13 @@ def test_cli_usage_and_config_errors_exit_2(tmp_path, capsys):
     one.write_text('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n')
     assert main(["validate-rdma", "--config", str(one)]) == 2
     assert "at least two stations" in capsys.readouterr().err
+    two = tmp_path / "two.toml"
+    two.write_text('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n[[stations]]\nname = "B"\nhost = "b"\nrank = 1\n')
+    assert main(["check", "--only", "link-down@NOSUCH", "--config", str(two)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no station 'NOSUCH'" in err and "A, B" in err
+    assert main(["check", "--only", "jumbo-ping@B", "--config", str(two)]) == 2  # its labels are A->B, B->A
+    assert "A->B, B->A" in capsys.readouterr().err
 
 
 async def test_api_exposed_reads_the_launch_settings(monkeypatch):

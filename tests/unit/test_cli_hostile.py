@@ -129,6 +129,8 @@ def argv_for(name: str, parser: argparse.ArgumentParser, data, world) -> list[st
             argv.append(flag)
         else:
             argv += [f"{flag}={v}" for v in vals] if vals else [flag]
+    if name == "watch" and "--seconds" not in argv:
+        argv += ["--seconds", "0.2"]  # without it watch runs until Ctrl+C, by design
     return argv
 
 

@@ -58,11 +58,81 @@ def test_discrete_gpu_with_units_and_header():
 
 
 def test_garbage_is_a_clear_parse_error():
-    with pytest.raises(ParseError, match="expected 8 fields"):
+    with pytest.raises(ParseError, match="NVIDIA-SMI has failed because it couldn't communicate"):
         parse_gpus("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
-    with pytest.raises(ParseError, match="index is not a number"):
+    with pytest.raises(ParseError, match="no GPU rows"):
         parse_gpus("x, GPU-1, NVIDIA GB10, 1, 2, 3, 4, 5\n")
     assert parse_gpus("") == []
+
+
+# A Station's display GPU fell off the bus: its line is an error, the GB300's row is fine
+# (shared/reference/command-outputs.md; NVIDIA/nvidia-container-toolkit#846).
+FELL_OFF = """\
+Unable to determine the device handle for GPU00000000:01:00.0: Unknown Error
+1, GPU-9b8c7d6e-aaaa-bbbb-cccc-ddddeeeeffff, NVIDIA GB300, 236902, 284208, 0, 41, 165.41
+"""
+# JosephKJ/OWOD#81 (space after GPU, 4-digit domain).
+LOST = ("0, GPU-0000, NVIDIA RTX PRO 6000 Blackwell Server Edition, 80000, 97887, 90, 60, 299.00\r\n"
+        "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover "
+        "this GPU\r\n"
+        "2, GPU-2222, NVIDIA RTX PRO 6000 Blackwell Server Edition, 80002, 97887, 92, 62, 299.20\r\n")
+
+
+def test_one_broken_gpu_line_keeps_the_good_gpu():
+    gpus = parse_gpus(FELL_OFF)
+    assert [g.index for g in gpus] == [0, 1]
+    broken, gb300 = gpus
+    assert not broken.ok and broken.bus_id == "00000000:01:00.0"
+    assert broken.error == "Unable to determine the device handle for GPU00000000:01:00.0: Unknown Error"
+    assert broken.memory_used_mib is None and broken.name == ""
+    assert gb300.ok and gb300.name == "NVIDIA GB300" and gb300.memory_used_mib == 236902
+
+
+def test_a_lost_gpu_between_good_ones_with_crlf():
+    gpus = parse_gpus(LOST)
+    assert [g.index for g in gpus] == [0, 1, 2]
+    assert gpus[0].ok and gpus[2].ok and gpus[2].memory_used_mib == 80002
+    assert not gpus[1].ok and "GPU is lost" in gpus[1].error and gpus[1].bus_id == "0000:02:00.0"
+
+
+@pytest.mark.parametrize("value", ["[GPU requires reset]", "[Unknown Error]", "ERR!"])
+def test_nvml_error_in_a_field_is_a_gpu_in_error_not_a_number(value):
+    text = (f"0, GPU-1, NVIDIA GB300, {value}, 284208, {value}, 41, 165.41\n"
+            "1, GPU-2, NVIDIA GB300, 1000, 284208, 3, 40, 160.00\n")
+    bad, good = parse_gpus(text)
+    assert bad.name == "NVIDIA GB300" and bad.memory_used_mib is None and bad.util_pct is None
+    assert not bad.ok and value in bad.error and "memory.used" in bad.error
+    assert bad.memory_total_mib == 284208 and bad.temp_c == 41
+    assert good.ok and good.memory_used_mib == 1000
+
+
+def test_not_supported_and_plain_na_are_missing_values_not_errors():
+    text = "0, GPU-1, NVIDIA GB10, N/A, [N/A], 0, 35, [Not Supported]\n"
+    (g,) = parse_gpus(text)
+    assert g.ok and g.memory_used_mib is None and g.memory_total_mib is None and g.power_w is None
+
+
+def test_a_truncated_row_is_that_gpu_in_error():
+    gpus = parse_gpus(GB300_STATION.splitlines()[0] + "\n1, GPU-9b8c, NVIDIA GB300, 2369\n")
+    assert gpus[0].ok and not gpus[1].ok and gpus[1].index == 1 and "2369" in gpus[1].error
+
+
+def test_rounds_of_a_streaming_query_with_a_broken_gpu():
+    from console.probes.nvidia_smi import GpuRounds
+
+    rounds = GpuRounds(expected=2)
+    lines = FELL_OFF.splitlines() * 3
+    got = [r for r in (rounds.feed(ln) for ln in lines) if r is not None]
+    assert len(got) == 3
+    for r in got:
+        assert [g.index for g in r] == [0, 1] and not r[0].ok and r[1].ok
+    # a GPU that vanished from the enumeration: the round closes when an index repeats
+    rounds = GpuRounds(expected=2)
+    row = GB300_STATION.splitlines()[1]
+    assert rounds.feed(row) is None
+    assert [g.index for g in rounds.feed(row)] == [1]
+    with pytest.raises(ParseError, match="NVIDIA-SMI has failed"):
+        rounds.feed("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
 
 
 def test_compute_apps_gb10():
@@ -71,6 +141,10 @@ def test_compute_apps_gb10():
     assert apps[0].pid == 114687 and apps[0].used_memory_mib == 19135
     assert apps[1].used_memory_mib is None
     assert parse_compute_apps("") == []
+    # one broken row does not hide the others
+    mixed = parse_compute_apps("GPU-1, 11, python, 100\nUnable to determine the device handle for GPU 0000:02:00.0: "
+                               "Unknown Error\nGPU-3, 33, python, 300\n")
+    assert [a.pid for a in mixed] == [11, 33]
 
 
 def test_meminfo_spark():

@@ -231,7 +231,7 @@ def cmd_logs(args: list[str], ctx) -> int:
     now = time.time()
     lines = log_lines(ctx.world, ctx.station, ctx.state, name, now)
     if since is not None:
-        lines = [p for p in lines if p[0] > since]
+        lines = [p for p in lines if p[0] >= since]  # inclusive, as moby's readers are
     first = lines if tail is None else (lines[-tail:] if tail > 0 else [])
     sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in first))
     sys.stdout.flush()
@@ -248,7 +248,7 @@ def cmd_logs(args: list[str], ctx) -> int:
         status = container_status(ctx.world, ctx.station, state, name, now)
         lines = log_lines(ctx.world, ctx.station, state, name, now)
         if since is not None:
-            lines = [p for p in lines if p[0] > since]
+            lines = [p for p in lines if p[0] >= since]  # inclusive, as moby's readers are
         new = [p for p in lines[seen:]] if len(lines) >= seen else [p for p in lines if p[0] > last_t]
         if new:
             sys.stdout.write("".join(fmt(t, s) + "\n" for t, s in new))

@@ -62,6 +62,13 @@ def gpu_values(ctx, now: float) -> list[dict]:
     return out
 
 
+def _lost_index(ctx) -> int:
+    """The GPU that fell off the bus: the display GPU of a Station (not the serving one) if there is one."""
+    gpus = ctx.state["gpus"]
+    spare = [g["index"] for g in gpus if not g["serving"]]
+    return spare[0] if spare else gpus[-1]["index"]
+
+
 def _units(field: str) -> str:
     if field.startswith("memory."):
         return " MiB"
@@ -145,7 +152,11 @@ def main(argv: list[str], ctx) -> int:
                     raise SystemExit(2)
             if not noheader:
                 lines.append(", ".join(_header(f) for f in fields))
+            lost = _lost_index(ctx) if "gpu-lost" in ctx.faults else None
             for v in vals:
+                if int(v["index"]) == lost:  # what nvidia-smi prints for a GPU that fell off the bus
+                    lines.append(f"Unable to determine the device handle for GPU{v['pci.bus_id']}: Unknown Error")
+                    continue
                 cells = []
                 for f in fields:
                     cell = v[f]

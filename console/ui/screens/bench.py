@@ -31,6 +31,7 @@ from textual_plotext import PlotextPlot
 
 from console.config import BenchRow, Config, xdg_data_dir
 from console.probes.engine_log import EngineProgress
+from console.sanitize import one_line
 from console.serving.bench import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
@@ -394,7 +395,7 @@ class BenchScreen(Screen):
         try:
             self.saved = await asyncio.to_thread(save_report, self.runner.report, self.results_dir / f"bench-{stamp}")
         except OSError as exc:
-            self.notify(f"cannot save the results: {exc}", severity="error")
+            self.notify(f"cannot save the results: {one_line(str(exc), 200)}", severity="error", markup=False)
 
     def _summary(self) -> str:
         bad = [lv for lv in self.levels if lv.errors or lv.mismatch]

@@ -89,9 +89,9 @@ class DashboardScreen(Screen):
         Binding("slash", "filter", "Filter", id="filter", tooltip="Filter the focused station's log"),
         # T and r are offered where they apply (a pane waiting for a host key, a station down) and in
         # the help; the footer keeps its room for the keys that always do something
-        Binding("T", "app.trust", "Trust key", id="trust", show=False, tooltip="Review and trust an unknown host key"),
+        Binding("T", "app.trust", "Trust key", id="trust", show=False, tooltip="Review an unknown or changed host key"),
         Binding("r", "app.reconnect", "Reconnect", id="reconnect", show=False,
-                tooltip="Retry unreachable stations now"),
+                tooltip="Retry stations that are down now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
         Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
         Binding("i", "investigate", "Investigate", id="investigate", show=False,

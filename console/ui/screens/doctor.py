@@ -384,7 +384,7 @@ class DoctorScreen(Screen):
             rep = await run_doctor(self.config, self.transports, rungs, options, self._on_rung, self._on_progress,
                                    previous=previous)
         except Exception as exc:  # noqa: BLE001 - shown, never a dead task
-            self.notify(f"the workbench failed: {one_line(str(exc), 200)}", severity="error", timeout=10)
+            self.notify(f"the workbench failed: {one_line(str(exc), 200)}", severity="error", timeout=10, markup=False)
             for rid in rungs:
                 if self.rung_state[rid] == "running":
                     self.rung_state[rid] = "done"

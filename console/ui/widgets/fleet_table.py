@@ -23,7 +23,7 @@ from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of
 from console.ui.widgets.gpu_meter import bar
-from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE, StationPane
+from console.ui.widgets.station_pane import CONN_STYLE, DOWN_STATES, PHASE_STYLE, StationPane
 
 TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
@@ -40,7 +40,7 @@ ERROR = "last error"
 
 def layout_for(width: int) -> tuple[tuple[str, int], ...]:
     return next(cols for least, cols in LAYOUTS if width >= least)
-DOWN = ("unreachable", "hostkey", "host-key-unknown", "host-key-changed", "error")
+DOWN = DOWN_STATES
 
 
 def _age(seconds: float | None) -> str:

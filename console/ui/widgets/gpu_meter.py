@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from console.sanitize import one_line
 from console.ui import clock
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
@@ -121,9 +122,11 @@ class GpuMeter(Vertical):
         yield GpuHistoryPlot(classes="gpu-plot")
 
     def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
-                       temp: int | None, power: float | None, note: str = "", at: float | None = None) -> None:
-        """``at``: when the sample was taken (``time.time()``; the history's time scale)."""
-        self._last = (name, used_mib, total_mib, util, temp, power, note)
+                       temp: int | None, power: float | None, note: str = "", error: str | None = None,
+                       at: float | None = None) -> None:
+        """``at``: when the sample was taken (``time.time()``; the history's time scale); ``error``: this
+        GPU could not be read (nvidia-smi's words)."""
+        self._last = (name, used_mib, total_mib, util, temp, power, note, error)
         if used_mib is not None:
             when = clock.now() if at is None else at
             if self.times and self.times[-1] == when:  # the same sample drawn again (new processes, host memory)
@@ -135,12 +138,32 @@ class GpuMeter(Vertical):
         if self.is_mounted:
             self._render_reading()
 
+    def update_error(self, text: str, bus_id: str | None = None) -> None:
+        """A GPU nvidia-smi could not read (fell off the bus, needs a reset): what it printed (its
+        start on the first line, the bus id and reason on the second, so narrow panes show both)."""
+        self._last = ("", None, None, None, None, None, bus_id or "", text)
+        if self.is_mounted:
+            self._render_reading()
+
     def on_mount(self) -> None:
         if self._last is not None:
             self._render_reading()
 
     def _render_reading(self) -> None:
-        name, used_mib, total_mib, util, temp, power, note = self._last
+        name, used_mib, total_mib, util, temp, power, note, error = self._last
+        if not name:  # no reading at all: the error is the whole row
+            self.used_mib = self.total_mib = None
+            text = one_line(error or "no reading", 300)
+            self.title = f"GPU{self.index} ✖ {text}"
+            self.query_one(".gpu-head", Static).update(Text(self.title, style="bold red", overflow="ellipsis",
+                                                            no_wrap=True))
+            # the second line: why (what follows the bus id), e.g. "Unknown Error", "GPU is lost. ..."
+            tail = text[text.find(note) + len(note):].lstrip(": ") if note and note in text else ""
+            self.query_one(".gpu-bar", Static).update(
+                Text(tail, style="red", overflow="ellipsis", no_wrap=True) if tail else Bar(None))
+            self.query_one(".gpu-mem", Static).update(Text("no reading", style="red"))
+            self._render_history()
+            return
         self.used_mib, self.total_mib = used_mib, total_mib
         parts = [f"GPU{self.index} {name}"]
         if util is not None:
@@ -152,7 +175,11 @@ class GpuMeter(Vertical):
         if note:
             parts.append(note)
         self.title = "  ".join(parts)
-        self.query_one(".gpu-head", Static).update(Text(self.title, overflow="ellipsis", no_wrap=True))
+        head = Text(self.title, overflow="ellipsis", no_wrap=True)
+        if error:
+            self.title += f"  ✖ {one_line(error, 200)}"
+            head.append(f"  ✖ {one_line(error, 200)}", style="bold red")
+        self.query_one(".gpu-head", Static).update(head)
         frac = used_mib / total_mib if used_mib is not None and total_mib else None
         self.query_one(".gpu-bar", Static).update(Bar(frac, self.expected_frac, palette_of(self.app)))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"

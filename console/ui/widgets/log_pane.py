@@ -5,7 +5,13 @@ and removed without asking the station again.
 What the operator must be able to tell from the screen: a line cut at the pane's edge ends in
 "…" (and starts with "‹" when scrolled right); a filter's matches are highlighted and scrolled
 into view; a line reached from the diagnosis (Enter on a finding) is marked; after Home (or any
-scroll up) the pane says it stopped following, and End follows again."""
+scroll up) the pane says it stopped following, and End follows again.
+
+Display only: every line is first shortened to ``DISPLAY_MAX_CHARS`` with a visible marker
+(``sanitize.clip``), then sanitized, and only then highlighted, so no single line (vLLM prints
+its whole argument list, request logs carry whole prompts) costs more than a short one. The whole
+line still goes to the diagnosis (up to the monitor's cap). Marker lines the console writes where
+a stream was interrupted are shown in reverse video."""
 
 from __future__ import annotations
 
@@ -24,9 +30,10 @@ from textual.strip import Strip
 from textual.widgets import Input, Log, Static
 
 from console.diagnosis import catalogue
+from console.sanitize import clean, clip
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
+DISPLAY_MAX_CHARS = 4096
+MARKER_STYLE = "bold reverse yellow"
 
 # Highlight patterns come from the diagnosis catalogue (the same knowledge as the findings and the
 # launch's fatal lines); every pattern there is linear in the line length. Styles are explicit so they
@@ -40,6 +47,12 @@ MARK_STYLE = Style(bgcolor="grey35", bold=True)  # the line reached from the dia
 EDGE_STYLE = Style(color="bright_white", bgcolor="grey42", bold=True)  # a line goes on past the edge
 
 
+def display_line(line: str) -> str:
+    """What the pane shows of a log line: clipped first (bounded work whatever the line), then
+    sanitized (no escape or control sequence reaches the terminal; tabs stay)."""
+    return clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")
+
+
 class EngineLogHighlighter(Highlighter):
     """Errors red, warnings yellow, readiness green, NCCL transport cyan (explicit styles, so they
     show whatever the theme); the filter's matches in reverse video."""
@@ -49,6 +62,9 @@ class EngineLogHighlighter(Highlighter):
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
+        if plain.startswith("— ") and ": stream interrupted " in plain:
+            text.stylize(MARKER_STYLE)
+            return
         for rx, style in _HIGHLIGHTS:
             for m in rx.finditer(plain):
                 text.stylize(style, m.start(), m.end())
@@ -220,18 +236,18 @@ class LogPane(Vertical):
         return lambda line: low in line.lower()
 
     def add_lines(self, lines: list[str]) -> None:
-        clean = [_ANSI.sub("", ln) if "\x1b" in ln else ln for ln in lines]
-        self.lines.extend(clean)
-        self.total += len(clean)
+        shown = [display_line(ln) for ln in lines]
+        self.lines.extend(shown)
+        self.total += len(shown)
         match = self._matcher()
         if match:
-            clean = [ln for ln in clean if match(ln)]
-        if clean:
+            shown = [ln for ln in shown if match(ln)]
+        if shown:
             log = self.log_widget
             self._following = log.is_vertical_scroll_end
-            log.write_lines(clean)
+            log.write_lines(shown)
             if not log.following:
-                self.unseen += len(clean)
+                self.unseen += len(shown)
                 self._paused_line()
 
     def on_resize(self) -> None:

@@ -11,6 +11,7 @@ GPU's memory and utilization over time."""
 from __future__ import annotations
 
 import functools
+import time
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,10 +20,13 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
+from console.messages import ConnectionState, ConnState
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.sanitize import one_line
+from console.ui import clock
 from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import palette_of
@@ -33,13 +37,22 @@ from console.ui.widgets.process_list import ProcessList
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
-CONN_STYLE = {
+CONN_STYLE: dict[ConnState, tuple[str, str]] = {
     "connecting": ("◌", "yellow"),
-    "connected": ("●", "green"),
+    "live": ("●", "green"),
+    "stale": ("◐", "bold yellow"),
     "unreachable": ("✖", "bold red"),
-    "hostkey": ("⚠", "bold magenta"),
-    "idle": ("○", "dim"),
+    "host-key-unknown": ("⚠", "bold magenta"),
+    "host-key-changed": ("✖", "bold red"),
+    "error": ("✖", "bold red"),
 }
+DOWN_STATES = ("unreachable", "host-key-unknown", "host-key-changed", "error")
+HOST_KEY_STATES = ("host-key-unknown", "host-key-changed")
+
+
+def _ago(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s} s" if s < 120 else (f"{s // 60} min" if s < 7200 else f"{s // 3600} h")
 PHASE_STYLE = {
     "ready": "bold green",
     "failed": "bold red",
@@ -122,6 +135,9 @@ class StationPane(Vertical):
     StationPane .gpus { height: auto; }
     StationPane .hostmem { height: 1; }
     StationPane .badges { height: auto; display: none; }
+    StationPane .gpu-error { height: auto; display: none; }
+    StationPane .gpu-error.-shown { display: block; }
+    StationPane.-stale .gpus, StationPane.-stale .hostmem { text-opacity: 55%; }
     StationPane GpuMeter.-display { height: 2; }
     StationPane GpuMeter.-display .gpu-hist { display: none; }
     StationPane.-short GpuMeter { height: 2; }
@@ -142,9 +158,12 @@ class StationPane(Vertical):
         self.max_lines = max_lines
         self.unified = unified
         self.engine = engine
-        self.conn_state = "idle"
+        self.conn_state: ConnState = "connecting"
         self.conn_detail = ""
-        self.fingerprint: str | None = None
+        self.host_key: object | None = None  # the HostKeyError of a host-key state
+        self.last_sample_at: float | None = None
+        self.next_try_at: float | None = None
+        self.gpu_error: str | None = None
         self.container: ContainerInfo | None = None
         self.progress: EngineProgress | None = None
         self.gpus: list[GpuReading] = []
@@ -161,6 +180,7 @@ class StationPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="status")
+        yield Static("", classes="gpu-error")
         yield Vertical(classes="gpus")
         yield Static("", classes="hostmem")
         yield Static("", classes="badges")
@@ -202,11 +222,27 @@ class StationPane(Vertical):
 
     # -------------------------------------------------------------- updates
 
+    @property
+    def fingerprint(self) -> str | None:
+        return getattr(self.host_key, "fingerprint", None)
+
     @_while_mounted
-    def set_connection(self, state: str, detail: str = "", fingerprint: str | None = None) -> None:
-        self.conn_state, self.conn_detail, self.fingerprint = state, detail, fingerprint
-        self.set_class(state == "unreachable", "-unreachable")
+    def set_connection(self, msg: ConnectionState) -> None:
+        self.conn_state, self.conn_detail = msg.state, msg.detail
+        self.host_key, self.next_try_at = msg.host_key, msg.next_try_at
+        if msg.last_sample_at is not None:
+            self.last_sample_at = msg.last_sample_at
+        down = msg.state in DOWN_STATES
+        self.set_class(down, "-unreachable")
+        # Last-known values stay on screen, dimmed, whenever they are not live.
+        self.set_class(msg.state != "live" and self.last_sample_at is not None, "-stale")
         self._render_status()
+
+    @_while_mounted
+    def tick(self) -> None:
+        """Once a second: ages and countdowns move while the station is not live."""
+        if self.conn_state != "live":
+            self._render_status()
 
     @_while_mounted
     def set_container(self, info: ContainerInfo) -> None:
@@ -230,7 +266,13 @@ class StationPane(Vertical):
         box.display = bool(self.badges)  # no empty row where nothing is to be said (80x24 needs it)
 
     @_while_mounted
-    def set_gpus(self, gpus: list[GpuReading], at: float | None = None) -> None:
+    def set_gpus(self, gpus: list[GpuReading], error: str | None = None, at: float | None = None) -> None:
+        self.gpu_error = error
+        err = self.query_one(".gpu-error", Static)
+        err.set_class(error is not None, "-shown")
+        err.update(Text(one_line(error, 300), style="bold red") if error else "")
+        if error is not None and not gpus:  # nvidia-smi failed as a whole: keep the last readings, dimmed
+            return
         self.gpus = gpus
         self.gpus_at = at  # when nvidia-smi was read (the history's time scale)
         # Our own list, not a DOM query: a mount still in flight must not look like "no meters".
@@ -273,25 +315,50 @@ class StationPane(Vertical):
             meter = meters.get(g.index)
             if meter is None:
                 continue
+            if not g.name:  # nvidia-smi could not read this GPU at all: what it printed, in red
+                meter.update_error(g.error or "no reading", g.bus_id)
+                continue
             used, total, note = g.memory_used_mib, g.memory_total_mib, ""
             if used is None:  # GB10: unified memory, nvidia-smi says [N/A]
                 procs = [a.used_memory_mib for a in self.apps if a.gpu_uuid == g.uuid and a.used_memory_mib]
                 used = float(sum(procs)) if procs else (0.0 if self.apps is not None else None)
                 total = self.host_mem.total_mib if self.host_mem else None
                 note = "unified"
-            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, at=self.gpus_at)
+            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, g.error,
+                                 at=self.gpus_at)
 
     def _render_status(self) -> None:
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
         line, clipped to two lines) and the start-up timeline."""
         icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
-        pieces = [Text(f"{icon} {self.conn_state}", style=style)]
+        now = clock.now()
+        state = Text(f"{icon} {self.conn_state}", style=style)
+        pieces = [state]
         after: list = []
-        if self.conn_state == "hostkey":
-            after.append(Clipped(Text(f"host key not trusted: {self.fingerprint or '?'} — press T to review and trust",
+        seen = self.last_sample_at
+        if self.conn_state == "stale" and seen is not None:
+            state.append(f" {_ago(now - seen)}", style=style)
+            pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
+        elif self.conn_state in DOWN_STATES or self.conn_state == "connecting":
+            if seen is not None and self.conn_state != "connecting":
+                pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
+                                   f"({_ago(now - seen)} ago)", style="yellow"))
+            elif self.conn_state != "connecting":
+                pieces.append(Text("never seen", style="yellow"))
+            if self.next_try_at is not None:
+                wait = self.next_try_at - now
+                pieces.append(Text(f"next try in {_ago(wait)}" if wait >= 1 else "trying again now", style="dim"))
+        hk = self.host_key
+        if self.conn_state == "host-key-unknown":
+            offered = getattr(hk, "offered", None)
+            after.append(Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
                                       style="magenta"), 2))
-        elif self.conn_state == "unreachable" and self.conn_detail:
-            after.append(Clipped(Text(f"{self.conn_detail} (r: retry now)", style="red"), 2))
+        elif self.conn_state == "host-key-changed":
+            known = ", ".join(str(k) for k in getattr(hk, "known", ()))
+            after.append(Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
+                                      " — press T to review", style="bold red"), 6))  # both keys, whole
+        elif self.conn_state in ("unreachable", "error") and self.conn_detail:
+            after.append(Clipped(Text(f"{one_line(self.conn_detail, 240)} (r: retry now)", style="red"), 2))
         if self.container:
             c = self.container
             cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")

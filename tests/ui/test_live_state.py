@@ -1,0 +1,176 @@
+"""The real app, headless: what a pane says when its station is not live, a GPU in error, and
+hostile log lines (1 MB, NUL, invalid UTF-8, markup, OSC) that must neither stall nor escape."""
+
+from __future__ import annotations
+
+import time
+
+from textual.widgets import Input
+
+from console.config import parse_config
+from console.messages import ConnectionState, GpuSample, LogBatch, LogMarker
+from console.probes.nvidia_smi import GpuReading, error_reading
+from console.ui.app import ConsoleApp
+from console.ui.widgets.log_pane import DISPLAY_MAX_CHARS, EngineLogHighlighter
+from tests.ui.pair_app import pane_text
+
+CONFIG = """
+profile = "glm53-nvfp4-2x-gb300-vllm"
+[[stations]]
+name = "A"
+host = "station-a"
+rank = 0
+[[stations]]
+name = "B"
+host = "station-b"
+rank = 1
+"""
+
+
+def gpus(used=236902):
+    return [GpuReading(0, "GPU-0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1184, 97887, 1, 31, 22.5),
+            GpuReading(1, "GPU-1", "NVIDIA GB300", used, 256703, 0, 41, 165.4)]
+
+
+async def test_stale_and_down_keep_the_last_values_with_their_age_and_the_next_try():
+    app = ConsoleApp(parse_config(CONFIG, "x.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        now = time.time()
+        app.post_message(ConnectionState("B", "live", last_sample_at=now))
+        app.post_message(GpuSample("B", gpus(), now))
+        await pilot.pause(0.2)
+        b = app.panes["B"]
+        assert "● live" in pane_text(app, "B") and not b.has_class("-stale")
+        app.post_message(ConnectionState("B", "stale", "no sample for 4 s", last_sample_at=now - 4))
+        await pilot.pause(0.2)
+        text = pane_text(app, "B")
+        assert "stale 4 s" in text and b.has_class("-stale")
+        assert "231.3/250.7 GiB" in text  # the values stay on screen, dimmed
+        seen = time.strftime("%H:%M:%S", time.localtime(now - 12))
+        app.post_message(ConnectionState("B", "unreachable", "B: no sample for 12 s; connection declared dead",
+                                         last_sample_at=now - 12, next_try_at=time.time() + 1.4))
+        await pilot.pause(0.2)
+        text = pane_text(app, "B")
+        assert f"last seen {seen} (12 s ago)" in text and "next try in 1 s" in text
+        assert "declared dead" in text and "231.3/250.7 GiB" in text and b.has_class("-stale")
+        await pilot.pause(1.2)  # the age moves by itself (the app ticks the panes)
+        assert "(13 s ago)" in pane_text(app, "B") or "(14 s ago)" in pane_text(app, "B")
+        app.post_message(ConnectionState("B", "error", "RuntimeError: boom", last_sample_at=now - 12,
+                                         next_try_at=time.time() + 5))
+        await pilot.pause(0.2)
+        assert "✖ error" in pane_text(app, "B") and "RuntimeError: boom" in pane_text(app, "B")
+
+
+async def test_a_gpu_that_fell_off_the_bus_is_a_row_in_error_next_to_the_good_one():
+    app = ConsoleApp(parse_config(CONFIG, "x.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        lost = error_reading(0, "Unable to determine the device handle for GPU00000000:01:00.0: Unknown Error")
+        app.post_message(GpuSample("A", [lost, gpus()[1]], time.time()))
+        await pilot.pause(0.3)
+        text = pane_text(app, "A")
+        assert "GPU0 ✖ Unable to determine the device handle for GPU00000000:01:00.0" in text
+        assert "GPU1 NVIDIA GB300" in text and "231.3/250.7 GiB" in text
+        app.post_message(GpuSample("A", [], time.time(), error="nvidia-smi: NVIDIA-SMI has failed because it "
+                                                               "couldn't communicate with the NVIDIA driver."))
+        await pilot.pause(0.3)
+        text = pane_text(app, "A")
+        assert "NVIDIA-SMI has failed" in text and "GPU1 NVIDIA GB300" in text  # last readings kept
+
+
+HOSTILE = [
+    "x" * 1_000_000,  # one 1 MB line (vLLM prints whole prompts and argument lists)
+    "before\x00after",
+    "bad utf-8: \ufffd\ufffd (decoded with errors=replace)",
+    "[bold red]not markup[/] [link=http://evil]click[/link]",
+    "osc: \x1b]52;c;ZXZpbA==\x07 clipboard write, csi: \x1b[2J cleared",
+    "RuntimeError" + "E" * 200_000,  # long word: the old highlighter backtracked quadratically here
+]
+
+
+async def test_hostile_log_lines_keep_the_pane_streaming_and_the_ui_answering():
+    app = ConsoleApp(parse_config(CONFIG, "x.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        ticks = []
+        app.set_interval(0.05, lambda: ticks.append(time.monotonic()))
+        app.post_message(LogBatch("A", HOSTILE))
+        await pilot.pause()
+        t0 = time.monotonic()
+        await pilot.press("slash")  # the app still answers keys...
+        while not isinstance(app.focused, Input):
+            await pilot.pause(0.02)
+            assert time.monotonic() - t0 < 1.0, "the UI did not answer within 1 s"
+        n = len(ticks)
+        while len(ticks) < n + 3:  # ...and its timers keep ticking
+            await pilot.pause(0.02)
+            assert time.monotonic() - t0 < 1.0, "the UI timer stopped"
+        await pilot.press("escape")
+        app.post_message(LogBatch("A", ["INFO:     Application startup complete.", LogMarker(
+            "— A: stream interrupted 07:17:09–07:17:41 —")]))
+        await pilot.pause(0.3)
+        pane = app.panes["A"].log_pane
+        shown = list(pane.log_widget.lines)
+        assert shown[-2] == "INFO:     Application startup complete."  # still streaming
+        big = shown[0]
+        assert len(big) < DISPLAY_MAX_CHARS + 40 and big.endswith("… [+995,904 chars]")
+        assert shown[1] == "before␀after"
+        assert "[bold red]not markup[/]" in shown[3]  # shown as text, never interpreted
+        assert "\x1b" not in shown[4] and "clipboard write" in shown[4] and "]52;" not in shown[4]
+        assert all("\x1b" not in ln and "\x00" not in ln for ln in shown)
+
+
+def test_highlighting_a_long_line_is_linear():
+    """The error pattern anchors at word starts: a 200 KB word is one scan, not 200 K of them."""
+    from rich.text import Text
+
+    hl = EngineLogHighlighter()
+    for text in ("RuntimeError" + "E" * 200_000, "a" * 200_000, "x " * 100_000):
+        t = Text(text)
+        start = time.perf_counter()
+        hl.highlight(t)
+        assert time.perf_counter() - start < 10.0  # a guard, not a target: quadratic took minutes here
+
+
+async def test_changed_host_key_is_red_with_both_keys_and_replaced_only_by_typing_its_fingerprint(sim_factory,
+                                                                                                  tmp_path):
+    import dataclasses
+
+    import asyncssh
+    from textual.widgets import Button
+
+    h = await sim_factory(running=False)
+    old = asyncssh.generate_private_key("ssh-ed25519")
+    kh = tmp_path / "kh"
+    port = h.server.endpoints["A"].port
+    kh.write_text(f"[127.0.0.1]:{port} {old.export_public_key().decode()}")
+    a = dataclasses.replace(h.config.station("A"), known_hosts=str(kh))
+    cfg = dataclasses.replace(h.config, stations=(a, h.config.station("B")))
+    real = asyncssh.read_private_key(str(h.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
+    app = ConsoleApp(cfg, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        deadline = time.monotonic() + 30
+        while app.panes["A"].conn_state != "host-key-changed":
+            assert time.monotonic() < deadline
+            await pilot.pause(0.1)
+        text = " ".join(pane_text(app, "A").split())  # a fingerprint may wrap at the pane's edge
+        assert "HOST KEY CHANGED" in text and f"ED25519 {old.get_fingerprint('sha256')}" in text
+        assert f"offered ED25519 {real}" in text
+        await pilot.press("T")
+        await pilot.pause(0.3)
+        assert app.screen.__class__.__name__ == "ReplaceHostKeyScreen"
+        yes = app.screen.query_one("#yes", Button)
+        assert yes.disabled
+        app.screen.query_one(Input).value = "SHA256:wrong"
+        await pilot.pause(0.1)
+        assert yes.disabled  # a click is never enough: the new fingerprint must be typed
+        app.screen.query_one(Input).value = real
+        await pilot.pause(0.1)
+        assert not yes.disabled
+        await pilot.click("#yes")
+        while app.panes["A"].conn_state != "live":
+            assert time.monotonic() < deadline + 30
+            await pilot.pause(0.1)
+        assert old.export_public_key().decode().split()[1] not in kh.read_text()
+        assert kh.read_text().count("ssh-ed25519") == 1

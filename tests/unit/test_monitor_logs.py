@@ -1,0 +1,72 @@
+"""Log continuity in the station service, without I/O: the ``--since`` boundary (inclusive in docker:
+moby's readers skip only entries before T) is de-duplicated by timestamp and content, giant lines
+are clipped with a marker, and the interruption marker lands before the resumed lines."""
+
+from console.config import parse_config
+from console.messages import LogBatch, LogMarker
+from console.monitor import LOG_LINE_CAP, StationService, dead_after_s, stale_after_s
+
+CONFIG = '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n'
+
+
+def service():
+    posted = []
+    cfg = parse_config(CONFIG, "x.toml")
+    return StationService(cfg, cfg.stations[0], posted.append), posted
+
+
+def lines_of(posted):
+    return [ln for m in posted if isinstance(m, LogBatch) for ln in m.lines]
+
+
+def test_resume_skips_exactly_the_replayed_boundary_lines():
+    svc, posted = service()
+    first = ["2026-12-01T07:17:08.000000001Z one", "2026-12-01T07:17:09.500000000Z two",
+             "2026-12-01T07:17:09.500000000Z two",  # the same text twice at one instant: both are real
+             "2026-12-01T07:17:09.500000000Z three"]
+    for ln in first:
+        svc._ingest(ln)
+    assert svc._last_log_ts == "2026-12-01T07:17:09.500000000Z"
+    svc._start_resume()  # docker logs --since 2026-12-01T07:17:09.500000000Z repeats the boundary
+    for ln in ["2026-12-01T07:17:09.500000000Z two", "2026-12-01T07:17:09.500000000Z two",
+               "2026-12-01T07:17:09.500000000Z three", "2026-12-01T07:17:09.500000000Z four",
+               "2026-12-01T07:17:41.000000000Z five"]:
+        svc._ingest(ln)
+    svc.flush_logs()
+    assert lines_of(posted) == ["one", "two", "two", "three", "four", "five"]
+
+
+def test_a_new_line_identical_to_the_boundary_after_it_is_kept():
+    svc, posted = service()
+    svc._ingest("2026-12-01T07:17:09.5Z tick")
+    svc._start_resume()
+    svc._ingest("2026-12-01T07:17:09.500000000Z tick")  # the replay (same instant, shorter form)
+    svc._ingest("2026-12-01T07:17:10.000000000Z tick")  # a later, real line
+    svc.flush_logs()
+    assert lines_of(posted) == ["tick", "tick"]
+
+
+def test_giant_line_is_kept_up_to_the_cap_with_a_marker():
+    svc, posted = service()
+    svc._ingest("2026-12-01T07:17:09.5Z " + "x" * (3 * LOG_LINE_CAP))
+    svc.flush_logs()
+    (line,) = lines_of(posted)
+    assert line.startswith("x" * LOG_LINE_CAP) and line.endswith(f"[+{2 * LOG_LINE_CAP:,} chars]")
+
+
+def test_interruption_marker_comes_before_the_lines_that_follow():
+    svc, posted = service()
+    svc._ingest("2026-12-01T07:17:08Z before")
+    svc._gap_from = 1796000000.0
+    svc._start_resume()
+    svc._resume_marker()
+    svc._ingest("2026-12-01T07:17:40Z after")
+    svc.flush_logs()
+    out = lines_of(posted)
+    assert out[0] == "before" and isinstance(out[1], LogMarker) and out[2] == "after"
+    assert out[1].startswith("— A: stream interrupted ") and out[1].endswith(" —")
+
+
+def test_stale_and_dead_limits_follow_the_interval():
+    assert stale_after_s(1.0) == 3.0 and stale_after_s(0.2) == 3.0 and stale_after_s(2.0) == 6.0
+    assert dead_after_s(1.0) == 6.0
