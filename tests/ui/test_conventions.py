@@ -130,3 +130,18 @@ def test_xdg_data_dir_is_where_screenshots_go(tmp_path, monkeypatch):
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert screenshot_dir() == Path(tmp_path) / "dgx-console" / "screenshots"
+
+
+async def test_palette_shows_the_gpu_processes_of_the_focused_station(tmp_path):
+    from console.ui.widgets.process_list import ProcessList
+
+    app = pair_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.panes["B"].log_pane.log_widget.focus()
+        hits = await _palette(pilot, "processes")
+        assert hits[0] == "Show the GPU processes"
+        await pilot.press("enter")
+        procs = app.panes["B"].query_one(ProcessList)
+        await until(pilot, lambda: procs.has_class("-shown"), "B's process list")
+        assert not app.panes["A"].query_one(ProcessList).has_class("-shown")
+        assert "not read yet" in str(procs.content)  # no compute-apps sample has arrived: said, not blank
