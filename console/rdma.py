@@ -99,7 +99,9 @@ def judge(run: RdmaRun, result: pt.PerftestResult) -> RdmaRun:
     return run
 
 
-def _gpu_index(text: str, gpu_name: str) -> int | None:
+def gpu_index(text: str, gpu_name: str) -> int | None:
+    """The CUDA index of the GPU named ``gpu_name`` in ``nvidia-smi --query-gpu=index,name`` output
+    (the rail's GPU for ``--use_cuda``; a display GPU may come first)."""
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 2 and row[1].strip() == gpu_name and row[0].strip().isdigit():
             return int(row[0])
@@ -162,8 +164,10 @@ class _Server:
         return "\n".join(self.lines)
 
 
-async def _one_run(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_st: Station, cli_st: Station,
+async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_st: Station, cli_st: Station,
                    gid: dict[str, int | None], extra: dict[str, list[str]], emit: EventFn) -> RdmaRun:
+    """One perftest pair (server on ``srv_st``, client on ``cli_st``); shared by validate-rdma and the
+    doctor's rdma rung."""
     scmd = rc.perftest_server(run.rail, gid[srv_st.name], extra[srv_st.name])
     ccmd = rc.perftest_client(run.rail, srv_st.rail_ip, gid[cli_st.name], extra[cli_st.name])
     server = _Server(tr[srv_st.name], scmd)
@@ -212,7 +216,8 @@ async def _port_state(tr: Transport, st: Station, device: str) -> tuple[bool, st
     return bool(ports) and ports[0].active, ev
 
 
-async def _gid_for(tr: Transport, st: Station, device: str) -> int | None:
+async def gid_for(tr: Transport, st: Station, device: str) -> int | None:
+    """The RoCE v2 GID index of the station's rail address on ``device`` (None when show_gids fails)."""
     res = await tr.run(rc.show_gids(device))
     try:
         gids = rdma_probe.parse_show_gids(res.stdout)
@@ -247,7 +252,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
             for st in (head, worker):
                 try:
                     res = await tr[st.name].run(rc.gpu_index_names())
-                    idx = _gpu_index(res.stdout, p.gpu.name)
+                    idx = gpu_index(res.stdout, p.gpu.name)
                 except TransportError:
                     idx = None
                 gpu_extra[st.name] = [f"--use_cuda={idx if idx is not None else 0}", "--use_cuda_dmabuf"]
@@ -264,8 +269,8 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
                                         evidence=f"{ev_c}\n\n{ev_s}", fix=_FIX["rdma-port-down"], **base))
                     emit("run-done", runs[-1].to_dict())
                     continue
-                gid = {head.name: await _gid_for(tr[head.name], head, rail),
-                       worker.name: await _gid_for(tr[worker.name], worker, rail)}
+                gid = {head.name: await gid_for(tr[head.name], head, rail),
+                       worker.name: await gid_for(tr[worker.name], worker, rail)}
             except TransportError as exc:
                 runs.append(RdmaRun(memory="host", status="skip", id="rdma-port-down", summary=str(exc), **base))
                 emit("run-done", runs[-1].to_dict())
@@ -275,7 +280,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
                 kinds.append(("gpu", gpu_extra))
             for memory, extra in kinds:
                 run = RdmaRun(memory=memory, **base)
-                runs.append(await _one_run(config, tr, run, worker, head, gid, extra, emit))
+                runs.append(await run_pair(config, tr, run, worker, head, gid, extra, emit))
                 emit("run-done", runs[-1].to_dict())
         return runs
     finally:

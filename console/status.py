@@ -16,6 +16,7 @@ from console.config import Config, Station
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
+from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
 from console.remote import commands
 from console.remote.session import SessionRegistry
@@ -106,6 +107,31 @@ async def station_status(config: Config, station: Station, transport: Transport,
     return out
 
 
+#: How much of a container's log ``status`` reads to tell the engine's phase when the API is down.
+ENGINE_LOG_TAIL = 5000
+
+
+def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
+    """The engine phase as ``status --json`` and ``watch --json`` show it (None: not read)."""
+    if p is None:
+        return None
+    return {"phase": p.phase, "load_pct": p.load_pct, "transport": p.transport, "fatal": p.fatal}
+
+
+async def engine_status(config: Config, station: Station, transport: Transport) -> EngineProgress | None:
+    """The engine phase from the tail of the container's log (None when it cannot be read): why an API
+    does not answer yet — still loading, or failed — without the operator reading the log."""
+    try:
+        res = await transport.run(commands.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
+    except TransportError:
+        return None
+    if not res.ok:
+        return None
+    tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
+    tracker.feed_batch([docker_probe.split_timestamp(x)[1] for x in res.stdout.splitlines()])
+    return tracker.progress
+
+
 async def api_status(config: Config) -> dict[str, Any]:
     url = config.api_url()
     res: dict[str, Any] = {"url": url, "healthy": False, "model": None, "error": None}
@@ -147,11 +173,22 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
 
         stations, api = await asyncio.gather(asyncio.gather(*(one(s) for s in config.stations)),
                                              api_status(config))
+        # Only when the API does not answer: the engine's own log says whether it is still loading or
+        # failed ("not healthy (ConnectError)" alone reads as an outage while the weights load).
+        if not api["healthy"]:
+            # An exited container's log is the evidence of why it stopped: read it too.
+            present = [(st, s) for st, s in zip(stations, config.stations, strict=True)
+                       if st["reachable"] and st["container"].get("state") not in (None, "absent")]
+            phases = await asyncio.gather(*(asyncio.wait_for(engine_status(config, s, transports[s.name]), limit)
+                                            for _st, s in present), return_exceptions=True)
+            for (st, _s), p in zip(present, phases, strict=True):
+                st["engine"] = engine_dict(p if isinstance(p, EngineProgress) else None)
     finally:
         if registry is not None:
             await registry.close()
     head = config.head.name
     for st in stations:
+        st.setdefault("engine", None)  # read only while the API does not answer
         # Workers serve no API: their fields are null (unknown), never invented.
         st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": api["url"], "error": api["error"]}
                      if st["name"] == head else {"healthy": None, "model": None, "url": None, "error": None})

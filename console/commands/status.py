@@ -8,8 +8,10 @@ import json
 
 from console.cli import add_config_args
 from console.config import load_config
+from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
 from console.sanitize import one_line
 from console.status import collect_status
+from console.ui.engine_state import LOADING_PHASES
 
 
 def _fmt_mib(v) -> str:
@@ -35,6 +37,28 @@ def image_line(container: dict) -> str | None:
         algo, _, hexes = image_id.partition(":")
         parts.append(f"image ID {algo}:{hexes[:12]}" if hexes else f"image ID {image_id}")
     return ", ".join(parts)
+
+
+def engine_words(eng: dict) -> str:
+    """The engine phase of ``status --json``'s ``engine`` in words (the dashboard's labels)."""
+    p = EngineProgress(phase=eng["phase"], load_pct=eng["load_pct"], transport=eng["transport"], fatal=eng["fatal"])
+    words = p.label
+    if p.transport != "unknown":
+        words += f", NCCL over {TRANSPORT_TEXT.get(p.transport, p.transport)}"
+    if p.fatal:
+        words += f": {one_line(p.fatal, 160)}"
+    return words
+
+
+def api_down_words(api: dict, eng: dict | None) -> str:
+    """Why the API does not answer, when the engine's log already says it: still loading is expected,
+    a failed engine is the cause; else what the request got."""
+    err = one_line(api.get("error") or "no answer")
+    if eng and eng["phase"] in LOADING_PHASES:
+        return f"not answering yet: the engine is still starting ({engine_words(eng)}); {err}"
+    if eng and eng["phase"] == "failed":
+        return f"not healthy: the engine failed at start-up (dgx-console diagnose); {err}"
+    return f"not healthy ({err})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
                 hm = st["host_memory"]
                 print(f"    host memory: {_fmt_mib(hm['total_mib'] - hm['available_mib'])}/"
                       f"{_fmt_mib(hm['total_mib'])} GiB used")
+            eng = st.get("engine")
+            if eng:
+                print(f"    engine: {engine_words(eng)}")
             api = st.get("api") or {}
             if api.get("url"):
-                state = "healthy" if api["healthy"] else f"not healthy ({one_line(api.get('error') or 'no answer')})"
+                state = "healthy" if api["healthy"] else api_down_words(api, eng)
                 print(f"    API {api['url']}: {state}" + (f", model {one_line(api['model'])}" if api.get("model") else ""))
     return 0 if all(st["reachable"] for st in data["stations"]) else 1
 

@@ -38,7 +38,7 @@ from console.messages import (
 )
 from console.monitor import StationService
 from console.probes.docker import ContainerInfo
-from console.probes.engine_log import EngineProgress
+from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import GpuReading
 from console.remote.session import SessionRegistry
@@ -112,7 +112,7 @@ class StationView:
         if self.container:
             parts.append(f"container {self.container.state}")
         if self.engine:
-            parts.append(f"engine {self.engine.label}  NCCL {self.engine.transport}")
+            parts.append(f"engine {self.engine.label}  NCCL {TRANSPORT_TEXT.get(self.engine.transport, self.engine.transport)}")
         text = "  ".join(parts)
         if self.state in NOT_LIVE_ERROR_STATES and self.detail:
             text += f"  ({one_line(self.detail, 160)})"

@@ -1,11 +1,11 @@
-"""Which lines of a batch hold which anchors, with few whole-batch scans.
+"""Which lines of a batch hold which anchors, in one pass over the batch.
 
-A whole-batch ``find`` costs about the same whatever the needle (shorter ones a little more), so a
-batch is scanned once per *key*, not once per anchor: keys are lower-case substrings, rare in healthy
-logs, that several anchors share. They are looked up in an ASCII-folded lower-case copy of the batch
-(each non-ASCII character becomes one ``?`` byte, so offsets still match the text); the anchors
-themselves are then checked, case and all, on the few lines a key hit. An anchor no key covers is
-its own key. The diagnoser and the engine tracker both scan this way.
+Keys are lower-case substrings, rare in healthy logs, that several anchors share. The batch is
+folded to lower-case ASCII (each non-ASCII character becomes one ``?``, so offsets still match the
+text) and every key is found in a single Aho-Corasick pass (pyahocorasick): the cost is one walk of
+the batch whatever the number of keys, where a ``find`` per key walked it once per key (54 walks).
+The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
+covers is its own key. The diagnoser and the engine tracker both scan this way.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_right
 from collections.abc import Iterable
+
+import ahocorasick
 
 # Chosen by measuring the bench stream (bench/diagnose_rate.py): each key stands for several anchors
 # and hits few healthy lines. Frequent words ("nccl", "cache", "gpu", process names) make bad keys.
@@ -27,31 +29,34 @@ class KeyIndex:
     """The lines of a batch that hold any of ``anchors`` (case-sensitive substrings)."""
 
     def __init__(self, anchors: Iterable[str], key_words: tuple[str, ...] = KEY_WORDS) -> None:
-        keys: dict[bytes, tuple[str, ...]] = {}
+        keys: dict[str, tuple[str, ...]] = {}
         for a in dict.fromkeys(anchors):
             low = a.lower()
-            key = next((k for k in key_words if k in low), low)
-            keys[key.encode("ascii", "replace")] = keys.get(key.encode("ascii", "replace"), ()) + (a,)
+            key = next((k for k in key_words if k in low), low).encode("ascii", "replace").decode("ascii")
+            keys[key] = keys.get(key, ()) + (a,)
         self.keys = keys
+        self._groups = list(keys.values())  # key number -> its anchors
+        self._automaton = ahocorasick.Automaton()
+        for n, key in enumerate(keys):
+            self._automaton.add_word(key, n)
+        self._automaton.make_automaton()
 
     def hits(self, lines: list[str], blob: str | None = None) -> dict[int, list[str]]:
-        """Line index -> the anchors it holds (in key order), for the lines that hold any."""
+        """Line index -> the anchors it holds (in key order), for the lines that hold any.
+        ``blob``: ``"\\n".join(lines)`` when the caller has it already."""
         if blob is None:
             blob = "\n".join(lines)
-        find = blob.encode("ascii", "replace").lower().find
-        hits: dict[int, list[str]] = {}
+        folded = blob.encode("ascii", "replace").lower().decode("ascii")
+        keyed: dict[int, set[int]] = {}  # line -> the numbers of the keys found in it
         starts: list[int] | None = None
-        for key, anchors in self.keys.items():
-            i = find(key)
-            if i < 0:
-                continue
+        for end, n in self._automaton.iter(folded):
             if starts is None:
                 starts = [0, *itertools.accumulate(len(s) + 1 for s in lines)]
-            while i >= 0:
-                idx = bisect_right(starts, i) - 1
-                line = lines[idx]
-                found = [a for a in anchors if a in line]
-                if found:
-                    hits.setdefault(idx, []).extend(found)
-                i = find(key, starts[idx + 1])
+            keyed.setdefault(bisect_right(starts, end) - 1, set()).add(n)
+        hits: dict[int, list[str]] = {}
+        for idx, numbers in keyed.items():
+            line = lines[idx]
+            found = [a for n in sorted(numbers) for a in self._groups[n] if a in line]
+            if found:
+                hits[idx] = found
         return hits

@@ -106,6 +106,11 @@ def match_timeline(line: str) -> tuple[str, dict[str, float]] | None:
     return None
 
 
+#: The NCCL transport a run chose, in the operator's words (the launch verdict, status, watch).
+TRANSPORT_TEXT = {"gdrdma": "GPUDirect RDMA", "rdma": "RDMA (no GPUDirect)", "socket": "TCP sockets (fallback)",
+                  "unknown": "not seen"}
+
+
 @dataclass
 class EngineProgress:
     phase: str = "starting"  # starting | connecting | loading | loaded | kv-cache | graphs | ready | failed | stopped

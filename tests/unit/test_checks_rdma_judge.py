@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from console.probes.perftest import parse_bw
-from console.rdma import RdmaRun, _gpu_index, judge, overall, to_json
+from console.rdma import RdmaRun, gpu_index, judge, overall, to_json
 
 TABLE = """ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
  65536      882805           0.00               {bw}                0.176554
@@ -35,7 +35,7 @@ def test_errors_map_to_ids():
 
 def test_gpu_index_by_name_and_json():
     text = "0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition\n1, NVIDIA GB300\n"
-    assert _gpu_index(text, "NVIDIA GB300") == 1 and _gpu_index(text, "NVIDIA GB10") is None
+    assert gpu_index(text, "NVIDIA GB300") == 1 and gpu_index(text, "NVIDIA GB10") is None
     r = judge(run(), parse_bw(TABLE.format(bw="226.40")))
     data = json.loads(to_json([r]))
     assert data["result"] == "ok" and data["runs"][0]["gbps_avg"] == 226.4

@@ -83,7 +83,7 @@ async def _bandwidth(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, memor
     p = ctx.profile
     run = rdma_run.RdmaRun(rail=rail_s.device, memory=memory, server=srv.name, client=cli.name,
                            line_gbps=p.link.speed_mbps / 1000, expected_gbps=tuple(p.link.rdma_host_gbps))
-    run = await rdma_run._one_run(ctx.config, ctx.transports, run, srv, cli, gid, extra, lambda k, d: None)
+    run = await rdma_run.run_pair(ctx.config, ctx.transports, run, srv, cli, gid, extra, lambda k, d: None)
     label = f"{cli.name}->{srv.name}"
     where = f"{rail_s.device} {memory} memory"
     evidence = (run.evidence,) if run.evidence else ()
@@ -120,7 +120,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             for st in (a, b):
                 with contextlib.suppress(StationDown, ToolMissing):
                     res = await ctx.run(st.name, rc.gpu_index_names())
-                    idx = rdma_run._gpu_index(res.stdout, p.gpu.name)
+                    idx = rdma_run.gpu_index(res.stdout, p.gpu.name)
                     gpu_extra[st.name] = [f"--use_cuda={idx if idx is not None else 0}", "--use_cuda_dmabuf"]
         for x, y in pairs:
             if y is None or not x.ip or not y.ip:
@@ -128,8 +128,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                 continue
             sa, sb = facts.rail_station(a, x), facts.rail_station(b, y)
             try:
-                gid = {a.name: await rdma_run._gid_for(ctx.transports[a.name], sa, x.device),
-                       b.name: await rdma_run._gid_for(ctx.transports[b.name], sb, y.device)}
+                gid = {a.name: await rdma_run.gid_for(ctx.transports[a.name], sa, x.device),
+                       b.name: await rdma_run.gid_for(ctx.transports[b.name], sb, y.device)}
             except TransportError as exc:
                 out.append(RungResult(ID, f"{a.name}<->{b.name}", "skip", f"{x.device}: {exc}"))
                 continue

@@ -41,14 +41,12 @@ from console.actions import (
     require_writable,
 )
 from console.config import Config
-from console.probes.engine_log import TIMELINE_LABELS
+from console.probes.engine_log import TIMELINE_LABELS, TRANSPORT_TEXT
 from console.sanitize import clean, one_line, plain
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}
 VERDICT_STYLE = {"ok": "bold green", "failed": "bold red", "cancelled": "bold magenta"}
-TRANSPORT_TEXT = {"gdrdma": "GPUDirect RDMA", "rdma": "RDMA (no GPUDirect)", "socket": "TCP sockets (fallback)",
-                  "unknown": "not seen"}
 ORDER_NOTE = {
     "launch": "Workers start first, then the head; ready once /health is 200 and the head streams a first token.",
     "stop": "The head stops first, then the workers; then every station is checked to be clean.",

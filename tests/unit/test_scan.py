@@ -1,0 +1,38 @@
+"""The one-pass key scan finds exactly what checking every anchor on every line finds."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.diagnosis.engine import _INDEX
+from console.diagnosis.scan import KeyIndex
+from console.probes.engine_log import _SCAN
+
+
+def naive(index: KeyIndex, lines: list[str]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for i, line in enumerate(lines):
+        found = [a for group in index.keys.values() for a in group if a in line]
+        if found:
+            out[i] = found
+    return out
+
+
+ANCHORS = sorted({a for ix in (_INDEX, _SCAN) for g in ix.keys.values() for a in g})
+piece = st.one_of(st.sampled_from(ANCHORS), st.text(max_size=12),
+                  st.sampled_from(["é", "ﬁ", "İ", "\t", " ", "ERROR", "error", "Ü"]))
+line = st.lists(piece, max_size=6).map("".join).map(lambda s: s.replace("\n", " "))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(line, max_size=30))
+def test_one_pass_equals_checking_every_anchor(lines):
+    for index in (_INDEX, _SCAN):
+        assert index.hits(lines) == naive(index, lines)
+
+
+def test_non_ascii_before_a_key_keeps_offsets():
+    ix = KeyIndex(["Error: boom", "CUDA out of memory"])
+    lines = ["ünïcödé ✖ Error: boom", "", "日本語 CUDA out of memory", "error: boom (wrong case)"]
+    assert ix.hits(lines) == {0: ["Error: boom"], 2: ["CUDA out of memory"]}
