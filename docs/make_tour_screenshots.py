@@ -16,28 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import tomli_w
+from make_doctor_screenshots import to_png  # same folder: SVG -> xml:space -> PNG
 
 HERE = Path(__file__).parent
-
-
-def to_png(app, name: str) -> None:
-    svg = HERE / f"{name}.svg"
-    app.save_screenshot(str(svg))
-    text = svg.read_text()
-    if 'xml:space="preserve"' not in text:  # else rsvg-convert collapses the runs of spaces
-        text = re.sub(r"<svg ", '<svg xml:space="preserve" ', text, count=1)
-        svg.write_text(text)
-    subprocess.run(["rsvg-convert", "-o", str(HERE / f"{name}.png"), str(svg)], check=True)
-    svg.unlink()
-    print("wrote", HERE / f"{name}.png")
 
 
 async def until(pilot, cond, what: str, limit: float = 180.0) -> None:
