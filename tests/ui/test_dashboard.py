@@ -249,3 +249,21 @@ async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):
         assert "PID" in text and str(app_row.pid) in text and "GiB" in text
         await pilot.press("p")
         await wait_until(pilot, lambda: not procs.has_class("-shown"))
+
+
+async def test_fleet_age_is_the_newest_sample_while_live():
+    """The connection's last_sample_at is said once (when a station turns live); the GPU samples
+    keep coming: the fleet's age is the newer of the two, never the time since it turned live."""
+    from console.ui.widgets.fleet_table import fleet_row
+
+    app = ConsoleApp(parse_config(SNAP_CONFIG, "snap.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        now = time.time()
+        app.post_message(ConnectionState("A", "live", last_sample_at=now - 30))
+        app.post_message(GpuSample("A", _gpus(1000), now - 1))
+        pane = app.panes["A"]
+        await until(pilot, lambda: pane.gpus_at is not None and pane.conn_state == "live", "A's sample")
+        assert fleet_row(pane, now).age_s == pytest.approx(1.0)
+        app.post_message(ConnectionState("A", "stale", last_sample_at=now - 1))
+        await until(pilot, lambda: pane.conn_state == "stale", "A stale")
+        assert fleet_row(pane, now + 20).age_s == pytest.approx(21.0)

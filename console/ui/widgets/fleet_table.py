@@ -78,7 +78,8 @@ def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
     used = [m.used_mib for m in serving if m.used_mib is not None]
     total = [m.total_mib for m in serving if m.total_mib is not None]
     utils = [gpus[m.index].util_pct for m in serving if m.index in gpus and gpus[m.index].util_pct is not None]
-    seen = getattr(pane, "last_sample_at", None) or pane.gpus_at
+    # the newest of the two: the connection's word (stale / down) and the last GPU sample (live)
+    seen = max((t for t in (getattr(pane, "last_sample_at", None), pane.gpus_at) if t is not None), default=None)
     p = pane.progress
     engine = ""
     if p is not None:
