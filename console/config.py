@@ -115,6 +115,23 @@ class Profile:
     reference_method: dict[str, Any] = field(default_factory=dict)
 
 
+def gpus_per_station(profile: Profile) -> int:
+    """Serving GPUs on each station: the profile's tensor-parallel size over its node count."""
+    return max(1, profile.tensor_parallel // max(1, profile.nnodes))
+
+
+def tensor_parallel_for(profile: Profile, n_stations: int) -> int:
+    """The tensor-parallel size when the model is split over ``n_stations`` (each with the
+    profile's GPUs per station): a 2x profile on 4 stations is TP=4, not the profile's 2."""
+    return gpus_per_station(profile) * max(1, n_stations)
+
+
+def weights_per_gpu_gib(profile: Profile, tensor_parallel: int) -> float:
+    """The weights each GPU holds at this tensor-parallel size (the profile's ``weights_gib`` is
+    per GPU at its own size: 218 GiB at TP=2 is 109 GiB at TP=4)."""
+    return profile.gpu.weights_gib * profile.tensor_parallel / max(1, tensor_parallel)
+
+
 def builtin_profiles() -> list[str]:
     files = resources.files("console.profiles")
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
@@ -357,6 +374,13 @@ class Config:
     @property
     def workers(self) -> list[Station]:
         return sorted((s for s in self.stations if s.rank != self.head.rank), key=lambda s: s.rank)
+
+    @property
+    def tensor_parallel(self) -> int:
+        """The launch's tensor-parallel size: the override (``tensor_parallel_size`` / ``tp``), else
+        the profile's GPUs per station times the stations configured."""
+        tp = self.overrides.get("tensor_parallel_size", self.overrides.get("tp"))
+        return int(tp) if tp is not None else tensor_parallel_for(self.profile, len(self.stations))
 
     def station(self, name: str) -> Station:
         for s in self.stations:

@@ -234,7 +234,7 @@ def _require_model_dir(p: Profile) -> str:
 def vllm_serve_args(cfg: Config, station: Station) -> list[str]:
     p = cfg.profile
     n = len(cfg.stations)
-    tp = int(cfg.overrides.get("tensor_parallel_size", p.tensor_parallel))
+    tp = cfg.tensor_parallel
     out = ["serve", p.model_dir, "--served-model-name", p.served_model_name,
            "--tensor-parallel-size", str(tp)]
     if executor(cfg) == "ray":
@@ -257,7 +257,7 @@ def vllm_serve_args(cfg: Config, station: Station) -> list[str]:
 def sglang_args(cfg: Config, station: Station) -> list[str]:
     p = cfg.profile
     port = int(p.serving.get("dist_init_port", SGLANG_DIST_PORT))
-    tp = int(cfg.overrides.get("tp", p.tensor_parallel))
+    tp = cfg.tensor_parallel
     out = ["python3", "-m", "sglang.launch_server", "--model-path", p.model_dir,
            "--served-model-name", p.served_model_name, "--tp", str(tp)]
     if len(cfg.stations) > 1:

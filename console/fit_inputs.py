@@ -128,7 +128,7 @@ def settings_for(cfg: Config, shape: ModelShape | None = None, script_text: str 
     """The launch's serving settings: the profile with the config's overrides, or (a launch script
     runs the engine) the flags the script passes."""
     p = cfg.profile
-    tp = int(cfg.overrides.get("tensor_parallel_size", cfg.overrides.get("tp", p.tensor_parallel)))
+    tp = cfg.tensor_parallel
     if script_text is not None:
         flags = fit.flags_from_script(script_text)
         merged = {**engines.serving_settings(p, {}), **flags}

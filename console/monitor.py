@@ -254,9 +254,9 @@ class StationService:
             self._log_stream(),
             self._log_flusher(),
             self._watchdog(),
+            # every station: the pane's process list (p); GB10's memory, which nvidia-smi reads as [N/A]
+            self._forever(self._apps_stream),
         ]
-        if self.unified:
-            jobs.append(self._forever(self._apps_stream))
         tasks = [asyncio.create_task(j) for j in jobs]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -314,12 +314,13 @@ class StationService:
     def _post_gpus(self, gpus: list[smi.GpuReading], error: str | None = None) -> None:
         self.post(GpuSample(self.station.name, gpus, time.time(), error))
         self._heard()
-        if self.unified:  # no line at all means no compute process: forget apps not seen lately
-            horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
-            stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
-            for pid in stale:
-                del self._apps[pid]
-            self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
+        # the process list (and GB10's memory) come from the compute-apps stream; no line at all
+        # means no compute process: forget apps not seen lately
+        horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
+        stale = [pid for pid, (_, seen) in self._apps.items() if seen < horizon]
+        for pid in stale:
+            del self._apps[pid]
+        self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
 
     async def _apps_stream(self) -> None:
         async for line in self.transport.stream(commands.compute_apps_query(self.gpu_interval_ms)):

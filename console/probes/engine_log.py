@@ -185,7 +185,7 @@ class EngineLogTracker:
             return before != (p.phase, p.load_pct, p.transport, p.fatal)
         if catalogue.fatal_of_text(line) is not None:
             p.phase = "failed"
-            p.fatal = line.strip()[-240:]
+            p.fatal = line.strip()[:480]  # the start names the error (the screen fits it to its width)
             return True
         if "headless multiproc executor" in line:
             p.headless = True

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.config import Profile
+from console.config import Profile, tensor_parallel_for, weights_per_gpu_gib
 from console.sim.world import BASE_HOST_USED_MIB, held_mib
 
 SHARDS = 50
@@ -494,13 +494,28 @@ def _run_profile(profile: Profile, args: list[str], base: dict[str, Any] | None 
     return profile if serving == profile.serving else dataclasses.replace(profile, serving=serving)
 
 
+def _split_profile(profile: Profile, args: list[str], n_stations: int) -> Profile:
+    """The profile at this run's tensor-parallel size (its ``--tensor-parallel-size`` / ``--tp``,
+    else the profile's GPUs per station times the stations): each rank of a 2x profile run on 4
+    stations holds half the weights the profile states for 2."""
+    tp = tensor_parallel_for(profile, n_stations)
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("--tensor-parallel-size", "--tp", "--tp-size") and value.isdigit():
+            tp = int(value)
+    if tp == profile.tensor_parallel and n_stations == profile.nnodes:
+        return profile
+    return dataclasses.replace(profile, tensor_parallel=tp, nnodes=n_stations,
+                               gpu=dataclasses.replace(profile.gpu, weights_gib=weights_per_gpu_gib(profile, tp)))
+
+
 def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -> Timeline:
     """The timeline of one container run. The head depends on its workers: those running when it
     starts, or started within the rendezvous window (it then waits for the last to join)."""
-    profile = _run_profile(world.profile, list(run.get("args") or []), world.operator_overrides)
+    args = list(run.get("args") or [])
+    n = len(world.names)
+    profile = _split_profile(_run_profile(world.profile, args, world.operator_overrides), args, n)
     start = float(run["started_at"])
     scale = world.time_scale
-    n = len(world.names)
     head_ip = world.state(world.names[0])["rail"]["ip"] if state["rank"] != 0 else state["rail"]["ip"]
     from console.sim import workbench as wb
 

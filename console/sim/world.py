@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.config import Profile, load_profile
+from console.config import Profile, gpus_per_station, load_profile, tensor_parallel_for, weights_per_gpu_gib
 
 # Faults the simulator knows. A fault may name its station: "oom@B"; without one it applies
 # where it is most realistic (see DEFAULT_FAULT_STATION: rank 1 = the first worker).
@@ -193,7 +193,7 @@ class World:
                 "api_port": None,
             }
             if "oom" in fault_map[name]:
-                _hold_memory(profile, state)
+                _hold_memory(profile, state, n_stations)
             _write_json(sdir / "state.json", state)
         return cls(root)
 
@@ -299,11 +299,13 @@ def _default_args(world: World, name: str) -> list[str]:
 
     return launch_args(world, name)
 
-def _hold_memory(profile: Profile, state: dict[str, Any]) -> None:
+
+def _hold_memory(profile: Profile, state: dict[str, Any], n_stations: int) -> None:
     """The oom fault's cause: a leftover process holding enough of the serving GPU (GB10: of the
-    unified memory) that the weights stop loading at about 60 %."""
+    unified memory) that the weights (this rank's share of them) stop loading at about 60 %."""
     total = (state["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]) if profile.gpu.unified_memory else profile.gpu.memory_total_mib
-    held = int(total - 1024 * (0.6 * profile.gpu.weights_gib + 0.6))
+    weights = weights_per_gpu_gib(profile, tensor_parallel_for(profile, n_stations))
+    held = int(total - 1024 * (0.6 * weights + 0.6))
     for g in state["gpus"]:
         if g["serving"]:
             g["held_mib"], g["held_pid"] = held, HELD_PID
@@ -323,8 +325,7 @@ def _gpus_for(profile: Profile, station: str) -> list[dict[str, Any]]:
     if profile.gpu.extra_display_gpu:
         gpus.append({"name": profile.gpu.extra_display_gpu, "total_mib": 97887, "serving": False,
                      "idle_mib": 1184, "unified": False})
-    n = max(1, profile.tensor_parallel // profile.nnodes)
-    for _ in range(n):
+    for _ in range(gpus_per_station(profile)):
         gpus.append({"name": profile.gpu.name, "total_mib": profile.gpu.memory_total_mib, "serving": True,
                      "idle_mib": 0, "unified": profile.gpu.unified_memory})
     for i, g in enumerate(gpus):

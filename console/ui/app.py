@@ -1,23 +1,23 @@
-"""ConsoleApp: the stations side by side. Wires per-station services to panes through messages.
+"""ConsoleApp: the services and the screens. Wires per-station services to the dashboard's panes
+through messages.
 
 The app holds no I/O of its own: each ``StationService`` owns its station's connection and
-posts messages; handlers here only find the pane and hand it the value.
+posts messages; handlers here only find the pane (on the dashboard, the app's default screen,
+which owns its keys: ``console/ui/screens/dashboard.py``) and hand it the value.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import math
 from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen, SystemModalScreen
-from textual.widgets import Button, Footer, Header, Input, Label, Static
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Input, Label, Static
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
@@ -39,8 +39,9 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
+from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.themes import load_themes
-from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
+from console.ui.widgets.diagnosis import LOG_READ_STATES, DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import HOST_KEY_STATES, StationPane
 
@@ -130,38 +131,17 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
 class ConsoleApp(App):
     TITLE = "dgx-console"
     COMMANDS = App.COMMANDS | {DashboardCommands, NavigationCommands, ScreenCommands}
-    AUTO_FOCUS = "StationPane Log"
     CSS = """
-    #demo-banner { height: 1; background: $warning; color: $background; text-style: bold; content-align: center middle;
-                   display: none; }
-    .demo #demo-banner { display: block; }
-    #stations { grid-gutter: 0 1; height: 1fr; }
-    #diagnosis { dock: bottom; height: 16; border: round $warning; display: none; }
-    .show-diagnosis #diagnosis { display: block; }
-    StationPane.-unreachable { border: round $error; }
-    StationPane.-failed { border: round $error; }
     /* Dialogs: a scrolled box inside a dialog's border is a tinted panel, not a second frame (its
        2-cell scrollbar beside a round border read as a doubled right border). */
     ModalScreen VerticalScroll { border: none; background: $boost; padding: 0 1;
                                  scrollbar-size-vertical: 1; scrollbar-background: $boost; }
     """
+    # The app's own keys, on every screen; the dashboard's are its screen's (DashboardScreen).
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
-        Binding("slash", "filter", "Filter log", id="filter", tooltip="Filter the focused station's log"),
-        Binding("T", "trust", "Trust key", id="trust", tooltip="Review an unknown or changed host key"),
-        Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Retry stations that are down now"),
-        Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
-        Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
-        Binding("i", "investigate", "Investigate", id="investigate", show=False,
-                tooltip="Open the NCCL workbench on the selected NCCL finding"),
-        Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from both stations' logs"),
-        Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
-        Binding("b", "bench", "Bench", id="bench", tooltip="Concurrency sweep against NVIDIA's table"),
-        Binding("L", "service('launch')", "Launch", id="launch", tooltip="Start workers, then the head"),
-        Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
-        Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
-        Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
         Binding("f1,question_mark", "toggle_help", "Help", id="help", tooltip="Show all keys (F1 or ?; Esc closes)"),
+        Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
         Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
     ]
 
@@ -177,11 +157,11 @@ class ConsoleApp(App):
         self._transports = transports or {}
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
-        self.panes: dict[str, StationPane] = {}
         self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
         self._diag_version = 0
-        self._last_checks: list | None = None
+        self.last_checks: list | None = None  # the checks screen reopens with them
         self._diag_alerted: set[str] = set()
+        self._unread: dict[str, str] = {}  # stations whose logs cannot be read now (down)
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
@@ -191,19 +171,19 @@ class ConsoleApp(App):
 
     # ------------------------------------------------------------------ layout
 
-    def compose(self) -> ComposeResult:
-        yield Header(show_clock=self._clock)
-        yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
-        with Grid(id="stations"):
-            for st in sorted(self.config.stations, key=lambda s: s.rank):
-                p = self.config.profile
-                pane = StationPane(st, self.config.ui.log_lines, unified=p.gpu.unified_memory,
-                                   engine=p.engine, gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name,
-                                   expected_frac=expected_gpu_fill(p), id=f"station-{_css_id(st.name)}")
-                self.panes[st.name] = pane
-                yield pane
-        yield DiagnosisPanel(id="diagnosis")
-        yield Footer()
+    def get_default_screen(self) -> Screen:
+        return DashboardScreen(self.config)
+
+    @property
+    def dashboard(self) -> DashboardScreen:
+        screen = self.screen_stack[0] if self.screen_stack else None
+        assert isinstance(screen, DashboardScreen)
+        return screen
+
+    @property
+    def panes(self) -> dict[str, StationPane]:
+        """The dashboard's station panes, by station name."""
+        return self.dashboard.panes if self.screen_stack else {}
 
     def on_mount(self) -> None:
         if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
@@ -212,15 +192,7 @@ class ConsoleApp(App):
             self.register_theme(t)
         if self._theme_name in self.available_themes:
             self.theme = self._theme_name
-        p = self.config.profile
-        self.sub_title = f"{p.name} · {p.engine} · {len(self.config.stations)} stations" + (
-            " · DEMO" if self.config.simulated else "") + (" · read-only" if self.read_only else "")
-        self.set_class(self.config.simulated, "demo")
-        n = len(self.config.stations)
-        cols = 1 if n == 1 else (2 if n <= 4 else 3)
-        grid = self.query_one("#stations", Grid)
-        grid.styles.grid_size_columns = cols
-        grid.styles.grid_size_rows = max(1, math.ceil(n / cols))
+        self.sub_title = setup_title(self.config, self.read_only)
         self._sessions_active = self.sessions.active()
         self._sessions_active.__enter__()
         for st in self.config.stations if self._start_services else ():
@@ -234,7 +206,7 @@ class ConsoleApp(App):
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
             self._serving_task = asyncio.create_task(self._supervised("serving monitor", monitor.run))
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
-        self.set_interval(0.5, self._refresh_diagnosis)
+        self.set_interval(0.5, self.refresh_diagnosis)
         self.set_interval(1.0, self._tick_ages)
 
     async def _supervised(self, what: str, job) -> None:
@@ -274,6 +246,11 @@ class ConsoleApp(App):
         before = pane.conn_state if pane else None
         if pane:
             pane.set_connection(msg)
+        self._unread.pop(msg.station, None)
+        if msg.state not in LOG_READ_STATES:  # the diagnosis says whose log it cannot read
+            self._unread[msg.station] = msg.state
+        if self.screen_stack:  # (a state can still arrive while the app shuts down)
+            self.dashboard.query_one(DiagnosisPanel).set_unread(self._unread)
         if msg.state in HOST_KEY_STATES and before != msg.state:
             what = "CHANGED" if msg.state == "host-key-changed" else "unknown"
             self.notify(f"{msg.station}: host key {what} ({msg.fingerprint}); press T to review",
@@ -321,18 +298,18 @@ class ConsoleApp(App):
                 panel.show(msg.snapshot)
 
     def on_checks_done(self, msg: ChecksDone) -> None:
-        self._last_checks = list(msg.results)
+        self.last_checks = list(msg.results)
         for name, pane in self.panes.items():
             pane.set_badge("checks", msg.summary_text(name))
         self.diagnoser.add_check_results(msg.results)
-        self._refresh_diagnosis()
+        self.refresh_diagnosis()
 
-    def _refresh_diagnosis(self) -> None:
-        if self.diagnoser.version == self._diag_version:
+    def refresh_diagnosis(self) -> None:
+        if self.diagnoser.version == self._diag_version or not self.screen_stack:
             return
         self._diag_version = self.diagnoser.version
         findings = self.diagnoser.ranked()
-        self.query_one(DiagnosisPanel).update_findings(findings)
+        self.dashboard.query_one(DiagnosisPanel).update_findings(findings)
         for name, pane in self.panes.items():
             pane.set_badge("diagnosis", station_badge(findings, name))
         for f in findings:
@@ -345,83 +322,30 @@ class ConsoleApp(App):
     def on_diagnosis_panel_finding_selected(self, msg: DiagnosisPanel.FindingSelected) -> None:
         ev = next((e for e in msg.finding.evidence if e.source in self.panes), None)
         if ev is not None:
+            self.dashboard.reveal(ev.source)  # in the fleet view its pane opens first
             self.panes[ev.source].log_pane.jump_to(ev.line)
 
     # ------------------------------------------------------------------ actions
 
-    _DASHBOARD_ONLY = {"filter", "trust", "reconnect", "checks", "toggle_diagnosis", "chat", "bench", "service",
-                       "doctor", "investigate"}
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The dashboard's keys are hidden and inert on pushed screens (chat, checks, bench...);
-        Esc closes the help panel first, and is the screen's own Esc when no help is shown."""
-        # the command palette (a system screen) opened on the dashboard leaves its keys usable
-        if action in self._DASHBOARD_ONLY and sum(not isinstance(s, SystemModalScreen)
-                                                  for s in self.screen_stack) > 1:
-            return False
+        """Esc closes the help panel first, and is the screen's own Esc when no help is shown."""
         if action == "close_help":
             return bool(self.screen.query("HelpPanel"))
         return True
 
     def focused_station(self) -> StationPane | None:
-        node = self.focused
-        while node is not None:
-            if isinstance(node, StationPane):
-                return node
-            node = node.parent
-        return next(iter(self.panes.values()), None)
-
-    def action_filter(self) -> None:
-        pane = self.focused_station()
-        if pane:
-            pane.log_pane.open_filter()
+        return self.dashboard.focused_station()
 
     def action_reconnect(self) -> None:
         for svc in self.services.values():
             if svc.state != "live":
                 svc.retry_now()
 
-    def action_toggle_diagnosis(self) -> None:
-        self.toggle_class("show-diagnosis")
-        if self.has_class("show-diagnosis"):
-            self._refresh_diagnosis()
-            self.query_one(DiagnosisPanel).query_one("OptionList").focus()
-
-    def action_checks(self) -> None:
-        from console.ui.screens.checks import ChecksScreen
-
-        # Reopening shows the last results (and reruns them) instead of an empty table.
-        self.push_screen(ChecksScreen(self.config, results=self._last_checks))
-
     def action_doctor(self, reason: str = "") -> None:
+        """The NCCL workbench, from the dashboard (n, i) or a failed launch's dialog (i)."""
         from console.ui.screens.doctor import DoctorScreen
 
         self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
-
-    def action_investigate(self) -> None:
-        """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""
-        panel = self.query_one(DiagnosisPanel)
-        sel = panel.selected if self.has_class("show-diagnosis") else None
-        nccl = [f for f in panel.findings if f.id.startswith("nccl")]
-        f = sel if sel is not None and sel.id.startswith("nccl") else (nccl[0] if nccl else None)
-        self.action_doctor(f"{f.id} on {f.station}" if f is not None else "")
-
-    def action_chat(self) -> None:
-        from console.ui.screens.chat import ChatScreen
-
-        self.push_screen(ChatScreen(self.config))
-
-    def action_bench(self) -> None:
-        screen = self.add_optional_screen("console.ui.screens.bench", "BenchScreen")
-        if screen is None:
-            self.notify("The benchmark screen is not available in this build.", severity="warning")
-            return
-        self.push_screen(screen(self.config))  # type: ignore[operator]
-
-    def action_service(self, action: str) -> None:
-        from console.ui.screens.actions import start_action
-
-        start_action(self, self.config, action, read_only=self.read_only)
 
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"
@@ -495,30 +419,8 @@ class ConsoleApp(App):
             path = str(target)
         return super().deliver_screenshot(filename, path, time_format)
 
-    def add_optional_screen(self, module: str, attr: str) -> object | None:
-        """Screens delivered by other modules are imported on use (start-up stays fast)."""
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            return None
-
-
-def expected_gpu_fill(profile) -> float | None:
-    """The serving GPU's memory fill once loaded, as the profile expects it: vLLM claims its
-    --gpu-memory-utilization up front (0.93: 231 of 251 GiB is normal, not a warning)."""
-    util = profile.serving.get("gpu_memory_utilization")
-    if util:
-        return float(util)
-    if profile.gpu.memory_total_mib and profile.gpu.loaded_gib:
-        return profile.gpu.loaded_gib * 1024 / profile.gpu.memory_total_mib
-    return None
-
 
 def screenshot_dir() -> Path:
     """Where the palette's Screenshot goes: the XDG data dir (Textual's default, ~/Downloads, may
     not exist on a station or in a container)."""
     return xdg_data_dir() / "screenshots"
-
-
-def _css_id(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)

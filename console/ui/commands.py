@@ -47,7 +47,7 @@ class CommandList(Provider):
 class BindingCommands(CommandList):
     """A screen's bindings as commands. Subclasses name the screen (``PREFIX``) and say whether
     the palette was opened on it (``applies``). The app's own keys (quit, theme, help) are ``app:``
-    except on the dashboard, whose keys live on the app."""
+    except on the dashboard, the app's home."""
 
     PREFIX = "screen"
 
@@ -62,10 +62,12 @@ class BindingCommands(CommandList):
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
-            if not active.enabled or not binding.show or not binding.description or binding.action in seen:
+            # a key kept out of the footer for room (T, r) is still a command when it says what it does
+            offered = binding.show or bool(binding.tooltip)
+            if not active.enabled or not offered or not binding.description or binding.action in seen:
                 continue
             if binding.action in ("command_palette", "app.command_palette") or (
-                    active.node is app and binding.action in _NAVIGATION_ACTIONS):
+                    _on_dashboard(screen) and binding.action in _NAVIGATION_ACTIONS):
                 continue  # the palette itself; the screens are NavigationCommands' ("Open the chat")
             seen.add(binding.action)
             prefix = self.PREFIX if active.node is not app or _on_dashboard(screen) else "app"
@@ -112,16 +114,19 @@ class BenchCommands(BindingCommands):
     PREFIX = "bench"
 
 
-#: (name, help, dashboard action): the screens, opened from anywhere.
+#: (name, help, action): the screens, opened from anywhere (the dashboard's actions run on it).
 SCREENS: tuple[tuple[str, str, str], ...] = (
     ("Open the chat", "Chat with the served model (reasoning apart, tool test)", "chat"),
     ("Open the bench", "Concurrency sweep and NVIDIA's throughput figure", "bench"),
     ("Open the checks", "Link and preflight checks, RDMA validation", "checks"),
     ("Open the NCCL workbench", "The troubleshooting ladder: links, RDMA, NCCL, env, addresses, hang", "doctor"),
     ("Show the diagnosis", "Findings from every station's log", "toggle_diagnosis"),
-    ("Show the keys (help)", "Every key of the screen you are on (F1; Esc closes)", "toggle_help"),
+    ("Show the GPU processes", "pid, process and GPU memory on the focused station's GPUs (nvidia-smi)",
+     "toggle_processes"),
+    ("Show the fleet", "One row per station (state, memory, engine, last error); Enter opens one", "toggle_fleet"),
+    ("Show the keys (help)", "Every key of the screen you are on (F1; Esc closes)", "app.toggle_help"),
 )
-_NAVIGATION_ACTIONS = frozenset(action for _, _, action in SCREENS)
+_NAVIGATION_ACTIONS = frozenset(action.removeprefix("app.") for _, _, action in SCREENS)
 
 
 class NavigationCommands(CommandList):
@@ -144,5 +149,7 @@ class NavigationCommands(CommandList):
         return True
 
     async def _go(self, action: str) -> None:
-        if action == "toggle_help" or self._home():
+        if action.startswith("app."):
             await self.app.run_action(action)
+        elif self._home():  # on the dashboard: its own actions
+            await self.app.run_action(action, self.app.screen_stack[0])

@@ -19,6 +19,7 @@ from textual.keys import REPLACED_KEYS, Keys, _character_to_key, key_to_characte
 
 from console.config import Config, field_error
 
+APP_OWNER = "ConsoleApp"  # its keys work on every screen
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
 _NAMED = frozenset(part for k in Keys for part in [k.value.rpartition("+")[2]] if len(part) > 1)
 
@@ -26,7 +27,7 @@ _NAMED = frozenset(part for k in Keys for part in [k.value.rpartition("+")[2]] i
 @dataclass(frozen=True)
 class KnownBinding:
     id: str
-    owner: str  # the class that declares it (ConsoleApp is the dashboard's)
+    owner: str  # the class that declares it (DashboardScreen, ChatScreen...; ConsoleApp: every screen's)
     binding: Binding
 
 
@@ -85,18 +86,23 @@ def check_keymap(config: Config) -> dict[str, str]:
                               "the README lists them all)")
         if problem := key_problem(keys):
             raise field_error(config, "keys", binding_id, problem)
-    # two bindings of one screen may not end up on the same key
+    # two bindings of one screen may not end up on the same key; the app's shown keys (quit, theme,
+    # help) are on every screen too
+    def keys_of(kb: KnownBinding) -> list[str]:
+        return [_normal(k) for k in config.keys.get(kb.id, kb.binding.key).split(",")]
+
+    everywhere = {key: kb.id for kb in known.values() if kb.owner == APP_OWNER and kb.binding.show
+                  for key in keys_of(kb)}
     by_owner: dict[str, dict[str, str]] = {}
     for kb in known.values():
-        keys = config.keys.get(kb.id, kb.binding.key)
-        for key in keys.split(","):
-            taken = by_owner.setdefault(kb.owner, {})
-            other = taken.get(_normal(key))
+        for key, raw in zip(keys_of(kb), config.keys.get(kb.id, kb.binding.key).split(","), strict=True):
+            taken = by_owner.setdefault(kb.owner, dict(everywhere) if kb.owner != APP_OWNER else {})
+            other = taken.get(key)
             if other is not None and other != kb.id:
                 culprit = kb.id if kb.id in config.keys else other
-                raise field_error(config, "keys", culprit, f"{key.strip()!r} is also {other if culprit == kb.id else kb.id}'s "
+                raise field_error(config, "keys", culprit, f"{raw.strip()!r} is also {other if culprit == kb.id else kb.id}'s "
                                   f"key on the same screen ({kb.owner})")
-            taken[_normal(key)] = kb.id
+            taken[key] = kb.id
     return dict(config.keys)
 
 

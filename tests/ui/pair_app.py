@@ -3,7 +3,10 @@ services would): shared by the screen tests of issue 15 (engine phase, conventio
 
 from __future__ import annotations
 
+import io
 import time
+
+from rich.console import Console
 
 from console.config import Config, parse_config
 from console.ui.app import ConsoleApp
@@ -33,3 +36,13 @@ async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await pilot.pause(0.05)
+
+
+def pane_text(app, name) -> str:
+    """What a station pane's Static widgets draw, as plain text at the pane's width (a pane's
+    status is a renderable that lays itself out for the width, not a string)."""
+    pane = app.panes[name]
+    console = Console(width=max(20, pane.size.width or 100), record=True, file=io.StringIO(), color_system=None)
+    for w in pane.query("Static"):
+        console.print(w.content)
+    return console.export_text()

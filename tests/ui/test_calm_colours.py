@@ -13,8 +13,8 @@ from rich.console import Console
 from console.messages import EngineUpdate, GpuSample
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
-from console.ui.app import expected_gpu_fill
 from console.ui.palette import fill_level
+from console.ui.screens.dashboard import expected_gpu_fill
 from console.ui.widgets.gpu_meter import GpuMeter, bar, history_label, sparkline
 
 
@@ -62,7 +62,7 @@ async def test_rdma_without_gdr_is_expected_on_a_gb10_pair_and_loading_is_calm()
             app.post_message(EngineUpdate("B", EngineProgress(phase="loading", load_pct=30, transport="rdma")))
             pane = app.panes["B"]
             await until(pilot, lambda p=pane: p.progress is not None, "the phase")
-            status = pane.query_one(".status").content
+            status = pane.query_one(".status").content.joined
             rdma = next(s for s in status.spans if status.plain[s.start:s.end] == "RDMA (no GDR)")
             loading = next(s for s in status.spans if status.plain[s.start:s.end].startswith("loading weights"))
             theme = app.current_theme

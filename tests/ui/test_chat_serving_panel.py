@@ -89,3 +89,19 @@ async def test_monitor_to_panel_then_stale() -> None:
         assert "● not answering" in out and "stale: last good poll" in out
         assert panel.has_class("-stale") and panel.has_class("-down")
         assert panel.snapshot.gen_tok_s is not None  # old values kept
+
+
+def test_narrow_panel_keeps_every_label_whole() -> None:
+    """A station pane at 80 columns is ~32 wide: pairs are packed whole into lines, never `M…`."""
+    c = Console(width=32, record=True, color_system=None)
+    c.print(render_snapshot(FULL, now=1002.0))
+    out = c.export_text()
+    assert "…" not in out
+    for label in ("API ", "Model ", "Reqs ", "KV ", "Gen ", "Prefix ", "TTFT ", "ITL ", "MTP ", "Len "):
+        assert label in out, label
+    assert all(len(line) <= 32 for line in out.splitlines())
+    # a small terminal's budget: the first lines only, the health first
+    c = Console(width=32, record=True, color_system=None)
+    c.print(render_snapshot(FULL, now=1002.0, max_lines=3))
+    lines = c.export_text().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("API ● healthy") and lines[1].startswith("Model glm-5.3")

@@ -96,20 +96,6 @@ SNAP_RESULTS = [
 ]
 
 
-def test_snapshot_checks_screen(snap_compare):
-    from console.config import parse_config
-
-    cfg = parse_config('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n[[stations]]\nname = "B"\nhost = "b"\nrank = 1\n')
-    app = Host(ChecksScreen(cfg, results=SNAP_RESULTS, autostart=False))
-
-    async def select_failure(pilot):
-        await pilot.pause()
-        await pilot.press("down")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=(120, 32), run_before=select_failure)
-
-
 async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
     screen = ChecksScreen(sim.config)
     app = Host(screen)
@@ -129,3 +115,36 @@ async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
         assert not screen.busy
         assert "running" not in {r.status for r in screen.results.values()}
         assert any(r.summary == "cancelled" for r in screen.results.values())
+
+
+async def test_first_view_has_focus_failures_first_and_a_wide_summary():
+    """What the operator reads first: the table has the keys at once (Down / j), failures are
+    sorted first with the first one's detail shown, and the summary column takes the width."""
+    from console.config import parse_config
+
+    cfg = parse_config('[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n[[stations]]\nname = "B"\nhost = "b"\nrank = 1\n')
+    long = CheckResult("jumbo-ping", "A->B", "fail", "100% loss with DF set and no error: the far end (B) or a hop "
+                       "drops 9000-byte frames (MTU smaller there), or the link is down")
+    screen = ChecksScreen(cfg, results=[*SNAP_RESULTS, long], autostart=False)
+    app = Host(screen)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert app.focused is table
+        statuses = [screen.results[row.value].status for row in table.rows]
+        assert statuses == sorted(statuses, key=["fail", "warn", "running", "skip", "pass"].index)
+        assert "mtu-mismatch  A<->B  FAIL" in detail_text(screen)  # the first failure, not row 1 of the plan
+        widths = {c.key.value: c.width for c in table.columns.values()}
+        assert widths["summary"] >= 130, widths
+        await pilot.press("j")
+        await pilot.pause()
+        assert "jumbo-ping  B->A  FAIL" in detail_text(screen)
+        await pilot.press("down")
+        await pilot.pause()
+        assert "jumbo-ping  A->B  FAIL" in detail_text(screen)
+        # a narrower terminal: the summary column follows
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        widths = {c.key.value: c.width for c in table.columns.values()}
+        assert widths["summary"] >= 20 and sum(w + 2 for w in widths.values()) <= 80 - 2
+        assert "jumbo-ping  A->B  FAIL" in detail_text(screen)  # the operator's row is kept

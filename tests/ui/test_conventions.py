@@ -41,11 +41,14 @@ async def test_palette_offers_every_screen_and_the_dashboards_keys(tmp_path):
         hits = await _palette(pilot, "")
         for want in ("Open the chat", "Open the bench", "Open the checks", "Show the diagnosis",
                      "dashboard: Launch", "dashboard: Stop", "dashboard: Restart", "dashboard: Reconnect",
-                     "dashboard: Filter log", "dashboard: Quit"):
+                     "dashboard: Filter", "dashboard: Quit"):
             assert want in hits, (want, hits)
         # every key in the dashboard's footer is a command (the screens' keys as "Open the ...")
-        screens = {action for _, _, action in SCREENS}
-        shown = {b.description for b in app.BINDINGS if b.show and b.description and b.action not in screens}
+        screens = {action.removeprefix("app.") for _, _, action in SCREENS}
+        footer = [ab.binding for ab in app.dashboard.active_bindings.values()]  # what its footer shows
+        shown = {b.description for b in footer if b.show and b.description and b.action not in screens
+                 and b.action != "command_palette"}
+        assert {"Launch", "Filter", "Quit", "Theme"} <= shown
         assert shown <= {h.removeprefix("dashboard: ") for h in hits}
         assert {name for name, _, _ in SCREENS} <= set(hits)
         await pilot.press("escape")
@@ -127,3 +130,18 @@ def test_xdg_data_dir_is_where_screenshots_go(tmp_path, monkeypatch):
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert screenshot_dir() == Path(tmp_path) / "dgx-console" / "screenshots"
+
+
+async def test_palette_shows_the_gpu_processes_of_the_focused_station(tmp_path):
+    from console.ui.widgets.process_list import ProcessList
+
+    app = pair_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.panes["B"].log_pane.log_widget.focus()
+        hits = await _palette(pilot, "processes")
+        assert hits[0] == "Show the GPU processes"
+        await pilot.press("enter")
+        procs = app.panes["B"].query_one(ProcessList)
+        await until(pilot, lambda: procs.has_class("-shown"), "B's process list")
+        assert not app.panes["A"].query_one(ProcessList).has_class("-shown")
+        assert "not read yet" in str(procs.content)  # no compute-apps sample has arrived: said, not blank

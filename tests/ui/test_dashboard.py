@@ -1,8 +1,10 @@
 """The real app, headless (Pilot): live against simulated stations, and snapshots of fixed states."""
 
+import io
 import time
 
 import pytest
+from rich.console import Console
 from textual.widgets import Input, Log
 
 from console.config import parse_config
@@ -21,6 +23,8 @@ from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.ui.app import ConsoleApp
 from console.ui.widgets.station_pane import StationPane
+from tests.ui.pair_app import pane_text
+from tests.ui.snap_settle import settle, until
 
 
 async def wait_until(pilot, pred, timeout=30.0):
@@ -28,11 +32,6 @@ async def wait_until(pilot, pred, timeout=30.0):
     while not pred():
         assert time.monotonic() < deadline, "UI condition not reached"
         await pilot.pause(0.1)
-
-
-def pane_text(app, name) -> str:
-    pane = app.panes[name]
-    return "\n".join(str(w.content) for w in pane.query("Static"))
 
 
 async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
@@ -102,6 +101,8 @@ async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
 
 # ---------------------------------------------------------------- snapshots (fixed data, no I/O)
 
+T0 = 1764590400.0  # fixed sample clock: the history rows and plots never depend on the test machine
+
 SNAP_CONFIG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
 [[stations]]
@@ -144,10 +145,10 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
         post(ConnectionState("A", "live"))
         post(ConnectionState("B", "live"))
         for used in (600, 60000, 120000, 180000, 223000, 236902):
-            post(GpuSample("A", _gpus(used), 0))
+            post(GpuSample("A", _gpus(used), T0 + used / 1000))
             await pilot.pause()
         for used in (600, 40000, 90000, 140000):
-            post(GpuSample("B", _gpus(used), 0))
+            post(GpuSample("B", _gpus(used), T0 + used / 1000))
             await pilot.pause()
         post(HostMemSample("A", HostMemory(507904, 483000), 0))
         post(HostMemSample("B", HostMemory(507904, 480000), 0))
@@ -158,11 +159,12 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
                                               fatal="torch.OutOfMemoryError: CUDA out of memory.")))
         post(LogBatch("A", A_LOG))
         post(LogBatch("B", B_LOG))
-        await pilot.pause()
-        # The diagnosis runs on a 0.5 s interval and raises a toast for a new error: run it now so the
-        # toast is in every snapshot (CI once took the picture before the interval fired).
-        app._refresh_diagnosis()
-        await pilot.pause()
+        panes = app.panes
+        await until(pilot, lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
+                    and panes["B"].progress is not None and panes["B"].host_mem is not None, "the fed state")
+        # the diagnosis (a 0.5 s interval) is drawn now and its toast cleared: CI once took the
+        # picture before the interval fired
+        await settle(pilot)
 
     app._snapshot_feed = feed
     return app
@@ -197,7 +199,11 @@ async def test_many_stations_wrap_into_a_grid(n):
     app = ConsoleApp(parse_config(text, "x.toml"), start_services=False, clock=False)
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.pause()
-        panes = list(app.query(StationPane))
+        if n >= 5:  # the fleet table comes first from 5 stations; f shows the panes
+            assert app.dashboard.view == "fleet"
+            await pilot.press("f")
+            await pilot.pause()
+        panes = list(app.dashboard.query(StationPane))
         assert len(panes) == n
         cols = len({p.region.x for p in panes})
         assert cols == (2 if n <= 4 else 3)
@@ -220,3 +226,44 @@ async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
         app.post_message(LogBatch("A", ["模型" * 160]))  # 320 double-width characters
         await pilot.pause(0.2)
         assert log.virtual_size.width == 640
+
+
+async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):
+    """nvidia-smi --query-compute-apps on the station's session, shown on p in the focused pane."""
+    from console.ui.widgets.process_list import ProcessList
+
+    h = await sim_factory(running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.panes["A"]
+        await wait_until(pilot, lambda: pane.apps_seen and pane.apps)
+        procs = pane.query_one(ProcessList)
+        assert not procs.display or not procs.has_class("-shown")
+        pane.log_pane.log_widget.focus()
+        await pilot.press("p")
+        await wait_until(pilot, lambda: procs.has_class("-shown") and procs.region.height > 1)
+        app_row = max(pane.apps, key=lambda a: a.used_memory_mib or 0)
+        console = Console(width=90, record=True, file=io.StringIO(), color_system=None)
+        console.print(procs.content)
+        text = console.export_text()
+        assert "PID" in text and str(app_row.pid) in text and "GiB" in text
+        await pilot.press("p")
+        await wait_until(pilot, lambda: not procs.has_class("-shown"))
+
+
+async def test_fleet_age_is_the_newest_sample_while_live():
+    """The connection's last_sample_at is said once (when a station turns live); the GPU samples
+    keep coming: the fleet's age is the newer of the two, never the time since it turned live."""
+    from console.ui.widgets.fleet_table import fleet_row
+
+    app = ConsoleApp(parse_config(SNAP_CONFIG, "snap.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        now = time.time()
+        app.post_message(ConnectionState("A", "live", last_sample_at=now - 30))
+        app.post_message(GpuSample("A", _gpus(1000), now - 1))
+        pane = app.panes["A"]
+        await until(pilot, lambda: pane.gpus_at is not None and pane.conn_state == "live", "A's sample")
+        assert fleet_row(pane, now).age_s == pytest.approx(1.0)
+        app.post_message(ConnectionState("A", "stale", last_sample_at=now - 1))
+        await until(pilot, lambda: pane.conn_state == "stale", "A stale")
+        assert fleet_row(pane, now + 20).age_s == pytest.approx(21.0)

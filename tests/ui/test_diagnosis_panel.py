@@ -107,3 +107,43 @@ async def test_next_step_is_a_key_to_press_and_log_text_is_sanitized():
         panel.update_findings([hostile, socket])
         await pilot.pause()
         assert "\x1b" not in text_of(panel.query_one("#diag-detail", Static))
+
+
+async def test_no_findings_is_never_said_while_a_station_is_down():
+    d = Diagnoser()
+    d.feed("A", ["INFO start"])
+    app = PanelApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        panel = app.query_one(DiagnosisPanel)
+        panel.update_findings(d.ranked())
+        panel.set_unread({"B": "unreachable"})
+        await pilot.pause()
+        summary = text_of(panel.query_one("#diag-summary", Static))
+        assert summary == "No findings in the logs read — B's log not read (unreachable)"
+        d.feed("A", [WATCHDOG])
+        panel.update_findings(d.ranked())
+        panel.set_unread({"B": "unreachable", "C": "error"})
+        await pilot.pause()
+        summary = text_of(panel.query_one("#diag-summary", Static))
+        assert summary.startswith("1 finding: 1 error") and "logs of B, C not read (unreachable, error)" in summary
+        panel.set_unread({})
+        await pilot.pause()
+        assert "not read" not in text_of(panel.query_one("#diag-summary", Static))
+
+
+async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
+    from console.messages import ConnectionState
+    from tests.ui.pair_app import pair_app
+
+    app = pair_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.post_message(ConnectionState("A", "live"))
+        app.post_message(ConnectionState("B", "unreachable", "no answer from 127.0.0.2 within 3 s"))
+        await pilot.pause(0.2)
+        await pilot.press("d")
+        await pilot.pause(0.2)
+        summary = text_of(app.screen.query_one("#diag-summary", Static))
+        assert summary == "No findings in the logs read — B's log not read (unreachable)"
+        app.post_message(ConnectionState("B", "live"))
+        await pilot.pause(0.2)
+        assert text_of(app.screen.query_one("#diag-summary", Static)) == "No findings"

@@ -77,3 +77,13 @@ def test_bad_keymaps_are_one_line_exit_2_with_the_line(tmp_path, capsys, line, n
     assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     if "unknown" in needle or "not a" in needle or "also" in needle:
         assert f"{path}:{BASE.count(chr(10)) + 1}:" in err  # the line of the offending key
+
+
+def test_an_app_key_clashing_with_a_dashboard_key_is_refused(tmp_path, capsys):
+    """The dashboard's keys are its screen's, the app's (quit, theme, help) work on it too: a clash
+    between them is caught like one within a screen."""
+    path = tmp_path / "c.toml"
+    path.write_text(BASE + 'quit = "k"\n')
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "keys.quit: 'k' is also checks" in err and "Traceback" not in err, err  # checks (dashboard) or checks-previous

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from console.config import tensor_parallel_for
 from console.remote.commands import RDMA_COUNTER_NAMES
 from console.sim.world import World
 
@@ -92,21 +93,23 @@ def populate(world: World, home: str | None = None) -> None:
             env.write_text(env_text(world, name))
         script = _under(root, home) / "launch-glm53.sh"
         if not script.exists():
-            script.write_text(launch_script_text(prof))
+            script.write_text(launch_script_text(prof, len(world.names)))
             script.chmod(0o755)
 
 
-def launch_script_text(prof) -> str:
+def launch_script_text(prof, n_stations: int = 2) -> str:
     """The tutorial's launch script as an operator keeps it on both stations (run on B, then A):
-    it sources ~/glm53.env, picks the serving GPU by name and starts the container detached."""
+    it sources ~/glm53.env, picks the serving GPU by name and starts the container detached.
+    On more stations the model is split over all of them (tensor parallel = GPUs x stations)."""
+    tp = tensor_parallel_for(prof, n_stations)
     gpu = prof.gpu.name.split()[-1]
     env = ('-e NCCL_DEBUG=INFO -e NCCL_IB_HCA="$RDMA_DEV" -e NCCL_SOCKET_IFNAME="$NETDEV" \\\n'
            '  -e GLOO_SOCKET_IFNAME="$NETDEV" -e TP_SOCKET_IFNAME="$NETDEV"')
     s = prof.serving
     if prof.engine == "sglang":
         serve = (f'"$IMAGE" python3 -m sglang.launch_server --model-path "$MODEL" \\\n'
-                 f'  --served-model-name {prof.served_model_name} --tp {prof.tensor_parallel} \\\n'
-                 f'  --dist-init-addr "$HEAD_IP:{s.get("dist_init_port", 20000)}" --nnodes 2 --node-rank "$RANK" \\\n'
+                 f'  --served-model-name {prof.served_model_name} --tp {tp} \\\n'
+                 f'  --dist-init-addr "$HEAD_IP:{s.get("dist_init_port", 20000)}" --nnodes {n_stations} --node-rank "$RANK" \\\n'
                  f'  --host 0.0.0.0 --port {prof.api_port} --mem-fraction-static {s.get("mem_fraction_static", 0.84)} \\\n'
                  f'  --max-running-requests {s.get("max_running_requests", 2)} --context-length '
                  f'{s.get("context_length", 65536)} \\\n'
@@ -114,7 +117,7 @@ def launch_script_text(prof) -> str:
         role, host_env = "", '-e SGLANG_HOST_IP="$LOCAL_IP"'
     else:
         serve = (f'--entrypoint vllm "$IMAGE" serve "$MODEL" --served-model-name {prof.served_model_name} \\\n'
-                 f'  --tensor-parallel-size {prof.tensor_parallel} --nnodes 2 "${{ROLE[@]}}" \\\n'
+                 f'  --tensor-parallel-size {tp} --nnodes {n_stations} "${{ROLE[@]}}" \\\n'
                  f'  --max-model-len {s.get("max_model_len", 98304)} --gpu-memory-utilization '
                  f'{s.get("gpu_memory_utilization", 0.93)} --kv-cache-dtype {s.get("kv_cache_dtype", "fp8")} \\\n'
                  f'  --enable-prefix-caching --max-num-seqs {s.get("max_num_seqs", 16)} \\\n'

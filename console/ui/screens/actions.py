@@ -221,9 +221,12 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     ActionProgressScreen { align: center middle; }
     ActionProgressScreen > Vertical { width: 95%; height: 95%; border: thick $accent; padding: 0 1;
                                       background: $surface; }
-    ActionProgressScreen #steps { height: 1fr; }
-    ActionProgressScreen #timeline { height: 9; border-top: solid $panel; }
-    ActionProgressScreen RichLog { height: 6; border: round $panel; }
+    ActionProgressScreen > Vertical > Label { width: 100%; }
+    /* the steps are what a person reads first: they keep rows on a small terminal, the
+       timeline and the log give way */
+    ActionProgressScreen #steps { height: 2fr; min-height: 6; }
+    ActionProgressScreen #timeline { height: 1fr; max-height: 9; min-height: 3; border-top: solid $panel; }
+    ActionProgressScreen RichLog { height: 1fr; max-height: 6; min-height: 3; border: round $panel; }
     ActionProgressScreen #verdict { height: auto; max-height: 12; padding: 0 1; }
     """
     BINDINGS = [Binding("c", "cancel", "Cancel action"), Binding("escape", "close_or_cancel", "Close / cancel"),

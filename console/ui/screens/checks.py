@@ -25,8 +25,12 @@ from console.config import Config
 from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
 from console.sanitize import clean, one_line, plain
+from console.ui.fit_text import fill_width
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}
+# Row order once a pass has finished: what needs the operator first.
+STATUS_ORDER = {"fail": 0, "warn": 1, "running": 2, "skip": 3, "pass": 4}
+COLUMNS = ("status", "check", "station", "summary")
 
 
 class ChecksDone(Message):
@@ -54,8 +58,12 @@ def _key(r: CheckResult) -> str:
 
 
 class ChecksScreen(Screen):
+    """Failures first once a pass has finished (the cursor on the first one unless the operator
+    moved it); the summary column takes the width the others leave; the table has the focus."""
+
     TITLE = "Link and preflight checks"
     SUB_TITLE = "is the cable path healthy end to end?"
+    AUTO_FOCUS = "#checks-table"  # Down / j work at once (the app's own AUTO_FOCUS names a pane's log)
     DEFAULT_CSS = """
     ChecksScreen #checks-table { height: 1fr; min-height: 8; }
     ChecksScreen #checks-detail { height: 1fr; border-top: solid $primary; padding: 0 1; }
@@ -67,6 +75,8 @@ class ChecksScreen(Screen):
         Binding("a", "rerun_all", "Rerun all", id="checks-rerun-all"),
         Binding("v", "validate_rdma", "Validate RDMA", id="checks-validate-rdma"),
         Binding("c", "cancel", "Cancel", id="checks-cancel"),
+        Binding("j", "move(1)", "Next check", id="checks-next", show=False),
+        Binding("k", "move(-1)", "Previous check", id="checks-previous", show=False),
     ]
 
     def __init__(self, config: Config, transports: dict[str, Transport] | None = None,
@@ -77,6 +87,9 @@ class ChecksScreen(Screen):
         self.results: dict[str, CheckResult] = {_key(r): r for r in results or []}
         self.autostart = autostart
         self.busy = False
+        self._order: dict[str, int] = {k: i for i, k in enumerate(self.results)}  # plan order within a status
+        self._moved = False  # the operator moved the cursor: keep their row across re-sorts
+        self._widths: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -88,31 +101,62 @@ class ChecksScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_column("status", key="status", width=6)
-        table.add_column("check", key="check", width=20)
-        table.add_column("station", key="station", width=18)
-        table.add_column("summary", key="summary")
-        for r in self.results.values():
-            self._show(r)
+        self._rebuild()
         if self.autostart:
             self.action_rerun_all()
         else:
             self._status()
 
+    def on_resize(self) -> None:
+        if self._column_widths() != self._widths:
+            self._rebuild()
+
     # ------------------------------------------------------------ table
+
+    def _cells(self, r: CheckResult) -> tuple:
+        return (Text(r.status.upper(), style=STYLE.get(r.status, "")), plain(one_line(r.id, 60)),
+                plain(one_line(r.station, 60)), plain(one_line(r.summary, 500)))
+
+    def _column_widths(self) -> tuple[int, ...]:
+        """status, check and station as wide as their longest value; summary takes the rest."""
+        rows = list(self.results.values())
+        check = min(28, max([len("check"), *(len(one_line(r.id, 60)) for r in rows)]))
+        station = min(28, max([len("station"), *(len(one_line(r.station, 60)) for r in rows)]))
+        return (7, check, station, fill_width(self.size.width or self.app.size.width, [7, check, station]))
+
+    def _sorted(self) -> list[CheckResult]:
+        return sorted(self.results.values(), key=lambda r: (STATUS_ORDER.get(r.status, 9),
+                                                            self._order.get(_key(r), 1 << 30)))
+
+    def _rebuild(self, first_failure: bool = False) -> None:
+        """Every row again, failures first, in columns fitted to the screen. The cursor stays on the
+        operator's row; ``first_failure`` (a pass ended and the operator has not moved) puts it on
+        the first row, which is the first failure when there is one."""
+        table = self.query_one(DataTable)
+        keep = None if first_failure and not self._moved else self._selected_key()
+        self._widths = self._column_widths()
+        table.clear(columns=True)
+        for name, width in zip(COLUMNS, self._widths, strict=True):
+            table.add_column(name, key=name, width=width)
+        rows = self._sorted()
+        for r in rows:
+            table.add_row(*self._cells(r), key=_key(r))
+        keys = [_key(r) for r in rows]
+        if rows:
+            row = keys.index(keep) if keep in keys else 0
+            table.move_cursor(row=row, animate=False)
+            self._detail(rows[row])
 
     def _show(self, r: CheckResult) -> None:
         table = self.query_one(DataTable)
         key = _key(r)
         self.results[key] = r
-        cells = (Text(r.status.upper(), style=STYLE.get(r.status, "")), plain(one_line(r.id, 60)),
-                 plain(one_line(r.station, 60)), plain(one_line(r.summary, 500)))
+        self._order.setdefault(key, len(self._order))
         if key in table.rows:
-            for col, value in zip(("status", "check", "station", "summary"), cells, strict=True):
+            for col, value in zip(COLUMNS, self._cells(r), strict=True):
                 table.update_cell(key, col, value)
         else:
-            table.add_row(*cells, key=key)
+            table.add_row(*self._cells(r), key=key)
         if table.cursor_row is not None and table.row_count and self._selected_key() == key:
             self._detail(r)
 
@@ -141,8 +185,21 @@ class ChecksScreen(Screen):
         if event.row_key is not None:
             self._detail(self.results.get(event.row_key.value))
 
+    def on_key(self, event) -> None:
+        if event.key in ("up", "down", "j", "k", "pageup", "pagedown", "home", "end"):
+            self._moved = True
+
+    def on_click(self) -> None:
+        self._moved = True
+
+    def action_move(self, step: int) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            self._moved = True
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))
+
     def _status(self, note: str = "") -> None:
-        counts = {s: sum(r.status == s for r in self.results.values()) for s in ("pass", "fail", "warn", "skip")}
+        counts = {s: sum(r.status == s for r in self.results.values()) for s in ("fail", "warn", "pass", "skip")}
         running = sum(r.status == "running" for r in self.results.values())
         text = Text(f"running ({running} left)... " if self.busy and running else ("running... " if self.busy else ""))
         for s, n in counts.items():
@@ -192,9 +249,8 @@ class ChecksScreen(Screen):
             self.busy = False
         for r in results:
             self._show(r)
+        self._rebuild(first_failure=True)
         self._status()
-        if self._selected_key() is None and results:
-            self._detail(results[0])
         self.app.post_message(ChecksDone(list(self.results.values())))
 
     def _live(self, result: CheckResult) -> None:
@@ -224,5 +280,6 @@ class ChecksScreen(Screen):
             self.busy = False
         for run in runs:
             self._show(rdma_as_check(run))
+        self._rebuild(first_failure=True)
         self._status()
         self.app.post_message(ChecksDone(list(self.results.values())))

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -20,6 +20,9 @@ from console.sanitize import one_line
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
+# Connection states in which a station's log is being read (or about to be): any other state
+# (unreachable, a host key waiting, an error) means the diagnosis cannot see that station now.
+LOG_READ_STATES = frozenset({"connecting", "live", "stale"})
 
 
 def finding_key(f: Finding) -> str:
@@ -80,16 +83,54 @@ def render_detail(f: Finding) -> Text:
     return t
 
 
+def unread_text(unread: dict[str, str]) -> str:
+    """``B's log not read (unreachable)``; several: ``logs of B, C not read (unreachable, error)``."""
+    names = sorted(unread)
+    why = ", ".join(dict.fromkeys(one_line(unread[n], 40) for n in names))
+    if len(names) == 1:
+        return f"{one_line(names[0], 32)}'s log not read ({why})"
+    return f"logs of {', '.join(one_line(n, 32) for n in names)} not read ({why})"
+
+
+def summary_text(findings: Sequence[Finding], unread: dict[str, str] | None = None) -> Text:
+    """The panel's first line: counts by severity, and the stations whose logs could not be read
+    (a station that is down can hold the cause: "No findings" alone would be a lie)."""
+    unread = unread or {}
+    if not findings:
+        if not unread:
+            return Text("No findings", style="green")
+        return Text.assemble(("No findings in the logs read — ", "yellow"), (unread_text(unread), "bold yellow"))
+    t = Text(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: ")
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_STYLE}
+    parts = [(f"{n} {s}{'s' if n != 1 else ''}", SEVERITY_STYLE[s]) for s, n in counts.items() if n]
+    for i, (label, style) in enumerate(parts):
+        if i:
+            t.append(", ")
+        t.append(label, style=style)
+    if unread:
+        t.append(" · ", style="dim")
+        t.append(unread_text(unread), style="bold yellow")
+    return t
+
+
 class DiagnosisPanel(Vertical):
     """Ranked findings on the left of the detail of the highlighted one."""
 
+    # Narrow: the list above the detail, at most 5 rows of it (the detail's Cause and Fix must show
+    # without scrolling on 80x24); wide: the list beside the detail, both full height.
     DEFAULT_CSS = """
     DiagnosisPanel { height: 1fr; }
     DiagnosisPanel #diag-summary { height: 1; padding: 0 1; }
-    DiagnosisPanel #diag-list { height: auto; max-height: 12; }
+    DiagnosisPanel #diag-body { layout: vertical; height: 1fr; }
+    DiagnosisPanel #diag-list { height: auto; max-height: 5; border: none; padding: 0; }
+    DiagnosisPanel #diag-list:focus { background-tint: $foreground 4%; }
     DiagnosisPanel #diag-detail-scroll { height: 1fr; border-top: solid $panel; }
     DiagnosisPanel #diag-detail { padding: 0 1; }
+    DiagnosisPanel.-wide #diag-body { layout: horizontal; }
+    DiagnosisPanel.-wide #diag-list { width: 46; height: 1fr; max-height: 100%; }
+    DiagnosisPanel.-wide #diag-detail-scroll { border-top: none; border-left: solid $panel; }
     """
+    WIDE = 110  # columns from which the list sits beside the detail
 
     class FindingSelected(Message):
         """The operator chose a finding (Enter/click): the app may jump to its log line."""
@@ -102,12 +143,25 @@ class DiagnosisPanel(Vertical):
         super().__init__(**kwargs)
         self._findings: list[Finding] = []
         self._shape: tuple = ()
+        self._unread: dict[str, str] = {}  # station -> why its log cannot be read now
+
+    def set_unread(self, unread: dict[str, str]) -> None:
+        """Stations whose logs the diagnosis cannot read now (``{"B": "unreachable"}``): "No
+        findings" is never said while one of them is down."""
+        if unread != self._unread:
+            self._unread = dict(unread)
+            if self.is_mounted:
+                self._update_summary()
 
     def compose(self) -> ComposeResult:
         yield Static("No findings", id="diag-summary")
-        yield OptionList(id="diag-list")
-        with VerticalScroll(id="diag-detail-scroll"):
-            yield Static("", id="diag-detail")
+        with Container(id="diag-body"):
+            yield OptionList(id="diag-list")
+            with VerticalScroll(id="diag-detail-scroll"):
+                yield Static("", id="diag-detail")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= self.WIDE, "-wide")
 
     @property
     def findings(self) -> list[Finding]:
@@ -137,18 +191,7 @@ class DiagnosisPanel(Vertical):
         self._show_detail()
 
     def _update_summary(self) -> None:
-        counts = {s: sum(1 for f in self._findings if f.severity == s) for s in SEVERITY_STYLE}
-        summary = self.query_one("#diag-summary", Static)
-        if not self._findings:
-            summary.update(Text("No findings", style="green"))
-            return
-        t = Text(f"{len(self._findings)} finding{'s' if len(self._findings) != 1 else ''}: ")
-        parts = [(f"{n} {s}{'s' if n != 1 else ''}", SEVERITY_STYLE[s]) for s, n in counts.items() if n]
-        for i, (label, style) in enumerate(parts):
-            if i:
-                t.append(", ")
-            t.append(label, style=style)
-        summary.update(t)
+        self.query_one("#diag-summary", Static).update(summary_text(self._findings, self._unread))
 
     def _show_detail(self) -> None:
         f = self.selected

@@ -1,8 +1,9 @@
-"""One GPU: a memory bar with used/total and a sparkline of memory use over time."""
+"""One GPU: a memory bar with used/total and its history over time: a one-row sparkline of the
+memory, or, where the pane has the rows (``StationPane.-roomy``), a plot of memory and utilization
+with a time axis (``GpuHistoryPlot``)."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 from rich.text import Text
@@ -11,7 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from console.sanitize import one_line
+from console.ui import clock
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
+from console.ui.widgets.gpu_history import GpuHistoryPlot
 from console.ui.widgets.serving_panel import _age  # one way to say a span: "45 s", "2 min", "1.5 h"
 
 HISTORY = 120
@@ -95,6 +98,7 @@ class GpuMeter(Vertical):
     GpuMeter .gpu-bar { width: 1fr; height: 1; }
     GpuMeter .gpu-mem { width: 22; height: 1; text-align: right; }
     GpuMeter .gpu-hist { height: 1; }
+    GpuMeter .gpu-plot { display: none; height: 8; }
     """
 
     def __init__(self, index: int, expected_frac: float | None = None, **kwargs) -> None:
@@ -103,6 +107,7 @@ class GpuMeter(Vertical):
         self.expected_frac = expected_frac  # the serving GPU's expected fill (the profile's), else None
         self.history: deque[float] = deque(maxlen=HISTORY)
         self.times: deque[float] = deque(maxlen=HISTORY)  # when each sample was taken (the time scale)
+        self.utils: deque[float | None] = deque(maxlen=HISTORY)  # utilization at those times
         self.used_mib: float | None = None
         self.total_mib: float | None = None
         self.title = ""
@@ -114,6 +119,7 @@ class GpuMeter(Vertical):
             yield Static("", classes="gpu-bar")
             yield Static("", classes="gpu-mem")
         yield Static("", classes="gpu-hist")
+        yield GpuHistoryPlot(classes="gpu-plot")
 
     def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
                        temp: int | None, power: float | None, note: str = "", error: str | None = None,
@@ -122,8 +128,13 @@ class GpuMeter(Vertical):
         GPU could not be read (nvidia-smi's words)."""
         self._last = (name, used_mib, total_mib, util, temp, power, note, error)
         if used_mib is not None:
-            self.history.append(used_mib)
-            self.times.append(time.time() if at is None else at)
+            when = clock.now() if at is None else at
+            if self.times and self.times[-1] == when:  # the same sample drawn again (new processes, host memory)
+                self.history[-1], self.utils[-1] = used_mib, util
+            else:
+                self.history.append(used_mib)
+                self.times.append(when)
+                self.utils.append(util)
         if self.is_mounted:
             self._render_reading()
 
@@ -178,3 +189,5 @@ class GpuMeter(Vertical):
     def _render_history(self) -> None:
         self.query_one(".gpu-hist", Static).update(Spark(list(self.history), self.total_mib, list(self.times),
                                                          palette_of(self.app)))
+        # the plot keeps the data; it is drawn only while shown (a roomy pane), from the samples' clock
+        self.query_one(GpuHistoryPlot).show(list(self.times), list(self.history), list(self.utils), self.total_mib)

@@ -11,9 +11,6 @@ panel says "starting (engine loading …)" in a calm colour instead of a red "no
 
 from __future__ import annotations
 
-import time
-
-from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.message import Message
@@ -22,7 +19,9 @@ from textual.widgets import Static
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
+from console.ui import clock
 from console.ui.engine_state import api_expectation
+from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
@@ -62,19 +61,16 @@ def _age(s: float) -> str:
 
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
-                    engine: EngineProgress | None = None, palette: Palette = DEFAULT) -> Group:
-    """The panel's content as a Rich table (pure: a snapshot, a clock and the head's engine phase
-    in, a renderable out). ``palette``: the theme's colours for ok / calm / warn / error."""
-    now = time.time() if now is None else now
+                    engine: EngineProgress | None = None, palette: Palette = DEFAULT,
+                    max_lines: int | None = None) -> ServingView:
+    """The panel's content (pure: a snapshot, a clock and the head's engine phase in, a
+    renderable out) that lays itself out for the width it gets: label/value pairs two per row
+    when there is room, else packed whole into lines (a label is never cut to ``M…``).
+    ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate)."""
+    now = clock.now() if now is None else now
     pal = palette
-    t = Table.grid(padding=(0, 1), expand=True)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(no_wrap=True)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(no_wrap=True)
     if snap is None:
-        t.add_row("API", Text("waiting for the first poll…", style="dim"), "", "")
-        return Group(t)
+        return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
     stale = snap.is_stale(now, STALE_AFTER_S)
     expect = api_expectation(engine)
     loading = snap.status in ("unreachable", "unhealthy") and expect == "loading"
@@ -88,19 +84,21 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
     elif snap.status == "unreachable" and expect == "stopped":
         health = Text("○ stopped (the engine is not running)", style="dim")
-    engine = f"{snap.engine or '?'} {snap.version or ''}".strip()
-    t.add_row("API", health, "Model", Text(one_line(f"{snap.model or '—'} ({engine})", 200), overflow="ellipsis"))
+    engine_name = f"{snap.engine or '?'} {snap.version or ''}".strip()
     val = "dim" if stale else ""
-    t.add_row("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val),
-              "KV", Text(_pct(snap.kv_usage), style=val))
-    t.add_row("Gen", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val),
-              "Prefix", Text(_pct(snap.prefix_hit_rate) + (" hit" if snap.prefix_hit_rate is not None else ""),
-                             style=val))
-    t.add_row("TTFT", Text(_ms(snap.ttft_p50_s) + (" p50" if snap.ttft_p50_s is not None else ""), style=val),
-              "ITL", Text(_ms(snap.itl_p50_s) + (" p50" if snap.itl_p50_s is not None else ""), style=val))
+    rows = [
+        [("API", health), ("Model", Text(one_line(f"{snap.model or '—'} ({engine_name})", 200)))],
+        [("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val)),
+         ("KV", Text(_pct(snap.kv_usage), style=val))],
+        [("Gen", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val)),
+         ("Prefix", Text(_pct(snap.prefix_hit_rate) + (" hit" if snap.prefix_hit_rate is not None else ""),
+                         style=val))],
+        [("TTFT", Text(_ms(snap.ttft_p50_s) + (" p50" if snap.ttft_p50_s is not None else ""), style=val)),
+         ("ITL", Text(_ms(snap.itl_p50_s) + (" p50" if snap.itl_p50_s is not None else ""), style=val))],
+    ]
     if snap.spec_accept_rate is not None or snap.spec_mean_len is not None:
-        t.add_row("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val),
-                  "Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))
+        rows.append([("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val)),
+                     ("Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))])
     age = snap.age_s(now)
     error = one_line(snap.error, 300) if snap.error else None
     if loading:
@@ -115,7 +113,49 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text(f"updated {_age(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
-    return Group(t, foot)
+    return ServingView(rows, foot, max_lines)
+
+
+GRID_MIN_WIDTH = 56  # below this, two label/value pairs per row would cut the labels
+
+
+class ServingView:
+    """Label/value pairs laid out for the width at render time."""
+
+    def __init__(self, rows: list[list[tuple[str, Text]]], foot: Text | None, max_lines: int | None = None) -> None:
+        self.rows, self.foot, self.max_lines = rows, foot, max_lines
+
+    def __rich_console__(self, console, options):
+        width = options.max_width
+        if width >= GRID_MIN_WIDTH and self.max_lines is None:
+            t = Table.grid(padding=(0, 1), expand=True)
+            for _ in range(2):
+                t.add_column(style="bold", no_wrap=True)
+                t.add_column(no_wrap=True, overflow="ellipsis")
+            for row in self.rows:
+                cells: list[object] = []
+                for label, value in row + [("", Text(""))] * (2 - len(row)):
+                    cells += [label, value]
+                t.add_row(*cells)
+            yield t
+            if self.foot is not None:
+                yield self.foot
+            return
+        yield from self._packed(width)
+
+    def _packed(self, width: int):
+        """Whole pairs packed into lines ("Reqs 3 run · 1 wait  KV 23.5 %"); the API and model
+        pairs each start a line; a value too long for the line ends in "…"."""
+        pairs = [p for row in self.rows for p in row]
+        lines = pack([Text.assemble((label, "bold"), " ", value) for label, value in pairs], width,
+                     breaks=frozenset({1, 2}))
+        budget = self.max_lines if self.max_lines is not None else len(lines) + 1
+        if self.foot is not None and budget > len(lines):
+            foot = self.foot.copy()
+            foot.no_wrap, foot.overflow = True, "ellipsis"
+            foot.truncate(width, overflow="ellipsis")
+            lines.append(foot)
+        yield from lines[:max(1, budget)]
 
 
 class ServingPanel(Static):
@@ -132,7 +172,13 @@ class ServingPanel(Static):
         super().__init__(name=name, id=id, classes=classes)
         self.snapshot: ServingSnapshot | None = None
         self.engine: EngineProgress | None = None  # the head station's engine phase
+        self.max_lines: int | None = None  # a small terminal's budget of rows (None: all)
         self.border_title = "Serving"
+
+    def set_max_lines(self, lines: int | None) -> None:
+        if lines != self.max_lines:
+            self.max_lines = lines
+            self._redraw()
 
     def on_mount(self) -> None:
         self.engine = self.engine or getattr(self.app, "head_engine", None)  # a phase known before mount
@@ -149,7 +195,7 @@ class ServingPanel(Static):
 
     def _redraw(self) -> None:
         snap = self.snapshot
-        now = time.time()
+        now = clock.now()
         down = snap is not None and snap.status in ("unhealthy", "unreachable")
         starting = down and api_expectation(self.engine) in ("loading", "stopped")
         self.set_class(snap is not None and snap.is_stale(now, STALE_AFTER_S) and snap.updated_at is not None
@@ -158,4 +204,4 @@ class ServingPanel(Static):
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
             self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
-        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app)))
+        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines))

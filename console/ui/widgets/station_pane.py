@@ -1,6 +1,12 @@
 """One station: connection, GPUs (memory bar + history), host memory, container and engine
-state, badges from checks and diagnosis, and the container log. Rendering only: every value
-arrives through a method called by the app's message handlers."""
+state, badges from checks and diagnosis, the GPU processes (``p``) and the container log.
+Rendering only: every value arrives through a method called by the app's message handlers.
+
+The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
+(worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
+error); a short pane (a small terminal, many stations) drops the history rows and the display
+GPU and gives the serving box three rows, so the log keeps lines; a tall one plots the serving
+GPU's memory and utilization over time."""
 
 from __future__ import annotations
 
@@ -20,10 +26,16 @@ from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.sanitize import one_line
+from console.ui import clock
 from console.ui.engine_state import LOADING_PHASES
+from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
+from console.ui.widgets.process_list import ProcessList
+
+SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
+ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
 CONN_STYLE: dict[ConnState, tuple[str, str]] = {
     "connecting": ("◌", "yellow"),
@@ -93,6 +105,28 @@ def _while_mounted(method):
     return wrapper
 
 
+class HostMemLine:
+    """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show."""
+
+    def __init__(self, mem: HostMemory, unified: bool) -> None:
+        self.mem, self.unified = mem, unified
+
+    def __rich_console__(self, console, options):
+        mem = self.mem
+        frac = mem.used_mib / mem.total_mib if mem.total_mib else None
+        figures = Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
+        note = Text("  (unified with GPU)", style="dim") if self.unified else Text()
+        room = options.max_width - len("host mem ") - figures.cell_len
+        if room - note.cell_len >= 8:
+            room -= note.cell_len
+        else:
+            note = Text()
+        line = Text("host mem ") + bar(frac, max(4, min(24, room))) + figures + note
+        line.no_wrap, line.overflow = True, "ellipsis"
+        line.truncate(options.max_width, overflow="ellipsis")
+        yield line
+
+
 class StationPane(Vertical):
     DEFAULT_CSS = """
     StationPane { border: round $primary 60%; padding: 0 1; height: 1fr; }
@@ -100,10 +134,18 @@ class StationPane(Vertical):
     StationPane .status { height: auto; }
     StationPane .gpus { height: auto; }
     StationPane .hostmem { height: 1; }
-    StationPane .badges { height: auto; }
+    StationPane .badges { height: auto; display: none; }
     StationPane .gpu-error { height: auto; display: none; }
     StationPane .gpu-error.-shown { display: block; }
     StationPane.-stale .gpus, StationPane.-stale .hostmem { text-opacity: 55%; }
+    StationPane GpuMeter.-display { height: 2; }
+    StationPane GpuMeter.-display .gpu-hist { display: none; }
+    StationPane.-short GpuMeter { height: 2; }
+    StationPane.-short GpuMeter .gpu-hist { display: none; }
+    StationPane.-short GpuMeter.-display { display: none; }
+    StationPane.-roomy GpuMeter.-serving { height: auto; }
+    StationPane.-roomy GpuMeter.-serving .gpu-hist { display: none; }
+    StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
     """
 
     def __init__(self, station: Station, max_lines: int = 5000, unified: bool = False, engine: str = "vllm",
@@ -127,6 +169,7 @@ class StationPane(Vertical):
         self.gpus: list[GpuReading] = []
         self.gpus_at: float | None = None
         self.apps: list[ComputeApp] = []
+        self.apps_seen = False  # a compute-apps sample arrived (an empty list is then "none")
         self.host_mem: HostMemory | None = None
         self.badges: dict[str, Text] = {}
         self.meters: list[GpuMeter] = []
@@ -141,6 +184,7 @@ class StationPane(Vertical):
         yield Vertical(classes="gpus")
         yield Static("", classes="hostmem")
         yield Static("", classes="badges")
+        yield ProcessList(classes="processes")
         if self.station.is_head:
             from console.ui.widgets.serving_panel import ServingPanel
 
@@ -149,6 +193,28 @@ class StationPane(Vertical):
 
     def on_mount(self) -> None:
         self._render_status()
+
+    def on_resize(self) -> None:
+        """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
+        short, roomy = self.size.height < SHORT_BELOW, self.size.height >= ROOMY_FROM
+        if short != self.has_class("-short") or roomy != self.has_class("-roomy"):
+            self.set_class(short, "-short")
+            self.set_class(roomy, "-roomy")
+            for panel in self.query("ServingPanel"):
+                panel.set_max_lines(3 if short else None)  # type: ignore[attr-defined]
+
+    def toggle_processes(self) -> bool:
+        """Show or hide the GPU process list (the dashboard's ``p``); True when now shown."""
+        procs = self.query_one(ProcessList)
+        procs.toggle_class("-shown")
+        self._render_processes()
+        return procs.has_class("-shown")
+
+    def _render_processes(self) -> None:
+        procs = self.query_one(ProcessList)
+        if procs.has_class("-shown"):
+            procs.show(self.apps if self.apps_seen else None, self.gpus,
+                       self.host_mem.total_mib if self.unified and self.host_mem else None)
 
     @property
     def log_pane(self) -> LogPane:
@@ -195,7 +261,9 @@ class StationPane(Vertical):
             self.badges.pop(key, None)
         else:
             self.badges[key] = text if isinstance(text, Text) else Text(text)
-        self.query_one(".badges", Static).update(Text("  ").join(self.badges.values()) if self.badges else "")
+        box = self.query_one(".badges", Static)
+        box.update(Text("  ").join(self.badges.values()) if self.badges else "")
+        box.display = bool(self.badges)  # no empty row where nothing is to be said (80x24 needs it)
 
     @_while_mounted
     def set_gpus(self, gpus: list[GpuReading], error: str | None = None, at: float | None = None) -> None:
@@ -211,24 +279,27 @@ class StationPane(Vertical):
         if [m.index for m in self.meters] != [g.index for g in gpus]:
             box = self.query_one(".gpus", Vertical)
             box.remove_children()
-            self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None)
+            self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None,
+                                    classes="-serving" if self._serving(g, gpus) else "-display")
                            for g in gpus]
             box.mount(*self.meters)
         self._render_gpus()
+        self._render_processes()
+
+    def _serving(self, g: GpuReading, gpus: list[GpuReading]) -> bool:
+        """A GPU the model runs on: the profile's GPU (every GPU when none is that one)."""
+        return g.name == self.serving_gpu or not any(x.name == self.serving_gpu for x in gpus)
 
     @_while_mounted
     def set_apps(self, apps: list[ComputeApp]) -> None:
-        self.apps = apps
+        self.apps, self.apps_seen = apps, True
         self._render_gpus()
+        self._render_processes()
 
     @_while_mounted
     def set_host_mem(self, mem: HostMemory) -> None:
         self.host_mem = mem
-        frac = mem.used_mib / mem.total_mib if mem.total_mib else None
-        line = Text("host mem ") + bar(frac, 24) + Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
-        if self.unified:
-            line.append("  (unified with GPU)", style="dim")
-        self.query_one(".hostmem", Static).update(line)
+        self.query_one(".hostmem", Static).update(HostMemLine(mem, self.unified))
         if self.unified:
             self._render_gpus()
 
@@ -257,59 +328,62 @@ class StationPane(Vertical):
                                  at=self.gpus_at)
 
     def _render_status(self) -> None:
+        """Whole pieces packed into the pane's width, then what must keep its start (the fatal
+        line, clipped to two lines) and the start-up timeline."""
         icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
-        now = time.time()
-        t = Text()
-        t.append(f"{icon} {self.conn_state}", style=style)
+        now = clock.now()
+        state = Text(f"{icon} {self.conn_state}", style=style)
+        pieces = [state]
+        after: list = []
         seen = self.last_sample_at
         if self.conn_state == "stale" and seen is not None:
-            t.append(f" {_ago(now - seen)}", style=style)
-            t.append(f"  values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow")
+            state.append(f" {_ago(now - seen)}", style=style)
+            pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
         elif self.conn_state in DOWN_STATES or self.conn_state == "connecting":
             if seen is not None and self.conn_state != "connecting":
-                t.append(f"  last seen {time.strftime('%H:%M:%S', time.localtime(seen))} ({_ago(now - seen)} ago)",
-                         style="yellow")
+                pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
+                                   f"({_ago(now - seen)} ago)", style="yellow"))
             elif self.conn_state != "connecting":
-                t.append("  never seen", style="yellow")
+                pieces.append(Text("never seen", style="yellow"))
             if self.next_try_at is not None:
                 wait = self.next_try_at - now
-                t.append(f"  next try in {_ago(wait)}" if wait >= 1 else "  trying again now", style="dim")
+                pieces.append(Text(f"next try in {_ago(wait)}" if wait >= 1 else "trying again now", style="dim"))
         hk = self.host_key
         if self.conn_state == "host-key-unknown":
             offered = getattr(hk, "offered", None)
-            t.append(f"\n  host key unknown: {offered or '?'} — press T to review and trust", style="magenta")
+            after.append(Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
+                                      style="magenta"), 2))
         elif self.conn_state == "host-key-changed":
             known = ", ".join(str(k) for k in getattr(hk, "known", ()))
-            t.append(f"\n  HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
-                     " — press T to review", style="bold red")
+            after.append(Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
+                                      " — press T to review", style="bold red"), 6))  # both keys, whole
         elif self.conn_state in ("unreachable", "error") and self.conn_detail:
-            t.append(f"\n  {one_line(self.conn_detail, 240)}", style="red")
+            after.append(Clipped(Text(f"{one_line(self.conn_detail, 240)} (r: retry now)", style="red"), 2))
         if self.container:
             c = self.container
             cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
-            t.append("   container ", style="dim")
-            t.append(f"{self.station.container}: {c.state}", style=cstyle)
+            piece = Text.assemble(("container ", "dim"), (f"{self.station.container}: {c.state}", cstyle))
             if c.state == "exited" and c.exit_code is not None:
-                t.append(f" ({c.exit_code})", style=cstyle)
+                piece.append(f" ({c.exit_code})", style=cstyle)
+            pieces.append(piece)
         if self.progress and (self.container is None or self.container.state == "running"
                               or self.progress.phase == "failed"):
             p = self.progress
-            t.append("   engine ", style="dim")
             label = p.label
             if not self.station.is_head and p.phase == "ready":
                 label = "serving (worker)"
             pal = palette_of(self.app)
-            t.append(label, style=pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white"))
+            pieces.append(Text.assemble(("engine ", "dim"), (label, pal.calm if p.phase in LOADING_PHASES
+                                                              else PHASE_STYLE.get(p.phase, "white"))))
             tl, ts = TRANSPORT_LABEL[p.transport]
             if p.transport == "rdma" and not self.gpudirect:
                 ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
-            t.append("   NCCL ", style="dim")
-            t.append(tl, style=ts)
+            pieces.append(Text.assemble(("NCCL ", "dim"), (tl, ts)))
             if p.fatal:
-                t.append("\n  ")
-                t.append(p.fatal[-160:], style="red")
+                after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
             if p.timeline:
-                t.append("\n")
-                t.append_text(timeline_line(p))
-        self.query_one(".status", Static).update(t)
+                line = timeline_line(p)
+                line.no_wrap, line.overflow = True, "ellipsis"
+                after.append(line)
+        self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
         self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")

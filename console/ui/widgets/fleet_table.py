@@ -1,0 +1,227 @@
+"""The fleet view: one row per station, like a cluster overview (all-smi, k9s): state, age of the
+last sample, engine phase, serving-GPU memory used/total, utilization, NCCL transport and the
+last error. Enter on a row asks for that station's full pane (``StationChosen``).
+
+Rendering only: rows are read from the station panes (``update_from``), which hold what the
+services said; the display GPU of a DGX Station is left out (it serves nothing and repeated on
+every row it hid the figures that matter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.sanitize import one_line
+from console.ui import clock
+from console.ui.engine_state import LOADING_PHASES
+from console.ui.fit_text import error_words, fill_width
+from console.ui.palette import DEFAULT, Palette, palette_of
+from console.ui.widgets.gpu_meter import bar
+from console.ui.widgets.station_pane import CONN_STYLE, DOWN_STATES, PHASE_STYLE, StationPane
+
+TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
+COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
+           ("NCCL", 10))  # then "last error", which takes the rest
+# Narrower terminals keep the last error readable: first util goes and the bars shrink, then the
+# state is its icon alone (colour and shape say it) and memory is its figures.
+LAYOUTS: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = (
+    (150, COLUMNS),
+    (100, (("station", 10), ("state", 13), ("age", 5), ("engine", 20), ("GPU memory", 16), ("NCCL", 9))),
+    (0, (("station", 10), ("state", 1), ("age", 5), ("engine", 19), ("GPU memory", 11))),
+)
+ERROR = "last error"
+
+
+def layout_for(width: int) -> tuple[tuple[str, int], ...]:
+    return next(cols for least, cols in LAYOUTS if width >= least)
+DOWN = DOWN_STATES
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = max(0, int(seconds))
+    return f"{s} s" if s < 120 else (f"{s // 60} min" if s < 7200 else f"{s // 3600} h")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """What one station's row says (plain values; ``cells`` styles them)."""
+
+    station: str
+    rank: int
+    head: bool
+    state: str
+    age_s: float | None
+    phase: str | None
+    engine: str
+    used_mib: float | None
+    total_mib: float | None
+    util_pct: int | None
+    transport: str
+    error: str
+
+
+def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
+    """One station's row from its pane: the serving GPUs only (the profile's GPU; all of them when
+    none matches), memory as the pane's meters computed it (GB10: processes against host memory)."""
+    now = clock.now() if now is None else now
+    st = pane.station
+    serving = [m for m in pane.meters if m.expected_frac is not None] or list(pane.meters)
+    gpus = {g.index: g for g in pane.gpus}
+    used = [m.used_mib for m in serving if m.used_mib is not None]
+    total = [m.total_mib for m in serving if m.total_mib is not None]
+    utils = [gpus[m.index].util_pct for m in serving if m.index in gpus and gpus[m.index].util_pct is not None]
+    # the newest of the two: the connection's word (stale / down) and the last GPU sample (live)
+    seen = max((t for t in (getattr(pane, "last_sample_at", None), pane.gpus_at) if t is not None), default=None)
+    p = pane.progress
+    engine = ""
+    if p is not None:
+        engine = "serving (worker)" if (not st.is_head and p.phase == "ready") else p.label
+    error = ""
+    if pane.conn_state in DOWN and pane.conn_detail:
+        error = pane.conn_detail
+    elif p is not None and p.fatal:
+        error = error_words(p.fatal)
+    elif pane.container is not None and pane.container.state in ("exited", "dead") and pane.container.exit_code:
+        error = f"container {pane.container.state} ({pane.container.exit_code})"
+    return FleetRow(st.name, st.rank, st.is_head, pane.conn_state, None if seen is None else now - seen,
+                    p.phase if p else None, engine, sum(used) if used else None, sum(total) if total else None,
+                    max(utils) if utils else None, p.transport if p else "unknown", one_line(error, 400))
+
+
+def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
+          columns: tuple[tuple[str, int], ...] = COLUMNS) -> tuple[Text, ...]:
+    """The row's cells for ``columns`` (then the last error), styled by meaning (calm while
+    loading, warning when stale, error when down)."""
+    every = dict(zip([label for label, _ in COLUMNS] + [ERROR], _all_cells(row, expected, mem_width, palette),
+                     strict=True))
+    widths = dict(columns)
+    if widths.get("state", 13) < 4:  # the icon alone
+        every["state"] = every["state"][:1]
+    return tuple(every[label] for label in [*widths, ERROR])
+
+
+def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette) -> tuple[Text, ...]:
+    icon, style = CONN_STYLE.get(row.state, ("?", "white"))
+    name = Text(row.station, style="bold")
+    name.append(f" r{row.rank}" + (" ·api" if row.head else ""), style="dim")
+    state = Text(f"{icon} {row.state}", style=style)
+    age = Text(_age(row.age_s), style="yellow" if (row.age_s or 0) > 10 else "dim")
+    phase_style = palette.calm if row.phase in LOADING_PHASES else PHASE_STYLE.get(row.phase or "", "dim")
+    engine = Text(row.engine or "—", style=phase_style if row.engine else "dim")
+    if row.used_mib is not None and row.total_mib:
+        figures = f" {row.used_mib / 1024:.0f}/{row.total_mib / 1024:.0f} GiB"
+        room = mem_width - len(figures)
+        if room >= 4:
+            mem = bar(row.used_mib / row.total_mib, room, expected, palette)
+            mem.append(figures)
+        else:  # no room for a bar: the figures, coloured as the bar would be
+            level = bar(row.used_mib / row.total_mib, 4, expected, palette).spans[0].style
+            mem = Text(figures.strip(), style=level)
+    else:
+        mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
+    util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
+    nccl_style = {"gdrdma": palette.ok, "rdma": palette.calm, "socket": f"bold {palette.error}"}.get(row.transport, "dim")
+    nccl = Text(TRANSPORT_SHORT.get(row.transport, row.transport), style=nccl_style)
+    err = Text(row.error, style=palette.error) if row.error else Text("")
+    return name, state, age, engine, mem, util, nccl, err
+
+
+class FleetTable(DataTable):
+    """One row per station; Enter opens its pane."""
+
+    DEFAULT_CSS = """
+    FleetTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("enter", "open_station", "Open station", id="fleet-open"),
+    ]
+
+    class StationChosen(Message):
+        """The operator asked for this station's full pane."""
+
+        def __init__(self, station: str) -> None:
+            super().__init__()
+            self.station = station
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self._rows: dict[str, tuple] = {}
+        self._widths: tuple[int, ...] = ()
+        self._cols: tuple[tuple[str, int], ...] = ()
+        self._keep_cursor = 0
+        self._expected: dict[str, float | None] = {}
+
+    def _fitted(self) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
+        width = self.size.width or self.app.size.width
+        cols = layout_for(width)
+        fixed = [w for _, w in cols]
+        return cols, (*fixed, fill_width(width, fixed, minimum=12))
+
+    def _columns(self) -> None:
+        cols, widths = self._fitted()
+        if (cols, widths) == (self._cols, self._widths):
+            return
+        relayout = cols != self._cols
+        self._cols, self._widths = cols, widths
+        keep = self.cursor_row
+        rows = {} if relayout else dict(self._rows)  # other columns: the next update refills the rows
+        self.clear(columns=True)
+        for (label, _), width in zip([*cols, (ERROR, 0)], widths, strict=True):
+            self.add_column(label, key=label, width=width)
+        self._rows = {}
+        for key, row in rows.items():
+            self._rows[key] = row
+            self.add_row(*row, key=key)
+        self._keep_cursor = keep
+        if self.row_count:
+            self.move_cursor(row=min(keep, self.row_count - 1), animate=False)
+
+    def on_resize(self) -> None:
+        self._columns()
+
+    def update_from(self, panes: Iterable[StationPane], now: float | None = None) -> None:
+        """Refresh every row from the panes (cells that did not change are left alone)."""
+        self._columns()
+        pal = palette_of(self.app)
+        cols = self._cols
+        mem_width = dict(cols)["GPU memory"]
+        filled = not self._rows
+        for pane in panes:
+            row = fleet_row(pane, now)
+            key = row.station
+            new = cells(row, pane.expected_frac, mem_width, pal, cols)
+            old = self._rows.get(key)
+            if old is None:
+                self.add_row(*new, key=key)
+            else:
+                for (label, _), before, after in zip([*cols, (ERROR, 0)], old, new, strict=True):
+                    if before != after:
+                        self.update_cell(key, label, after)
+            self._rows[key] = new
+        if filled and self.row_count and self._keep_cursor:  # refilled after a change of columns
+            self.move_cursor(row=min(self._keep_cursor, self.row_count - 1), animate=False)
+            self._keep_cursor = 0
+
+    def cursor_station(self) -> str | None:
+        """The station of the row under the cursor."""
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def action_open_station(self) -> None:
+        if (key := self.cursor_station()) is not None:
+            self.post_message(self.StationChosen(key))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """A click on a row (or Enter through DataTable's own select) opens it too."""
+        event.stop()
+        if event.row_key is not None and event.row_key.value is not None:
+            self.post_message(self.StationChosen(event.row_key.value))

@@ -1,0 +1,103 @@
+"""A GPU's memory and utilization history as a plot with a time axis (textual-plotext, as the
+bench's figure), where the pane has the rows for it; the meter's one-line sparkline stays for
+small terminals.
+
+The time axis counts back from the newest sample (``-60 s`` ... ``0``): it comes from the
+samples' own clock, never from the screen's, so a frozen station shows a frozen plot and a
+snapshot test draws the same figure every time. Memory is on the left axis from zero to the GPU's
+total (a flat line at 231 of 251 GiB must look full), utilization on the right from 0 to 100 %.
+
+The plot is built only when its data, size or theme changed (plotext renders the whole figure
+in Python: about a millisecond per build at a pane's size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import RenderResult
+from textual_plotext import PlotextPlot
+
+
+def time_axis(times: Sequence[float]) -> list[float]:
+    """Seconds relative to the newest sample (all <= 0)."""
+    if not times:
+        return []
+    last = times[-1]
+    return [t - last for t in times]
+
+
+_STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
+
+
+def _span_label(seconds: float) -> str:
+    s = int(round(seconds))
+    if s == 0:
+        return "now"
+    if s % 3600 == 0:
+        return f"-{s // 3600} h"
+    return f"-{s // 60} min" if s % 60 == 0 and s >= 120 else f"-{s} s"
+
+
+def time_ticks(span_s: float, most: int = 5) -> tuple[list[float], list[str]]:
+    """Round ticks back from 0 ("-60 s", "-30 s", "now") for a history of ``span_s`` seconds."""
+    step = next((st for st in _STEPS if span_s / st <= most - 1), _STEPS[-1])
+    ticks = [-step * k for k in range(int(span_s // step), -1, -1)]
+    return [float(t) for t in ticks], [_span_label(-t) for t in ticks]
+
+
+class GpuHistoryPlot(PlotextPlot):
+    """Memory (GiB, left) and utilization (%, right) against seconds before the last sample."""
+
+    DEFAULT_CSS = """
+    GpuHistoryPlot { height: 8; width: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._data: tuple[list[float], list[float], list[float], float | None] = ([], [], [], None)
+        self._version = 0
+        self._cache: tuple[tuple, Text] | None = None
+
+    def show(self, times: Sequence[float], used_mib: Sequence[float], util_pct: Sequence[float | None],
+             total_mib: float | None) -> None:
+        """The samples (oldest first; ``util_pct`` may hold None where it was not read)."""
+        self._data = (time_axis(times), [u / 1024 for u in used_mib],
+                      [float(u) if u is not None else float("nan") for u in util_pct], total_mib)
+        self._version += 1
+        self.refresh()
+
+    def _build(self) -> None:
+        xs, mem, util, total = self._data
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if len(xs) < 2 or min(xs) >= 0:
+            plt.title("history: waiting for samples over time")
+            return
+        plt.plot(xs, mem, marker="braille", color="green+", yside="left", label="memory")
+        pairs = [(x, u) for x, u in zip(xs, util, strict=False) if u == u]  # NaN: not read
+        if pairs:
+            plt.plot([x for x, _ in pairs], [u for _, u in pairs], marker="braille", color="cyan", yside="right",
+                     label="util")
+        top = (total / 1024) if total else (max(mem) * 1.1 or 1.0)
+        plt.ylim(0, top, yside="left")
+        plt.yticks([0, top / 2, top], ["0", f"{top / 2:.0f}", f"{top:.0f} GiB"], yside="left")
+        plt.ylim(0, 100, yside="right")
+        plt.yticks([0, 50, 100], ["0", "50", "100 %"], yside="right")
+        plt.xlim(min(xs), 0)
+        plt.xticks(*time_ticks(-min(xs), most=max(2, min(6, self.size.width // 14))))
+
+    def render(self) -> RenderResult:
+        key = (self.size.width, self.size.height, self._version, self.app.theme)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        try:
+            self._build()
+            text = super().render()
+        except Exception as exc:  # noqa: BLE001 - a plot that cannot be drawn says so, never ends the app
+            text = Text(f"history plot unavailable ({type(exc).__name__})", style="dim")
+        assert isinstance(text, Text)
+        self._cache = (key, text)
+        return text
