@@ -21,13 +21,13 @@ import time
 t0 = time.perf_counter()
 import argparse, asyncio, tempfile
 from pathlib import Path
-from console.commands.demo import start_sim_process, stop_sim_process
+from console.commands.demo import import_tui, start_sim_process, stop_sim_process
 from console.config import load_config
-from console.ui.app import ConsoleApp
 
 async def main():
     ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[], api_key=None)
-    proc, cfg = start_sim_process(ns, Path(tempfile.mkdtemp()))
+    proc, cfg = start_sim_process(ns, Path(tempfile.mkdtemp()), while_starting=import_tui)  # as the demo does
+    from console.ui.app import ConsoleApp
     try:
         app = ConsoleApp(load_config(str(cfg)))
         async with app.run_test(size=(200, 50)) as pilot:
