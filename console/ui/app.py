@@ -375,36 +375,26 @@ class ConsoleApp(App):
             return
         if err.changed:
             self.push_screen(ReplaceHostKeyScreen(name, pane.station.host, err),
-                             lambda fp: self._replace(name, fp) if fp else None)
+                             lambda fp: self._host_key_step(name, fp, True) if fp else None)
             return
         screen = TrustHostKeyScreen(name, pane.station.host, err.offered.fingerprint, ssh.known_hosts,
                                     err.offered.type)
-        self.push_screen(screen, lambda yes: self._trust(name, err.offered.fingerprint) if yes else None)
+        self.push_screen(screen, lambda yes: self._host_key_step(name, err.offered.fingerprint, False) if yes else None)
 
     @work(exclusive=False)
-    async def _trust(self, station: str, fingerprint: str | None) -> None:
+    async def _host_key_step(self, station: str, fingerprint: str, replace: bool) -> None:
+        """Trust an unknown key, or replace a CHANGED one (the fingerprint the operator typed), then
+        retry the station at once."""
         svc = self.services[station]
         ssh = ssh_of(svc.transport)
         assert ssh is not None
         try:
-            fp = await ssh.trust_host_key(fingerprint)
+            fp = await (ssh.replace_host_key(fingerprint) if replace else ssh.trust_host_key(fingerprint))
         except TransportError as exc:
-            self.notify(str(exc), severity="error", timeout=10, markup=False)
+            self.notify(one_line(str(exc), 300), severity="error", timeout=10, markup=False)
             return
-        self.notify(f"{station}: trusted {fp}", timeout=5)
-        svc.retry_now()
-
-    @work(exclusive=False)
-    async def _replace(self, station: str, fingerprint: str) -> None:
-        svc = self.services[station]
-        ssh = ssh_of(svc.transport)
-        assert ssh is not None
-        try:
-            fp = await ssh.replace_host_key(fingerprint)
-        except TransportError as exc:
-            self.notify(str(exc), severity="error", timeout=10, markup=False)
-            return
-        self.notify(f"{station}: host key replaced by {fp} (old line removed)", timeout=6)
+        self.notify(f"{station}: host key replaced by {fp} (old line removed)" if replace else f"{station}: trusted {fp}",
+                    timeout=6, markup=False)
         svc.retry_now()
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
