@@ -87,6 +87,8 @@ def timeline_line(p: EngineProgress) -> Text:
         t.append(TIMELINE_SHORT[ev.event], style="bold")
         if ev.detail:
             t.append(f" {ev.detail}")
+    if p.phase == "failed":  # the last phase reached is where it stopped, not where it is
+        t.append(" → failed", style="bold red")
     return t
 
 
