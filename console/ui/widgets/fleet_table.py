@@ -105,6 +105,10 @@ def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palett
     widths = dict(columns)
     if widths.get("state", 13) < 4:  # the icon alone
         every["state"] = every["state"][:1]
+    for label, width in widths.items():  # a value cut at its column's edge says so
+        if every[label].cell_len > width:
+            every[label] = every[label].copy()
+            every[label].truncate(width, overflow="ellipsis")
     return tuple(every[label] for label in [*widths, ERROR])
 
 
