@@ -28,6 +28,7 @@ from console.doctor.model import DoctorReport, RungResult, counts, worst
 from console.doctor.relaunch import OVERRIDE_CHOICES, DebugRelaunch, TryResult, plan_error
 from console.doctor.runner import BY_ID, RUNGS, run_doctor
 from console.sanitize import clean, one_line, plain
+from console.ui.fit_text import fill_width
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "bold cyan",
          "pending": "dim", "cancelled": "magenta"}
@@ -153,7 +154,7 @@ class DoctorScreen(Screen):
     TITLE = "NCCL workbench"
     SUB_TITLE = "from nccl-timeout to the cause"
     DEFAULT_CSS = """
-    DoctorScreen #doc-status { height: 2; padding: 0 1; }
+    DoctorScreen #doc-status { height: auto; max-height: 4; padding: 0 1; }
     DoctorScreen #doc-table { height: 1fr; min-height: 6; }
     DoctorScreen #doc-detail-scroll { height: 1fr; border-top: solid $primary; padding: 0 1; }
     DoctorScreen #doc-tries { height: auto; max-height: 8; border-top: solid $panel; display: none; }
@@ -196,10 +197,7 @@ class DoctorScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#doc-table", DataTable)
-        for key, label, width in (("n", "#", 2), ("rung", "rung", 10), ("status", "status", 6),
-                                  ("station", "station", 10), ("summary", "summary", None)):
-            table.add_column(label, key=key, width=width)
+        self._add_columns()
         tries = self.query_one("#doc-tries", DataTable)
         for label in ("try", "what changed", "what happened", "NCCL said", "afterwards"):
             tries.add_column(label, key=label)
@@ -217,6 +215,31 @@ class DoctorScreen(Screen):
 
     # ------------------------------------------------------------ rendering
 
+    _FIXED = (("n", "#", 2), ("rung", "rung", 10), ("status", "status", 6), ("station", "station", 10))
+
+    def _summary_width(self) -> int:
+        """The summary column takes the width the others leave, so it is never cut at the screen edge."""
+        return fill_width(self.size.width or self.app.size.width, [w for _k, _l, w in self._FIXED])
+
+    def _add_columns(self) -> None:
+        table = self.query_one("#doc-table", DataTable)
+        self._summary_w = self._summary_width()
+        for key, label, width in (*self._FIXED, ("summary", "summary", self._summary_w)):
+            table.add_column(label, key=key, width=width)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_summary_w", None) not in (None, self._summary_width()):
+            self.query_one("#doc-table", DataTable).clear(columns=True)
+            self._add_columns()
+            self._fill_table()
+
+    def _fit(self, text: Text) -> Text:
+        """A summary cut at its column's edge ends in an ellipsis (the detail below has it whole)."""
+        if text.cell_len > self._summary_w:
+            text = text.copy()
+            text.truncate(self._summary_w, overflow="ellipsis")
+        return text
+
     def _fill_table(self) -> None:
         table = self.query_one("#doc-table", DataTable)
         keep = self._selected_key()
@@ -227,7 +250,7 @@ class DoctorScreen(Screen):
             st = self.rung_state[rung.id]
             status = st if st in ("running", "pending", "cancelled") else (worst(results) or "skip")
             table.add_row(Text(str(rung.number), style="bold"), Text(rung.id, style="bold"),
-                          Text(MARK[status], style=STYLE[status]), "", self._rung_summary(rung.id),
+                          Text(MARK[status], style=STYLE[status]), "", self._fit(self._rung_summary(rung.id)),
                           key=f"rung:{rung.id}")
             self._row_keys.append(f"rung:{rung.id}")
             for i, r in enumerate(results):
@@ -235,7 +258,7 @@ class DoctorScreen(Screen):
                     continue
                 key = f"res:{rung.id}:{i}"
                 table.add_row("", "", Text(MARK[r.status], style=STYLE[r.status]), one_line(r.station, 10),
-                              plain(one_line(r.summary, 300)), key=key)
+                              self._fit(plain(one_line(r.summary, 300))), key=key)
                 self._row_keys.append(key)
         if keep in self._row_keys:
             table.move_cursor(row=self._row_keys.index(keep))
