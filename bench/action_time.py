@@ -23,9 +23,9 @@ from pathlib import Path
 
 import tomli_w
 
-from console.actions import ServiceActions
 from console.config import parse_config
-from console.launch_history import LaunchHistory
+from console.service.actions import ServiceActions
+from console.service.history import LaunchHistory
 from console.sim.engine import run_timeline
 from console.sim.server import SimServer
 from console.sim.world import World

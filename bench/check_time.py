@@ -20,10 +20,10 @@ import tomli_w
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lab"))
 
-from console.checks import run_checks  # noqa: E402
 from console.config import parse_config  # noqa: E402
 from console.sim.server import SimServer  # noqa: E402
 from console.sim.world import World  # noqa: E402
+from console.station.checks import run_checks  # noqa: E402
 
 
 async def _time(config, runs: int) -> tuple[list[float], int]:

@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from console.diagnose import has_problems
+from console.diagnosis import has_problems
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 from log_excerpts import diagnose, expected  # noqa: E402  (the corpus's own reader)

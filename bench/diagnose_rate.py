@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from console.diagnose import Diagnoser
+from console.diagnosis import Diagnoser
 from console.diagnosis.catalogue import HIGHLIGHTS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"

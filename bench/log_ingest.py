@@ -23,8 +23,8 @@ import statistics
 import time
 
 from console.config import parse_config
-from console.messages import LogBatch
-from console.monitor import StationService
+from console.station.messages import LogBatch
+from console.station.monitor import StationService
 from console.ui.app import ConsoleApp
 
 CONFIG = """

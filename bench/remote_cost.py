@@ -16,11 +16,11 @@ import time
 import tomli_w
 
 from console.config import parse_config
-from console.monitor import StationService
-from console.remote import commands
+from console.remote import cmdlines
 from console.remote.transport import SSHTransport
 from console.sim.server import SimServer, start_service
 from console.sim.world import World
+from console.station.monitor import StationService
 
 
 def children_cpu() -> float:
@@ -52,7 +52,7 @@ async def measure(seconds: float, mode: str) -> tuple[int, float, int]:
         while time.monotonic() < t_end:
             t0 = time.monotonic()
             t = SSHTransport(station, connect_timeout=5, command_timeout=10)  # a new ssh each time
-            res = await t.run(commands.gpu_query())
+            res = await t.run(cmdlines.gpu_query())
             samples += res.ok
             await t.close()
             await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))

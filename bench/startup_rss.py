@@ -42,7 +42,7 @@ asyncio.run(main())
 RSS = r"""
 import asyncio, sys, psutil
 from console.config import parse_config
-from console.messages import LogBatch
+from console.station.messages import LogBatch
 from console.ui.app import ConsoleApp
 N = int(sys.argv[1])
 cfg = parse_config('[[stations]]\nname="A"\nhost="a"\nrank=0\n[[stations]]\nname="B"\nhost="b"\nrank=1\n', "x.toml")

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from console import __version__
+from console.commands.args import add_config_args
 from console.config import ConfigError
 from console.errors import UsageError
 from console.sanitize import clean, is_clean, one_line
 
-__all__ = ["UsageError", "add_config_args", "build_parser", "check_api_key_arg", "check_seconds", "check_url_arg",
-           "main"]
+__all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,39 +76,6 @@ class SafeStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
-
-
-def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:
-    """A timeout flag: a finite number of seconds, > 0 (``nan``, ``inf``, ``0``, ``-1`` are refused)."""
-    if not math.isfinite(value) or not 0 < value <= limit:
-        raise UsageError(f"{flag} must be a number of seconds > 0 and <= {limit:g}, got {value:g}")
-
-
-def check_url_arg(url: str, flag: str = "--url") -> None:
-    """An API base URL flag: http(s), a host, a port 1-65535 (``http://[::1`` is a usage error)."""
-    from console.config import check_url
-
-    problem = check_url(url)
-    if problem:
-        raise UsageError(f"{flag} {problem} (got {one_line(repr(url), 100)})")
-
-
-def check_api_key_arg(key: str | None) -> None:
-    """``--api-key``: what an HTTP header can carry (the value itself is never echoed)."""
-    from console.serving.client import valid_api_key
-
-    if key is not None and not valid_api_key(key):
-        raise UsageError("--api-key must be printable ASCII without spaces (the key is not shown)")
-
-
-def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
-    """``--config`` and ``--trust-host-key`` work before or after the subcommand: on subparsers the
-    default is SUPPRESS so an absent sub-option never overwrites the top-level value."""
-    default = None if top else argparse.SUPPRESS
-    p.add_argument("--config", metavar="PATH", default=default,
-                   help="config file (default ./dgx-console.toml, then XDG dir)")
-    p.add_argument("--trust-host-key", action="store_true", default=False if top else argparse.SUPPRESS,
-                   help="add an unknown station host key to known_hosts after printing its fingerprint")
 
 
 def build_parser() -> argparse.ArgumentParser:

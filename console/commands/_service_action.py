@@ -16,7 +16,10 @@ import signal
 import sys
 import time
 
-from console.actions import (
+from console.commands.args import UsageError, add_config_args
+from console.config import Config, load_config
+from console.sanitize import one_line
+from console.service.actions import (
     ActionEvent,
     ActionFailed,
     ActionPlan,
@@ -26,9 +29,6 @@ from console.actions import (
     ServiceActions,
     require_writable,
 )
-from console.cli import UsageError, add_config_args
-from console.config import Config, load_config
-from console.sanitize import one_line
 
 _HELP = {
     "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
@@ -139,7 +139,7 @@ async def _plan(cfg: Config, action: str, trust: bool) -> ActionPlan:
 async def _trust(svc: ServiceActions, trust: bool) -> None:
     if not trust:
         return
-    from console.status import connect_with_trust
+    from console.station.status import connect_with_trust
 
     for t in svc.transports.values():
         await connect_with_trust(t, True)

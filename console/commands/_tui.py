@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.cli import UsageError
+from console.commands.args import UsageError
 from console.config import Config, load_config
 
 

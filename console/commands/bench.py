@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
+from console.commands.args import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.config import BenchRow, load_config
 from console.safe_files import MIB, FileProblem, read_bytes
 from console.sanitize import one_line

@@ -2,7 +2,7 @@
 
 Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, ``*_TOKEN=``, ``*_KEY=``):
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
-config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.checks`` is
+config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.station.checks`` is
 available), ``logs/<station>.log`` (the last N container log lines) and ``findings.json`` (the
 diagnosis over those logs and checks). An unreachable station is recorded, never fatal. Besides the
 patterns, every secret value the config knows (``[overrides.extra_env]`` secrets, the API key) is
@@ -29,7 +29,7 @@ from typing import Any
 import tomli_w
 
 from console import __version__
-from console.cli import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args
 from console.config import (
     MAX_CONFIG_BYTES,
     Config,
@@ -38,7 +38,7 @@ from console.config import (
     masked_overrides,
     secret_values,
 )
-from console.diagnose import Diagnoser, redact
+from console.diagnosis import Diagnoser, redact
 from console.diagnosis.fetch import StationLog, fetch_station_log
 from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing
 from console.sanitize import one_line
@@ -50,7 +50,7 @@ CHECKS_TIMEOUT_S = 180.0
 async def _run_checks(config: Config, timeout: float) -> tuple[list[Any] | None, str | None]:
     """Check results, or why there are none (module not there yet, or the run failed)."""
     try:
-        from console.checks import run_checks
+        from console.station.checks import run_checks
     except ImportError as exc:
         return None, f"checks not available: {exc}"
     try:

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from console.cli import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
+from console.commands.args import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.sanitize import clean, one_line
 from console.serving.client import (
     EFFORTS,

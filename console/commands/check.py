@@ -12,13 +12,13 @@ import asyncio
 import contextlib
 import sys
 
-from console.checks import overall, run_checks, to_json, unknown_selection
-from console.cli import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args
 from console.commands.status import add_replace_host_key
 from console.config import load_config
 from console.remote.session import SessionRegistry
 from console.remote.transport import TransportError
 from console.sanitize import one_line
+from console.station.checks import overall, run_checks, to_json, unknown_selection
 
 MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 
@@ -26,7 +26,7 @@ MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 async def _run(config, trust: bool, only: list[str] | None, replace: str | None = None):
     async with SessionRegistry(config) as sessions:
         if trust or replace:
-            from console.status import connect_with_trust
+            from console.station.status import connect_with_trust
 
             for t in sessions.transports().values():
                 with contextlib.suppress(TransportError):  # a refusal is reported by station-reachable

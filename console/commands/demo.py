@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from console.cli import UsageError
 from console.commands._tui import check_theme, run_app
+from console.commands.args import UsageError
 from console.commands.sim import add_sim_args
 from console.config import load_config
 from console.sim.world import KNOWN_FAULTS

@@ -17,9 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-from console.cli import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args
 from console.config import Config, ConfigError, find_config, load_config
-from console.diagnose import Diagnoser, Finding, has_problems
+from console.diagnosis import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
 
 DEFAULT_TAIL = 5000

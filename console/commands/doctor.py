@@ -15,16 +15,17 @@ import signal
 import sys
 import time
 
-from console.actions import ActionFailed, ReadOnlyError, require_writable
-from console.cli import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args
 from console.config import Config, load_config
 from console.doctor import store
 from console.doctor.context import DoctorOptions, RelaunchPlan
 from console.doctor.model import DoctorReport
 from console.doctor.relaunch import DebugRelaunch, TryResult, parse_set, plan_error
 from console.doctor.runner import BY_ID, RUNGS, run_doctor, select
-from console.remote.transport import TransportError, make_transport
+from console.remote.session import make_transport
+from console.remote.transport import TransportError
 from console.sanitize import clean, one_line
+from console.service.actions import ActionFailed, ReadOnlyError, require_writable
 
 MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 
@@ -74,7 +75,7 @@ async def _connect(config: Config, trust: bool):
     transports = {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
                   for s in config.stations}
     if trust:
-        from console.status import connect_with_trust
+        from console.station.status import connect_with_trust
 
         for t in transports.values():
             with contextlib.suppress(TransportError):

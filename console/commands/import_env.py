@@ -12,9 +12,9 @@ import sys
 
 import tomli_w
 
-from console.cli import UsageError
+from console.commands.args import UsageError
 from console.config import DEFAULT_PROFILE, MAX_CONFIG_BYTES, ConfigError, builtin_profiles
-from console.envfile_import import ImportEnvError, config_from_envs
+from console.config.envfile_import import ImportEnvError, config_from_envs
 from console.safe_files import FileProblem, expand, read_text, write_replacing
 from console.sanitize import one_line
 

@@ -1,4 +1,4 @@
-"""``dgx-console launch``: see console.actions (the order and the waits) and _service_action (the CLI)."""
+"""``dgx-console launch``: see console.service.actions (the order and the waits) and _service_action (the CLI)."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ import asyncio
 import json
 import sys
 
-from console.actions import ActionFailed, ServiceActions
-from console.cli import add_config_args
+from console.commands.args import add_config_args
 from console.config import Config, load_config
-from console.fit import StationFit
-from console.fit_inputs import FitReport
 from console.remote.transport import TransportError
 from console.sanitize import one_line
+from console.service.actions import ActionFailed, ServiceActions
+from console.service.fit import StationFit
+from console.service.fit_inputs import FitReport
 
 HELP = "fit estimate: weights per GPU and KV-cache tokens vs --max-model-len x --max-num-seqs"
 

@@ -7,7 +7,7 @@ import asyncio
 import shutil
 import tempfile
 
-from console.cli import UsageError
+from console.commands.args import UsageError
 from console.config import DEFAULT_PROFILE, ConfigError, builtin_profiles, load_profile
 from console.sim.world import KNOWN_FAULTS, World
 

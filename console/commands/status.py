@@ -6,11 +6,11 @@ import argparse
 import asyncio
 import json
 
-from console.cli import add_config_args
+from console.commands.args import add_config_args
 from console.config import load_config
 from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
 from console.sanitize import one_line
-from console.status import collect_status
+from console.station.status import collect_status
 from console.ui.engine_state import LOADING_PHASES
 
 

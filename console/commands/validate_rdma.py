@@ -10,9 +10,9 @@ import argparse
 import asyncio
 import sys
 
-from console.cli import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args
 from console.config import load_config
-from console.rdma import overall, to_json, validate_rdma
+from console.station.rdma import overall, to_json, validate_rdma
 
 MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 

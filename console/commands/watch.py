@@ -23,10 +23,17 @@ import sys
 import time
 from typing import Any, TextIO
 
-from console.cli import add_config_args, check_seconds
+from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
-from console.messages import (
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import GpuReading
+from console.remote.session import SessionRegistry
+from console.remote.transport import TransportError
+from console.sanitize import clean, clip, one_line
+from console.station.messages import (
     ConnectionState,
     ConnState,
     ContainerUpdate,
@@ -36,15 +43,8 @@ from console.messages import (
     LogBatch,
     LogMarker,
 )
-from console.monitor import StationService
-from console.probes.docker import ContainerInfo
-from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
-from console.probes.meminfo import HostMemory
-from console.probes.nvidia_smi import GpuReading
-from console.remote.session import SessionRegistry
-from console.remote.transport import TransportError
-from console.sanitize import clean, clip, one_line
-from console.status import gpu_dict
+from console.station.monitor import StationService
+from console.station.status import gpu_dict
 
 NOT_LIVE_ERROR_STATES = ("stale", "unreachable", "error", "host-key-unknown", "host-key-changed")
 
@@ -151,7 +151,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     async with SessionRegistry(config) as sessions:
         if trust or replace:
-            from console.status import connect_with_trust
+            from console.station.status import connect_with_trust
 
             for t in sessions.transports().values():
                 with contextlib.suppress(TransportError, TimeoutError):  # the service shows the state

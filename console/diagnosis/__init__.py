@@ -1,1 +1,10 @@
-"""Log and check diagnosis: the finding catalogue and the incremental matcher."""
+"""Public diagnosis API: name the likely root cause of a failed launch or an NCCL timeout.
+
+The catalogue lives in ``console.diagnosis.catalogue``; the matcher in ``console.diagnosis.engine``.
+"""
+
+from console.diagnosis.catalogue import SEVERITIES, SPECS
+from console.diagnosis.engine import Diagnoser, Evidence, Finding, diagnose_lines, has_problems
+from console.diagnosis.text import redact
+
+__all__ = ["SEVERITIES", "SPECS", "Diagnoser", "Evidence", "Finding", "diagnose_lines", "has_problems", "redact"]

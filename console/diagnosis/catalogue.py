@@ -260,7 +260,7 @@ FATAL_IDS = frozenset(i for i, s in SPECS.items() if s.fatal)
 # A line that says "the engine died, root cause above": reported only when no cause shows up.
 CONSEQUENCE_IDS = frozenset({"engine-dead"})
 
-# Link/preflight check ids (reported by console.checks, not found in logs).
+# Link/preflight check ids (reported by console.station.checks, not found in logs).
 CHECK_RANKS: dict[str, int] = {
     **dict.fromkeys(("link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route",
                      "rdma-netdev", "rdma-port-down", "roce-gid", "rdma-errors", "rdma-bandwidth", "ssh-a-to-b",

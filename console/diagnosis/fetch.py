@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from console.config import Config, Station
 from console.probes import ParseError
 from console.probes.docker import ContainerInfo, parse_inspect
-from console.remote import commands
-from console.remote.transport import TransportError, make_transport
+from console.remote import cmdlines
+from console.remote.session import make_transport
+from console.remote.transport import TransportError
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,16 @@ class StationLog:
 
 async def fetch_station_log(config: Config, station: Station, tail: int, trust: bool = False) -> StationLog:
     """The last ``tail`` lines of the station's container (docker --timestamps); never raises."""
-    from console.status import connect_with_trust  # shared trust-on-request behaviour
+    from console.station.status import connect_with_trust  # shared trust-on-request behaviour
 
     transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
     info: ContainerInfo | None = None
     try:
         await connect_with_trust(transport, trust)
-        res = await transport.run(commands.docker_logs(station.container, tail, follow=False),
+        res = await transport.run(cmdlines.docker_logs(station.container, tail, follow=False),
                                   timeout=max(config.command_timeout_s, 30.0))
         if res.exit_status == 0:
-            ins = await transport.run(commands.docker_inspect(station.container), timeout=config.command_timeout_s)
+            ins = await transport.run(cmdlines.docker_inspect(station.container), timeout=config.command_timeout_s)
             with contextlib.suppress(ParseError, ValueError):
                 info = parse_inspect(station.container, ins.stdout, ins.exit_status)
     except TransportError as exc:

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.checks import CheckRun, StationDown, ToolMissing
 from console.config import Config, Station
 from console.remote.transport import CommandResult, Transport
+from console.station.checks import CheckRun, StationDown, ToolMissing
 
 ProgressFn = Callable[[str, str], None]  # (rung id, text)
 

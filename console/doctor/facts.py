@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from console import engines
-from console.checks import StationDown
 from console.config import Config, Station
 from console.doctor.context import DoctorContext
 from console.probes import ParseError
@@ -17,7 +15,9 @@ from console.probes import docker_env as de
 from console.probes import rdma as rdma_probe
 from console.probes.iproute import parse_link
 from console.probes.nccl_tests import NcclInfo, parse_nccl_info
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
+from console.service import engines
+from console.station.checks import StationDown
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.actions import ActionEvent, ActionFailed, ActionResult, ServiceActions, split_stamp
 from console.config import Config
 from console.doctor.context import RelaunchPlan
-from console.engines import LaunchSpec
 from console.probes.nccl_tests import parse_nccl_info
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
 from console.remote.transport import Transport, TransportError
+from console.service.actions import ActionEvent, ActionFailed, ActionResult, ServiceActions, split_stamp
+from console.service.engines import LaunchSpec
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
 # What the screen offers to change (the list); any NCCL_* name is accepted from the CLI.

@@ -13,7 +13,8 @@ from console.config import Config
 from console.doctor.context import DoctorContext, DoctorOptions, ProgressFn
 from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
-from console.remote.transport import Transport, make_transport
+from console.remote.session import make_transport
+from console.remote.transport import Transport
 
 RUNGS: tuple[Rung, ...] = (
     Rung(links.ID, 1, "reach and links", links.run),

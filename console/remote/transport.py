@@ -502,14 +502,3 @@ def new_transport(station: Station, connect_timeout: float = 10.0, command_timeo
     if station.local:
         return LocalTransport(station, command_timeout)
     return SSHTransport(station, connect_timeout, command_timeout)
-
-
-def make_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
-    """The station's transport: the shared session when a registry is active in this process (the
-    console app, a CLI command), so every service uses the one connection; a new one otherwise."""
-    from console.remote.session import active_registry
-
-    reg = active_registry()
-    if reg is not None and reg.serves(station):
-        return reg.transport(station.name)
-    return new_transport(station, connect_timeout, command_timeout)

@@ -435,7 +435,7 @@ def compare_to_reference(settings: BenchSettings, method: dict[str, Any], prompt
 def configured_max_num_seqs(config: Any) -> int | None:
     """``--max-num-seqs`` (vLLM) or ``--max-running-requests`` (SGLang) the profile plus
     ``config.overrides`` launch with; None when neither is set."""
-    from console.engines import serving_settings
+    from console.service.engines import serving_settings
 
     settings = serving_settings(config.profile, config.overrides)
     for key in ("max_num_seqs", "max_running_requests"):

@@ -159,7 +159,7 @@ def sim_overrides(world: World) -> dict[str, Any]:
 
 def launch_args(world: World, name: str) -> list[str]:
     """``docker run`` arguments (after ``run``) the operator's launch script used on ``name``."""
-    from console import engines
+    from console.service import engines
 
     try:
         cfg = world_config(world)

@@ -21,7 +21,13 @@ from textual.widgets import Button, Input, Label, Static
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
-from console.messages import (
+from console.probes.engine_log import EngineProgress
+from console.remote.session import SessionRegistry
+from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
+from console.sanitize import one_line
+from console.serving.client import ApiClient
+from console.serving.metrics import ServingMonitor
+from console.station.messages import (
     AppsSample,
     ConnectionState,
     ContainerUpdate,
@@ -30,14 +36,8 @@ from console.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.monitor import StationService
-from console.probes.engine_log import EngineProgress
-from console.remote.session import SessionRegistry
-from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
-from console.sanitize import one_line
-from console.serving.client import ApiClient
-from console.serving.metrics import ServingMonitor
-from console.ui.commands import DashboardCommands, NavigationCommands, ScreenCommands
+from console.station.monitor import StationService
+from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.themes import load_themes

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from console import fit
 from console.probes.model_config import parse_model_shape
+from console.service import fit
 from console.serving.client import ApiClient
 from console.serving.readiness import NotReady, first_token, served_model
 

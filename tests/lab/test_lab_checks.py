@@ -8,7 +8,7 @@ import threading
 
 from lab import REAL_TOOLS
 
-from console.checks import SPECS, run_checks
+from console.station.checks import SPECS, run_checks
 
 # How each check is answered in the lab (printed by test_healthy_lab_passes_every_check):
 REAL_IN_LAB = {"station-reachable", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "clock-skew", "ssh-a-to-b", "user-mismatch",
@@ -65,7 +65,7 @@ async def test_rail_link_down(lab):
 
 
 async def test_sshd_killed_on_b_fails_reachable_skips_b_and_runs_a(lab):
-    from console.checks import overall
+    from console.station.checks import overall
 
     lab.kill_sshd("B")
     results = await run_checks(lab.config())

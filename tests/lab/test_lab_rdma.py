@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from console.rdma import validate_rdma
+from console.station.rdma import validate_rdma
 
 
 def alive_in_ns(lab, name: str, pid: int) -> bool:

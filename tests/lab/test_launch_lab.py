@@ -12,9 +12,9 @@ import shlex
 
 from aiohttp import web
 
-from console.actions import ServiceActions
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
+from console.service.actions import ServiceActions
 from console.sim import api as sim_api
 from console.sim.engine import container_status
 from console.sim.server import SimBackend

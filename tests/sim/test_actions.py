@@ -14,9 +14,9 @@ import shlex
 
 import pytest
 
-from console.actions import ServiceActions
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
+from console.service.actions import ServiceActions
 from console.sim.engine import container_status
 
 

@@ -14,10 +14,10 @@ import pytest
 from aiohttp import ClientSession, web
 from test_actions import act, mutations, recorded, states  # tests/sim is on sys.path (pytest prepend mode)
 
-from console.actions import ServiceActions
 from console.config import ApiSettings
-from console.launch_history import LaunchHistory, config_key
 from console.probes.engine_log import TIMELINE_ORDER
+from console.service.actions import ServiceActions
+from console.service.history import LaunchHistory, config_key
 
 
 def kv_logged(res, station: str) -> tuple[float | None, float | None]:

@@ -1,10 +1,17 @@
-"""The pure parts of console.actions: fatal-line detection on real engine lines, docker times."""
+"""The pure parts of console.service.actions: fatal-line detection on real engine lines, docker times."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.actions import ActionResult, Step, fatal_of_line, most_telling, parse_docker_time, split_stamp
+from console.service.actions import (
+    ActionResult,
+    Step,
+    fatal_of_line,
+    most_telling,
+    parse_docker_time,
+    split_stamp,
+)
 
 KV = ("ValueError: To serve at least one request with the models's max seq len (98304), (35.49 GiB KV cache is "
       "needed, which is larger than the available KV cache memory (11.45 GiB). Based on the available memory, the "
@@ -40,7 +47,7 @@ def test_a_cause_on_another_station_beats_the_consequence_seen_first():
 
 
 def test_the_fix_comes_from_the_diagnosis_catalogue():
-    pytest.importorskip("console.diagnose")
+    pytest.importorskip("console.diagnosis")
     fid, fix = fatal_of_line("A", KV)
     assert fid == "kv-cache-too-small" and "31710" in fix
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from console.rdma import overall, validate_rdma
-from console.remote import commands as rc
-from console.remote.transport import make_transport
+from console.remote import cmdlines as rc
+from console.remote.session import make_transport
+from console.station.rdma import overall, validate_rdma
 
 
 async def _alive(cfg, station: str, pid: int) -> bool:
@@ -92,7 +92,7 @@ async def test_cancel_cleans_up_the_server(sim):
 
 
 async def test_server_that_never_gets_ready_times_out_and_is_killed(sim, monkeypatch):
-    import console.rdma as rdma
+    import console.station.rdma as rdma
 
     monkeypatch.setattr(rdma, "READY_TIMEOUT_S", 1.5)
     tool = sim.world.root / "bin" / "ib_write_bw"

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from console.checks import CHECK_IDS, run_checks
 from console.cli import main
+from console.station.checks import CHECK_IDS, run_checks
 
 
 def by(results, id_, station):
@@ -62,7 +62,7 @@ async def test_fault_evidence_is_the_tool_output(sim_factory):
 
 
 async def test_unreachable_station_fails_reachable_skips_the_rest_and_never_hangs(sim_factory):
-    from console.checks import overall
+    from console.station.checks import overall
 
     h = await sim_factory(faults=["station-unreachable"])
     results = await run_checks(h.config)

@@ -3,7 +3,7 @@
 import asyncio
 import time
 
-from console.messages import (
+from console.station.messages import (
     AppsSample,
     ConnectionState,
     ContainerUpdate,
@@ -12,7 +12,7 @@ from console.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.monitor import StationService
+from console.station.monitor import StationService
 
 
 class Collector:
@@ -161,7 +161,7 @@ async def test_container_restart_resumes_log_without_repeating(sim_factory):
 async def test_events_replay_a_start_that_beat_the_subscription(sim_factory):
     """``docker events --since 30s``: a start between our inspect and the subscription is not lost."""
     from console.probes import docker as docker_probe
-    from console.remote import commands
+    from console.remote import cmdlines
     from console.remote.transport import SSHTransport
 
     h = await sim_factory(running=False, time_scale=0.005)
@@ -171,7 +171,7 @@ async def test_events_replay_a_start_that_beat_the_subscription(sim_factory):
         # the container is running (docker says so) before anyone subscribes to its events
         deadline = time.monotonic() + 10
         while True:
-            res = await t.run(commands.docker_inspect("glm53"))
+            res = await t.run(cmdlines.docker_inspect("glm53"))
             if docker_probe.parse_inspect("glm53", res.stdout, res.exit_status).state == "running":
                 break
             assert time.monotonic() < deadline, "the container never started"
@@ -179,7 +179,7 @@ async def test_events_replay_a_start_that_beat_the_subscription(sim_factory):
         lines = []
 
         async def first_line():
-            async for line in t.stream(commands.docker_events("glm53")):
+            async for line in t.stream(cmdlines.docker_events("glm53")):
                 lines.append(line)
                 return
 

@@ -14,9 +14,9 @@ import time
 
 from test_monitor import Collector
 
-from console.messages import ConnectionState, GpuSample, LogMarker
-from console.monitor import StationService
 from console.sim.world import append_log
+from console.station.messages import ConnectionState, GpuSample, LogMarker
+from console.station.monitor import StationService
 
 
 def states(sink, station="A"):

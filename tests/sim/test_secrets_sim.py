@@ -11,9 +11,9 @@ import dataclasses
 import hashlib
 import json
 
-from console.actions import ServiceActions
 from console.cli import main
 from console.config import ApiSettings, parse_config
+from console.service.actions import ServiceActions
 
 SECRETS = {"HF_TOKEN": "hf_simtokenabcdef123456", "ODD_NAME": "odd-sim-value-42"}
 API_KEY = "sk-sim-secret-key-9"

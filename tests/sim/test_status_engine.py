@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from console.cli import main
-from console.status import collect_status
+from console.station.status import collect_status
 
 
 async def test_status_while_loading_says_the_engine_is_still_starting(sim_factory, capsys):

@@ -7,7 +7,7 @@ import io
 import json
 
 from console.commands.watch import watch
-from console.messages import CONN_STATES
+from console.station.messages import CONN_STATES
 
 STATION_KEYS = {"t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error"}
 GPU_KEYS = {"index", "name", "uuid", "memory_used_mib", "memory_total_mib", "util_pct", "temp_c", "power_w", "error"}

@@ -9,8 +9,8 @@ import dataclasses
 from textual.app import App
 from textual.widgets import Button, DataTable, Static
 
-from console.actions import PlannedCommand
 from console.config import ApiSettings
+from console.service.actions import PlannedCommand
 from console.sim.engine import container_status
 from console.ui.screens.actions import (
     ActionFinished,

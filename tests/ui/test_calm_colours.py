@@ -10,9 +10,9 @@ import pytest
 from pair_app import GB10, GB300, pair_app, pair_config, until
 from rich.console import Console
 
-from console.messages import EngineUpdate, GpuSample
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
+from console.station.messages import EngineUpdate, GpuSample
 from console.ui.palette import fill_level
 from console.ui.screens.dashboard import expected_gpu_fill
 from console.ui.widgets.gpu_meter import GpuMeter, bar, history_label, sparkline

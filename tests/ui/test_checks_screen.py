@@ -9,7 +9,7 @@ import json
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from console.checks import CHECK_IDS, CheckResult
+from console.station.checks import CHECK_IDS, CheckResult
 from console.ui.screens.checks import ChecksDone, ChecksScreen
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from pair_app import pair_app, until
 from textual.command import CommandList, CommandPalette
 
-from console.ui.commands import SCREENS
+from console.ui.providers import SCREENS
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.chat import ChatScreen
 
@@ -111,7 +111,7 @@ async def test_palette_screenshot_goes_to_a_directory_that_exists_and_says_where
 async def test_dialogs_scrolled_box_is_a_panel_not_a_second_frame(tmp_path):
     from textual.containers import VerticalScroll
 
-    from console.actions import PlannedCommand
+    from console.service.actions import PlannedCommand
     from console.ui.screens.actions import ConfirmActionScreen
 
     app = pair_app(tmp_path, api_url="http://127.0.0.1:9")

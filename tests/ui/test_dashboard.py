@@ -8,7 +8,11 @@ from rich.console import Console
 from textual.widgets import Input, Log
 
 from console.config import parse_config
-from console.messages import (
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.station.messages import (
     AppsSample,
     ConnectionState,
     ContainerUpdate,
@@ -17,10 +21,6 @@ from console.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.probes.docker import ContainerInfo
-from console.probes.engine_log import EngineProgress
-from console.probes.meminfo import HostMemory
-from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.ui.app import ConsoleApp
 from console.ui.widgets.station_pane import StationPane
 from tests.ui.pair_app import pane_text

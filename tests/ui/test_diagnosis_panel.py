@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.widgets import OptionList, Static
 
-from console.diagnose import Diagnoser
+from console.diagnosis import Diagnoser
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 
 WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
@@ -132,7 +132,7 @@ async def test_no_findings_is_never_said_while_a_station_is_down():
 
 
 async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
-    from console.messages import ConnectionState
+    from console.station.messages import ConnectionState
     from tests.ui.pair_app import pair_app
 
     app = pair_app()

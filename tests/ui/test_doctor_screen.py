@@ -125,7 +125,7 @@ async def test_dashboard_keys_open_the_workbench(sim_factory):
 
 
 async def test_a_failed_launch_offers_the_workbench(sim_factory):
-    from console.actions import ActionResult
+    from console.service.actions import ActionResult
     from console.ui.app import ConsoleApp
     from console.ui.screens.actions import ActionProgressScreen
 

@@ -11,9 +11,9 @@ from pair_app import pair_app, until
 from rich.console import Console
 from textual.widgets import Input, Label, Select, Static
 
-from console.messages import EngineUpdate
 from console.probes.engine_log import EngineProgress
 from console.serving.metrics import ServingSnapshot
+from console.station.messages import EngineUpdate
 from console.ui.app import ConsoleApp
 from console.ui.screens.chat import ChatScreen
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot

@@ -8,8 +8,8 @@ import time
 from textual.widgets import Input
 
 from console.config import parse_config
-from console.messages import ConnectionState, GpuSample, LogBatch, LogMarker
 from console.probes.nvidia_smi import GpuReading, error_reading
+from console.station.messages import ConnectionState, GpuSample, LogBatch, LogMarker
 from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.log_pane import DISPLAY_MAX_CHARS, EngineLogHighlighter

@@ -16,7 +16,12 @@ import pytest
 
 from console.config import parse_config
 from console.doctor.model import RungResult
-from console.messages import (
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress, TimelineEvent
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import GpuReading
+from console.serving.metrics import ServingSnapshot
+from console.station.messages import (
     ConnectionState,
     ContainerUpdate,
     EngineUpdate,
@@ -24,11 +29,6 @@ from console.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.probes.docker import ContainerInfo
-from console.probes.engine_log import EngineProgress, TimelineEvent
-from console.probes.meminfo import HostMemory
-from console.probes.nvidia_smi import GpuReading
-from console.serving.metrics import ServingSnapshot
 from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate

@@ -11,11 +11,11 @@ import pytest
 from textual.app import App
 from textual.widgets import Input
 
-from console.actions import ActionEvent, ActionResult, PlannedCommand, Step
-from console.checks import CheckResult
 from console.probes.engine_log import TimelineEvent
+from console.service.actions import ActionEvent, ActionResult, PlannedCommand, Step
 from console.serving.bench import BenchProgress, RequestRecord, summarize
 from console.serving.client import ChatResult
+from console.station.checks import CheckResult
 from console.ui.screens.actions import ActionProgressScreen, ConfirmActionScreen
 from console.ui.screens.bench import BenchScreen, BenchUpdate
 from console.ui.screens.chat import ChatScreen, chat_session

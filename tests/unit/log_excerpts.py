@@ -2,7 +2,7 @@
 
 The first line is ``# source: <public report>``; ``# note:`` lines say what the excerpt is;
 ``# station: NAME`` switches the source, so one file can hold both stations' logs. Used by
-tests/unit/test_diagnose_corpus.py and bench/diagnose_heldout.py; it needs only ``console.diagnose``'s
+tests/unit/test_diagnose_corpus.py and bench/diagnose_heldout.py; it needs only ``console.diagnosis``'s
 public API, so the bench can measure another checkout with it.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from console.diagnose import Diagnoser
+from console.diagnosis import Diagnoser
 
 
 def load(path: Path) -> dict[str, list[str]]:

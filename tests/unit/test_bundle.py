@@ -106,7 +106,7 @@ def test_no_checks_and_guarded_import(setup, monkeypatch):
     out = tmp_path / "a.tar.gz"
     assert main(["bundle", "--config", str(cfg), "--no-checks", str(out)]) == 0
     assert json.loads(read_bundle(out)["checks.json"])["error"] == "checks skipped (--no-checks)"
-    monkeypatch.setitem(sys.modules, "console.checks", None)  # the module is not importable
+    monkeypatch.setitem(sys.modules, "console.station.checks", None)  # the module is not importable
     out2 = tmp_path / "b.tar.gz"
     assert main(["bundle", "--config", str(cfg), "--tail", "10", str(out2)]) == 0
     files = read_bundle(out2)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from console.checks import (
+from console.config import parse_config
+from console.station.checks import (
     CHECK_IDS,
     CheckResult,
     _jobs,
@@ -14,7 +15,6 @@ from console.checks import (
     summary_line,
     to_json,
 )
-from console.config import parse_config
 
 CFG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
@@ -104,7 +104,7 @@ def test_cli_usage_and_config_errors_exit_2(tmp_path, capsys):
 
 
 async def test_api_exposed_reads_the_launch_settings(monkeypatch):
-    from console.checks import CheckRun, check_api_exposed
+    from console.station.checks import CheckRun, check_api_exposed
 
     open_cfg = parse_config(CFG)
     r = await check_api_exposed(CheckRun(open_cfg, {}, 1.0), open_cfg.head)
@@ -120,7 +120,7 @@ async def test_api_exposed_reads_the_launch_settings(monkeypatch):
 
 
 async def test_checks_without_rail_settings_skip_with_the_config_fix():
-    from console.checks import run_checks
+    from console.station.checks import run_checks
 
     bare = parse_config(CFG.replace('rail_netdev = "enp1s0f1np1"\n', "", 1))
     results = await run_checks(bare, transports={}, only=["link-down@A", "jumbo-ping@A->B"])

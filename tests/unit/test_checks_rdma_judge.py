@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from console.probes.perftest import parse_bw
-from console.rdma import RdmaRun, gpu_index, judge, overall, to_json
+from console.station.rdma import RdmaRun, gpu_index, judge, overall, to_json
 
 TABLE = """ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
  65536      882805           0.00               {bw}                0.176554

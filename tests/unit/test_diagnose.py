@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.diagnose import Diagnoser, diagnose_lines, has_problems
+from console.diagnosis import Diagnoser, diagnose_lines, has_problems
 from console.diagnosis import catalogue as cat
 
 SOCKET_MSG = "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0"  # a channel over TCP: the fallback

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.actions import fatal_of_line
-from console.diagnose import Diagnoser, diagnose_lines, has_problems
+from console.diagnosis import Diagnoser, diagnose_lines, engine, has_problems
 from console.diagnosis import catalogue as cat
-from console.diagnosis import engine
 from console.probes.engine_log import EngineLogTracker
+from console.service.actions import fatal_of_line
 
 H = "station-a:391:512 [0] NCCL INFO "
 ANNOUNCE = H + "NET/Socket : Using [0]enp1s0f1np1:192.168.100.1<0>"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from log_excerpts import diagnose, expected, load
 
-from console.diagnose import SPECS, has_problems
+from console.diagnosis import SPECS, has_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "tests" / "fixtures" / "logs"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from console.diagnose import Diagnoser, has_problems
+from console.diagnosis import Diagnoser, has_problems
 
 world_mod = pytest.importorskip("console.sim.world")
 engine_mod = pytest.importorskip("console.sim.engine")

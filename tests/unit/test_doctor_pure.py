@@ -9,9 +9,9 @@ from console.doctor.model import DoctorReport, RungResult
 from console.doctor.relaunch import changes, diff, parse_set, with_env
 from console.doctor.rungs import addresses, env, nccl, rdma
 from console.doctor.runner import RUNG_IDS, select
-from console.engines import LaunchSpec
 from console.probes.nccl_tests import parse_nccl_info, parse_nccl_tests
 from console.probes.rdma import parse_show_gids
+from console.service.engines import LaunchSpec
 
 
 def test_rdma_classes_on_their_edges():

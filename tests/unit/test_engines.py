@@ -12,8 +12,8 @@ import shlex
 
 import pytest
 
-from console import engines
 from console.config import parse_config
+from console.service import engines
 
 
 def _lines(text: str) -> str:

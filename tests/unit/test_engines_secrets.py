@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from console import engines
 from console.config import is_secret_env, masked_overrides, parse_config, secret_values
+from console.service import engines
 
 CONFIG = """
 profile = "{profile}"

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from console import fit
 from console.probes import ParseError
 from console.probes.model_config import parse_model_shape
+from console.service import fit
 
 GIB = 1 << 30
 

@@ -6,7 +6,7 @@ import pytest
 
 from console.cli import main
 from console.config import load_config
-from console.envfile_import import ImportEnvError, config_from_envs
+from console.config.envfile_import import ImportEnvError, config_from_envs
 
 A_ENV = """# ~/glm53.env on Station A
 export NETDEV="cx8r1"
@@ -130,7 +130,7 @@ def test_out_is_never_written_through_a_symlink(tmp_path, capsys):
 def test_ssh_to_a_peer_ends_its_options_before_the_host():
     import shlex
 
-    from console.remote.commands import ssh_peer
+    from console.remote.cmdlines import ssh_peer
 
     words = shlex.split(ssh_peer("-oProxyCommand=touch /tmp/pwned"))
     assert words[words.index("--") + 1] == "-oProxyCommand=touch /tmp/pwned"  # a host name, not an option

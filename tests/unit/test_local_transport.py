@@ -5,9 +5,9 @@ import asyncio
 import psutil
 
 from console.config import Config, Station, load_profile
-from console.messages import HostMemSample
-from console.monitor import StationService
 from console.remote.transport import CommandTimeout, LocalTransport
+from console.station.messages import HostMemSample
+from console.station.monitor import StationService
 
 STATION = Station(name="local", host="localhost", rank=0, local=True)
 

@@ -3,8 +3,8 @@ moby's readers skip only entries before T) is de-duplicated by timestamp and con
 are clipped with a marker, and the interruption marker lands before the resumed lines."""
 
 from console.config import parse_config
-from console.messages import LogBatch, LogMarker
-from console.monitor import LOG_LINE_CAP, StationService, dead_after_s, stale_after_s
+from console.station.messages import LogBatch, LogMarker
+from console.station.monitor import LOG_LINE_CAP, StationService, dead_after_s, stale_after_s
 
 CONFIG = '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n'
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from console.config import load_profile, parse_config, tensor_parallel_for, weights_per_gpu_gib
-from console.engines import sglang_args, vllm_serve_args
+from console.service.engines import sglang_args, vllm_serve_args
 from console.sim import engine as sim_engine
 from console.sim.world import World
 from console.ui.screens.dashboard import setup_title

@@ -3,11 +3,11 @@ old and new), its durations and the comparison with the last launches, and the s
 
 from __future__ import annotations
 
-from console import launch_history, stop_verify
-from console.fit_inputs import MemoryReading
 from console.probes.engine_log import EngineLogTracker, TimelineEvent, match_timeline
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.service import history, stop_verify
+from console.service.fit_inputs import MemoryReading
 
 V = "(Worker_TP0 pid=412) INFO 11-30 14:10:31 [gpu_model_runner.py:2677] "
 VLLM_LINES = [
@@ -34,7 +34,7 @@ def test_vllm_startup_lines_make_the_timeline_in_order_with_the_logs_figures():
     assert (by["weights-end"].value("gib"), by["weights-end"].value("seconds")) == (218.0, 239.4)
     assert by["kv-cache"].detail == "11.23 GiB, 193,664 tokens" and by["kv-cache"].at == 1300.0  # first line's time
     assert by["cuda-graphs"].detail == "101 s, 1.21 GiB"
-    assert launch_history.durations(tl) == {"weights": 239.4, "kv-cache": 55.0, "cuda-graphs": 101.0}
+    assert history.durations(tl) == {"weights": 239.4, "kv-cache": 55.0, "cuda-graphs": 101.0}
     assert t.progress.phase == "graphs"  # the phase tracking is unchanged
 
 
@@ -69,14 +69,14 @@ def _ev(event: str, at: float, **vals: float) -> TimelineEvent:
 
 def test_the_comparison_names_last_time_and_where_it_is_slower():
     previous = [{"A": {"weights": 238.0, "ready": 400.0}}, {"A": {"weights": 240.0, "ready": 410.0}}]
-    lines = launch_history.compare({"A": {"weights": 242.0, "ready": 600.0}}, previous)
+    lines = history.compare({"A": {"weights": 242.0, "ready": 600.0}}, previous)
     assert lines == ["A: weights 4m02s (last time 4m00s) · start to /health 200 10m00s (last time 6m50s), slower "
                      "than the last 2 (median 6m45s)"]
-    assert launch_history.compare({"A": {"weights": 3.0}, "B": {}}, []) == ["A: weights 3.0s"]
+    assert history.compare({"A": {"weights": 3.0}, "B": {}}, []) == ["A: weights 3.0s"]
 
 
 def test_history_keeps_records_per_service_and_the_last_baseline(tmp_path):
-    h = launch_history.LaunchHistory(tmp_path / "x" / "launches.jsonl")
+    h = history.LaunchHistory(tmp_path / "x" / "launches.jsonl")
     assert h.last_baseline("k") is None and h.previous_durations("k") == []
     h.append({"key": "k", "result": "ok", "stations": {"A": {"durations": {"weights": 1.0}, "baseline": {"gpu_used_mib": 5}}}})
     h.append({"key": "other", "result": "ok", "stations": {"A": {"baseline": {"gpu_used_mib": 9}}}})
@@ -84,7 +84,7 @@ def test_history_keeps_records_per_service_and_the_last_baseline(tmp_path):
     (tmp_path / "x" / "launches.jsonl").open("a").write("not json\n")
     assert h.last_baseline("k") == {"A": {"gpu_used_mib": 5}}
     assert h.previous_durations("k") == [{"A": {"weights": 1.0}}]  # failed launches are not a reference
-    bad = launch_history.LaunchHistory(tmp_path / "file-not-dir" / "x.jsonl")
+    bad = history.LaunchHistory(tmp_path / "file-not-dir" / "x.jsonl")
     (tmp_path / "file-not-dir").write_text("")
     assert "not saved" in (bad.append({"key": "k"}) or "")
 

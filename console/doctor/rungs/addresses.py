@@ -6,14 +6,14 @@ address, fail and name the cause."""
 
 from __future__ import annotations
 
-from console.checks import StationDown, ToolMissing
 from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.probes import docker_env as de
 from console.probes.iproute import parse_route_get
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
+from console.station.checks import StationDown, ToolMissing
 
 ID = "addresses"
 

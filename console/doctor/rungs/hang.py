@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from console.actions import parse_docker_time
-from console.checks import ToolMissing
 from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
@@ -19,7 +17,9 @@ from console.doctor.model import RungResult
 from console.probes import ParseError, pyspy
 from console.probes import activity as act
 from console.probes import kernel_log as kl
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
+from console.service.actions import parse_docker_time
+from console.station.checks import ToolMissing
 
 ID = "hang"
 PYSPY_NEXT = ("py-spy is on neither the station nor the container: `pip install py-spy` on the station (then "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from console.checks import CheckResult, StationDown, ToolMissing, check_jumbo_ping, run_checks
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
+from console.station.checks import CheckResult, StationDown, ToolMissing, check_jumbo_ping, run_checks
 
 ID = "links"
 LINK_CHECKS = ("link-down", "link-speed", "mtu-value", "mtu-mismatch", "rail-route", "rdma-netdev",

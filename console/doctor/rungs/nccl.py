@@ -18,14 +18,14 @@ import contextlib
 import re
 import time
 
-from console.checks import StationDown, ToolMissing
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.probes import ParseError
 from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info, parse_nccl_tests
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
+from console.station.checks import StationDown, ToolMissing
 
 ID = "nccl"
 TEST_ARGS = ["-b", "8", "-e", "1G", "-f", "2", "-g", "1"]

@@ -7,7 +7,7 @@ the profile expects GPUDirect) GPU memory, and ``ib_write_lat``, judged in class
 - stale: <= 12.5 % of the line rate (8-25 Gb/s on a 200 Gb/s Spark port) with the link up at full
   speed: a port in a stale state, cleared by reseating the cable or power-cycling, not by software;
 - failed: no result (connect, QP, memory registration errors, a timeout).
-The perftest server is always cleaned up (console.rdma's server handling, reused).
+The perftest server is always cleaned up (console.station.rdma's server handling, reused).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from console import rdma as rdma_run
-from console.checks import StationDown, ToolMissing
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult, Status
 from console.probes import ParseError
 from console.probes.perftest_lat import parse_lat
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
+from console.station import rdma as rdma_run
+from console.station.checks import StationDown, ToolMissing
 
 ID = "rdma"
 HEALTHY, WARN_FLOOR, STALE = 0.8, 0.5, 0.125

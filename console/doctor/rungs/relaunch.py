@@ -4,11 +4,11 @@ Otherwise it says what it would try: the overrides the other rungs suggest."""
 
 from __future__ import annotations
 
-from console.actions import ActionEvent, ActionFailed
 from console.doctor import store
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.doctor.relaunch import DebugRelaunch, diff, plan_error
+from console.service.actions import ActionEvent, ActionFailed
 
 ID = "relaunch"
 

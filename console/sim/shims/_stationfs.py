@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from console.config import tensor_parallel_for
-from console.remote.commands import RDMA_COUNTER_NAMES
+from console.remote.cmdlines import RDMA_COUNTER_NAMES
 from console.sim.world import World
 
 SHARDS = 50

@@ -30,7 +30,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Label, RichLog, Static
 
-from console.actions import (
+from console.config import Config
+from console.probes.engine_log import TIMELINE_LABELS, TRANSPORT_TEXT
+from console.sanitize import clean, one_line, plain
+from console.service.actions import (
     ActionEvent,
     ActionFailed,
     ActionPlan,
@@ -40,9 +43,6 @@ from console.actions import (
     ServiceActions,
     require_writable,
 )
-from console.config import Config
-from console.probes.engine_log import TIMELINE_LABELS, TRANSPORT_TEXT
-from console.sanitize import clean, one_line, plain
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}

@@ -50,8 +50,8 @@ from console.serving.bench import (
     short_levels_warning,
 )
 from console.serving.client import EFFORTS, ApiClient, ApiError
-from console.ui.commands import BenchCommands
 from console.ui.engine_state import api_expectation, why_no_api
+from console.ui.providers import BenchCommands
 from console.ui.widgets.settings_bar import SettingsBar
 
 

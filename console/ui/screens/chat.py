@@ -39,8 +39,8 @@ from console.serving.client import (
     ChatRequest,
     ChatResult,
 )
-from console.ui.commands import ChatCommands
 from console.ui.engine_state import why_no_api
+from console.ui.providers import ChatCommands
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 

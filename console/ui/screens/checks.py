@@ -20,11 +20,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from console.checks import CheckResult, planned, run_checks, station_summary, summary_line
 from console.config import Config
-from console.rdma import RdmaRun, validate_rdma
 from console.remote.transport import Transport
 from console.sanitize import clean, one_line, plain
+from console.station.checks import CheckResult, planned, run_checks, station_summary, summary_line
+from console.station.rdma import RdmaRun, validate_rdma
 from console.ui.fit_text import fill_width
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}

@@ -15,7 +15,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.diagnose import Finding
+from console.diagnosis import Finding
 from console.sanitize import one_line
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

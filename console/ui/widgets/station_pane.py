@@ -20,12 +20,12 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
-from console.messages import ConnectionState, ConnState
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.sanitize import one_line
+from console.station.messages import ConnectionState, ConnState
 from console.ui import clock
 from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import Clipped, Packed, error_words

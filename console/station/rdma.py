@@ -22,8 +22,9 @@ from console.config import Config, Station
 from console.probes import ParseError
 from console.probes import perftest as pt
 from console.probes import rdma as rdma_probe
-from console.remote import commands as rc
-from console.remote.transport import Transport, TransportError, make_transport
+from console.remote import cmdlines as rc
+from console.remote.session import make_transport
+from console.remote.transport import Transport, TransportError
 
 READY_TIMEOUT_S = 20.0
 RUN_TIMEOUT_S = 60.0

@@ -8,10 +8,10 @@ any station, or a container that exits, ends the wait at once with that line as 
 * Ready means a reply: after the engine's ready line and ``/health`` 200 the head must stream the
   first token of a real chat completion (retried on 408/429/5xx within the launch timeout).
 * A start-up timeline per station (container started ... first token) is built from the logs'
-  own timestamps and saved per launch (``console.launch_history``) for the next comparison.
-* Before a launch the fit estimate (``console.fit``) says whether the weights and one max-length
+  own timestamps and saved per launch (``console.service.history``) for the next comparison.
+* Before a launch the fit estimate (``console.service.fit``) says whether the weights and one max-length
   request fit; after it the engine's logged KV figure is shown beside the estimate.
-* A stop is verified on every station (``console.stop_verify``): container gone, API port closed,
+* A stop is verified on every station (``console.service.stop_verify``): container gone, API port closed,
   no compute process left, memory back to its pre-launch baseline. Restart verifies before it
   starts again; a launch over a running service needs ``replace``.
 * ``launch_script`` (config): the operator's own script starts each container instead of our
@@ -35,18 +35,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from console import engines, fit, launch_history, stop_verify
 from console.config import Config, Station
 from console.diagnosis import catalogue
-from console.fit_inputs import FitReport, MemoryReading, gather_fit, read_memory
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes.engine_log import TIMELINE_LABELS, EngineLogTracker, TimelineEvent
 from console.probes.nccl_transport import transport_of_lines, worse
-from console.remote import commands as rc
-from console.remote.transport import CommandResult, Transport, TransportError, make_transport
+from console.remote import cmdlines as rc
+from console.remote.session import make_transport
+from console.remote.transport import CommandResult, Transport, TransportError
 from console.sanitize import clean as sanitize
 from console.sanitize import one_line
+from console.service import engines, fit, stop_verify
+from console.service import history as launch_history
+from console.service.fit_inputs import FitReport, MemoryReading, gather_fit, read_memory
 
 STATUSES = ("running", "ok", "warn", "failed", "skipped", "cancelled")
 RESULTS = ("ok", "failed", "cancelled")
@@ -777,7 +779,7 @@ class ServiceActions:
             self._skip("all", "checks", "--skip-checks")
             return
         try:
-            from console.checks import run_checks  # written in parallel; optional
+            from console.station.checks import run_checks  # written in parallel; optional
         except ImportError:
             self._skip("all", "checks", "preflight checks are not available in this build")
             return

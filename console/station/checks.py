@@ -31,14 +31,9 @@ from console.probes import iproute as ip_probe
 from console.probes import ping as ping_probe
 from console.probes import rdma as rdma_probe
 from console.probes.docker import parse_image_identity, short_digest
-from console.remote import commands as rc
-from console.remote.transport import (
-    ChannelRefused,
-    CommandResult,
-    Transport,
-    TransportError,
-    make_transport,
-)
+from console.remote import cmdlines as rc
+from console.remote.session import make_transport
+from console.remote.transport import ChannelRefused, CommandResult, Transport, TransportError
 
 STATUSES = ("pass", "fail", "warn", "skip")
 COUNTER_INTERVAL_S = 1.0
@@ -671,8 +666,8 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
 
 
 def _launch_args(config: Config, head: Station) -> list[str] | None:
-    """The head's engine arguments as the launch would build them (console.engines)."""
-    from console import engines
+    """The head's engine arguments as the launch would build them (console.service.engines)."""
+    from console.service import engines
 
     try:
         if config.profile.engine == "vllm":

@@ -23,7 +23,7 @@ tests/unit/test_fit.py):
   scale per 128 (132 bytes) in every layer.
 * GQA: ``2 (K and V) x max(1, kv_heads // TP) x head_dim x element size``.
 
-Everything here is pure: ``console.fit_inputs`` reads the stations, the CLI and the screens print.
+Everything here is pure: ``console.service.fit_inputs`` reads the stations, the CLI and the screens print.
 """
 
 from __future__ import annotations

@@ -27,7 +27,25 @@ import psutil
 from textual.message import Message
 
 from console.config import Config, Station
-from console.messages import (
+from console.probes import ParseError
+from console.probes import docker as docker_probe
+from console.probes import nvidia_smi as smi
+from console.probes.engine_log import EngineLogTracker
+from console.probes.meminfo import HostMemory, parse_meminfo
+from console.remote import cmdlines
+from console.remote.session import make_transport
+from console.remote.transport import (
+    AuthRefused,
+    ChannelRefused,
+    HostKeyError,
+    Transport,
+    TransportError,
+    Unreachable,
+    ssh_of,
+    tcp_probe,
+)
+from console.sanitize import clip, one_line
+from console.station.messages import (
     AppsSample,
     ConnectionState,
     ConnState,
@@ -38,24 +56,6 @@ from console.messages import (
     LogBatch,
     LogMarker,
 )
-from console.probes import ParseError
-from console.probes import docker as docker_probe
-from console.probes import nvidia_smi as smi
-from console.probes.engine_log import EngineLogTracker
-from console.probes.meminfo import HostMemory, parse_meminfo
-from console.remote import commands
-from console.remote.transport import (
-    AuthRefused,
-    ChannelRefused,
-    HostKeyError,
-    Transport,
-    TransportError,
-    Unreachable,
-    make_transport,
-    ssh_of,
-    tcp_probe,
-)
-from console.sanitize import clip, one_line
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
@@ -219,7 +219,7 @@ class StationService:
     async def _initial(self) -> None:
         """One-shot reads so the first frame has numbers before any stream delivers (together:
         coming back after an outage, every round trip counts)."""
-        res, _info = await asyncio.gather(self.transport.run(commands.gpu_query()), self._refresh_container())
+        res, _info = await asyncio.gather(self.transport.run(cmdlines.gpu_query()), self._refresh_container())
         try:
             gpus = smi.parse_gpus(res.stdout)
         except ParseError as exc:
@@ -231,7 +231,7 @@ class StationService:
         self._heard()  # both round trips worked: the station is there
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
-        res = await self.transport.run(commands.docker_inspect(self.station.container))
+        res = await self.transport.run(cmdlines.docker_inspect(self.station.container))
         try:
             info = docker_probe.parse_inspect(self.station.container, res.stdout, res.exit_status)
         except ParseError as exc:
@@ -302,7 +302,7 @@ class StationService:
         """``nvidia-smi -lms`` prints one line per GPU per interval (a broken GPU's line is an error
         line in its place): ``GpuRounds`` makes rounds of them."""
         rounds = smi.GpuRounds(self._gpu_count)
-        async for line in self.transport.stream(commands.gpu_query(self.gpu_interval_ms)):
+        async for line in self.transport.stream(cmdlines.gpu_query(self.gpu_interval_ms)):
             try:
                 got = rounds.feed(line)
             except ParseError as exc:  # nvidia-smi itself failed (driver, NVML): say so, keep the station
@@ -323,7 +323,7 @@ class StationService:
         self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
 
     async def _apps_stream(self) -> None:
-        async for line in self.transport.stream(commands.compute_apps_query(self.gpu_interval_ms)):
+        async for line in self.transport.stream(cmdlines.compute_apps_query(self.gpu_interval_ms)):
             try:
                 apps = smi.parse_compute_apps(line)
             except ParseError:
@@ -340,7 +340,7 @@ class StationService:
                 self._heard()
                 await asyncio.sleep(2.0)
         block: list[str] = []
-        async for line in self.transport.stream(commands.meminfo_stream(2.0)):
+        async for line in self.transport.stream(cmdlines.meminfo_stream(2.0)):
             if line.strip() == "@@":
                 with contextlib.suppress(ParseError):
                     self.post(HostMemSample(self.station.name, parse_meminfo("\n".join(block)), time.time()))
@@ -350,7 +350,7 @@ class StationService:
                 block.append(line)
 
     async def _events_stream(self) -> None:
-        async for line in self.transport.stream(commands.docker_events(self.station.container)):
+        async for line in self.transport.stream(cmdlines.docker_events(self.station.container)):
             if docker_probe.parse_event(line):
                 await self._refresh_container()
 
@@ -406,7 +406,7 @@ class StationService:
                 if catch_up or (self._last_log_ts is None and self._container_state not in (None, "absent")):
                     self._start_resume()
                     res = await self.transport.run(
-                        commands.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False,
+                        cmdlines.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False,
                                              since=self._last_log_ts))
                     self._resume_marker()
                     for line in res.stdout.splitlines():
@@ -424,7 +424,7 @@ class StationService:
                         await asyncio.wait_for(self._container_running.wait(), RECHECK_STOPPED_S)
                     except TimeoutError:
                         await self._refresh_container()
-            cmd = commands.docker_logs(self.station.container, tail=self.config.ui.log_lines,
+            cmd = cmdlines.docker_logs(self.station.container, tail=self.config.ui.log_lines,
                                        since=self._last_log_ts)
             self._start_resume()
             self._resume_marker()

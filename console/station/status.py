@@ -18,7 +18,7 @@ from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
 from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
-from console.remote import commands
+from console.remote import cmdlines
 from console.remote.session import SessionRegistry
 from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
 
@@ -66,9 +66,9 @@ async def station_status(config: Config, station: Station, transport: Transport,
     try:
         await connect_with_trust(transport, trust, replace)
         gpu_res, mem_res, ctr_res = await asyncio.gather(
-            transport.run(commands.gpu_query()),
-            transport.run(commands.meminfo_once()),
-            transport.run(commands.docker_inspect(station.container)),
+            transport.run(cmdlines.gpu_query()),
+            transport.run(cmdlines.meminfo_once()),
+            transport.run(cmdlines.docker_inspect(station.container)),
         )
         out["reachable"] = True
         errors = []
@@ -79,7 +79,7 @@ async def station_status(config: Config, station: Station, transport: Transport,
                 out["gpus"] = [gpu_dict(g) for g in gpus]
                 errors += [f"GPU{g.index}: {g.error}" for g in gpus if g.error]
                 if any(g.memory_used_mib is None and g.name for g in gpus):
-                    apps_res = await transport.run(commands.compute_apps_query())
+                    apps_res = await transport.run(cmdlines.compute_apps_query())
                     if apps_res.ok:
                         apps = smi.parse_compute_apps(apps_res.stdout)
                         for g in (g for g in out["gpus"] if g["name"]):
@@ -122,7 +122,7 @@ async def engine_status(config: Config, station: Station, transport: Transport) 
     """The engine phase from the tail of the container's log (None when it cannot be read): why an API
     does not answer yet — still loading, or failed — without the operator reading the log."""
     try:
-        res = await transport.run(commands.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
+        res = await transport.run(cmdlines.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
     except TransportError:
         return None
     if not res.ok:

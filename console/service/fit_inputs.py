@@ -1,7 +1,7 @@
 """What the fit estimate and the verified stop read on each station: the checkpoint's config.json
 and shard sizes, the serving GPU's memory and compute processes, host memory.
 
-I/O only (every command comes from ``console.remote.commands``); the arithmetic is ``console.fit``.
+I/O only (every command comes from ``console.remote.cmdlines``); the arithmetic is ``console.service.fit``.
 One ``MemoryReading`` serves three purposes: the estimate's free memory, the pre-launch baseline a
 later stop compares with, and the stop's own check.
 """
@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from console import engines, fit
 from console.config import Config, Station
 from console.probes import ParseError
 from console.probes import disk as disk_probe
 from console.probes.meminfo import HostMemory, parse_meminfo
 from console.probes.model_config import ModelShape, parse_model_shape
 from console.probes.nvidia_smi import ComputeApp, GpuReading, parse_compute_apps, parse_gpus
-from console.remote import commands as rc
+from console.remote import cmdlines as rc
 from console.remote.transport import CommandResult
+from console.service import engines, fit
 
 Runner = Callable[[Station, str], Awaitable[CommandResult]]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.fit_inputs import MemoryReading
+from console.service.fit_inputs import MemoryReading
 
 PortState = Literal["closed", "open", "unknown"]
 GPU_MARGIN_MIB = 2048  # discrete GPU: idle usage after a stop (driver, a display) may differ this much

@@ -1,0 +1,46 @@
+"""What the subcommands share for their arguments: the config flags and checks of seconds, URLs and
+API keys. Bad values are a ``UsageError`` (one line, exit 2). Kept apart from ``console.cli`` so the
+subcommands never import the entry point that discovers them."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from console.errors import UsageError
+from console.sanitize import one_line
+
+__all__ = ["UsageError", "add_config_args", "check_api_key_arg", "check_seconds", "check_url_arg"]
+
+
+def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:
+    """A timeout flag: a finite number of seconds, > 0 (``nan``, ``inf``, ``0``, ``-1`` are refused)."""
+    if not math.isfinite(value) or not 0 < value <= limit:
+        raise UsageError(f"{flag} must be a number of seconds > 0 and <= {limit:g}, got {value:g}")
+
+
+def check_url_arg(url: str, flag: str = "--url") -> None:
+    """An API base URL flag: http(s), a host, a port 1-65535 (``http://[::1`` is a usage error)."""
+    from console.config import check_url
+
+    problem = check_url(url)
+    if problem:
+        raise UsageError(f"{flag} {problem} (got {one_line(repr(url), 100)})")
+
+
+def check_api_key_arg(key: str | None) -> None:
+    """``--api-key``: what an HTTP header can carry (the value itself is never echoed)."""
+    from console.serving.client import valid_api_key
+
+    if key is not None and not valid_api_key(key):
+        raise UsageError("--api-key must be printable ASCII without spaces (the key is not shown)")
+
+
+def add_config_args(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """``--config`` and ``--trust-host-key`` work before or after the subcommand: on subparsers the
+    default is SUPPRESS so an absent sub-option never overwrites the top-level value."""
+    default = None if top else argparse.SUPPRESS
+    p.add_argument("--config", metavar="PATH", default=default,
+                   help="config file (default ./dgx-console.toml, then XDG dir)")
+    p.add_argument("--trust-host-key", action="store_true", default=False if top else argparse.SUPPRESS,
+                   help="add an unknown station host key to known_hosts after printing its fingerprint")

@@ -1,0 +1,1 @@
+"""Everything about one station: its monitor, state, status, checks and RDMA validation."""
