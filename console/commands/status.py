@@ -8,10 +8,10 @@ import json
 
 from console.commands.args import add_config_args
 from console.config import load_config
-from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
+from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.station.status import collect_status
-from console.ui.engine_state import LOADING_PHASES
+from console.vocabulary import LOADING_PHASES, TRANSPORT_TEXT
 
 
 def _fmt_mib(v) -> str:

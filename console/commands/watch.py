@@ -27,7 +27,7 @@ from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
 from console.probes.docker import ContainerInfo
-from console.probes.engine_log import TRANSPORT_TEXT, EngineProgress
+from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import GpuReading
 from console.remote.session import SessionRegistry
@@ -45,8 +45,7 @@ from console.station.messages import (
 )
 from console.station.monitor import StationService
 from console.station.status import gpu_dict
-
-NOT_LIVE_ERROR_STATES = ("stale", "unreachable", "error", "host-key-unknown", "host-key-changed")
+from console.vocabulary import NOT_LIVE_STATES, TRANSPORT_TEXT
 
 
 class StationView:
@@ -95,7 +94,7 @@ class StationView:
                           "exit_code": c.exit_code if c else None, "started_at": c.started_at if c else None},
             "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
                        "transport": e.transport if e else None, "fatal": e.fatal if e else None},
-            "error": self.detail if self.state in NOT_LIVE_ERROR_STATES else self.gpu_error,
+            "error": self.detail if self.state in NOT_LIVE_STATES else self.gpu_error,
         }
 
     def line(self, now: float) -> str:
@@ -114,7 +113,7 @@ class StationView:
         if self.engine:
             parts.append(f"engine {self.engine.label}  NCCL {TRANSPORT_TEXT.get(self.engine.transport, self.engine.transport)}")
         text = "  ".join(parts)
-        if self.state in NOT_LIVE_ERROR_STATES and self.detail:
+        if self.state in NOT_LIVE_STATES and self.detail:
             text += f"  ({one_line(self.detail, 160)})"
         elif self.gpu_error:
             text += f"  ({one_line(self.gpu_error, 160)})"

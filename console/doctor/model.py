@@ -12,13 +12,15 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from console.vocabulary import CheckStatus
 
 if TYPE_CHECKING:
     from console.doctor.context import DoctorContext
 
-Status = Literal["pass", "fail", "warn", "skip"]
-STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
+Status = CheckStatus  # a rung's outcome is a check's
+STATUSES: tuple[Status, ...] = tuple(CheckStatus)
 EVIDENCE_MAX = 6000
 
 

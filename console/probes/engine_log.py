@@ -15,6 +15,7 @@ from typing import Literal
 from console.diagnosis import catalogue
 from console.diagnosis.scan import KeyIndex
 from console.probes.nccl_transport import transport_of_line, worse
+from console.vocabulary import EnginePhase, NcclTransport, phase_text
 
 _SHARDS = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
 _MODEL_LOADED = re.compile(r"Model loading took ([\d.]+) ?GiB")
@@ -106,17 +107,14 @@ def match_timeline(line: str) -> tuple[str, dict[str, float]] | None:
     return None
 
 
-#: The NCCL transport a run chose, in the operator's words (the launch verdict, status, watch).
-TRANSPORT_TEXT = {"gdrdma": "GPUDirect RDMA", "rdma": "RDMA (no GPUDirect)", "socket": "TCP sockets (fallback)",
-                  "unknown": "not seen"}
 
 
 @dataclass
 class EngineProgress:
-    phase: str = "starting"  # starting | connecting | loading | loaded | kv-cache | graphs | ready | failed | stopped
+    phase: EnginePhase = EnginePhase.STARTING
     load_pct: int | None = None
     weights_gib: float | None = None
-    transport: str = "unknown"
+    transport: NcclTransport = NcclTransport.UNKNOWN
     fatal: str | None = None
     headless: bool = False
     notes: list[str] = field(default_factory=list)
@@ -124,10 +122,7 @@ class EngineProgress:
 
     @property
     def label(self) -> str:
-        if self.phase == "loading" and self.load_pct is not None:
-            return f"loading weights {self.load_pct}%"
-        return {"kv-cache": "allocating KV cache", "graphs": "capturing CUDA graphs",
-                "loaded": "weights loaded"}.get(self.phase, self.phase)
+        return phase_text(self.phase, self.load_pct)
 
 
 # Lines that start a new run of the container: the phase starts over.

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from console.vocabulary import NcclTransport, worse_transport
+
 _VIA = re.compile(r"\bvia NET/(IB|Socket)(?:/\d+)?(/GDRDMA)?")
 _NETWORK = re.compile(r"\bUsing network (IB|Socket)\b")
 
-RANK = {"unknown": 0, "gdrdma": 1, "rdma": 2, "socket": 3}  # worse wins when stations disagree
 
 
 def transport_of_line(line: str) -> str | None:
@@ -45,6 +46,6 @@ def transport_of_lines(lines: Iterable[str]) -> str:
     return best
 
 
-def worse(a: str, b: str) -> str:
+def worse(a: str, b: str) -> NcclTransport:
     """Combine two stations' verdicts: the pair is only as good as its worst link."""
-    return a if RANK[a] >= RANK[b] else b
+    return worse_transport(a, b)

@@ -49,9 +49,10 @@ from console.sanitize import one_line
 from console.service import engines, fit, stop_verify
 from console.service import history as launch_history
 from console.service.fit_inputs import FitReport, MemoryReading, gather_fit, read_memory
+from console.vocabulary import TRANSPORT_VERDICT, ActionOutcome, StepStatus
 
-STATUSES = ("running", "ok", "warn", "failed", "skipped", "cancelled")
-RESULTS = ("ok", "failed", "cancelled")
+STATUSES = tuple(StepStatus)
+RESULTS = tuple(ActionOutcome)
 
 # Finding ids that end a start-up, and the one that only says "the engine died, root cause above" (the
 # cause is another line, often on another station: a worker that died on B makes A print it; it is
@@ -87,7 +88,7 @@ def require_writable(read_only: bool) -> None:
 class Step:
     station: str  # a station name, or "all"
     action: str
-    status: str = "running"
+    status: StepStatus = StepStatus.RUNNING
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     detail: str = ""
@@ -111,7 +112,7 @@ class ActionEvent:
 class ActionResult:
     action: str
     steps: list[Step] = field(default_factory=list)
-    result: str = "ok"
+    result: ActionOutcome = ActionOutcome.OK
     transport: str = "unknown"
     summary: str = ""
     evidence: list[tuple[str, str]] = field(default_factory=list)  # (station, line)
@@ -1121,7 +1122,7 @@ class ServiceActions:
             t = transport_of_lines(f.lines) if f else "unknown"
             overall = worse(overall, t) if overall != "unknown" else t
             async with self.step(s.name, "transport") as st:
-                st.detail = _TRANSPORT_TEXT[t]
+                st.detail = TRANSPORT_VERDICT[t]
                 if t == "socket":
                     st.status = "failed"
                 elif t == "unknown" or (t == "rdma" and gdr_expected):
@@ -1229,12 +1230,6 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-_TRANSPORT_TEXT = {
-    "gdrdma": "NCCL over RDMA with GPUDirect (NET/IB .../GDRDMA)",
-    "rdma": "NCCL over RDMA without GPUDirect (NET/IB, no GDRDMA)",
-    "socket": "NCCL fell back to TCP sockets (NET/Socket)",
-    "unknown": "no NCCL transport lines seen (is NCCL_DEBUG=INFO set?)",
-}
 
 
 def prev_name(container: str) -> str:

@@ -34,6 +34,7 @@ from console.probes.docker import parse_image_identity, short_digest
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
 from console.remote.transport import ChannelRefused, CommandResult, Transport, TransportError
+from console.vocabulary import CheckStatus
 
 STATUSES = ("pass", "fail", "warn", "skip")
 COUNTER_INTERVAL_S = 1.0
@@ -46,7 +47,7 @@ _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|_KEY$|^
 class CheckResult:
     id: str
     station: str  # "A"; "A->B" for one direction; "A<->B" for a pair; "A,B" across all stations
-    status: str  # pass | fail | warn | skip
+    status: CheckStatus
     summary: str
     evidence: str = ""
     fix: str = ""

@@ -4,14 +4,13 @@ slow screen never works through a queue of stale values."""
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 from textual.message import Message
 
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.vocabulary import ConnState
 
 
 class StationMessage(Message):
@@ -20,12 +19,7 @@ class StationMessage(Message):
         self.station = station
 
 
-# What the console knows about a station's connection. ``live`` only while samples arrive;
-# ``stale`` when they stopped (values kept, with their age); ``unreachable`` once declared dead or
-# refused; the host-key states wait for the operator; ``error`` is an unexpected failure of the
-# console's own service for that station (shown with its reason, then restarted).
-ConnState = Literal["connecting", "live", "stale", "unreachable", "host-key-unknown", "host-key-changed", "error"]
-CONN_STATES: tuple[ConnState, ...] = get_args(ConnState)
+CONN_STATES: tuple[ConnState, ...] = tuple(ConnState)
 
 
 class ConnectionState(StationMessage):

@@ -41,9 +41,10 @@ from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCo
 from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.themes import load_themes
-from console.ui.widgets.diagnosis import LOG_READ_STATES, DiagnosisPanel, station_badge
+from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
-from console.ui.widgets.station_pane import HOST_KEY_STATES, StationPane
+from console.ui.widgets.station_pane import StationPane
+from console.vocabulary import HOST_KEY_STATES, LOG_READ_STATES
 
 
 class TrustHostKeyScreen(ModalScreen[bool]):

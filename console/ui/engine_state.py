@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from console.probes.engine_log import EngineProgress
-
-#: Phases in which the API is not up yet, and will be without anyone doing anything.
-LOADING_PHASES = frozenset({"starting", "connecting", "loading", "loaded", "kv-cache", "graphs"})
+from console.vocabulary import LOADING_PHASES
 
 ApiExpectation = Literal["loading", "failed", "stopped", "up", "unknown"]
 

@@ -31,7 +31,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Label, RichLog, Static
 
 from console.config import Config
-from console.probes.engine_log import TIMELINE_LABELS, TRANSPORT_TEXT
+from console.probes.engine_log import TIMELINE_LABELS
 from console.sanitize import clean, one_line, plain
 from console.service.actions import (
     ActionEvent,
@@ -43,6 +43,7 @@ from console.service.actions import (
     ServiceActions,
     require_writable,
 )
+from console.vocabulary import TRANSPORT_TEXT
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}

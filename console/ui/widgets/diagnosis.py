@@ -22,7 +22,6 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
 # Connection states in which a station's log is being read (or about to be): any other state
 # (unreachable, a host key waiting, an error) means the diagnosis cannot see that station now.
-LOG_READ_STATES = frozenset({"connecting", "live", "stale"})
 
 
 def finding_key(f: Finding) -> str:

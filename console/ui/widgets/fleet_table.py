@@ -19,11 +19,11 @@ from textual.widgets import DataTable
 
 from console.sanitize import one_line
 from console.ui import clock
-from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of
 from console.ui.widgets.gpu_meter import bar
-from console.ui.widgets.station_pane import CONN_STYLE, DOWN_STATES, PHASE_STYLE, StationPane
+from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE, StationPane
+from console.vocabulary import DOWN_STATES, LOADING_PHASES
 
 TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),

@@ -27,12 +27,12 @@ from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.sanitize import one_line
 from console.station.messages import ConnectionState, ConnState
 from console.ui import clock
-from console.ui.engine_state import LOADING_PHASES
 from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.process_list import ProcessList
+from console.vocabulary import DOWN_STATES, LOADING_PHASES, TRANSPORT_SHORT, NcclTransport
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
@@ -46,8 +46,6 @@ CONN_STYLE: dict[ConnState, tuple[str, str]] = {
     "host-key-changed": ("✖", "bold red"),
     "error": ("✖", "bold red"),
 }
-DOWN_STATES = ("unreachable", "host-key-unknown", "host-key-changed", "error")
-HOST_KEY_STATES = ("host-key-unknown", "host-key-changed")
 
 
 def _ago(seconds: float) -> str:
@@ -64,8 +62,9 @@ PHASE_STYLE = {
     "connecting": "yellow",
     "starting": "yellow",
 }
-TRANSPORT_LABEL = {"gdrdma": ("GPUDirect RDMA", "green"), "rdma": ("RDMA (no GDR)", "yellow"),
-                   "socket": ("TCP socket fallback", "bold red"), "unknown": ("—", "dim")}
+TRANSPORT_STYLE = {NcclTransport.GDRDMA: "green", NcclTransport.RDMA: "yellow", NcclTransport.SOCKET: "bold red",
+                   NcclTransport.UNKNOWN: "dim"}
+TRANSPORT_LABEL = {t: (TRANSPORT_SHORT[t], TRANSPORT_STYLE[t]) for t in NcclTransport}
 
 
 TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-start": "loading",
