@@ -33,7 +33,8 @@ import time
 
 import httpx
 
-from console.serving.bench import BenchRunner, BenchSettings
+from console.serving.bench import BenchRunner
+from console.serving.bench_model import BenchSettings
 from console.serving.client import ApiClient
 
 # ---------------------------------------------------------------- the fast server (own process)

@@ -23,7 +23,8 @@ import time
 import httpx
 from httpx_sse import aconnect_sse
 
-from console.serving.client import ApiClient, ChatRequest
+from console.serving.chat import ChatRequest
+from console.serving.client import ApiClient
 
 # ---------------------------------------------------------------- a fast SSE server (own process)
 
@@ -146,7 +147,7 @@ async def _render(n: int, naive: bool) -> tuple[float, list[float]]:
     from textual.containers import VerticalScroll
     from textual.widgets import Static
 
-    from console.serving.client import ChatEvent
+    from console.serving.chat import ChatEvent
     from console.ui.screens.chat import ReplyView
 
     app = _pane_app()
@@ -179,7 +180,7 @@ async def _render(n: int, naive: bool) -> tuple[float, list[float]]:
         if naive:
             view.update("".join(acc))
         elif hasattr(view, "finish"):  # the reply ends: its last paint counts too
-            from console.serving.client import ChatResult
+            from console.serving.chat import ChatResult
 
             view.finish(ChatResult(finish_reason="stop"))
         await asyncio.sleep(1 / 30)  # the last frame
@@ -190,7 +191,7 @@ async def _load(rate: float, seconds: float) -> tuple[float, int]:
     """UI CPU (fraction of a core) while tokens arrive one per chunk at ``rate``, screen full."""
     from textual.containers import VerticalScroll
 
-    from console.serving.client import ChatEvent
+    from console.serving.chat import ChatEvent
     from console.ui.screens.chat import ReplyView
 
     app = _pane_app()

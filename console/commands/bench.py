@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,24 +21,24 @@ from console.commands.args import UsageError, add_config_args, check_api_key_arg
 from console.config import BenchRow, load_config
 from console.safe_files import MIB, FileProblem, read_bytes
 from console.sanitize import one_line
-from console.serving.bench import (
+from console.serving.bench import BenchRunner, load_prompts, parse_concurrency, resolve_model
+from console.serving.bench_model import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
     BenchReport,
-    BenchRunner,
     BenchSettings,
     LevelResult,
     ReferenceComparison,
     compare_to_reference,
     configured_max_num_seqs,
-    load_prompts,
     max_num_seqs_warning,
-    parse_concurrency,
-    resolve_model,
     save_report,
     short_levels_warning,
 )
-from console.serving.client import EFFORTS, ApiClient, ApiError
+from console.serving.chat import EFFORTS
+from console.serving.client import ApiClient
+from console.serving.errors import ApiError
+from console.tasks import on_signal, stoppable
 
 MAX_PROMPTS_BYTES = 256 * MIB
 
@@ -234,18 +232,12 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
         runner = BenchRunner(client, model, settings, prompts, on_progress=None if args.json else _Progress())
         runner.report.warnings.extend(t.warnings)
         runner.report.prompts, runner.report.reference = args.prompts, t.comparison
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, task.cancel)  # type: ignore[union-attr]
-        try:
-            await runner.run()
-        except asyncio.CancelledError:
-            task.uncancel()  # type: ignore[union-attr]
+        stop = asyncio.Event()
+        with on_signal(stop.set):  # Ctrl+C ends the sweep; the levels finished so far are the report
+            _, stopped = await stoppable(runner.run(), stop, name="bench sweep")
+        if stopped:
+            runner.report.cancelled = True
             print("dgx-console: bench: interrupted; levels finished so far follow", file=sys.stderr)
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
     report = runner.report
     if args.out:
         try:

@@ -17,16 +17,9 @@ import sys
 
 from console.commands.args import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
 from console.sanitize import clean, one_line
-from console.serving.client import (
-    EFFORTS,
-    SMOKE_TOOL,
-    SMOKE_TOOL_PROMPT,
-    ApiClient,
-    ApiError,
-    ChatEvent,
-    ChatRequest,
-    ChatResult,
-)
+from console.serving.chat import EFFORTS, SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatEvent, ChatRequest, ChatResult
+from console.serving.client import ApiClient
+from console.serving.errors import ApiError
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 

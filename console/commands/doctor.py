@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 import time
 
@@ -26,6 +25,7 @@ from console.remote.session import make_transport
 from console.remote.transport import TransportError
 from console.sanitize import clean, one_line
 from console.service.actions import ActionFailed, ReadOnlyError, require_writable
+from console.tasks import on_signal
 
 MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 
@@ -98,24 +98,19 @@ async def _run(config: Config, args: argparse.Namespace, rungs: list[str], optio
     transports = await _connect(config, args.trust_host_key)
     if options.relaunch is not None and isinstance(options.relaunch.prepared, DebugRelaunch):
         options.relaunch.prepared.transports = transports
-    loop, task = asyncio.get_running_loop(), asyncio.current_task()
-    inner = asyncio.ensure_future(run_doctor(config, transports, rungs, options, _on_rung, _progress))
+    stop = asyncio.Event()
 
     def on_sigint() -> None:
         print("dgx-console: cancelling the doctor (the running rung cleans up) ...", file=sys.stderr, flush=True)
         prepared = options.relaunch.prepared if options.relaunch else None
         if not (isinstance(prepared, DebugRelaunch) and prepared.cancel()):
-            inner.cancel()
+            stop.set()
 
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        return await inner
+        with on_signal(on_sigint):
+            return await run_doctor(config, transports, rungs, options, _on_rung, _progress, stop=stop)
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
         await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
-        del task
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """Climb the ladder: run the rungs in order on one set of transports, report each rung as it ends,
 and stop cleanly when cancelled (the running rung's remote processes are ended by its own clean-up;
-it is reported as skipped "cancelled"). The CLI and the workbench screen both call ``run_doctor``."""
+it is reported as skipped "cancelled"). The CLI and the workbench screen both call ``run_doctor`` and
+stop it with its ``stop`` event (``console/tasks.py``: the one cancellation rule)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
 from console.remote.session import make_transport
 from console.remote.transport import Transport
+from console.tasks import stoppable
+from console.vocabulary import CheckStatus
 
 RUNGS: tuple[Rung, ...] = (
     Rung(links.ID, 1, "reach and links", links.run),
@@ -51,8 +54,11 @@ def select(ids: Iterable[str] | None) -> list[Rung]:
 async def run_doctor(config: Config, transports: dict[str, Transport] | None = None,
                      rungs: Iterable[str] | None = None, options: DoctorOptions | None = None,
                      on_rung: RungEvent | None = None, on_progress: ProgressFn | None = None,
-                     previous: list[RungResult] | None = None) -> DoctorReport:
-    """Every selected rung in order; ``previous`` holds earlier results (the relaunch rung's suggestions)."""
+                     previous: list[RungResult] | None = None, stop: asyncio.Event | None = None) -> DoctorReport:
+    """Every selected rung in order; ``previous`` holds earlier results (the relaunch rung's suggestions).
+
+    ``stop`` set: the running rung is cancelled (its clean-up ends its remote processes), reported
+    as skipped "cancelled", and the report returned; cancelling this coroutine itself propagates."""
     chosen = select(rungs)
     own = transports is None
     if transports is None:
@@ -68,22 +74,21 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
             ctx.previous = prior + report.results
             t0 = time.monotonic()
             try:
-                results = await rung.run(ctx)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and hasattr(task, "uncancel"):
-                    task.uncancel()
-                cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), "skip",
-                                        f"cancelled after {time.monotonic() - t0:.1f} s")]
-                report.results += cancelled
-                report.ran.append(rung.id)
-                report.cancelled = True
-                emit(rung.id, "cancelled", cancelled)
-                break
+                got, stopped = await stoppable(rung.run(ctx), stop, name=f"doctor-{rung.id}")
             except Exception as exc:  # noqa: BLE001 - one broken rung must not hide the others
                 results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), "fail",
                                       f"the rung failed: {exc.__class__.__name__}: {exc}", (),
                                       "This is a bug in the console's doctor; please report it with the evidence.")]
+            else:
+                if stopped:
+                    cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.SKIP,
+                                            f"cancelled after {time.monotonic() - t0:.1f} s")]
+                    report.results += cancelled
+                    report.ran.append(rung.id)
+                    report.cancelled = True
+                    emit(rung.id, "cancelled", cancelled)
+                    break
+                results = got or []
             report.results += results
             report.ran.append(rung.id)
             emit(rung.id, "done", results)

@@ -458,9 +458,11 @@ class LocalTransport:
         try:
             out, err = await asyncio.wait_for(proc.communicate(input.encode() if input else None), limit)
         except TimeoutError:
-            _killpg(proc.pid)
-            await proc.wait()
+            await _end(proc)
             raise CommandTimeout(f"{self.station.name}: command timed out after {limit:g} s: {command[:80]}") from None
+        except BaseException:  # cancelled (or anything else): the child and its group never outlive the call
+            await asyncio.shield(_end(proc))
+            raise
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def stream(self, command: str) -> AsyncIterator[str]:
@@ -473,13 +475,18 @@ class LocalTransport:
             async for raw in proc.stdout:
                 yield raw.decode(errors="replace").rstrip("\r\n")
         finally:
-            if proc.returncode is None:
-                _killpg(proc.pid)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 2)
+            await asyncio.shield(_end(proc))
 
     async def close(self) -> None:
         return None
+
+
+async def _end(proc: asyncio.subprocess.Process) -> None:
+    """Kill a local command's process group (it runs in a session of its own) and reap it."""
+    if proc.returncode is None:
+        _killpg(proc.pid)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(proc.wait(), 2)
 
 
 def _killpg(pid: int) -> None:

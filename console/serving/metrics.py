@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.safe_files import MIB
-from console.serving.client import MAX_METRICS_BYTES, ApiClient, ApiError
+from console.serving.client import MAX_METRICS_BYTES, ApiClient
+from console.serving.errors import ApiError
 
 # Each logical value -> the sample names that carry it, preferred first (new vLLM, old vLLM, SGLang).
 GAUGES: dict[str, tuple[str, ...]] = {

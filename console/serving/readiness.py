@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from console.serving.client import TOKEN_KINDS, ApiClient, ApiError, ChatRequest
+from console.serving.chat import TOKEN_KINDS, ChatRequest
+from console.serving.client import ApiClient
+from console.serving.errors import ApiError
 
 PROMPT = "Reply with one word: ready."
 MAX_TOKENS = 4

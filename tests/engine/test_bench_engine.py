@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from console.serving.bench import BenchRunner, BenchSettings
+from console.serving.bench import BenchRunner
+from console.serving.bench_model import BenchSettings
 from console.serving.client import ApiClient
 
 _spec = importlib.util.spec_from_file_location("engine_build_model", Path(__file__).with_name("build_model.py"))

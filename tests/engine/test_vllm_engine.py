@@ -14,13 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console.serving.client import (
-    SMOKE_TOOL,
-    SMOKE_TOOL_PROMPT,
-    TOOL_SWALLOWED_WARNING,
-    ApiClient,
-    ChatRequest,
-)
+from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, TOOL_SWALLOWED_WARNING, ChatRequest
+from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, parse_metrics
 
 

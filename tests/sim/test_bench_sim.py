@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
-from console.serving.bench import BenchProgress, BenchRunner, BenchSettings
-from console.serving.client import ApiClient, ChatRequest
+from console.serving.bench import BenchRunner
+from console.serving.bench_model import BenchProgress, BenchSettings
+from console.serving.chat import ChatRequest
+from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
 

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from aiohttp import web
 
-from console.serving.client import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ApiClient, ChatRequest
+from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatRequest
+from console.serving.client import ApiClient
 from console.serving.metrics import MetricsTracker, ServingMonitor, parse_metrics
 from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, create_app, plan_reply
 

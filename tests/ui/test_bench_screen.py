@@ -18,7 +18,7 @@ from textual.app import App
 from textual.widgets import DataTable, Input, Static, Switch
 
 from console.config import parse_config
-from console.serving.bench import RequestRecord, summarize
+from console.serving.bench_model import RequestRecord, summarize
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app

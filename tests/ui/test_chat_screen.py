@@ -171,7 +171,7 @@ async def test_cancel_clear_and_copy(sim) -> None:
 
 
 def test_format_stats() -> None:
-    from console.serving.client import ChatResult
+    from console.serving.chat import ChatResult
     from console.ui.screens.chat import format_stats
 
     r = ChatResult(finish_reason="stop", usage={"completion_tokens": 1234}, ttft_s=0.4567, tokens_per_s=115.26)

@@ -9,7 +9,8 @@ from aiohttp import web
 from rich.console import Console
 from textual.app import App, ComposeResult
 
-from console.serving.client import ApiClient, ChatRequest
+from console.serving.chat import ChatRequest
+from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
 from console.sim.api import FixedBackend, create_app
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot

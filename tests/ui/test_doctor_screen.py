@@ -42,7 +42,7 @@ async def until(pilot, cond, limit: float = 90.0, what: str = "condition") -> No
 
 
 def idle(screen: DoctorScreen) -> bool:
-    return screen._job is not None and screen._job.done()
+    return screen.finished
 
 
 def started(h) -> None:
@@ -117,11 +117,11 @@ async def test_dashboard_keys_open_the_workbench(sim_factory):
     async with app.run_test(size=(120, 35)) as pilot:
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="n")
-        app.screen._job.cancel()
+        app.screen.stop_run()
         await pilot.press("escape")
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="i")
-        app.screen._job.cancel()
+        app.screen.stop_run()
 
 
 async def test_a_failed_launch_offers_the_workbench(sim_factory):
@@ -143,4 +143,4 @@ async def test_a_failed_launch_offers_the_workbench(sim_factory):
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="the workbench")
         assert app.screen.reason.startswith("launch failed: A: nccl-timeout")
-        app.screen._job.cancel()
+        app.screen.stop_run()

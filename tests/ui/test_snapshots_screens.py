@@ -13,8 +13,8 @@ from textual.widgets import Input
 
 from console.probes.engine_log import TimelineEvent
 from console.service.actions import ActionEvent, ActionResult, PlannedCommand, Step
-from console.serving.bench import BenchProgress, RequestRecord, summarize
-from console.serving.client import ChatResult
+from console.serving.bench_model import BenchProgress, RequestRecord, summarize
+from console.serving.chat import ChatResult
 from console.station.checks import CheckResult
 from console.ui.screens.actions import ActionProgressScreen, ConfirmActionScreen
 from console.ui.screens.bench import BenchScreen, BenchUpdate

@@ -13,7 +13,8 @@ import pytest
 
 from console.cli import main
 from console.config import parse_config
-from console.serving.bench import (
+from console.serving.bench import load_prompts, parse_concurrency
+from console.serving.bench_model import (
     MIN_TIMED_TOKENS,
     BenchReport,
     BenchSettings,
@@ -22,9 +23,7 @@ from console.serving.bench import (
     configured_max_num_seqs,
     generation_tokens,
     knee_of,
-    load_prompts,
     max_num_seqs_warning,
-    parse_concurrency,
     peak_in_flight,
     percentile,
     queue_warning,

@@ -9,23 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from console.serving.client import (
+from console.serving.chat import (
     BUDGET_TRAP_WARNING,
     NO_THINK_IGNORED_WARNING,
     NO_TOOL_CALL_WARNING,
     SMOKE_TOOL,
     TOOL_PARSER_WARNING,
     TOOL_SWALLOWED_WARNING,
-    ApiClient,
+    ChatAccumulator,
     ChatRequest,
     events_from_chunk,
 )
+from console.serving.client import ApiClient
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> dict[str, Any]:
@@ -258,7 +260,9 @@ async def test_unreachable_and_timeout(replay) -> None:
     assert res.error is not None and res.error.kind == "timeout"
 
 
-async def test_cancel_returns_partial_and_closes_stream(replay) -> None:
+async def test_cancel_propagates_closes_stream_and_keeps_the_partial(replay) -> None:
+    """The one cancellation rule: the cancel propagates (never swallowed into a result); the stream is
+    closed; a caller that wants the partial reply passes its accumulator."""
     r, make = replay
     r.script = [chunk({"content": f"t{i} "}) for i in range(200)] + ["[DONE]"]
     r.delay = 0.01
@@ -269,16 +273,19 @@ async def test_cancel_returns_partial_and_closes_stream(replay) -> None:
         if ev.kind == "content" and ev.text == "t3 ":
             got.set()
 
-    task = asyncio.create_task(c.chat(REQ, on_event=on_event))
+    acc = ChatAccumulator(REQ, time.perf_counter())
+    task = asyncio.create_task(c.chat(REQ, on_event=on_event, accumulator=acc))
     await asyncio.wait_for(got.wait(), 10)
     task.cancel()
-    res = await task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    res = acc.finish(cancelled=True)
     assert res.cancelled and res.content.startswith("t0 t1 t2 t3")
     await asyncio.wait_for(r.closed.wait(), 10)  # the server saw the client go away
 
 
 def test_events_from_chunk_old_error_shape() -> None:
-    from console.serving.client import ApiError
+    from console.serving.errors import ApiError
 
     with pytest.raises(ApiError, match="bad thing"):
         events_from_chunk({"object": "error", "message": "bad thing", "type": "BadRequestError", "code": 400}, 0)

@@ -31,6 +31,26 @@ async def test_timeout_kills_the_process_group():
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+async def test_a_cancelled_command_ends_its_process_group(tmp_path):
+    """One cancellation rule: a cancelled local command ends its child (was: only on timeout)."""
+    t = LocalTransport(STATION, command_timeout=60)
+    pidfile = tmp_path / "pid"
+    task = asyncio.create_task(t.run(f"sleep 30 & echo $! > {pidfile}; wait"))
+    for _ in range(200):  # until the child is there
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        await asyncio.sleep(0.02)
+    pid = int(pidfile.read_text())
+    task.cancel()
+    try:
+        await task
+        raise AssertionError("expected the cancel to propagate")
+    except asyncio.CancelledError:
+        pass
+    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone, "the cancelled command's child outlived it"
+
+
 async def test_stream_lines_and_close_ends_the_process():
     t = LocalTransport(STATION)
     stream = t.stream("echo $$ ; i=0; while :; do echo line$i; i=$((i+1)); sleep 0.05; done")

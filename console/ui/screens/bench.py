@@ -32,10 +32,10 @@ from textual_plotext import PlotextPlot
 from console.config import BenchRow, Config, xdg_data_dir
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
-from console.serving.bench import (
+from console.serving.bench import BenchRunner, parse_concurrency, resolve_model
+from console.serving.bench_model import (
     DEFAULT_MAX_TOKENS,
     BenchProgress,
-    BenchRunner,
     BenchSettings,
     LevelResult,
     ReferenceComparison,
@@ -43,13 +43,13 @@ from console.serving.bench import (
     configured_max_num_seqs,
     knee_of,
     max_num_seqs_warning,
-    parse_concurrency,
     queue_warning,
-    resolve_model,
     save_report,
     short_levels_warning,
 )
-from console.serving.client import EFFORTS, ApiClient, ApiError
+from console.serving.chat import EFFORTS
+from console.serving.client import ApiClient
+from console.serving.errors import ApiError
 from console.ui.engine_state import api_expectation, why_no_api
 from console.ui.providers import BenchCommands
 from console.ui.widgets.settings_bar import SettingsBar

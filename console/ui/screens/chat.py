@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -29,16 +30,17 @@ from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, S
 from console.config import Config
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line, plain
-from console.serving.client import (
+from console.serving.chat import (
     EFFORTS,
     SMOKE_TOOL,
     SMOKE_TOOL_PROMPT,
-    ApiClient,
-    ApiError,
+    ChatAccumulator,
     ChatEvent,
     ChatRequest,
     ChatResult,
 )
+from console.serving.client import ApiClient
+from console.serving.errors import ApiError
 from console.ui.engine_state import why_no_api
 from console.ui.providers import ChatCommands
 from console.ui.widgets.settings_bar import SettingsBar
@@ -338,8 +340,15 @@ class ChatScreen(Screen):
             title.update(self._title("streaming…"))
             req = ChatRequest(messages=tuple(messages), model=self.model, tools=(SMOKE_TOOL,) if tools else (),
                               **self._settings())
+            acc = ChatAccumulator(req, time.perf_counter())
             try:
-                result = await self.client.chat(req, on_event=reply.add_event)
+                result = await self.client.chat(req, on_event=reply.add_event, accumulator=acc)
+            except asyncio.CancelledError:  # Esc: what arrived stays on screen, marked cancelled
+                result = acc.finish(cancelled=True)
+                reply.engine = self.head_engine
+                reply.finish(result)
+                self.session.turns.append((user_line, result))
+                raise
             except Exception as exc:  # noqa: BLE001 - a broken reply is a visible error, never the app's end
                 result = ChatResult(error=ApiError("stream", f"internal error: {type(exc).__name__}: {exc}"))
             reply.engine = self.head_engine  # the phase when the answer (or the refusal) came

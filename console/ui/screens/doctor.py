@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Header, Input, Label, Static
+from textual.worker import Worker
 
 from console.config import Config
 from console.doctor import store
@@ -180,7 +181,8 @@ class DoctorScreen(Screen):
         self.rung_state: dict[str, str] = {r.id: "pending" for r in RUNGS}
         self.progress_text = ""
         self.tries: list[TryResult] = [TryResult.from_dict(t) for t in store.tries(config)]
-        self._job: asyncio.Task | None = None
+        self._job: Worker | None = None  # the ladder's run, a worker of this screen
+        self._stop = asyncio.Event()  # c: the running rung is cancelled and cleans up
         self._row_keys: list[str] = []
         self.show_passes = False
 
@@ -394,18 +396,39 @@ class DoctorScreen(Screen):
             table.update_cell(f"rung:{rung}", "summary", self._rung_summary(rung))
 
     def _start(self, rungs: list[str], options: DoctorOptions | None = None) -> None:
-        if self._job is not None and not self._job.done():
+        if self.running:
             self.notify("The workbench is already running (c cancels).", severity="warning")
             return
         for rid in rungs:
             self.rung_state[rid] = "pending"
-        self._job = asyncio.create_task(self._drive(rungs, options or self.options))
+        self._stop = asyncio.Event()
+        self._job = self.run_worker(self._drive(rungs, options or self.options), name="doctor ladder",
+                                    group="doctor", exit_on_error=False)
+
+    @property
+    def running(self) -> bool:
+        """A run of the ladder is under way."""
+        return self._job is not None and not self._job.is_finished
+
+    @property
+    def finished(self) -> bool:
+        """A run was started and has ended (done, failed or cancelled)."""
+        return self._job is not None and self._job.is_finished
+
+    def stop_run(self) -> bool:
+        """Cancel the running rung (it ends its remote processes); False when nothing runs."""
+        if not self.running:
+            return False
+        prepared = self.options.relaunch.prepared if self.options.relaunch else None
+        if not (isinstance(prepared, DebugRelaunch) and prepared.cancel()):
+            self._stop.set()
+        return True
 
     async def _drive(self, rungs: list[str], options: DoctorOptions) -> None:
         previous = [r for r in self.report.results if r.id not in rungs]
         try:
             rep = await run_doctor(self.config, self.transports, rungs, options, self._on_rung, self._on_progress,
-                                   previous=previous)
+                                   previous=previous, stop=self._stop)
         except Exception as exc:  # noqa: BLE001 - shown, never a dead task
             self.notify(f"the workbench failed: {one_line(str(exc), 200)}", severity="error", timeout=10, markup=False)
             for rid in rungs:
@@ -439,19 +462,14 @@ class DoctorScreen(Screen):
         self._start([rung])
 
     def action_cancel(self) -> None:
-        if self._job is None or self._job.done():
+        if not self.stop_run():
             self.notify("Nothing is running.", timeout=3)
-            return
-        prepared = self.options.relaunch.prepared if self.options.relaunch else None
-        if isinstance(prepared, DebugRelaunch) and prepared.cancel():
-            return
-        self._job.cancel()
 
     def action_relaunch(self) -> None:
         if self.read_only:
             self.notify("read-only mode: the debug relaunch is disabled (--read-only)", severity="warning")
             return
-        if self._job is not None and not self._job.done():
+        if self.running:
             self.notify("Wait for the ladder to finish (or cancel it with c) before relaunching.", severity="warning")
             return
         number = max([t.number for t in self.tries] + [0]) + 1
@@ -463,12 +481,6 @@ class DoctorScreen(Screen):
         opts = DoctorOptions(**{**self.options.__dict__, "relaunch": plan})
         self.options = opts
         self._start(["relaunch"], opts)
-
-    async def on_unmount(self) -> None:
-        if self._job is not None and not self._job.done():
-            self._job.cancel()
-            with contextlib.suppress(BaseException):
-                await self._job
 
 
 def _doc_of(rung_id: str) -> str:
