@@ -41,6 +41,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.engine)
+            # the first test of the session waits for vLLM to start (up to STARTUP_S) in its set-up
+            item.add_marker(pytest.mark.timeout(STARTUP_S + 300))
 
 
 def _free_port() -> int:
