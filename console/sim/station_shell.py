@@ -26,7 +26,7 @@ import os
 import re
 import site
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 MOUNTS_FILE = "mounts.json"
@@ -52,7 +52,7 @@ class Mounts:
         return self._unbind(command)
 
 
-def _substitution(table: dict[str, str]):
+def _substitution(table: dict[str, str]) -> Callable[[str], str]:
     """Replace each key of ``table`` where a whole path starts (not inside another path) and ends
     (``/models/x`` is not ``/models/x-v2``), the longest first (``/a/b`` wins over ``/a``)."""
     if not table:
