@@ -26,12 +26,13 @@ def compute_apps_query(loop_ms: int | None = None) -> str:
     return cmd
 
 
+MEMINFO = "/proc/meminfo"
+
 # A bash loop made of builtins only (read from a never-written fd as the sleep), so monitoring
-# host memory starts one process for its whole life instead of one per sample. The path is
-# overridable through DGX_MEMINFO for the simulated stations; on a real station it is unset.
+# host memory starts one process for its whole life instead of one per sample.
 _MEMINFO_LOOP = (
-    'exec 3<> <(:); f="${DGX_MEMINFO:-/proc/meminfo}"; '
-    'while :; do while IFS= read -r l; do printf "%s\\n" "$l"; done < "$f"; '
+    'exec 3<> <(:); '
+    'while :; do while IFS= read -r l; do printf "%s\\n" "$l"; done < ' + MEMINFO + '; '
     'printf "@@\\n"; read -t {secs} -u 3 _; done'
 )
 
@@ -41,7 +42,7 @@ def meminfo_stream(interval_s: float = 2.0) -> str:
 
 
 def meminfo_once() -> str:
-    return 'cat "${DGX_MEMINFO:-/proc/meminfo}"'
+    return f"cat {MEMINFO}"
 
 
 def docker_inspect(container: str) -> str:
@@ -109,9 +110,7 @@ def docker_rename(container: str, new_name: str) -> str:
 
 
 # --- link checks and RDMA ---
-# Files a check reads are prefixed with STATION_ROOT: it expands to nothing on a real station; on a
-# simulated or lab station (DGX_SIM_ROOT set, like DGX_MEMINFO above) to that station's own tree.
-STATION_ROOT = "${DGX_SIM_ROOT:+$DGX_SIM_ROOT/stations/$DGX_SIM_STATION/fs}"
+RDMA_SYSFS = "/sys/class/infiniband"
 RDMA_COUNTER_NAMES = ("port_rcv_errors", "port_xmit_discards", "symbol_error", "link_error_recovery", "link_downed")
 
 
@@ -119,8 +118,8 @@ def station_path(path: str) -> str:
     """A shell word for ``path`` on the station (``~/x`` -> the login user's home)."""
     if path == "~" or path.startswith("~/"):
         rest = path[2:]
-        return f'"{STATION_ROOT}$HOME"' + (("/" + q(rest)) if rest else "")
-    return f'"{STATION_ROOT}"' + q(path)
+        return '"$HOME"' + (("/" + q(rest)) if rest else "")
+    return q(path)
 
 
 def whoami() -> str:
@@ -165,7 +164,7 @@ def show_gids(device: str) -> str:
 
 
 def rdma_counters(device: str, port: int = 1) -> str:
-    d = station_path(f"/sys/class/infiniband/{device}/ports/{int(port)}/counters")
+    d = station_path(f"{RDMA_SYSFS}/{device}/ports/{int(port)}/counters")
     return f"cd {d} && grep -H . {' '.join(RDMA_COUNTER_NAMES)}"
 
 
@@ -307,7 +306,6 @@ def nccl_tests_mpirun(ranks: list[tuple[str, dict[str, str]]], binary: str, test
 def pyspy_dump_engines(container: str) -> str:
     """``py-spy dump`` of every engine process of the container (host PIDs from ``docker top``): the
     host's py-spy when it has one (sudo -n if ptrace needs it), else the container's (by its own PID)."""
-    status = station_path("/proc") + '"/$pid/status"'
     script = (
         f"c={q(container)}; "
         'out=$(docker top "$c" -eo pid,args 2>&1) || { printf "%s\\n" "$out"; exit 3; }; '
@@ -316,7 +314,7 @@ def pyspy_dump_engines(container: str) -> str:
         'echo "=== PID $pid: $args"; '
         "if command -v py-spy >/dev/null 2>&1; then "
         'py-spy dump --pid "$pid" 2>&1 || sudo -n py-spy dump --pid "$pid" 2>&1; '
-        f"else ns=$(awk '/^NSpid/{{print $NF}}' {status} 2>/dev/null); "
+        "else ns=$(awk '/^NSpid/{print $NF}' \"/proc/$pid/status\" 2>/dev/null); "
         'docker exec "$c" py-spy dump --pid "${ns:-$pid}" 2>&1 || echo "NO-PY-SPY"; fi; '
         'done; [ "$found" = 1 ] || echo "NO-ENGINE-PROCESS"; }'
     )
@@ -351,12 +349,10 @@ def script_info(path: str) -> str:
 
 def run_launch_script(path: str, log_path: str) -> str:
     """Start the script detached from this SSH channel (its output to ``log_path``) from the login
-    user's home, as an operator would; print its pid. ``HOME`` is the station's home (the
-    simulated stations' tree where STATION_ROOT is set, the real one elsewhere)."""
-    home = f'"{STATION_ROOT}$HOME"'
+    user's home, as an operator would; print its pid."""
     log = station_path(log_path)
-    return (f'mkdir -p "$(dirname {log})" && cd {home} && '
-            f'(HOME={home} nohup bash {station_path(path)} > {log} 2>&1 < /dev/null & echo $!)')
+    return (f'mkdir -p "$(dirname {log})" && cd "$HOME" && '
+            f'(nohup bash {station_path(path)} > {log} 2>&1 < /dev/null & echo $!)')
 
 
 def tail_file(path: str, lines: int = 20) -> str:

@@ -1,8 +1,9 @@
 """The simulated stations behind a real SSH server (asyncssh, in-process) on 127.0.0.1.
 
-Each station gets its own port and host key; command lines run under a real ``/bin/sh`` with the
-shim directory first on PATH, so the console's real SSH client path (strict known_hosts, channels,
-streams) is what talks to it. The head also serves the simulated OpenAI API while its engine is
+Each station gets its own port and host key; command lines run under a real ``/bin/sh`` in the
+station's own environment (shims first on PATH, its home and mounts: ``console.sim.station_shell``),
+so the console's real SSH client path (strict known_hosts, channels, streams) and its real command
+lines are what talk to it. The head also serves the simulated OpenAI API while its engine is
 ready. ``station-unreachable`` makes a station's port accept TCP and never answer.
 """
 
@@ -24,10 +25,12 @@ from aiohttp import web
 
 from console.config import save_config
 from console.sim import api as sim_api
-from console.sim.engine import engine_phase
+from console.sim import station_shell
+from console.sim.engine import engine_phase, start_container, write_meminfo
+from console.sim.launch import sim_overrides
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
-from console.sim.world import World, write_meminfo
+from console.sim.world import World
 
 
 class SimBackend:
@@ -80,6 +83,7 @@ class SimServer:
         self.command_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=20_000)  # (station, line)
         self._children: set[int] = set()
         self._handlers: set[asyncio.Task] = set()
+        self._mounts: dict[str, station_shell.Mounts] = {}
 
     # ---------------------------------------------------------------- keys
 
@@ -107,6 +111,10 @@ class SimServer:
     async def start(self, host: str = "127.0.0.1") -> None:
         write_bin(self.root / "bin")
         populate_station_fs(self.world)
+        unified = self.world.profile.gpu.unified_memory
+        self._mounts = station_shell.read_all_mounts(self.root)
+        for name in self.world.names:  # what /proc/meminfo holds from the first command on
+            await asyncio.to_thread(write_meminfo, self.world, name, unified)
         _client, auth = self._keys()
         known = []
         for name in self.world.names:
@@ -165,21 +173,9 @@ class SimServer:
     async def _meminfo_loop(self) -> None:
         unified = self.world.profile.gpu.unified_memory
         while True:
-            for name in self.world.names:
-                await asyncio.to_thread(self._write_meminfo, name, unified)
             await asyncio.sleep(1.0)
-
-    def _write_meminfo(self, name: str, unified: bool) -> None:
-        write_meminfo(self.world, name, unified)
-
-    def _env(self, name: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PATH"] = f"{self.root / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-        env["DGX_SIM_ROOT"] = str(self.root)
-        env["DGX_SIM_STATION"] = name
-        env["DGX_MEMINFO"] = str(self.world.station_dir(name) / "meminfo")
-        env["HOSTNAME"] = f"station-{name.lower()}"
-        return env
+            for name in self.world.names:
+                await asyncio.to_thread(write_meminfo, self.world, name, unified)
 
     def _handler(self, name: str):
         async def handle(process: asyncssh.SSHServerProcess) -> None:
@@ -189,10 +185,12 @@ class SimServer:
                 self._handlers.add(me)
                 me.add_done_callback(self._handlers.discard)
             command = process.command or "exec bash -l"
-            self.command_log.append((name, command))  # what a test reads: no secret in any line
+            self.command_log.append((name, command))  # as the console sent it: no secret in any line
+            line, env = station_shell.prepare(command, self.root, name, os.environ, self._mounts)
+            env["HOSTNAME"] = f"station-{name.lower()}"
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self._env(name), start_new_session=True,
+                "/bin/sh", "-c", line, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
             )
             self._children.add(proc.pid)
 
@@ -278,10 +276,9 @@ class SimServer:
             "api": {"url": f"http://{host}:{head_api}"},
             "stations": stations,
         }
-        from console.sim.workbench import sim_overrides  # what the workbench faults put in the config
-
+        # what the world's operator asked for (a fault's cause) and what the workbench faults stand for
         overrides = {**self.world.operator_overrides, **sim_overrides(self.world)}
-        if overrides:  # what the world's operator asked for (a fault's cause)
+        if overrides:
             out["overrides"] = overrides
         return out
 
@@ -296,8 +293,8 @@ def start_service(world: World, gap_s: float = 2.0) -> None:
     now = time.time()
     names = world.names
     for i, name in enumerate(reversed(names[1:])):
-        world.start_container(name, at=now + i * 0.2)
-    world.start_container(names[0], at=now + gap_s)
+        start_container(world, name, at=now + i * 0.2)
+    start_container(world, names[0], at=now + gap_s)
 
 
 async def serve_forever(world: World, config_path: str | None, running: bool, api_key: str | None = None,

@@ -1,10 +1,11 @@
-"""The simulated stations' state: one directory per world, one JSON file per station.
+"""The simulated stations' state: one directory per world, one JSON file per station, and each
+station's file tree (``stations/NAME/fs``: what its real paths hold, see ``console.sim.station_shell``).
 
-Time drives everything: a container started at T is, at time now, at offset ``now - T`` of its
-engine timeline (``console.sim.engine``), which says which log lines exist, how much GPU memory is
-in use, and whether the process has exited. Shims and the sim server only read the files and
-compute from the clock, so several processes agree without talking to each other. Writes take
-an flock and replace the file atomically.
+This module is the state only. Time drives the rest: a container started at T is, at time now, at
+offset ``now - T`` of its engine timeline (``console.sim.engine``: which log lines exist, how much
+GPU memory is in use, whether the process has exited; ``docker start``/``stop`` too). Shims and the
+sim server only read the files and compute from the clock, so several processes agree without
+talking to each other. Writes take an flock and replace the file atomically.
 """
 
 from __future__ import annotations
@@ -228,6 +229,10 @@ class World:
     def station_dir(self, name: str) -> Path:
         return self.root / "stations" / name
 
+    def fs_dir(self, name: str) -> Path:
+        """The station's file tree: ``fs_dir / "proc/meminfo"`` is what its /proc/meminfo holds."""
+        return self.station_dir(name) / "fs"
+
     def state(self, name: str) -> dict[str, Any]:
         return json.loads((self.station_dir(name) / "state.json").read_text())
 
@@ -244,60 +249,6 @@ class World:
     def set_api_port(self, name: str, port: int) -> None:
         with self.edit(name) as st:
             st["api_port"] = port
-
-    # ------------------------------------------------------------ containers
-
-    def start_container(self, name: str, container: str = "glm53", at: float | None = None,
-                        args: list[str] | None = None) -> bool:
-        """Start (docker start / run). Returns False if it was already running."""
-        from console.sim.engine import container_status
-
-        now = time.time() if at is None else at
-        with self.edit(name) as st:
-            c = st["containers"].get(container)
-            if c is None:
-                raise KeyError(container)
-            if container_status(self, name, st, container, now)["state"] == "running":
-                return False
-            if c["runs"] and c["runs"][-1].get("stopped_at") is None:
-                c["runs"][-1]["stopped_at"] = now  # exited on its own: close the record
-            if args is None:
-                args = c["runs"][-1]["args"] if c["runs"] else _default_args(self, name)
-            c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None, "args": args})
-            c["state"] = "running"
-        return True
-
-    def stop_container(self, name: str, container: str = "glm53", at: float | None = None) -> bool:
-        """docker stop: returns False if it was not running."""
-        from console.sim.engine import container_status
-
-        now = time.time() if at is None else at
-        with self.edit(name) as st:
-            c = st["containers"].get(container)
-            if c is None:
-                raise KeyError(container)
-            status = container_status(self, name, st, container, now)
-            if status["state"] != "running":
-                return False
-            if "memory-not-released" in self.faults(name):
-                from console.sim.engine import serving_mem_gib
-
-                leak = int(serving_mem_gib(self, name, st, now) * 1024)
-                for g in st["gpus"]:
-                    if g["serving"]:
-                        g["leaked_mib"] = g.get("leaked_mib", 0) + leak
-            run = c["runs"][-1]
-            run["stopped_at"] = now
-            run["exit_code"] = 0
-            c["state"] = "exited"
-        return True
-
-
-def _default_args(world: World, name: str) -> list[str]:
-    """A first start without a command line runs what the operator's launch script would (workbench)."""
-    from console.sim.workbench import launch_args
-
-    return launch_args(world, name)
 
 
 def _hold_memory(profile: Profile, state: dict[str, Any], n_stations: int) -> None:
@@ -345,27 +296,3 @@ def append_log(world: World, name: str, line: str, at: float | None = None) -> N
     t = time.time() if at is None else at
     with open(world.station_dir(name) / "extra.log", "a") as fh:
         fh.write(f"{t:.6f} {line}\n")
-
-
-def write_meminfo(world: World, name: str, unified: bool) -> None:
-    """The station's /proc/meminfo (the sim server rewrites it every second; ``sysctl -w
-    vm.drop_caches`` at once, as the kernel would)."""
-    from console.sim.engine import engine_phase, serving_mem_gib
-
-    st = world.state(name)
-    total = st["host_mem_total_mib"]
-    used = BASE_HOST_USED_MIB[unified]
-    if unified:
-        used += int(serving_mem_gib(world, name, st) * 1024)
-        used += sum(held_mib(g) for g in st["gpus"] if g["serving"])
-    else:
-        used += 4096 if engine_phase(world, name, st) != "down" else 0
-    avail = max(0, total - used)
-    cached = min(int(st.get("page_cache_mib", avail * 0.3)), avail)  # until `sysctl -w vm.drop_caches=3`
-    text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {max(0, avail - cached - 2048) * 1024:>10} kB\n"
-            f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"
-            f"Cached:         {cached * 1024:>10} kB\nSwapTotal:             0 kB\n")
-    path = world.station_dir(name) / "meminfo"
-    tmp = path.with_name(f"meminfo.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -2,7 +2,10 @@
 root namespace to each, and a veth "rail" between them (MTU 9000, 198.18.0.0/15 only).
 
 The GPU, Docker and RDMA commands are the simulator's shims (first on PATH through sshd's
-``SetEnv``); ``ip``, ``ping``, ``ssh`` and ``date`` are the real ones. The ssh client inside each
+``SetEnv``); ``ip``, ``ping``, ``ssh`` and ``date`` are the real ones. sshd's ``ForceCommand`` runs
+each command line the console sends as the simulated station does (``console.sim.station_shell``:
+its home and the files its tree supplies, e.g. the checkpoint and the RDMA counters), so the
+console's command lines are exactly a real station's. The ssh client inside each
 namespace finds its key and known_hosts through ``/etc/netns/NS/ssh/ssh_config`` (``ip netns exec``
 bind-mounts it over /etc/ssh there), so the host's own ~/.ssh is never touched.
 Everything is named after a per-run id and removed by ``teardown`` (idempotent, also at exit).
@@ -13,13 +16,16 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import console
 from console.config import parse_config
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate
@@ -101,7 +107,7 @@ class Lab:
                 st["rail"]["netdev"] = RAIL_IFACE
                 st["rail"]["real"] = True
         write_bin(self.world.root / "bin", exclude=REAL_TOOLS)
-        populate(self.world, home=str(self.home))
+        populate(self.world, home=str(self.home), real_meminfo=True)  # host memory: the machine's own
 
     def _net(self) -> None:
         rail_a, rail_b = f"dr{self.id}a", f"dr{self.id}b"
@@ -167,6 +173,8 @@ class Lab:
             (sdir / "known_hosts").write_text("")
             cfg = sdir / "sshd_config"
             path = f"{self.world.root / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+            code = Path(console.__file__).resolve().parent.parent  # the shims run the code under test
+            shell = f"{shlex.quote(sys.executable)} -m console.sim.station_shell"
             cfg.write_text(
                 f"ListenAddress {self.mgmt[name]}\n"
                 f"ListenAddress {self.rail[name]}\n"
@@ -181,7 +189,8 @@ class Lab:
                 "StrictModes no\n"
                 "MaxStartups 64\n"
                 "LogLevel ERROR\n"
-                f"SetEnv PATH={path} DGX_SIM_ROOT={self.world.root} DGX_SIM_STATION={name}\n"
+                f"SetEnv PATH={path} PYTHONPATH={code} DGX_SIM_ROOT={self.world.root} DGX_SIM_STATION={name}\n"
+                f"ForceCommand {shell}\n"
             )
 
     def _known_hosts_between(self) -> None:

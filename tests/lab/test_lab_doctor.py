@@ -14,7 +14,8 @@ import time
 import pytest
 
 from console.doctor import DoctorOptions, run_doctor
-from console.sim.workbench import launch_args
+from console.sim.engine import start_container
+from console.sim.launch import launch_args
 
 OPTS = DoctorOptions(counter_interval_s=1.0, rdma_latency=False)
 
@@ -31,7 +32,7 @@ def start(lab, master: str | None = None) -> None:
         args = launch_args(lab.world, name)
         if master is not None:
             args[args.index("--master-addr") + 1] = master
-        lab.world.start_container(name, at=now, args=args)
+        start_container(lab.world, name, at=now, args=args)
 
 
 def one(report, rung, station, text=""):

@@ -16,7 +16,7 @@ from console.config import ApiSettings
 from console.remote.transport import SSHTransport
 from console.service.actions import ServiceActions
 from console.sim import api as sim_api
-from console.sim.engine import container_status
+from console.sim.engine import container_status, start_container
 from console.sim.server import SimBackend
 
 
@@ -135,8 +135,8 @@ async def test_dead_sshd_on_the_worker_means_nothing_is_started(lab):
 
 
 async def test_stop_with_the_worker_sshd_dead_stops_the_head_and_names_the_worker(lab):
-    lab.world.start_container("B")
-    lab.world.start_container("A")
+    start_container(lab.world, "B")
+    start_container(lab.world, "A")
     lab.kill_sshd("B")
     log: list = []
     res = await run_action(lab.config(), "stop", log)

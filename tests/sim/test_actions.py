@@ -17,7 +17,7 @@ import pytest
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
 from console.service.actions import ServiceActions
-from console.sim.engine import container_status
+from console.sim.engine import container_status, start_container
 
 
 class Recording:
@@ -289,7 +289,7 @@ async def test_run_flags_are_honoured_by_the_simulated_engine(sim_factory):
 
 async def test_stop_with_an_unreachable_worker_still_stops_the_head_and_says_so(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, faults=["station-unreachable@B"])
-    sim.world.start_container("A")
+    start_container(sim.world, "A")
     res, log = await act(sim.config, "stop", connect_s=3.0)
     assert res.result == "failed"
     assert res.summary.startswith("could not reach B") and "(stopped: A)" in res.summary
@@ -299,7 +299,7 @@ async def test_stop_with_an_unreachable_worker_still_stops_the_head_and_says_so(
 
 async def test_partially_running_service_is_not_launched_over(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01)
-    sim.world.start_container("B")
+    start_container(sim.world, "B")
     res, log = await act(sim.config, "launch")
     assert res.result == "failed" and res.summary.startswith("a service is partly running (on B)")
     assert "--replace" in res.summary and mutations(log) == []

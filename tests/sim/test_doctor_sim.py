@@ -13,6 +13,7 @@ import pytest
 from console.cli import main
 from console.doctor import DoctorOptions, RelaunchPlan, run_doctor
 from console.doctor import store as doctor_store
+from console.sim.engine import start_container
 
 FAST = DoctorOptions(nccl_timeout_s=20.0, counter_interval_s=1.0, rdma_latency=False)
 
@@ -28,8 +29,8 @@ def started(h, ago: float = 0.0) -> None:
     now = time.time() - ago - 0.5
     names = h.world.names
     for i, name in enumerate(reversed(names[1:])):
-        h.world.start_container(name, at=now + i * 0.1)
-    h.world.start_container(names[0], at=now + 0.3)
+        start_container(h.world, name, at=now + i * 0.1)
+    start_container(h.world, names[0], at=now + 0.3)
 
 
 def find(report, rung, status=None, text=""):

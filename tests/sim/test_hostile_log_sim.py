@@ -10,7 +10,7 @@ import json
 import re
 
 from console.cli import main
-from console.sim.engine import HOSTILE_LOG_LINES
+from console.sim.timelines import HOSTILE_LOG_LINES
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 

@@ -3,6 +3,7 @@
 import asyncio
 import time
 
+from console.sim.engine import start_container, stop_container
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -147,10 +148,10 @@ async def test_container_restart_resumes_log_without_repeating(sim_factory):
     svcs = await _services(h, sink)
     try:
         await sink.wait_for(lambda: any("Application startup complete." in ln for ln in sink.log_lines("A")))
-        h.world.stop_container("A")
+        stop_container(h.world, "A")
         await sink.wait_for(lambda: sink.of(ContainerUpdate, "A")[-1].info.state == "exited")
         n = len(sink.log_lines("A"))
-        h.world.start_container("A")
+        start_container(h.world, "A")
         await sink.wait_for(lambda: sink.log_lines("A").count("INFO:     Application startup complete.") >= 2)
         second = sink.log_lines("A")[n:]
         assert second.count("INFO:     Application startup complete.") == 1

@@ -12,6 +12,7 @@ from textual.app import App
 from textual.widgets import Button, DataTable, Input, Static
 
 from console.doctor import DoctorOptions
+from console.sim.engine import start_container
 from console.ui.screens.doctor import DebugRelaunchScreen, DoctorScreen
 
 FAST = DoctorOptions(nccl_timeout_s=20.0, counter_interval_s=1.0, rdma_latency=False, rdma_gpu=False)
@@ -47,8 +48,8 @@ def idle(screen: DoctorScreen) -> bool:
 
 def started(h) -> None:
     now = time.time() - 0.5  # both started already (none in the future)
-    h.world.start_container("B", at=now)
-    h.world.start_container("A", at=now + 0.3)
+    start_container(h.world, "B", at=now)
+    start_container(h.world, "A", at=now + 0.3)
 
 
 async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):

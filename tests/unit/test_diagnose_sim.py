@@ -11,7 +11,7 @@ from console.diagnosis import Diagnoser, has_problems
 
 world_mod = pytest.importorskip("console.sim.world")
 engine_mod = pytest.importorskip("console.sim.engine")
-if not all(hasattr(world_mod.World, a) for a in ("create", "start_container")) or not hasattr(engine_mod, "log_lines"):
+if not hasattr(world_mod.World, "create") or not all(hasattr(engine_mod, a) for a in ("log_lines", "start_container")):
     pytest.skip("simulator API changed", allow_module_level=True)
 
 VLLM = "glm53-nvfp4-2x-gb300-vllm"
@@ -22,7 +22,7 @@ def diagnose_world(tmp_path, profile: str, faults: list[str]):
     w = world_mod.World.create(str(tmp_path), profile, 2, faults, 1.0)
     t0 = time.time() - 5000  # long enough ago for every timeline to have played out
     for name in reversed(w.names):  # workers first, head last
-        w.start_container(name, at=t0 if name != w.names[0] else t0 + 5)
+        engine_mod.start_container(w, name, at=t0 if name != w.names[0] else t0 + 5)
     d = Diagnoser(gpudirect_expected=w.profile.link.gpudirect)
     for name in w.names:
         d.feed(name, [line for _, line in engine_mod.log_lines(w, name, w.state(name), "glm53", now=time.time())])

@@ -29,7 +29,7 @@ def played_out(tmp_path, profile: str, n: int, faults=()) -> World:
     w = World.create(str(tmp_path), profile, n, list(faults), 1.0)
     t0 = time.time() - 5000  # long enough ago for every timeline to have played out
     for name in reversed(w.names):
-        w.start_container(name, at=t0 if name != w.names[0] else t0 + 5)
+        sim_engine.start_container(w, name, at=t0 if name != w.names[0] else t0 + 5)
     return w
 
 

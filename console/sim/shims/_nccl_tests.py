@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from console.sim import workbench as wb
+from console.sim import launch
 from console.sim.shims._net import rails
 
 HEADERS = ("#                                                              out-of-place                       in-place          ",
@@ -63,7 +63,7 @@ def run(world, ranks: list[Rank], orphaned) -> int:
     for i, r in enumerate(ranks):
         host = world.state(r.station)["hostname"]
         _out(f"#  Rank {i:2d} Group  0 Pid {pids[r.station]:6d} on {host:>10} device  0 [0x01] {prof.gpu.name}")
-    sockets = any(wb.sockets_forced(world, r.station, r.env) for r in ranks)
+    sockets = any(launch.sockets_forced(world, r.station, r.env) for r in ranks)
     for i, r in enumerate(ranks):
         host, pid = world.state(r.station)["hostname"], pids[r.station]
         rail = next(x for x in rails(world, r.station) if x.primary)
@@ -73,8 +73,8 @@ def run(world, ranks: list[Rank], orphaned) -> int:
 
         info(f"Bootstrap : Using {rail.netdev}:{rail.ip}<0>")
         if i == 0:
-            _out(f"NCCL version {wb.nccl_version(r.env)}+cuda13.0")
-        for line in wb.env_lines(r.env):
+            _out(f"NCCL version {launch.nccl_version(r.env)}+cuda13.0")
+        for line in launch.env_lines(r.env):
             info(line)
         if sockets:
             if "socket-fallback" in world.faults(r.station):
@@ -85,14 +85,14 @@ def run(world, ranks: list[Rank], orphaned) -> int:
             devs = " ".join(f"[{k}]{d}:1/RoCE" for k, d in enumerate(prof.link.rails or (rail.device,)))
             info(f"NET/IB : Using {devs} [RO]; OOB {rail.netdev}:{rail.ip}<0>")
             info("Using network IB")
-            gdr = wb.gdr_enabled(world, r.env)
+            gdr = launch.gdr_enabled(world, r.env)
             info(f"NET/IB : GPU Direct RDMA {'Enabled' if gdr else 'Disabled'} for HCA 0 '{rail.device}'")
     time.sleep(0.2)
     for i, r in enumerate(ranks):
         host, pid = world.state(r.station)["hostname"], pids[r.station]
-        via = "NET/Socket/0" if sockets else ("NET/IB/0/GDRDMA" if wb.gdr_enabled(world, r.env) else "NET/IB/0")
+        via = "NET/Socket/0" if sockets else ("NET/IB/0/GDRDMA" if launch.gdr_enabled(world, r.env) else "NET/IB/0")
         _out(f"{host}:{pid}:{pid + 12} [0] NCCL INFO Channel 00/0 : {i}[0] -> {(i + 1) % n}[0] [send] via {via}")
-    bad_gid = [r for r in ranks if not wb.gid_ok(world, r.station, r.env)]
+    bad_gid = [r for r in ranks if not launch.gid_ok(world, r.station, r.env)]
     mtus = {next(x for x in rails(world, r.station) if x.primary).mtu for r in ranks}
     if bad_gid and not sockets:
         time.sleep(2.0)  # NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT: the retries run out
@@ -116,7 +116,7 @@ def run(world, ranks: list[Rank], orphaned) -> int:
     for i, r in enumerate(ranks):
         host, pid = world.state(r.station)["hostname"], pids[r.station]
         _out(f"{host}:{pid}:{pid + 12} [0] NCCL INFO Connected all rings, use ring PXN 0 GDR "
-             f"{0 if sockets or not wb.gdr_enabled(world, r.env) else 1}")
+             f"{0 if sockets or not launch.gdr_enabled(world, r.env) else 1}")
         _out(f"{host}:{pid}:{pid} [0] NCCL INFO comm 0x5571c{i:02d}0 rank {i} nranks {n} cudaDev 0 nvmlDev 0 "
              "busId 1000 commId 0x3e1b - Init COMPLETE")
     for h in HEADERS:
@@ -127,14 +127,14 @@ def run(world, ranks: list[Rank], orphaned) -> int:
         return 1
     expected = prof.link.nccl_busbw_gbytes or prof.link.speed_mbps / 8000 * 0.8
     peak = expected * random.uniform(1.06, 1.12)
-    fset = wb.all_faults(world)
+    fset = launch.all_faults(world)
     if sockets:
         peak = random.uniform(1.9, 2.6)
     elif "stale-rail" in fset:
         peak = random.uniform(1.0, 3.1)
     elif "slow-rail" in fset:
         peak *= 0.5
-    elif not all(wb.gdr_enabled(world, r.env) for r in ranks) and prof.link.gpudirect:
+    elif not all(launch.gdr_enabled(world, r.env) for r in ranks) and prof.link.gpudirect:
         peak *= 0.84
     busbws = []
     size = lo

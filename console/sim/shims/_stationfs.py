@@ -1,8 +1,9 @@
 """The files a simulated or lab station holds: the checkpoint (config.json with the fields that
 size a KV cache, index, sparse shards of the real total size), the tutorial's ``~/glm53.env`` and
-``~/launch-glm53.sh``, and the RDMA port counters under a sysfs-shaped tree. They live in
-``stations/NAME/fs``; the remote commands reach them through ``commands.STATION_ROOT`` (empty on a
-real station)."""
+``~/launch-glm53.sh``, and the RDMA port counters under a sysfs-shaped tree. They live in the
+station's tree (``stations/NAME/fs``, at their real paths below it); its mount table says which real
+paths the tree supplies, so the console's real command lines find them there
+(``console.sim.station_shell``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import os
 from pathlib import Path
 
 from console.config import tensor_parallel_for
-from console.remote.cmdlines import RDMA_COUNTER_NAMES
+from console.remote.cmdlines import MEMINFO, RDMA_COUNTER_NAMES, RDMA_SYSFS
+from console.sim.station_shell import write_mounts
 from console.sim.world import World
 
 SHARDS = 50
@@ -30,10 +32,6 @@ GLM53_FLASH_SHAPE = {
     "n_routed_experts": 128, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1,
     "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 11 + ["linear_attention", "full_attention"],
     "max_position_embeddings": 65536, "vocab_size": 154880}
-
-
-def fs_root(world: World, name: str) -> Path:
-    return world.station_dir(name) / "fs"
 
 
 def _under(root: Path, path: str) -> Path:
@@ -57,17 +55,21 @@ def env_text(world: World, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def populate(world: World, home: str | None = None) -> None:
-    """Write every station's files (idempotent; existing files are left as they are)."""
+def populate(world: World, home: str | None = None, real_meminfo: bool = False) -> None:
+    """Write every station's files and mount table (idempotent; existing files are left as they
+    are). ``real_meminfo``: the station reads the machine's own /proc/meminfo (the lab) instead of
+    the one the sim server writes into its tree."""
     prof = world.profile
     home = home or os.path.expanduser("~")
     total = int(prof.checkpoint_gb * 1e9)
     for name in world.names:
-        root = fs_root(world, name)
+        root = world.fs_dir(name)
+        write_mounts(world.root, name, root, home,
+                     [RDMA_SYSFS, prof.model_dir] + ([] if real_meminfo else [MEMINFO]))
         st = world.state(name)
         devices = list(prof.link.rails) or [st["rail"]["rdma"]]
         for dev in devices:
-            cdir = _under(root, f"/sys/class/infiniband/{dev}/ports/1/counters")
+            cdir = _under(root, f"{RDMA_SYSFS}/{dev}/ports/1/counters")
             cdir.mkdir(parents=True, exist_ok=True)
             for c in RDMA_COUNTER_NAMES:
                 if not (cdir / c).exists():

@@ -15,7 +15,7 @@ import re
 import sys
 import time
 
-from console.sim.engine import container_status, log_lines
+from console.sim.engine import container_status, log_lines, start_container, stop_container
 
 
 def rfc3339(t: float | None) -> str:
@@ -325,7 +325,7 @@ def cmd_start(args: list[str], ctx) -> int:
             print(f"Error: failed to start containers: {name}", file=sys.stderr)
             rc = 1
             continue
-        ctx.world.start_container(ctx.station, name)
+        start_container(ctx.world, ctx.station, name)
         print(name)
     return rc
 
@@ -360,7 +360,7 @@ def cmd_stop(args: list[str], ctx) -> int:
         if _unkillable(ctx, name):
             rc = 1
             continue
-        ctx.world.stop_container(ctx.station, name)
+        stop_container(ctx.world, ctx.station, name)
         print(name)
     return rc
 
@@ -382,7 +382,7 @@ def cmd_rm(args: list[str], ctx) -> int:
             if _unkillable(ctx, name):
                 rc = 1
                 continue
-            ctx.world.stop_container(ctx.station, name)
+            stop_container(ctx.world, ctx.station, name)
         with ctx.world.edit(ctx.station) as s:
             s["containers"][name]["state"] = "absent"
             s["containers"][name]["runs"] = []
@@ -524,7 +524,7 @@ def cmd_run(args: list[str], ctx) -> int:
             return 125
         s["containers"][name] = {"state": "created", "image": image, "image_id": img["id"], "runs": [],
                                  "env_from_client": _env_from_client(args)}
-    ctx.world.start_container(ctx.station, name, args=args)
+    start_container(ctx.world, ctx.station, name, args=args)
     if "-d" in args or "--detach" in args:
         print(container_id(ctx.station, name))
     return 0

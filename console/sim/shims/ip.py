@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from console.sim.launch import MGMT_NET, MGMT_NETDEV, mgmt_ip
 from console.sim.shims._net import ifindex, mac, rail_by_netdev, rails, station_by_ip
-from console.sim.workbench import MGMT_NET, MGMT_NETDEV, mgmt_ip
 
 
 def _link_line(ctx, r) -> str:

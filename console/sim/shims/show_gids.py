@@ -3,8 +3,8 @@ behind a global IPv6 address under the ``gid-mismatch`` fault, as some Spark pai
 
 from __future__ import annotations
 
+from console.sim.launch import gid_rows
 from console.sim.shims._net import rails
-from console.sim.workbench import gid_rows
 
 
 def main(argv: list[str], ctx) -> int:

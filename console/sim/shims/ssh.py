@@ -1,5 +1,6 @@
 """Simulated ``ssh`` from one station to another over the rail: BatchMode key login, as the same
-user, running the command on the peer under its own simulated environment."""
+user, running the command on the peer in the peer's own environment and mounts (as its sshd would:
+``console.sim.station_shell``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from console.sim import station_shell
 from console.sim.shims._net import rails, station_by_ip
 
 
@@ -45,5 +47,5 @@ def main(argv: list[str], ctx) -> int:
         print(f"{user}@{host}: Permission denied (publickey).", file=sys.stderr)
         return 255
     command = " ".join(argv[i:]) or "true"
-    env = dict(os.environ, DGX_SIM_STATION=peer)
-    return subprocess.run(["/bin/sh", "-c", command], env=env).returncode
+    line, env = station_shell.prepare(command, ctx.world.root, peer, os.environ)
+    return subprocess.run(["/bin/sh", "-c", line], env=env).returncode

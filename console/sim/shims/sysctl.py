@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from console.sim.world import write_meminfo
+from console.sim.engine import write_meminfo
 
 PAGE_CACHE_AFTER_DROP_MIB = 512
 

@@ -1,0 +1,69 @@
+"""The command lines are exactly what runs on a real station: no simulator hook in any of them (the
+simulated stations supply their own paths: console/sim/station_shell.py), real paths as written."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from console.remote import cmdlines
+
+# One value per parameter name of the builders (a new builder with a new parameter must add it here).
+ARGS = {
+    "loop_ms": 1000, "interval_s": 2.0, "container": "glm53", "since": "2026-01-05T10:00:00.000000000Z",
+    "tail": 1000, "follow": True, "timeout_s": 30, "image": "nvcr.io/nvidia/vllm:26.01-py3",
+    "new_name": "glm53-prev", "iface": "enp1s0f1np1", "peer": "198.18.0.2", "payload": 8972, "count": 3,
+    "device": "mlx5_0", "port": 1, "connect_timeout_s": 5, "model_dir": "/models/GLM-5.3-NVFP4",
+    "path": "~/launch-glm53.sh", "gid_index": 3, "extra": ["--use_cuda=0"], "server_ip": "198.18.0.1",
+    "pid": 4242, "ranks": [("198.18.0.1", {"NCCL_IB_HCA": "mlx5_0"}), ("198.18.0.2", {"NCCL_IB_HCA": "mlx5_0"})],
+    "binary": "/usr/local/bin/all_reduce_perf", "test_args": ["-b", "8", "-e", "1G"], "allow_root": True,
+    "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
+}
+SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
+
+
+def builders() -> list:
+    return [f for name, f in inspect.getmembers(cmdlines, inspect.isfunction)
+            if f.__module__ == cmdlines.__name__ and not name.startswith("_")]
+
+
+def test_every_builder_is_covered():
+    assert len(builders()) > 40
+    for f in builders():
+        missing = [p for p in inspect.signature(f).parameters if p not in ARGS]
+        assert not missing, f"{f.__name__}: add {missing} to ARGS"
+
+
+@pytest.mark.parametrize("builder", builders(), ids=lambda f: f.__name__)
+def test_no_simulator_in_any_command_line(builder):
+    text = builder(**{p: ARGS[p] for p in inspect.signature(builder).parameters})
+    assert isinstance(text, str) and text.strip()
+    for word in SIM_WORDS:
+        assert word not in text, f"{builder.__name__}: {text}"
+
+
+def test_the_module_names_no_simulator():
+    source = inspect.getsource(cmdlines)
+    for word in SIM_WORDS + ("simulat",):
+        assert word not in source
+
+
+@pytest.mark.parametrize("cmd,expected", [
+    (cmdlines.meminfo_once(), "cat /proc/meminfo"),
+    (cmdlines.meminfo_stream(2.0),
+     "exec bash -c 'exec 3<> <(:); while :; do while IFS= read -r l; do printf \"%s\\n\" \"$l\"; done "
+     "< /proc/meminfo; printf \"@@\\n\"; read -t 2 -u 3 _; done'"),
+    (cmdlines.rdma_counters("mlx5_0"),
+     "cd /sys/class/infiniband/mlx5_0/ports/1/counters && grep -H . port_rcv_errors port_xmit_discards "
+     "symbol_error link_error_recovery link_downed"),
+    (cmdlines.read_file("~/glm53.env"), 'cat "$HOME"/glm53.env'),
+    (cmdlines.read_file("/etc/dgx release"), "cat '/etc/dgx release'"),
+    (cmdlines.model_config("/models/GLM-5.3-NVFP4/"), "cat /models/GLM-5.3-NVFP4/config.json"),
+    (cmdlines.tail_file("~/x.log", 5), 'tail -n 5 "$HOME"/x.log'),
+    (cmdlines.run_launch_script("~/launch-glm53.sh", "~/.cache/dgx-console/launch-glm53.log"),
+     'mkdir -p "$(dirname "$HOME"/.cache/dgx-console/launch-glm53.log)" && cd "$HOME" && '
+     '(nohup bash "$HOME"/launch-glm53.sh > "$HOME"/.cache/dgx-console/launch-glm53.log 2>&1 < /dev/null & echo $!)'),
+])
+def test_real_command_text(cmd, expected):
+    assert cmd == expected
