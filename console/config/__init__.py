@@ -19,6 +19,7 @@ from typing import Any
 
 import tomli_w
 
+from console.config.secrets import is_secret_name, masked_env
 from console.safe_files import KIB, MIB, FileProblem, expand, read_text
 from console.sanitize import clip, is_clean, one_line
 
@@ -743,17 +744,6 @@ def _key_path(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key) else _show(key)
 
 
-# Secrets by name: an [overrides.extra_env] value whose name looks like one of these (or is listed in
-# overrides.secret_env) never enters an argument list; it travels over the SSH channel's stdin.
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|PASS$", re.I)
-
-
-def is_secret_env(name: str, listed: tuple[str, ...] | list[str] = ()) -> bool:
-    """True for env names that hold secrets: *TOKEN*, *KEY*, *SECRET*, *PASSWORD*, *PASS,
-    *CREDENTIAL*, or any name in ``listed`` (the ``overrides.secret_env`` setting)."""
-    return bool(_SECRET_NAME.search(name)) or name in listed
-
-
 def secret_env_names(cfg: Config) -> tuple[str, ...]:
     """``overrides.secret_env`` (names the operator marks secret beyond the name patterns)."""
     return tuple(cfg.overrides.get("secret_env") or ())
@@ -764,7 +754,7 @@ def secret_values(cfg: Config) -> list[str]:
     each one wherever it appears."""
     listed = secret_env_names(cfg)
     out = [str(v) for k, v in (cfg.overrides.get("extra_env") or {}).items()
-           if is_secret_env(str(k), listed) and str(v)]
+           if is_secret_name(str(k), listed) and str(v)]
     key = cfg.api_key()
     if key:
         out.append(key)
@@ -776,8 +766,7 @@ def masked_overrides(cfg: Config) -> dict[str, Any]:
     out = dict(cfg.overrides)
     extra = out.get("extra_env")
     if isinstance(extra, dict):
-        listed = secret_env_names(cfg)
-        out["extra_env"] = {k: "***" if is_secret_env(str(k), listed) else v for k, v in extra.items()}
+        out["extra_env"] = masked_env(extra, secret_env_names(cfg))
     return out
 
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from console.config import Config, Station
+from console.config.secrets import redact_env_lines
 from console.probes import ParseError
 from console.probes import clock as clock_probe
 from console.probes import disk as disk_probe
@@ -40,7 +41,6 @@ STATUSES = ("pass", "fail", "warn", "skip")
 COUNTER_INTERVAL_S = 1.0
 SKEW_LIMIT_S = 0.25
 EVIDENCE_MAX = 4000
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|_KEY$|^KEY$)", re.I)
 
 
 @dataclass(frozen=True)
@@ -169,17 +169,6 @@ def evidence(cmd: str, res: CommandResult, station: str | None = None) -> str:
 
 def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
-
-
-def redact_env(text: str) -> str:
-    """Env-file evidence without secret values (tokens and keys never reach the screen)."""
-    out = []
-    for line in text.splitlines():
-        m = re.match(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line)
-        if m and _SECRET_NAME.search(m.group(2)):
-            line = f"{m.group(1)}{m.group(2)}=<redacted>"
-        out.append(line)
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------ check catalogue
@@ -627,7 +616,7 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
     head = run.config.head
     cmds = [rc.read_file(s.env_file) for s in stations]
     results = await asyncio.gather(*(run.run(s.name, c) for s, c in zip(stations, cmds, strict=True)))
-    ev = _join(*(redact_env(evidence(c, r, s.name)) for s, c, r in zip(stations, cmds, results, strict=True)))
+    ev = _join(*(redact_env_lines(evidence(c, r, s.name)) for s, c, r in zip(stations, cmds, results, strict=True)))
     problems: list[str] = []
     for s, r in zip(stations, results, strict=True):
         if not r.ok:
