@@ -15,6 +15,7 @@ from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
 from console.remote.session import make_transport
 from console.remote.transport import Transport
+from console.vocabulary import CheckStatus
 
 RUNGS: tuple[Rung, ...] = (
     Rung(links.ID, 1, "reach and links", links.run),
@@ -73,7 +74,7 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
                 task = asyncio.current_task()
                 if task is not None and hasattr(task, "uncancel"):
                     task.uncancel()
-                cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), "skip",
+                cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.SKIP,
                                         f"cancelled after {time.monotonic() - t0:.1f} s")]
                 report.results += cancelled
                 report.ran.append(rung.id)
@@ -81,7 +82,7 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
                 emit(rung.id, "cancelled", cancelled)
                 break
             except Exception as exc:  # noqa: BLE001 - one broken rung must not hide the others
-                results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), "fail",
+                results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.FAIL,
                                       f"the rung failed: {exc.__class__.__name__}: {exc}", (),
                                       "This is a bug in the console's doctor; please report it with the evidence.")]
             report.results += results
