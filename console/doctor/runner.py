@@ -13,6 +13,7 @@ from console.config import Config
 from console.doctor.context import DoctorContext, DoctorOptions, ProgressFn
 from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
+from console.durations import elapsed
 from console.remote.session import make_transport
 from console.remote.transport import Transport
 from console.vocabulary import CheckStatus
@@ -75,7 +76,7 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
                 if task is not None and hasattr(task, "uncancel"):
                     task.uncancel()
                 cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.SKIP,
-                                        f"cancelled after {time.monotonic() - t0:.1f} s")]
+                                        f"cancelled after {elapsed(time.monotonic() - t0)}")]
                 report.results += cancelled
                 report.ran.append(rung.id)
                 report.cancelled = True

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 from console.config import Config, Station
 from console.config.secrets import redact_env_lines
+from console.durations import elapsed
 from console.probes import ParseError
 from console.probes import clock as clock_probe
 from console.probes import disk as disk_probe
@@ -410,7 +411,7 @@ async def check_rdma_errors(run: CheckRun, st: Station) -> CheckResult:
     await asyncio.sleep(max(COUNTER_INTERVAL_S - (t1 - run.started), COUNTER_INTERVAL_S / 2))
     second = await run.run(st.name, cmd, tag="read2:")
     gap = time.monotonic() - t1
-    ev = _join(evidence(cmd, first), f"(second read {gap:.1f} s later)\n" + evidence(cmd, second))
+    ev = _join(evidence(cmd, first), f"(second read {elapsed(gap)} later)\n" + evidence(cmd, second))
     if not first.ok or not second.ok:
         return CheckResult("rdma-errors", st.name, CheckStatus.WARN,
                            f"port counters of {st.rdma_device} not readable", ev,

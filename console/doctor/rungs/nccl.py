@@ -21,6 +21,7 @@ import time
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
+from console.durations import elapsed
 from console.probes import ParseError
 from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info, parse_nccl_tests
 from console.remote import cmdlines as rc
@@ -186,7 +187,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     status, summary, nxt = judge(result, info, finished, True, ctx.profile.link.nccl_busbw_gbytes,
                                  ctx.profile.link.gpudirect, ctx.options.nccl_timeout_s)
     sources = "; ".join(f"{s.name}: {envs[s.name][1]}" for s in stations)
-    evidence = [f"[{head.name}] $ {cmd}\n(ran {took:.1f} s; each rank's NCCL environment from {sources})",
+    evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})",
                 "NCCL chose: " + describe(info, hosts)]
     nccl_tail = [ln for ln in lines if "NCCL" in ln][-14:]
     table = [ln for ln in lines if not ("NCCL" in ln and ":" in ln.split(" ", 1)[0])]

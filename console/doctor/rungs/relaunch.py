@@ -8,6 +8,7 @@ from console.doctor import store
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.doctor.relaunch import DebugRelaunch, diff, plan_error
+from console.durations import elapsed
 from console.service.actions import ActionEvent, ActionFailed
 from console.vocabulary import CheckStatus
 
@@ -54,7 +55,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         f"{st} | {ln}" for st, ln in t.evidence[-6:])
     status = (CheckStatus.PASS if t.result.startswith("ready")
               else CheckStatus.SKIP if t.result == "cancelled" else CheckStatus.FAIL)
-    summary = (f"try {t.number} ({'; '.join(t.changed) or 'debug output only'}): {t.result} in {t.seconds:.0f} s"
+    summary = (f"try {t.number} ({'; '.join(t.changed) or 'debug output only'}): {t.result} in {elapsed(t.seconds, 0)}"
                f" -- {t.summary[:200]}; {t.restored}")
     nxt = ("The change fixed it: make it permanent (config overrides / the launch script), then relaunch."
            if status == CheckStatus.PASS and t.changed
