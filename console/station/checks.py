@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from console.config import Config, Station
-from console.config.secrets import redact_env_lines
+from console.config.secrets import redact_env_lines, redact_text
 from console.durations import elapsed
 from console.probes import ParseError
 from console.probes import clock as clock_probe
@@ -707,7 +707,7 @@ async def check_api_exposed(run: CheckRun, head: Station) -> CheckResult:
     key_in_args = bool(args) and any(a == "--api-key" or a.startswith("--api-key=") for a in args)
     key_configured = bool(cfg.api.api_key_env or cfg.api.api_key_file)
     has_key = key_in_args or (key_configured and cfg.api_key() is not None)
-    shown = " ".join(a if not a.startswith("--api-key=") else "--api-key=***" for a in (args or []))
+    shown = redact_text(" ".join(args or []))  # --api-key=..., --api-key ... as ***
     ev = (f"head launch arguments: {shown or '(not buildable from this config)'}\n"
           f"API key for the launch: {'yes' if has_key else 'no'} (api.api_key_env / api.api_key_file"
           + (", configured but empty" if key_configured and not has_key else "") + ")")
