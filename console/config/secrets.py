@@ -92,6 +92,8 @@ _ASSIGNMENT = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*
                          r"(?P<value>[^\s'\",})\]]+)")
 # --flag value, --flag=value
 _FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<q>['\"]?)(?P<value>[^\s'\"]+)")
+# Every secret name holds one of these (a quick test before the name-by-name one).
+_HINT = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|PWD|AUTH", re.I)
 # Bare words too common in prose to mask after ("Missing key: ...", "unexpected token: '<'").
 _PROSE_WORDS = frozenset({"KEY", "KEYS", "TOKEN", "PASS", "AUTH"})
 
@@ -107,6 +109,8 @@ def redact_text(text: str) -> str:
         text = _HUB_TOKEN.sub("hf_***", text)
     if "earer" in text:
         text = _BEARER.sub(r"\1***", text)
+    if not _HINT.search(text):
+        return text
     if "--" in text:
         text = _FLAG.sub(lambda m: m.group(0) if not is_secret_name(m.group("name"))
                          else f"{m.group('name')}{m.group('sep')}{m.group('q')}{MASK}", text)
