@@ -1,6 +1,7 @@
 """``dgx-console bundle PATH``: a support archive (tar.gz) to attach to a report.
 
-Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, ``*_TOKEN=``, ``*_KEY=``):
+Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, the value after every secret
+name: ``*_TOKEN=``, ``*_KEY=``, ``*_PASSWORD=``, ... as ``console.config.secrets`` decides):
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
 config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.station.checks`` is
 available), ``logs/<station>.log`` (the last N container log lines) and ``findings.json`` (the
@@ -38,6 +39,7 @@ from console.config import (
     masked_overrides,
     secret_values,
 )
+from console.config.secrets import mask_values
 from console.diagnosis import Diagnoser, redact
 from console.diagnosis.fetch import StationLog, fetch_station_log
 from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing
@@ -91,9 +93,7 @@ def _masker(config: Config):
     values = [v for v in secret_values(config) if len(v) >= 4]
 
     def mask(text: str) -> str:
-        for v in values:
-            text = text.replace(v, "***")
-        return redact(text)
+        return redact(mask_values(text, values))
 
     return mask
 
@@ -126,7 +126,8 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
         "stations": stations,
         "checks": {"included": checks is not None, "count": len(checks or []), "error": checks_error},
         "findings": len(findings),
-        "redaction": "API keys, hub tokens, Bearer credentials and *_TOKEN / *_KEY / *_SECRET values are masked",
+        "redaction": "API keys, hub tokens, Bearer credentials and the values of secret names (*_TOKEN, *_KEY, "
+                     "*SECRET*, *PASSWORD*, *PASSWD*, *CREDENTIAL*, ...) are masked",
     }
     members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
     text = _config_text(config)

@@ -19,8 +19,9 @@ from console.remote.session import SessionRegistry
 from console.remote.transport import TransportError
 from console.sanitize import one_line
 from console.station.checks import overall, run_checks, to_json, unknown_selection
+from console.vocabulary import CheckStatus
 
-MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
+MARK = {s: s.upper() for s in CheckStatus}  # "PASS  link-down ..." (check, doctor, validate-rdma)
 
 
 async def _run(config, trust: bool, only: list[str] | None, replace: str | None = None):
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         width = max((len(r.station) for r in results), default=4)
         for r in results:
             print(f"{MARK[r.status]}  {r.id:<20} {r.station:<{width}}  {one_line(r.summary)}")
-            if r.status == "fail" and r.fix:
+            if r.status == CheckStatus.FAIL and r.fix:
                 print(f"      fix: {one_line(r.fix)}")
         counts = {s: sum(r.status == s for r in results) for s in MARK}
         print(", ".join(f"{n} {s}" for s, n in counts.items()), file=sys.stderr)

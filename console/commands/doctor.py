@@ -15,6 +15,7 @@ import sys
 import time
 
 from console.commands.args import UsageError, add_config_args
+from console.commands.check import MARK
 from console.config import Config, load_config
 from console.doctor import store
 from console.doctor.context import DoctorOptions, RelaunchPlan
@@ -26,8 +27,7 @@ from console.remote.transport import TransportError
 from console.sanitize import clean, one_line
 from console.service.actions import ActionFailed, ReadOnlyError, require_writable
 from console.tasks import on_signal
-
-MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
+from console.vocabulary import CheckStatus
 
 
 def _progress(rung: str, text: str) -> None:
@@ -49,7 +49,7 @@ def print_report(report: DoctorReport, out=sys.stdout) -> None:
         print(f"== {rung.number} {rung.id}: {rung.title}", file=out)
         for r in rows:
             print(f"{MARK[r.status]}  {r.station:<{width}}  {one_line(r.summary)}", file=out)
-            if r.status in ("fail", "warn") and r.next:
+            if r.status in (CheckStatus.FAIL, CheckStatus.WARN) and r.next:
                 print(f"      next: {one_line(r.next)}", file=out)
     cause = report.cause
     print(f"verdict: {report.verdict}" + (" (the first failing rung)" if report.verdict != "ok" else ""), file=out)

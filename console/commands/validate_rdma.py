@@ -11,10 +11,10 @@ import asyncio
 import sys
 
 from console.commands.args import UsageError, add_config_args
+from console.commands.check import MARK
 from console.config import load_config
 from console.station.rdma import overall, to_json, validate_rdma
-
-MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
+from console.vocabulary import CheckStatus
 
 
 def _progress(kind: str, detail: dict) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for r in runs:
             print(f"{MARK[r.status]}  {r.id:<15} {r.summary}")
-            if r.status != "pass" and r.fix:
+            if r.status != CheckStatus.PASS and r.fix:
                 print(f"      fix: {r.fix}")
     return overall(runs)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.config import load_profile, parse_config
+from console.config.secrets import is_secret_name
 from console.probes import envfile as env_probe
 
 _END_IP = re.compile(r"^(?:STATION_)?([A-Z])_(?:RAIL_)?IP$")  # A_IP / STATION_B_IP / A_RAIL_IP
@@ -24,7 +25,6 @@ OVERRIDE_KEYS = {  # env name -> overrides key
     "MAX_RUNNING_REQUESTS": "max_running_requests",
 }
 API_KEY_NAMES = ("VLLM_API_KEY", "API_KEY", "OPENAI_API_KEY", "SGLANG_API_KEY")
-SECRET_HINTS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 class ImportEnvError(ValueError):
@@ -101,7 +101,7 @@ def config_from_envs(files: list[tuple[str, str]], profile: str, hosts: dict[str
                 overrides[OVERRIDE_KEYS[key]] = value if key.endswith("IMAGE") else _number(value)
             if key in API_KEY_NAMES and value:
                 api_key_env = key
-            elif any(h in key for h in SECRET_HINTS) and value and key not in API_KEY_NAMES:
+            elif is_secret_name(key) and value:
                 notes.append(f"{path}: {key} not copied (secrets never go into the config)")
         if not me["rail_ip"] and rank in ips_by_rank:
             me["rail_ip"] = ips_by_rank[rank]

@@ -13,6 +13,7 @@ from typing import Any
 from console.config import Config, Station
 from console.remote.transport import CommandResult, Transport
 from console.station.checks import CheckRun, StationDown, ToolMissing
+from console.vocabulary import CheckStatus
 
 ProgressFn = Callable[[str, str], None]  # (rung id, text)
 
@@ -82,7 +83,7 @@ class DoctorContext:
         skips = []
         for s, g in zip(self.stations, got, strict=True):
             if isinstance(g, (StationDown, ToolMissing)):
-                skips.append(RungResult(rung, s.name, "skip", f"{s.name}: {g}"))
+                skips.append(RungResult(rung, s.name, CheckStatus.SKIP, f"{s.name}: {g}"))
             elif isinstance(g, BaseException):
                 raise g
             else:

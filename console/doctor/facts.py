@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 
 from console.config import Config, Station
+from console.config.secrets import is_secret_name
 from console.doctor.context import DoctorContext
 from console.probes import ParseError
 from console.probes import docker_env as de
@@ -79,7 +80,7 @@ def _short_inspect(text: str) -> str:
     except (ValueError, IndexError, KeyError, TypeError):
         return text[:1500]
     cfg = data.get("Config") or {}
-    env = [e if not de.is_secret(e.split("=", 1)[0]) else e.split("=", 1)[0] + "=" + de.REDACTED
+    env = [e if not is_secret_name(e.split("=", 1)[0]) else e.split("=", 1)[0] + "=" + de.REDACTED
            for e in cfg.get("Env") or []]
     keep = {"Name": data.get("Name"), "State": {k: (data.get("State") or {}).get(k) for k in
                                                   ("Status", "StartedAt", "FinishedAt", "ExitCode")},

@@ -74,7 +74,7 @@ class DoctorReport:
     def verdict(self) -> str:
         """The id of the first failing rung (ladder order), or ``ok``."""
         for rid in self.order or tuple(dict.fromkeys(r.id for r in self.results)):
-            if any(r.status == "fail" for r in self.of(rid)):
+            if any(r.status == CheckStatus.FAIL for r in self.of(rid)):
                 return rid
         return "ok"
 
@@ -82,14 +82,14 @@ class DoctorReport:
     def cause(self) -> RungResult | None:
         """The first failure that names a cause, in ladder order (the symptom rungs point at it)."""
         for rid in self.order or tuple(dict.fromkeys(r.id for r in self.results)):
-            hit = next((r for r in self.of(rid) if r.status == "fail" and r.cause), None)
+            hit = next((r for r in self.of(rid) if r.status == CheckStatus.FAIL and r.cause), None)
             if hit:
                 return hit
         return None
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r.status == "fail" for r in self.results) else 0
+        return 1 if any(r.status == CheckStatus.FAIL for r in self.results) else 0
 
     def suggestions(self) -> dict[str, dict[str, str | None]]:
         out: dict[str, dict[str, str | None]] = {}
@@ -118,7 +118,7 @@ def counts(results: Iterable[RungResult]) -> dict[str, int]:
 
 def worst(results: Iterable[RungResult]) -> Status | None:
     seen = {r.status for r in results}
-    for s in ("fail", "warn", "pass", "skip"):
+    for s in (CheckStatus.FAIL, CheckStatus.WARN, CheckStatus.PASS, CheckStatus.SKIP):
         if s in seen:
             return s  # type: ignore[return-value]
     return None

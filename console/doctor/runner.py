@@ -14,6 +14,7 @@ from console.config import Config
 from console.doctor.context import DoctorContext, DoctorOptions, ProgressFn
 from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
+from console.durations import elapsed
 from console.remote.session import make_transport
 from console.remote.transport import Transport
 from console.tasks import stoppable
@@ -76,13 +77,13 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
             try:
                 got, stopped = await stoppable(rung.run(ctx), stop, name=f"doctor-{rung.id}")
             except Exception as exc:  # noqa: BLE001 - one broken rung must not hide the others
-                results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), "fail",
+                results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.FAIL,
                                       f"the rung failed: {exc.__class__.__name__}: {exc}", (),
                                       "This is a bug in the console's doctor; please report it with the evidence.")]
             else:
                 if stopped:
                     cancelled = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.SKIP,
-                                            f"cancelled after {time.monotonic() - t0:.1f} s")]
+                                            f"cancelled after {elapsed(time.monotonic() - t0)}")]
                     report.results += cancelled
                     report.ran.append(rung.id)
                     report.cancelled = True

@@ -2,21 +2,20 @@
 command line, the image (tag, image ID) and when it started.
 
 The environment is a list of ``KEY=VALUE`` strings (``"HF_TOKEN=[secret]"`` may be anything): values
-of secret-looking names are never kept, only that they are set. ``Path`` + ``Args`` is the process the
+of secret names (``is_secret_name``) are never kept, only that they are set. ``Path`` + ``Args`` is the process the
 container runs (the engine's command line with ``--master-addr`` and friends).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
+from console.config.secrets import is_secret_name
 from console.probes import ParseError
 
 # The variables the NCCL workbench compares between stations.
 PREFIXES = ("NCCL_", "GLOO_", "UCX_", "VLLM_", "TORCH_NCCL_", "SGLANG_", "TP_SOCKET_IFNAME")
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|_KEY$|^KEY$|CREDENTIAL)", re.I)
 REDACTED = "<set, value hidden>"
 
 
@@ -40,17 +39,13 @@ class ContainerRuntime:
         return {k: v for k, v in sorted(self.env.items()) if k.startswith(prefixes)}
 
 
-def is_secret(name: str) -> bool:
-    return bool(_SECRET.search(name))
-
-
 def parse_env_list(items: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = str(item).partition("=")
         if not key:
             continue
-        out[key] = REDACTED if is_secret(key) else (value if sep else "")
+        out[key] = REDACTED if is_secret_name(key) else (value if sep else "")
     return out
 
 

@@ -3,8 +3,9 @@
 Pure: no I/O. The action layer resolves what only a station knows (GPU UUIDs, the image digest)
 and passes it in, so the preview the operator confirms is the command that runs. Secrets never
 enter an argument list on the station: the API key and every ``[overrides.extra_env]`` value whose
-name looks secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``, ``*PASS``, ``*CREDENTIAL*``,
-or listed in ``overrides.secret_env``) travel as an environment variable *name* (``-e HF_TOKEN``):
+name is secret (``console.config.secrets.is_secret_name``: ``*_TOKEN``, ``*_KEY``, ``*SECRET*``,
+``*PASSWORD*``, ``*_PASS``, ``*CREDENTIAL*``, ... or listed in ``overrides.secret_env``) travel as an
+environment variable *name* (``-e HF_TOKEN``):
 the remote shell reads each value from the SSH channel's stdin with its ``read`` builtin and
 docker copies it from that environment. Previews print ``***`` for them.
 
@@ -24,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.config import Config, Profile, Station, is_secret_env, secret_env_names
+from console.config import Config, Profile, Station, secret_env_names
+from console.config.secrets import is_secret_name
 from console.diagnosis import catalogue
 
 # Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.
@@ -40,8 +42,6 @@ CONTAINER_KEYS = {"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_
                   "secret_env"}
 # Serving keys consumed by the builders themselves, never passed through as flags.
 _CONSUMED = {"dist_init_port"}
-# Engine flags whose value is a secret: refused as overrides (they would land in the server's argv).
-SECRET_FLAGS = {"api_key", "admin_api_key", "hf_token", "token", "password", "secret"}
 SGLANG_KEY_FILE = "/tmp/dgx-console-sglang-secrets.yaml"  # inside the container, mode 0600
 
 
@@ -123,14 +123,14 @@ def serving_settings(profile: Profile, overrides: Mapping[str, Any]) -> dict[str
 
 
 def _no_secret_flags(settings: Mapping[str, Any], extra_args: list[Any]) -> None:
-    """A secret as an engine flag would sit in the server's argv: say where it belongs instead."""
+    """A secret as an engine flag (``--api-key``, ``--hf-token``: a secret name) would sit in the
+    server's argv: say where it belongs instead."""
     for key in settings:
-        if key.lower() in SECRET_FLAGS:
+        if is_secret_name(key):
             raise EngineConfigError(f"overrides.{key}: a secret never goes on a command line; put it in "
                                     f"[overrides.extra_env] (e.g. HF_TOKEN, VLLM_API_KEY) or api.api_key_env")
     for a in extra_args:
-        flag = str(a).split("=", 1)[0].lstrip("-").replace("-", "_").lower()
-        if str(a).startswith("--") and flag in SECRET_FLAGS:
+        if str(a).startswith("--") and is_secret_name(str(a).split("=", 1)[0]):
             raise EngineConfigError(f"overrides.extra_args: {str(a).split('=', 1)[0]} carries a secret on the "
                                     "command line; use [overrides.extra_env] or api.api_key_env")
 
@@ -138,7 +138,7 @@ def _no_secret_flags(settings: Mapping[str, Any], extra_args: list[Any]) -> None
 def secret_extra_env(cfg: Config) -> list[str]:
     """Names in ``[overrides.extra_env]`` that are secret (by name pattern or ``secret_env``)."""
     listed = secret_env_names(cfg)
-    return [str(k) for k in (cfg.overrides.get("extra_env") or {}) if is_secret_env(str(k), listed)]
+    return [str(k) for k in (cfg.overrides.get("extra_env") or {}) if is_secret_name(str(k), listed)]
 
 
 def secret_input(cfg: Config, spec: LaunchSpec, api_key: str | None) -> str | None:

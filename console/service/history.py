@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config import Config
+from console.durations import compact
 from console.probes.engine_log import TimelineEvent
 
 HISTORY_FILE = "launches.jsonl"
@@ -40,15 +41,6 @@ def config_key(cfg: Config) -> str:
     ident = [cfg.profile.name] + [[s.name, s.host, s.port, s.container] for s in sorted(cfg.stations,
                                                                                         key=lambda s: s.rank)]
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
-
-
-def fmt_duration(seconds: float) -> str:
-    if seconds >= 60:
-        m, s = divmod(int(round(seconds)), 60)
-        return f"{m}m{s:02d}s"
-    if seconds >= 1:
-        return f"{seconds:.1f}s"
-    return f"{seconds * 1000:.0f}ms"
 
 
 def durations(events: list[TimelineEvent]) -> dict[str, float]:
@@ -83,12 +75,12 @@ def compare(now: dict[str, dict[str, float]], previous: list[dict[str, dict[str,
                 continue
             cur = phases[phase]
             past = [p[station][phase] for p in previous if phase in p.get(station, {})]
-            text = f"{PHASE_LABELS[phase]} {fmt_duration(cur)}"
+            text = f"{PHASE_LABELS[phase]} {compact(cur)}"
             if past:
-                text += f" (last time {fmt_duration(past[-1])})"
+                text += f" (last time {compact(past[-1])})"
                 med = statistics.median(past)
                 if cur > SLOWER_RATIO * med and cur - med >= SLOWER_MIN_S:
-                    text += f", slower than the last {len(past)} (median {fmt_duration(med)})"
+                    text += f", slower than the last {len(past)} (median {compact(med)})"
             parts.append(text)
         if parts:
             lines.append(f"{station}: " + " · ".join(parts))

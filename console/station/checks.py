@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from console.config import Config, Station
+from console.config.secrets import redact_env_lines, redact_text
+from console.durations import elapsed
 from console.probes import ParseError
 from console.probes import clock as clock_probe
 from console.probes import disk as disk_probe
@@ -36,11 +38,10 @@ from console.remote.session import make_transport
 from console.remote.transport import ChannelRefused, CommandResult, Transport, TransportError
 from console.vocabulary import CheckStatus
 
-STATUSES = ("pass", "fail", "warn", "skip")
+STATUSES = tuple(CheckStatus)
 COUNTER_INTERVAL_S = 1.0
 SKEW_LIMIT_S = 0.25
 EVIDENCE_MAX = 4000
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|_KEY$|^KEY$)", re.I)
 
 
 @dataclass(frozen=True)
@@ -171,17 +172,6 @@ def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def redact_env(text: str) -> str:
-    """Env-file evidence without secret values (tokens and keys never reach the screen)."""
-    out = []
-    for line in text.splitlines():
-        m = re.match(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line)
-        if m and _SECRET_NAME.search(m.group(2)):
-            line = f"{m.group(1)}{m.group(2)}=<redacted>"
-        out.append(line)
-    return "\n".join(out)
-
-
 # ------------------------------------------------------------------ check catalogue
 
 StationFn = Callable[[CheckRun, Station], Awaitable[CheckResult]]
@@ -211,7 +201,7 @@ async def check_reachable(run: CheckRun, st: Station) -> CheckResult:
     except StationDown as exc:
         why = str(exc)
         if why.startswith("busy:"):
-            return CheckResult("station-reachable", st.name, "warn", why, "",
+            return CheckResult("station-reachable", st.name, CheckStatus.WARN, why, "",
                                "The station refused new SSH channels for a while (sshd MaxSessions); rerun.")
         fix = ("Check that the station is on and its SSH port answers from here (`ssh " + where + " true`), "
                "and the address and port in the config.")
@@ -221,8 +211,8 @@ async def check_reachable(run: CheckRun, st: Station) -> CheckResult:
                    "--replace-host-key SHA256:... (the new fingerprint).")
         elif "login refused" in why:
             fix = "Install the console's public key for the configured user on the station (ssh-copy-id)."
-        return CheckResult("station-reachable", st.name, "fail", why, "", fix)
-    return CheckResult("station-reachable", st.name, "pass", f"SSH login as {user} on {where}")
+        return CheckResult("station-reachable", st.name, CheckStatus.FAIL, why, "", fix)
+    return CheckResult("station-reachable", st.name, CheckStatus.PASS, f"SSH login as {user} on {where}")
 
 
 # ------------------------------------------------------------------ link
@@ -238,13 +228,13 @@ async def check_link_down(run: CheckRun, st: Station) -> CheckResult:
     cmd, res, link = await _ethtool(run, st)
     ev = evidence(cmd, res)
     if link.link_detected:
-        return CheckResult("link-down", st.name, "pass", f"{st.rail_netdev}: link detected", ev)
+        return CheckResult("link-down", st.name, CheckStatus.PASS, f"{st.rail_netdev}: link detected", ev)
     note = f" ({link.link_note})" if link.link_note else ""
     fix = (f"Check the cable and both ends: `ip link set dev {rc.q(st.rail_netdev)} up` on both stations, reseat "
            "the QSFP cable, then `ethtool " + rc.q(st.rail_netdev) + "` must say `Link detected: yes`.")
     if link.link_note and "overheat" in link.link_note.lower():
         fix = "The transceiver/NIC reports overheating: check airflow and the cable module, then re-enable the port."
-    return CheckResult("link-down", st.name, "fail", f"{st.rail_netdev}: no link{note}", ev, fix)
+    return CheckResult("link-down", st.name, CheckStatus.FAIL, f"{st.rail_netdev}: no link{note}", ev, fix)
 
 
 async def check_link_speed(run: CheckRun, st: Station) -> CheckResult:
@@ -252,11 +242,13 @@ async def check_link_speed(run: CheckRun, st: Station) -> CheckResult:
     want = run.profile.link.speed_mbps
     ev = evidence(cmd, res)
     if link.link_detected is False:
-        return CheckResult("link-speed", st.name, "skip", f"{st.rail_netdev}: link down, speed unknown", ev)
+        return CheckResult("link-speed", st.name, CheckStatus.SKIP,
+                           f"{st.rail_netdev}: link down, speed unknown", ev)
     if link.speed_mbps == want:
-        return CheckResult("link-speed", st.name, "pass", f"{st.rail_netdev}: {want} Mb/s", ev)
+        return CheckResult("link-speed", st.name, CheckStatus.PASS, f"{st.rail_netdev}: {want} Mb/s", ev)
     got = f"{link.speed_mbps} Mb/s" if link.speed_mbps else (link.speed_text or "no Speed line")
-    return CheckResult("link-speed", st.name, "fail", f"{st.rail_netdev}: {got}, expected {want} Mb/s", ev,
+    return CheckResult("link-speed", st.name, CheckStatus.FAIL,
+                       f"{st.rail_netdev}: {got}, expected {want} Mb/s", ev,
                        f"The rail negotiated below {want} Mb/s: check the cable is rated for it and seated on "
                        "the right ports, and that auto-negotiation is on at both ends (`ethtool -s "
                        f"{st.rail_netdev} autoneg on`).")
@@ -278,8 +270,9 @@ async def check_mtu_value(run: CheckRun, st: Station) -> CheckResult:
     want = run.profile.link.mtu
     ev = evidence(cmd, res)
     if mtu == want:
-        return CheckResult("mtu-value", st.name, "pass", f"{st.rail_netdev}: MTU {mtu}", ev)
-    return CheckResult("mtu-value", st.name, "fail", f"{st.rail_netdev}: MTU {mtu}, the profile wants {want}", ev,
+        return CheckResult("mtu-value", st.name, CheckStatus.PASS, f"{st.rail_netdev}: MTU {mtu}", ev)
+    return CheckResult("mtu-value", st.name, CheckStatus.FAIL,
+                       f"{st.rail_netdev}: MTU {mtu}, the profile wants {want}", ev,
                        _mtu_fix(st.rail_netdev, want))
 
 
@@ -288,8 +281,9 @@ async def check_mtu_mismatch(run: CheckRun, a: Station, b: Station) -> CheckResu
     ev = _join(evidence(ca, ra, a.name), evidence(cb, rb, b.name))
     label = f"{a.name}<->{b.name}"
     if ma == mb:
-        return CheckResult("mtu-mismatch", label, "pass", f"both ends MTU {ma}", ev)
-    return CheckResult("mtu-mismatch", label, "fail", f"MTU differs: {a.name} {ma}, {b.name} {mb}", ev,
+        return CheckResult("mtu-mismatch", label, CheckStatus.PASS, f"both ends MTU {ma}", ev)
+    return CheckResult("mtu-mismatch", label, CheckStatus.FAIL,
+                       f"MTU differs: {a.name} {ma}, {b.name} {mb}", ev,
                        _mtu_fix(b.rail_netdev if mb < ma else a.rail_netdev, max(ma, mb, run.profile.link.mtu)))
 
 
@@ -303,11 +297,11 @@ async def check_jumbo_ping(run: CheckRun, src: Station, dst: Station) -> CheckRe
     try:
         p = ping_probe.parse_ping(res.stdout + res.stderr)
     except ParseError as exc:
-        return CheckResult("jumbo-ping", label, "fail", f"ping output not understood: {exc}", ev,
+        return CheckResult("jumbo-ping", label, CheckStatus.FAIL, f"ping output not understood: {exc}", ev,
                            "Run the command by hand on " + src.name + " and read its error.")
     if p.ok:
         rtt = f", avg {p.rtt_avg_ms:.3f} ms" if p.rtt_avg_ms is not None else ""
-        return CheckResult("jumbo-ping", label, "pass", f"{size}+28 = {mtu} bytes with DF set: "
+        return CheckResult("jumbo-ping", label, CheckStatus.PASS, f"{size}+28 = {mtu} bytes with DF set: "
                            f"{p.received}/{p.transmitted} replies{rtt}", ev)
     why = {
         "local-mtu": f"{src.name}'s own rail MTU is {p.mtu_reported}, below {mtu} ({p.error_line})",
@@ -327,7 +321,7 @@ async def check_jumbo_ping(run: CheckRun, src: Station, dst: Station) -> CheckRe
     else:
         fix = (f"Compare `ip link show {rc.q(dst.rail_netdev)}` on {dst.name} (MTU {mtu}? carrier?) with "
                f"{src.name}'s; set `sudo ip link set dev {rc.q(dst.rail_netdev)} mtu {mtu}` there and check the link.")
-    return CheckResult("jumbo-ping", label, "fail", why, ev, fix)
+    return CheckResult("jumbo-ping", label, CheckStatus.FAIL, why, ev, fix)
 
 
 async def check_rail_route(run: CheckRun, src: Station, dst: Station) -> CheckResult:
@@ -336,9 +330,11 @@ async def check_rail_route(run: CheckRun, src: Station, dst: Station) -> CheckRe
     ev = evidence(cmd, res)
     route = ip_probe.parse_route_get(res.stdout or res.stderr)
     if route.kind in (None, "local") and route.dev == src.rail_netdev and route.via is None:
-        return CheckResult("rail-route", src.name, "pass", f"{dst.rail_ip} leaves through {route.dev}", ev)
+        return CheckResult("rail-route", src.name, CheckStatus.PASS,
+                           f"{dst.rail_ip} leaves through {route.dev}", ev)
     got = route.kind if route.kind and not route.dev else f"dev {route.dev}" + (f" via {route.via}" if route.via else "")
-    return CheckResult("rail-route", src.name, "fail", f"{dst.rail_ip} does not leave through {src.rail_netdev} ({got})",
+    return CheckResult("rail-route", src.name, CheckStatus.FAIL,
+                       f"{dst.rail_ip} does not leave through {src.rail_netdev} ({got})",
                        ev, f"Give {src.rail_netdev} an address in the rail subnet (`ip addr add .../NN dev "
                        f"{rc.q(src.rail_netdev)}`) and check `ip route get {rc.q(dst.rail_ip)}`; NCCL would otherwise "
                        "bootstrap over another interface.")
@@ -356,11 +352,13 @@ async def check_rdma_netdev(run: CheckRun, st: Station) -> CheckResult:
     fix = (f"Set rdma_device/rail_netdev in the config (and NETDEV/RDMA device in {st.env_file}) to a pair "
            "that `ibdev2netdev` shows as `==> NETDEV (Up)`.")
     if not mine:
-        return CheckResult("rdma-netdev", st.name, "fail", f"no RDMA device {st.rdma_device} in ibdev2netdev", ev, fix)
+        return CheckResult("rdma-netdev", st.name, CheckStatus.FAIL,
+                           f"no RDMA device {st.rdma_device} in ibdev2netdev", ev, fix)
     if mine[0].netdev != st.rail_netdev:
-        return CheckResult("rdma-netdev", st.name, "fail",
+        return CheckResult("rdma-netdev", st.name, CheckStatus.FAIL,
                            f"{st.rdma_device} maps to {mine[0].netdev}, not {st.rail_netdev}", ev, fix)
-    return CheckResult("rdma-netdev", st.name, "pass", f"{st.rdma_device} port {mine[0].port} ==> {st.rail_netdev}", ev)
+    return CheckResult("rdma-netdev", st.name, CheckStatus.PASS,
+                       f"{st.rdma_device} port {mine[0].port} ==> {st.rail_netdev}", ev)
 
 
 async def check_rdma_port(run: CheckRun, st: Station) -> CheckResult:
@@ -379,12 +377,13 @@ async def check_rdma_port(run: CheckRun, st: Station) -> CheckResult:
     elif ports[0].link_layer and ports[0].link_layer != "Ethernet":
         problems.append(f"link_layer {ports[0].link_layer}, RoCE needs Ethernet")
     if problems:
-        return CheckResult("rdma-port-down", st.name, "fail", f"{st.rdma_device}: " + "; ".join(problems), ev,
+        return CheckResult("rdma-port-down", st.name, CheckStatus.FAIL,
+                           f"{st.rdma_device}: " + "; ".join(problems), ev,
                            f"Bring the port up: check the link first (`ethtool {st.rail_netdev}`), then "
                            f"`rdma link show`; a DISABLED port needs `ip link set dev {st.rail_netdev} up` "
                            "or a NIC/firmware reset (mlxconfig/mstfwreset).")
     mtu = f", active_mtu {ports[0].active_mtu}" if ports[0].active_mtu else ""
-    return CheckResult("rdma-port-down", st.name, "pass", f"{st.rdma_device}: PORT_ACTIVE{mtu}", ev)
+    return CheckResult("rdma-port-down", st.name, CheckStatus.PASS, f"{st.rdma_device}: PORT_ACTIVE{mtu}", ev)
 
 
 async def check_roce_gid(run: CheckRun, st: Station) -> CheckResult:
@@ -394,11 +393,12 @@ async def check_roce_gid(run: CheckRun, st: Station) -> CheckResult:
     gids = rdma_probe.parse_show_gids(res.stdout)
     idx = rdma_probe.roce_v2_index(gids, st.rail_ip, st.rdma_device)
     if idx is None:
-        return CheckResult("roce-gid", st.name, "fail", f"no RoCE v2 GID for {st.rail_ip} on {st.rdma_device}", ev,
+        return CheckResult("roce-gid", st.name, CheckStatus.FAIL,
+                           f"no RoCE v2 GID for {st.rail_ip} on {st.rdma_device}", ev,
                            f"Assign {st.rail_ip} to {st.rail_netdev} (the GID table follows the netdev's "
                            "addresses) and check `show_gids`; NCCL needs `NCCL_IB_GID_INDEX` = that v2 index.")
     note = "" if idx == 3 else " (not the usual 3: set NCCL_IB_GID_INDEX to it)"
-    return CheckResult("roce-gid", st.name, "pass" if idx == 3 else "warn",
+    return CheckResult("roce-gid", st.name, CheckStatus.PASS if idx == 3 else CheckStatus.WARN,
                        f"RoCE v2 GID index {idx} for {st.rail_ip}{note}", ev,
                        "" if idx == 3 else f"export NCCL_IB_GID_INDEX={idx} in the launch environment.")
 
@@ -411,23 +411,27 @@ async def check_rdma_errors(run: CheckRun, st: Station) -> CheckResult:
     await asyncio.sleep(max(COUNTER_INTERVAL_S - (t1 - run.started), COUNTER_INTERVAL_S / 2))
     second = await run.run(st.name, cmd, tag="read2:")
     gap = time.monotonic() - t1
-    ev = _join(evidence(cmd, first), f"(second read {gap:.1f} s later)\n" + evidence(cmd, second))
+    ev = _join(evidence(cmd, first), f"(second read {elapsed(gap)} later)\n" + evidence(cmd, second))
     if not first.ok or not second.ok:
-        return CheckResult("rdma-errors", st.name, "warn", f"port counters of {st.rdma_device} not readable", ev,
+        return CheckResult("rdma-errors", st.name, CheckStatus.WARN,
+                           f"port counters of {st.rdma_device} not readable", ev,
                            "Check that /sys/class/infiniband/DEV/ports/1/counters exists (RDMA driver loaded).")
     a, b = rdma_probe.parse_counters(first.stdout), rdma_probe.parse_counters(second.stdout)
     grown = rdma_probe.counter_growth(a, b)
     if grown:
         g = ", ".join(f"{k} +{v}" for k, v in sorted(grown.items()))
-        return CheckResult("rdma-errors", st.name, "fail", f"{st.rdma_device} error counters growing: {g}", ev,
+        return CheckResult("rdma-errors", st.name, CheckStatus.FAIL,
+                           f"{st.rdma_device} error counters growing: {g}", ev,
                            "Errors are increasing now: reseat or replace the cable/transceiver, check "
                            "`ethtool -S` on both ends; symbol errors mean a bad physical link.")
     nonzero = {k: v for k, v in b.items() if v}
     if nonzero:
         n = ", ".join(f"{k}={v}" for k, v in sorted(nonzero.items()))
-        return CheckResult("rdma-errors", st.name, "warn", f"{st.rdma_device} past errors (not growing): {n}", ev,
+        return CheckResult("rdma-errors", st.name, CheckStatus.WARN,
+                           f"{st.rdma_device} past errors (not growing): {n}", ev,
                            "Old errors, stable over the interval: watch them after a load test.")
-    return CheckResult("rdma-errors", st.name, "pass", f"{st.rdma_device} error counters 0, not growing", ev)
+    return CheckResult("rdma-errors", st.name, CheckStatus.PASS,
+                       f"{st.rdma_device} error counters 0, not growing", ev)
 
 
 # ------------------------------------------------------------------ clocks
@@ -440,8 +444,10 @@ async def check_clock_sync(run: CheckRun, st: Station) -> CheckResult:
     sync = clock_probe.parse_clock_sync(res.stdout)
     if sync.synchronised:
         off = f", offset {sync.offset_s * 1000:+.3f} ms" if sync.offset_s is not None else ""
-        return CheckResult("clock-unsynced", st.name, "pass", f"synchronised ({sync.source}{off})", ev)
-    return CheckResult("clock-unsynced", st.name, "fail", f"clock not synchronised ({sync.source})", ev,
+        return CheckResult("clock-unsynced", st.name, CheckStatus.PASS,
+                           f"synchronised ({sync.source}{off})", ev)
+    return CheckResult("clock-unsynced", st.name, CheckStatus.FAIL,
+                       f"clock not synchronised ({sync.source})", ev,
                        "Enable NTP: `sudo timedatectl set-ntp true` (or start chrony: `sudo systemctl enable "
                        "--now chrony`), then `chronyc tracking` must show `Leap status : Normal`.")
 
@@ -468,12 +474,13 @@ async def check_clock_skew(run: CheckRun, a: Station, b: Station) -> CheckResult
     label = f"{a.name}<->{b.name}"
     summary = f"{b.name} is {abs(s) * 1000:.0f} ms {'ahead of' if s >= 0 else 'behind'} {a.name} (+/- {unc * 1000:.0f} ms)"
     if abs(s) - unc > SKEW_LIMIT_S:
-        return CheckResult("clock-skew", label, "fail", summary, ev,
+        return CheckResult("clock-skew", label, CheckStatus.FAIL, summary, ev,
                            "Synchronise both clocks to the same NTP source (chrony), then recheck; skewed "
                            "clocks break log correlation and timeouts between the ranks.")
     if abs(s) > SKEW_LIMIT_S:
-        return CheckResult("clock-skew", label, "warn", summary + ": round trip too slow to tell", ev)
-    return CheckResult("clock-skew", label, "pass", summary, ev)
+        return CheckResult("clock-skew", label, CheckStatus.WARN,
+                           summary + ": round trip too slow to tell", ev)
+    return CheckResult("clock-skew", label, CheckStatus.PASS, summary, ev)
 
 
 # ------------------------------------------------------------------ access
@@ -486,14 +493,16 @@ async def check_ssh(run: CheckRun, src: Station, dst: Station) -> CheckResult:
     label = f"{src.name}->{dst.name}"
     ev = evidence(cmd, res, src.name)
     if res.ok:
-        return CheckResult("ssh-a-to-b", label, "pass", f"key login {src.name} -> {target} as {res.stdout.strip()}", ev)
+        return CheckResult("ssh-a-to-b", label, CheckStatus.PASS,
+                           f"key login {src.name} -> {target} as {res.stdout.strip()}", ev)
     err = (res.stderr.strip().splitlines() or ["no output"])[-1]
     pasted = rc.q(target)  # fix texts are pasted into a shell: quoted like the commands we run
     fix = (f"On {src.name}: `ssh-keygen -t ed25519` (if there is no key), then `ssh-copy-id -- {pasted}` and "
            f"`ssh -- {pasted} true` once to accept the host key; the same user must exist on {dst.name}.")
     if "Host key verification failed" in res.stderr:
         fix = f"On {src.name}: `ssh -- {pasted} true` once and confirm the host key fingerprint of {dst.name}."
-    return CheckResult("ssh-a-to-b", label, "fail", f"{src.name} cannot log in to {target} without a password: {err}",
+    return CheckResult("ssh-a-to-b", label, CheckStatus.FAIL,
+                       f"{src.name} cannot log in to {target} without a password: {err}",
                        ev, fix)
 
 
@@ -502,8 +511,9 @@ async def check_same_user(run: CheckRun, stations: list[Station]) -> CheckResult
     label = ",".join(s.name for s in stations)
     ev = "\n".join(f"[{s.name}] $ id -un\n{u}" for s, u in zip(stations, users, strict=True))
     if len(set(users)) == 1:
-        return CheckResult("user-mismatch", label, "pass", f"same user on every station: {users[0]}", ev)
-    return CheckResult("user-mismatch", label, "fail", "different users: " +
+        return CheckResult("user-mismatch", label, CheckStatus.PASS,
+                           f"same user on every station: {users[0]}", ev)
+    return CheckResult("user-mismatch", label, CheckStatus.FAIL, "different users: " +
                        ", ".join(f"{s.name}={u}" for s, u in zip(stations, users, strict=True)), ev,
                        "Use the same Linux account on every station (the launch scripts ssh as the same user); "
                        "set `user` in each [[stations]] table.")
@@ -520,19 +530,21 @@ async def check_image(run: CheckRun, stations: list[Station]) -> CheckResult:
     label = ",".join(s.name for s in stations)
     missing = [s.name for s, r in zip(stations, results, strict=True) if not r.ok or not r.stdout.strip()]
     if missing:
-        return CheckResult("image-mismatch", label, "fail", f"{image} not present on {', '.join(missing)}", ev,
+        return CheckResult("image-mismatch", label, CheckStatus.FAIL,
+                           f"{image} not present on {', '.join(missing)}", ev,
                            f"`docker pull {image}` (pinned by digest) on {', '.join(missing)}.")
     found = {s.name: parse_image_identity(r.stdout) for s, r in zip(stations, results, strict=True)}
     ids = {name: i for name, i in found.items() if i is not None}
     if len({i.image_id for i in ids.values()}) == 1:  # the image ID is what says "the same image"
         one = next(iter(ids.values()))
         digest = one.digest_for(image)
-        return CheckResult("image-mismatch", label, "pass", f"{image}: same image ID {one.short_id} everywhere"
+        return CheckResult("image-mismatch", label, CheckStatus.PASS,
+                           f"{image}: same image ID {one.short_id} everywhere"
                            + (f" (registry digest {short_digest(digest)})" if digest else
                               " (no registry digest: built locally?)"), ev)
     head = ids.get(stations[0].name)
     pin = head.digest_for(image) if head else None
-    return CheckResult("image-mismatch", label, "fail", "image IDs differ: " + ", ".join(
+    return CheckResult("image-mismatch", label, CheckStatus.FAIL, "image IDs differ: " + ", ".join(
         f"{k} {v.short_id}" + (f" (digest {short_digest(d)})" if (d := v.digest_for(image)) else "")
         for k, v in ids.items()), ev,
         f"Pull one registry digest on every station (`docker pull {pin or image.split(':')[0] + '@sha256:...'}`) "
@@ -544,11 +556,13 @@ async def check_toolkit(run: CheckRun, st: Station) -> CheckResult:
     res = await run.run(st.name, cmd)
     ev = evidence(cmd, res)
     if not res.ok:
-        return CheckResult("container-toolkit", st.name, "fail", "docker is not usable by this user", ev,
+        return CheckResult("container-toolkit", st.name, CheckStatus.FAIL,
+                           "docker is not usable by this user", ev,
                            "Install Docker and add the user to the docker group (`sudo usermod -aG docker $USER`).")
     if "nvidia" in res.stdout:
-        return CheckResult("container-toolkit", st.name, "pass", "Docker with the NVIDIA runtime", ev)
-    return CheckResult("container-toolkit", st.name, "fail", "Docker has no NVIDIA runtime", ev,
+        return CheckResult("container-toolkit", st.name, CheckStatus.PASS,
+                           "Docker with the NVIDIA runtime", ev)
+    return CheckResult("container-toolkit", st.name, CheckStatus.FAIL, "Docker has no NVIDIA runtime", ev,
                        "Install the NVIDIA Container Toolkit and run `sudo nvidia-ctk runtime configure "
                        "--runtime=docker && sudo systemctl restart docker`.")
 
@@ -559,7 +573,7 @@ async def check_model_config(run: CheckRun, st: Station) -> CheckResult:
     res = await run.run(st.name, cmd)
     ev = evidence(cmd, res)
     if not res.ok:
-        return CheckResult("model-config", st.name, "fail", f"no config.json in {p.model_dir}", ev,
+        return CheckResult("model-config", st.name, CheckStatus.FAIL, f"no config.json in {p.model_dir}", ev,
                            f"Download {p.model} to {p.model_dir} (or copy it from the head with rsync).")
     mc = disk_probe.parse_model_config(res.stdout)
     problems = []
@@ -568,10 +582,10 @@ async def check_model_config(run: CheckRun, st: Station) -> CheckResult:
     if p.quantization and (mc.quantization or "").upper() != p.quantization.upper():
         problems.append(f"quantization {mc.quantization}, expected {p.quantization}")
     if problems:
-        return CheckResult("model-config", st.name, "fail", "; ".join(problems), ev,
+        return CheckResult("model-config", st.name, CheckStatus.FAIL, "; ".join(problems), ev,
                            f"This is not the checkpoint the profile expects ({p.model}); download the right "
                            "revision.")
-    return CheckResult("model-config", st.name, "pass", f"{p.architecture}, {p.quantization}", ev)
+    return CheckResult("model-config", st.name, CheckStatus.PASS, f"{p.architecture}, {p.quantization}", ev)
 
 
 async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResult:
@@ -585,7 +599,8 @@ async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResul
         sums = disk_probe.parse_sha256sum(r.stdout)
         shards = disk_probe.parse_shards(r.stdout)
         if "config.json" not in sums or shards.count == 0:
-            return CheckResult("checkpoint-mismatch", label, "fail", f"checkpoint incomplete or absent on {s.name}",
+            return CheckResult("checkpoint-mismatch", label, CheckStatus.FAIL,
+                               f"checkpoint incomplete or absent on {s.name}",
                                ev, f"Copy {p.model_dir} from the head: `rsync -a --info=progress2 {p.model_dir}/ "
                                f"{s.name}:{p.model_dir}/`.")
         shard_lines = tuple(ln for ln in r.stdout.splitlines() if ln.endswith(".safetensors"))
@@ -593,13 +608,14 @@ async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResul
     first = next(iter(seen.values()))
     differ = [n for n, v in seen.items() if v[:2] != first[:2]]
     if differ:
-        return CheckResult("checkpoint-mismatch", label, "fail",
+        return CheckResult("checkpoint-mismatch", label, CheckStatus.FAIL,
                            f"checkpoint on {', '.join(differ)} differs from {stations[0].name} "
                            "(config/index digests or shard sizes)", ev,
                            f"Recopy from the head with `rsync -a --checksum {p.model_dir}/ ...`, then compare "
                            "`sha256sum *.safetensors` on both.")
     sh = first[2]
-    return CheckResult("checkpoint-mismatch", label, "pass", f"same revision everywhere: {sh.count} shards, "
+    return CheckResult("checkpoint-mismatch", label, CheckStatus.PASS,
+                       f"same revision everywhere: {sh.count} shards, "
                        f"{sh.total_bytes / 1e9:.0f} GB", ev)
 
 
@@ -613,11 +629,14 @@ async def check_disk(run: CheckRun, st: Station) -> CheckResult:
     need = p.checkpoint_gb * 1e9
     free = f"{df.avail_bytes / 1e9:.0f} GB free on {df.mount}"
     if shards.total_bytes >= 0.98 * need:
-        return CheckResult("disk-space", st.name, "pass", f"checkpoint present ({shards.total_bytes / 1e9:.0f} GB); "
+        return CheckResult("disk-space", st.name, CheckStatus.PASS,
+                           f"checkpoint present ({shards.total_bytes / 1e9:.0f} GB); "
                            f"{free}", ev)
     if df.avail_bytes >= need - shards.total_bytes:
-        return CheckResult("disk-space", st.name, "pass", f"{free}, checkpoint needs {p.checkpoint_gb:g} GB", ev)
-    return CheckResult("disk-space", st.name, "fail", f"{free}; the checkpoint needs {p.checkpoint_gb:g} GB", ev,
+        return CheckResult("disk-space", st.name, CheckStatus.PASS,
+                           f"{free}, checkpoint needs {p.checkpoint_gb:g} GB", ev)
+    return CheckResult("disk-space", st.name, CheckStatus.FAIL,
+                       f"{free}; the checkpoint needs {p.checkpoint_gb:g} GB", ev,
                        f"Free space on {df.mount} (old images: `docker image prune`; old checkpoints) or point "
                        "model_dir at a larger disk.")
 
@@ -627,7 +646,7 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
     head = run.config.head
     cmds = [rc.read_file(s.env_file) for s in stations]
     results = await asyncio.gather(*(run.run(s.name, c) for s, c in zip(stations, cmds, strict=True)))
-    ev = _join(*(redact_env(evidence(c, r, s.name)) for s, c, r in zip(stations, cmds, results, strict=True)))
+    ev = _join(*(redact_env_lines(evidence(c, r, s.name)) for s, c, r in zip(stations, cmds, results, strict=True)))
     problems: list[str] = []
     for s, r in zip(stations, results, strict=True):
         if not r.ok:
@@ -659,11 +678,12 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
                 if got and workers and got[1] not in workers:
                     problems.append(f"{s.name}: {got[0]}={got[1]}, worker IPs are {', '.join(sorted(workers))}")
     if problems:
-        return CheckResult("env-mismatch", label, "fail", "; ".join(problems), ev,
+        return CheckResult("env-mismatch", label, CheckStatus.FAIL, "; ".join(problems), ev,
                            "Write the same rail facts into the env file on every station: RANK=\"0\" on the head, "
                            "1.. on the workers, each end's rail IP, netdev and RDMA device; then "
                            "`source ~/glm53.env` after every reconnect.")
-    return CheckResult("env-mismatch", label, "pass", "env files agree (ranks, rail IPs, devices)", ev)
+    return CheckResult("env-mismatch", label, CheckStatus.PASS,
+                       "env files agree (ranks, rail IPs, devices)", ev)
 
 
 def _launch_args(config: Config, head: Station) -> list[str] | None:
@@ -687,18 +707,18 @@ async def check_api_exposed(run: CheckRun, head: Station) -> CheckResult:
     key_in_args = bool(args) and any(a == "--api-key" or a.startswith("--api-key=") for a in args)
     key_configured = bool(cfg.api.api_key_env or cfg.api.api_key_file)
     has_key = key_in_args or (key_configured and cfg.api_key() is not None)
-    shown = " ".join(a if not a.startswith("--api-key=") else "--api-key=***" for a in (args or []))
+    shown = redact_text(" ".join(args or []))  # --api-key=..., --api-key ... as ***
     ev = (f"head launch arguments: {shown or '(not buildable from this config)'}\n"
           f"API key for the launch: {'yes' if has_key else 'no'} (api.api_key_env / api.api_key_file"
           + (", configured but empty" if key_configured and not has_key else "") + ")")
     port = run.profile.api_port
     if host in ("0.0.0.0", "::", "") and not has_key:
-        return CheckResult("api-exposed", head.name, "warn",
+        return CheckResult("api-exposed", head.name, CheckStatus.WARN,
                            f"the API binds {host}:{port} on every interface without --api-key", ev,
                            "Set an API key (api.api_key_env in the config; the launch then passes --api-key), "
                            f"firewall port {port} to the operator's network, and put TLS in front before anyone "
                            "else uses it.")
-    return CheckResult("api-exposed", head.name, "pass",
+    return CheckResult("api-exposed", head.name, CheckStatus.PASS,
                        f"API on {host}:{port}" + (" with an API key" if has_key else " (not on every interface)"), ev)
 
 
@@ -791,7 +811,7 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
     _transcript.set(log)
     missing = _missing_fields(spec, args)
     if missing:
-        return CheckResult(spec.id, label, "skip", f"not configured: {', '.join(missing)}", "",
+        return CheckResult(spec.id, label, CheckStatus.SKIP, f"not configured: {', '.join(missing)}", "",
                            "Set rail_netdev, rdma_device and rail_ip in each [[stations]] table of the config "
                            "(`ibdev2netdev` shows the device -> netdev pairs, `ip -4 addr` the rail IP).")
     try:
@@ -801,19 +821,21 @@ async def _one(run: CheckRun, spec: Spec, args: tuple[Station, ...], label: str,
             return await spec.fn(run, list(args))
         return await spec.fn(run, *args)
     except StationDown as exc:
-        return CheckResult(spec.id, label, "skip", str(exc))
+        return CheckResult(spec.id, label, CheckStatus.SKIP, str(exc))
     except ToolMissing as exc:
         tool = str(exc).split()[0]
         pkg = TOOL_PACKAGES.get(tool, "its package")
-        return CheckResult(spec.id, label, "fail", str(exc), "\n\n".join(log),
+        return CheckResult(spec.id, label, CheckStatus.FAIL, str(exc), "\n\n".join(log),
                            f"Install {pkg} on the station (DGX OS ships it), or put it on the login shell's PATH.")
     except ParseError as exc:
         why = _failed_line(log)
-        return CheckResult(spec.id, label, "fail", why or f"output not understood: {exc}", "\n\n".join(log),
+        return CheckResult(spec.id, label, CheckStatus.FAIL,
+                           why or f"output not understood: {exc}", "\n\n".join(log),
                            "Run the command in the evidence by hand on the station; the tool may be missing or "
                            "too old.")
     except Exception as exc:  # one broken check must not hide the others
-        return CheckResult(spec.id, label, "fail", f"check failed: {exc.__class__.__name__}: {exc}", "\n\n".join(log),
+        return CheckResult(spec.id, label, CheckStatus.FAIL,
+                           f"check failed: {exc.__class__.__name__}: {exc}", "\n\n".join(log),
                            "This is a bug in the console's check; please report it with the evidence.")
 
 
@@ -869,7 +891,7 @@ async def run_checks(config: Config, transports: dict[str, Transport] | None = N
 
 def overall(results: Iterable[CheckResult]) -> int:
     """Exit code: 1 when any check fails, else 0."""
-    return 1 if any(r.status == "fail" for r in results) else 0
+    return 1 if any(r.status == CheckStatus.FAIL for r in results) else 0
 
 
 def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, int]:
@@ -883,8 +905,9 @@ def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, i
 
 def summary_line(counts: dict[str, int]) -> str:
     """One line for a station pane: ``checks: 1 FAIL, 2 warn, 28 pass`` (failures first)."""
-    parts = [f"{counts.get('fail', 0)} FAIL"] if counts.get("fail") else []
-    parts += [f"{counts[s]} {s}" for s in ("warn", "skip", "pass") if counts.get(s)]
+    parts = [f"{counts.get(CheckStatus.FAIL, 0)} FAIL"] if counts.get(CheckStatus.FAIL) else []
+    parts += [f"{counts[s]} {s}" for s in (CheckStatus.WARN,
+                                           CheckStatus.SKIP, CheckStatus.PASS) if counts.get(s)]
     return "checks: " + (", ".join(parts) if parts else "not run")
 
 

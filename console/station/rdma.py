@@ -25,6 +25,7 @@ from console.probes import rdma as rdma_probe
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
 from console.remote.transport import Transport, TransportError
+from console.vocabulary import CheckStatus
 
 READY_TIMEOUT_S = 20.0
 RUN_TIMEOUT_S = 60.0
@@ -56,7 +57,7 @@ class RdmaRun:
     memory: str  # host | gpu
     server: str
     client: str
-    status: str = "skip"  # pass | fail | warn | skip
+    status: CheckStatus = CheckStatus.SKIP
     id: str = "rdma-bandwidth"
     summary: str = ""
     gbps_avg: float | None = None
@@ -83,7 +84,7 @@ def judge(run: RdmaRun, result: pt.PerftestResult) -> RdmaRun:
         run.id = {"connect": "rdma-connect", "qp-rtr": "rdma-qp", "qp-rts": "rdma-qp", "mr": "rdma-mr",
                   "cuda": "rdma-mr", "device": "rdma-device", "port-in-use": "rdma-connect"}.get(result.error,
                                                                                               "rdma-bandwidth")
-        run.status, run.summary, run.fix = "fail", f"{where}: {result.error_line}", _FIX[run.id]
+        run.status, run.summary, run.fix = CheckStatus.FAIL, f"{where}: {result.error_line}", _FIX[run.id]
         return run
     avg = result.bw_avg_gbps or 0.0
     run.gbps_avg, run.gbps_peak = avg, result.bw_peak_gbps
@@ -92,11 +93,11 @@ def judge(run: RdmaRun, result: pt.PerftestResult) -> RdmaRun:
     run.summary = f"{where}: {avg:.2f} Gb/s ({pct}; {exp})"
     run.id = "rdma-bandwidth"
     if not lo or avg >= PASS_FRACTION * lo:
-        run.status = "pass"
+        run.status = CheckStatus.PASS
     elif avg >= WARN_FRACTION * lo:
-        run.status, run.fix = "warn", _FIX["rdma-bandwidth"]
+        run.status, run.fix = CheckStatus.WARN, _FIX["rdma-bandwidth"]
     else:
-        run.status, run.fix = "fail", _FIX["rdma-bandwidth"]
+        run.status, run.fix = CheckStatus.FAIL, _FIX["rdma-bandwidth"]
     return run
 
 
@@ -181,7 +182,7 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
             run.evidence = f"[{srv_st.name}] $ {scmd}\n{server.output}" + (f"\n{server.error}" if server.error else "")
             if err:
                 return judge(run, pt.PerftestResult(error=err[0], error_line=err[1]))
-            run.status, run.id, run.fix = "fail", "rdma-timeout", _FIX["rdma-timeout"]
+            run.status, run.id, run.fix = CheckStatus.FAIL, "rdma-timeout", _FIX["rdma-timeout"]
             run.summary = f"{run.rail} {run.memory} memory: the server on {srv_st.name} never became ready"
             return run
         run.server_pid = server.pid
@@ -194,11 +195,11 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
         try:
             parsed = pt.parse_bw(res.stdout + res.stderr)
         except ParseError as exc:
-            run.status, run.id, run.summary = "fail", "rdma-bandwidth", f"perftest output not understood: {exc}"
+            run.status, run.id, run.summary = CheckStatus.FAIL, "rdma-bandwidth", f"perftest output not understood: {exc}"
             return run
         return judge(run, parsed)
     except TransportError as exc:
-        run.status, run.id, run.summary = "fail", "rdma-timeout", str(exc)
+        run.status, run.id, run.summary = CheckStatus.FAIL, "rdma-timeout", str(exc)
         run.fix = _FIX["rdma-timeout"]
         return run
     finally:
@@ -265,7 +266,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
                                                                   _port_state(tr[head.name], head, rail))
                 if not (ok_s and ok_c):
                     down = [s.name for s, ok in ((worker, ok_s), (head, ok_c)) if not ok]
-                    runs.append(RdmaRun(memory="host", status="fail", id="rdma-port-down",
+                    runs.append(RdmaRun(memory="host", status=CheckStatus.FAIL, id="rdma-port-down",
                                         summary=f"{rail}: port not active on {', '.join(down)}; perftest not run",
                                         evidence=f"{ev_c}\n\n{ev_s}", fix=_FIX["rdma-port-down"], **base))
                     emit("run-done", runs[-1].to_dict())
@@ -273,7 +274,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
                 gid = {head.name: await gid_for(tr[head.name], head, rail),
                        worker.name: await gid_for(tr[worker.name], worker, rail)}
             except TransportError as exc:
-                runs.append(RdmaRun(memory="host", status="skip", id="rdma-port-down", summary=str(exc), **base))
+                runs.append(RdmaRun(memory="host", status=CheckStatus.SKIP, id="rdma-port-down", summary=str(exc), **base))
                 emit("run-done", runs[-1].to_dict())
                 continue
             kinds = [("host", {head.name: [], worker.name: []})]
@@ -290,7 +291,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
 
 
 def overall(runs: list[RdmaRun]) -> int:
-    return 1 if not runs or any(r.status == "fail" for r in runs) else 0
+    return 1 if not runs or any(r.status == CheckStatus.FAIL for r in runs) else 0
 
 
 def to_json(runs: list[RdmaRun]) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from console.config import parse_config
+from console.config.secrets import redact_env_lines
 from console.station.checks import (
     CHECK_IDS,
     CheckResult,
     _jobs,
     overall,
-    redact_env,
     station_summary,
     summary_line,
     to_json,
@@ -77,7 +77,7 @@ def test_station_summary_counts_checks_that_involve_it():
 
 def test_env_evidence_is_redacted():
     text = 'export RANK="0"\nexport HF_TOKEN="hf_abc"\nAPI_KEY=sk-1\nNCCL_IB_HCA=mlx5_0\n'
-    out = redact_env(text)
+    out = redact_env_lines(text)
     assert "hf_abc" not in out and "sk-1" not in out
     assert 'export RANK="0"' in out and "NCCL_IB_HCA=mlx5_0" in out and "HF_TOKEN=<redacted>" in out
 

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from console.config import is_secret_env, masked_overrides, parse_config, secret_values
+from console.config import masked_overrides, parse_config, secret_values
+from console.config.secrets import is_secret_name
 from console.service import engines
 
 CONFIG = """
@@ -63,8 +64,8 @@ def cfg(profile: str = VLLM, extra: str = ""):
     ("NCCL_IB_TC", False), ("PASSTHROUGH_MODE", False), ("VLLM_HOST_IP", False),
 ])
 def test_secret_name_patterns(name, secret):
-    assert is_secret_env(name) is secret
-    assert is_secret_env(name, ["NCCL_IB_TC", "PASSTHROUGH_MODE", "VLLM_HOST_IP"])
+    assert is_secret_name(name) is secret
+    assert is_secret_name(name, ["NCCL_IB_TC", "PASSTHROUGH_MODE", "VLLM_HOST_IP"])
 
 
 @pytest.mark.parametrize("profile", [VLLM, SGLANG])

@@ -14,6 +14,7 @@ from console.probes import docker_env as de
 from console.probes.iproute import parse_route_get
 from console.remote import cmdlines as rc
 from console.station.checks import StationDown, ToolMissing
+from console.vocabulary import CheckStatus
 
 ID = "addresses"
 
@@ -71,7 +72,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         problems: list[RungResult] = []
         if s.rail_ip and rail and s.rail_ip not in addrs.get(rail, []):
             where = iface_of(addrs, s.rail_ip)
-            problems.append(RungResult(ID, s.name, "fail", f"the rail address {s.rail_ip} is not on {rail}"
+            problems.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                       f"the rail address {s.rail_ip} is not on {rail}"
                                        + (f" but on {where}" if where else " (nor on any interface)"),
                                        tuple(evidence), f"Assign {s.rail_ip} to {rail} on {s.name} (netplan).",
                                        cause=True))
@@ -85,7 +87,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             table.append(f"{what} {var}={val} -> " + (", ".join(f"{i} {' '.join(addrs[i])}" for i in chosen)
                                                        or "no interface"))
             if rail and chosen and rail not in chosen:
-                problems.append(RungResult(ID, s.name, "fail", f"{var}={val} puts {what} traffic on "
+                problems.append(RungResult(ID, s.name, CheckStatus.FAIL, f"{var}={val} puts {what} traffic on "
                                            f"{', '.join(chosen)} ({', '.join(ips)}), not the rail {rail}",
                                            tuple(evidence), f"Set {var}={rail} on {s.name}.", cause=True,
                                            suggest=((s.name, var, rail),) if var.startswith("NCCL") else ()))
@@ -99,7 +101,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                            f"{head.rail_ip}: rendezvous and bootstrap leave over the management network"
                            if mgmt else f"{flag} {master} is not the head's rail address {head.rail_ip}"
                            + ("" if where else f" (no interface of {head.name} has it)"))
-                problems.append(RungResult(ID, s.name, "fail", summary, tuple(evidence + [
+                problems.append(RungResult(ID, s.name, CheckStatus.FAIL, summary, tuple(evidence + [
                     fs.get(head.name, {}).get("addr_ev", "")]), f"Launch every station with {flag} {head.rail_ip} "
                     "(the head's rail address; the console's own launch does).", cause=True))
             elif s.name != head.name:
@@ -109,7 +111,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                     evidence.append(rev)
                     table.append(f"route to it: dev {route.dev}")
                     if rail and route.dev and route.dev != rail:
-                        problems.append(RungResult(ID, s.name, "fail", f"{s.name} reaches {master} through "
+                        problems.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                                   f"{s.name} reaches {master} through "
                                                    f"{route.dev}, not the rail {rail}", tuple(evidence),
                                                    f"Give {rail} an address in the rail subnet on {s.name}.",
                                                    cause=True))
@@ -120,7 +123,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             where = iface_of(addrs, val)
             table.append(f"{var}={val}" + (f" ({where})" if where else ""))
             if s.rail_ip and val != s.rail_ip:
-                problems.append(RungResult(ID, s.name, "fail", f"{var}={val} is "
+                problems.append(RungResult(ID, s.name, CheckStatus.FAIL, f"{var}={val} is "
                                            + (f"{s.name}'s {where} address" if where else "no address of " + s.name)
                                            + f", not its rail address {s.rail_ip}", tuple(evidence),
                                            f"Set {var}={s.rail_ip} on {s.name}.", cause=True))
@@ -128,12 +131,14 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         if node_ip:
             table.append(f"Ray node IP {node_ip}")
             if s.rail_ip and node_ip != s.rail_ip:
-                problems.append(RungResult(ID, s.name, "fail", f"ray --node-ip-address={node_ip} is not {s.name}'s "
+                problems.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                           f"ray --node-ip-address={node_ip} is not {s.name}'s "
                                            f"rail address {s.rail_ip}", tuple(evidence),
                                            "Start Ray with --node-ip-address = the station's rail IP (= VLLM_HOST_IP).",
                                            cause=True))
         evidence.insert(0, f"[{s.name}] addresses in use:\n  " + "\n  ".join(table))
-        out += problems or [RungResult(ID, s.name, "pass", "; ".join(table[1:]) or "rail addresses as configured",
+        out += problems or [RungResult(ID, s.name, CheckStatus.PASS,
+                                       "; ".join(table[1:]) or "rail addresses as configured",
                                        tuple(evidence))]
     return out
 

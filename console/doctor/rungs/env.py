@@ -12,6 +12,7 @@ from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.probes import docker_env as de
 from console.probes import rdma as rdma_probe
+from console.vocabulary import CheckStatus
 
 ID = "env"
 # Variables that legitimately differ per station (its own address): compared by the addresses rung.
@@ -77,31 +78,35 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         shown = ", ".join(f"{n}: {v if v is not None else '(unset)'}" for n, v in vals.items())
         must = k in MUST_MATCH
         diffs += 1
-        out.append(RungResult(ID, label, "fail" if must else "warn", f"{k} differs: {shown}", env_ev,
+        out.append(RungResult(ID, label, CheckStatus.FAIL if must else CheckStatus.WARN,
+                              f"{k} differs: {shown}", env_ev,
                               f"Use the same {k} on every station (in the launch script / config overrides)"
                               + (": every rank of a communicator must agree on it." if must else "."), cause=must))
     if len(fs) > 1 and not diffs:
-        out.append(RungResult(ID, label, "pass", f"the {same} NCCL/GLOO/UCX/VLLM/TORCH_NCCL variables agree", env_ev))
+        out.append(RungResult(ID, label, CheckStatus.PASS,
+                              f"the {same} NCCL/GLOO/UCX/VLLM/TORCH_NCCL variables agree", env_ev))
 
     # 2. NCCL version and image
     versions = {n: (f["info"].version if f["info"] else None) for n, f in fs.items()}
     if len({v for v in versions.values() if v}) > 1:
-        out.append(RungResult(ID, label, "fail", "NCCL version differs: " + ", ".join(
+        out.append(RungResult(ID, label, CheckStatus.FAIL, "NCCL version differs: " + ", ".join(
             f"{n} {v or '?'}" for n, v in versions.items()), tuple(f["log_ev"] for f in fs.values()),
             "Use one NCCL build on every station: the image's bundled NCCL (2.30.7 pinned for GLM-5.3); drop "
             "VLLM_NCCL_SO_PATH / LD_LIBRARY_PATH overrides and host library mounts.", cause=True))
     elif all(versions.values()):
-        out.append(RungResult(ID, label, "pass", f"NCCL {next(iter(versions.values()))} on every station",
+        out.append(RungResult(ID, label, CheckStatus.PASS,
+                              f"NCCL {next(iter(versions.values()))} on every station",
                               tuple(f["log_ev"] for f in fs.values())))
     images = {n: (f["c"].runtime.image, f["c"].runtime.image_id) for n, f in fs.items() if f["c"].runtime}
     if len({v for v in images.values()}) > 1:
-        out.append(RungResult(ID, label, "fail", "image differs: " + ", ".join(
+        out.append(RungResult(ID, label, CheckStatus.FAIL, "image differs: " + ", ".join(
             f"{n} {img} ({iid[:19] if iid else '?'})" for n, (img, iid) in images.items()),
             tuple(f["c"].evidence for f in fs.values()), "Run the same image, pinned by digest, on every station.",
             cause=True))
     elif images:
         img, iid = next(iter(images.values()))
-        out.append(RungResult(ID, label, "pass", f"same image everywhere: {img} (image ID {(iid or '?')[:19]})"))
+        out.append(RungResult(ID, label, CheckStatus.PASS,
+                              f"same image everywhere: {img} (image ID {(iid or '?')[:19]})"))
 
     # 3. per station: GID index in use vs RoCE v2 entry, NCCL_SOCKET_IFNAME / NCCL_IB_HCA vs the rail
     for s in stations:
@@ -112,17 +117,20 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         used, where = _gid_in_use(f)
         ev_gid = (f["gid_ev"], f"[{s.name}] GID index in use: {used if used is not None else 'auto'} ({where})")
         if want is None:
-            out.append(RungResult(ID, s.name, "fail", f"no RoCE v2 GID for {s.rail_ip} on {s.rdma_device}", ev_gid,
+            out.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                  f"no RoCE v2 GID for {s.rail_ip} on {s.rdma_device}", ev_gid,
                                   f"Give {s.rail_netdev} the address {s.rail_ip} (the GID table follows the "
                                   "netdev's addresses).", cause=True))
         elif used is not None and used != want:
-            out.append(RungResult(ID, s.name, "fail", f"GID index {used} in use ({where}), but the RoCE v2 GID of "
+            out.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                  f"GID index {used} in use ({where}), but the RoCE v2 GID of "
                                   f"{s.rail_ip} on {s.rdma_device} is index {want}: "
                                   f"{describe_gid(f['gids'], s.rdma_device, used)}", ev_gid,
                                   GID_NEXT.format(want=want, st=s.name), cause=True,
                                   suggest=((s.name, "NCCL_IB_GID_INDEX", str(want)),)))
         else:
-            out.append(RungResult(ID, s.name, "pass", f"GID index {used if used is not None else 'auto'} = the RoCE v2 "
+            out.append(RungResult(ID, s.name, CheckStatus.PASS,
+                                  f"GID index {used if used is not None else 'auto'} = the RoCE v2 "
                                   f"GID of {s.rail_ip} (index {want})", ev_gid))
         for var, target, what in (("NCCL_SOCKET_IFNAME", s.rail_netdev, "rail netdev"),
                                   ("NCCL_IB_HCA", s.rdma_device, "rail RDMA device")):
@@ -130,30 +138,36 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                 continue
             val = f["env"].get(var)
             if val is None:
-                out.append(RungResult(ID, s.name, "warn", f"{var} is not set: NCCL picks an interface itself",
+                out.append(RungResult(ID, s.name, CheckStatus.WARN,
+                                      f"{var} is not set: NCCL picks an interface itself",
                                       env_ev, f"Pin {var}={target} (the {what}) in the launch environment."))
                 continue
             hit = de.ifname_matches(val, target)
             if hit is False:
-                out.append(RungResult(ID, s.name, "fail", f"{var}={val} does not select the {what} {target}", env_ev,
+                out.append(RungResult(ID, s.name, CheckStatus.FAIL,
+                                      f"{var}={val} does not select the {what} {target}", env_ev,
                                       f"Set {var}={target} on {s.name}.", cause=True,
                                       suggest=((s.name, var, target),)))
             elif hit is None:
-                out.append(RungResult(ID, s.name, "warn", f"{var}={val} only excludes: NCCL may pick another "
+                out.append(RungResult(ID, s.name, CheckStatus.WARN,
+                                      f"{var}={val} only excludes: NCCL may pick another "
                                       f"interface than {target}", env_ev, f"Pin {var}={target}."))
             else:
-                out.append(RungResult(ID, s.name, "pass", f"{var}={val} selects the {what} {target}"))
+                out.append(RungResult(ID, s.name, CheckStatus.PASS,
+                                      f"{var}={val} selects the {what} {target}"))
 
     # 4. MTU at both ends
     mtus = {n: f["mtu"] for n, f in fs.items() if f["mtu"] is not None}
     mtu_ev = tuple(f["mtu_ev"] for f in fs.values() if f["mtu_ev"])
     want_mtu = ctx.profile.link.mtu
     if len(set(mtus.values())) > 1:
-        out.append(RungResult(ID, label, "fail", "rail MTU differs: " + ", ".join(f"{n} {m}" for n, m in mtus.items()),
+        out.append(RungResult(ID, label, CheckStatus.FAIL,
+                              "rail MTU differs: " + ", ".join(f"{n} {m}" for n, m in mtus.items()),
                               mtu_ev, f"Set MTU {max(mtus.values())} on every rail (`sudo ip link set dev NETDEV mtu "
                               f"{max(mtus.values())}`): RoCE packets of the larger side are dropped.", cause=True))
     elif mtus:
         m = next(iter(mtus.values()))
-        out.append(RungResult(ID, label, "pass" if m == want_mtu else "warn", f"rail MTU {m} at both ends"
+        out.append(RungResult(ID, label, CheckStatus.PASS if m == want_mtu else CheckStatus.WARN,
+                              f"rail MTU {m} at both ends"
                               + ("" if m == want_mtu else f" (the profile wants {want_mtu})"), mtu_ev))
     return out

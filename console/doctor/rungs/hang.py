@@ -20,6 +20,7 @@ from console.probes import kernel_log as kl
 from console.remote import cmdlines as rc
 from console.service.actions import parse_docker_time
 from console.station.checks import ToolMissing
+from console.vocabulary import CheckStatus
 
 ID = "hang"
 PYSPY_NEXT = ("py-spy is on neither the station nor the container: `pip install py-spy` on the station (then "
@@ -85,7 +86,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     if not per:
         return out
     if not any(g["c"].runtime is not None for g in per.values()):
-        return out + [RungResult(ID, label, "skip", "no engine container on any station: nothing to inspect")]
+        return out + [RungResult(ID, label, CheckStatus.SKIP,
+                                 "no engine container on any station: nothing to inspect")]
     interval = ctx.options.counter_interval_s
     ctx.progress(ID, f"counters: first sample taken; second in {interval:g} s")
     await asyncio.sleep(interval)
@@ -102,12 +104,14 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     ev_py = tuple(g["pyspy_ev"] for g in per.values() if g["pyspy_ev"])
     for n, g in per.items():
         if g["pyspy"] == "missing":
-            out.append(RungResult(ID, n, "warn", f"{n}: no py-spy on the station or in the container", ev_py,
+            out.append(RungResult(ID, n, CheckStatus.WARN,
+                                  f"{n}: no py-spy on the station or in the container", ev_py,
                                   PYSPY_NEXT))
     if dumps or missing:
         summ = pyspy.summarise(dumps, missing)
-        status = {"same-collective": "fail", "one-elsewhere": "fail", "rank-missing": "fail", "idle": "pass",
-                  "mixed": "warn", "no-dumps": "skip"}[summ.verdict]
+        status = {"same-collective": CheckStatus.FAIL, "one-elsewhere": CheckStatus.FAIL,
+                  "rank-missing": CheckStatus.FAIL, "idle": CheckStatus.PASS, "mixed": CheckStatus.WARN,
+                  "no-dumps": CheckStatus.SKIP}[summ.verdict]
         nxt = {"same-collective": "Every rank waits in the same collective: the collective itself does not complete "
                                   "(transport or NCCL). The counters below tell traffic from silence; rungs 2-4 hold "
                                   "the cause; a later SeqNum after hours of load points at the NCCL version.",
@@ -131,24 +135,26 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             b = g["s2"]["nic"].get(dev, {})
             moved += sum(act.growth(a, b, act.TRAFFIC_COUNTERS).values())
         if not g["s1"]["rdma"] and not g["s1"]["nic"]:
-            out.append(RungResult(ID, n, "skip", f"{n}: port counters not readable", ev_c))
+            out.append(RungResult(ID, n, CheckStatus.SKIP, f"{n}: port counters not readable", ev_c))
             continue
         rate = f"{moved * 8 / interval / 1e9:.1f} Gb/s of RDMA traffic" if moved else "no RDMA traffic"
         if rising:
             grown = ", ".join(f"{k} +{v}" for k, v in sorted(rising.items()))
-            out.append(RungResult(ID, n, "fail", f"{n}: {rate}; retry counters rising in {interval:g} s: {grown}",
+            out.append(RungResult(ID, n, CheckStatus.FAIL,
+                                  f"{n}: {rate}; retry counters rising in {interval:g} s: {grown}",
                                   ev_c, "RoCE packets are lost or unanswered: local ACK timeouts mean the peer never "
                                   "acknowledges (wrong GID index, MTU, a port or cable); out-of-sequence / sequence "
                                   "errors mean drops on the link: reseat or replace the cable.", cause=True))
         else:
             waiting = g["c"].running and g["dumps"] and any(pyspy.wait_point(d).kind == "collective" for d in g["dumps"])
-            out.append(RungResult(ID, n, "warn" if waiting and not moved else "pass",
+            out.append(RungResult(ID, n, CheckStatus.WARN if waiting and not moved else CheckStatus.PASS,
                                   f"{n}: {rate}, no retry counter rising"
                                   + (" while a collective waits: a silent hang (software, not the network)"
                                      if waiting and not moved else ""), ev_c))
         spin = act.spinning([x for x in (g["s1"]["gpu"], g["s2"]["gpu"]) if x], ctx.profile.gpu.name)
         if spin:
-            out.append(RungResult(ID, n, "warn", f"{n}: GPU {', '.join(map(str, spin))} at >= 90 % with no memory "
+            out.append(RungResult(ID, n, CheckStatus.WARN,
+                                  f"{n}: GPU {', '.join(map(str, spin))} at >= 90 % with no memory "
                                   "traffic in both samples: a collective kernel spinning on a peer that never sends",
                                   ev_c))
 
@@ -156,7 +162,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     for n, g in per.items():
         evs = g["kernel"]
         if g["kernel_unreadable"] and not evs:
-            out.append(RungResult(ID, n, "skip", f"{n}: kernel log not readable ({g['kernel_unreadable']})",
+            out.append(RungResult(ID, n, CheckStatus.SKIP,
+                                  f"{n}: kernel log not readable ({g['kernel_unreadable']})",
                                   (g["kernel_ev"],), "Add the login user to the adm / systemd-journal group, or "
                                   "allow dmesg (kernel.dmesg_restrict=0)."))
             continue
@@ -165,17 +172,20 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         flaps = [e for e in evs if e.kind in ("link-down", "link-up")]
         if bad:
             kinds = ", ".join(sorted({("Xid " + str(e.xid)) if e.kind == "xid" else e.kind for e in bad}))
-            out.append(RungResult(ID, n, "fail", f"{n}: kernel log since the start: {kinds} ({len(evs)} events; "
+            out.append(RungResult(ID, n, CheckStatus.FAIL,
+                                  f"{n}: kernel log since the start: {kinds} ({len(evs)} events; "
                                   f"first: {bad[0].text[:140]})", (g["kernel_ev"],),
                                   "A link that went down breaks every queue pair on it (NCCL does not recover): "
                                   "fix the port/cable, then restart the service; an Xid names the GPU's fault "
                                   "(NVIDIA's Xid catalog; 79/119: the GPU fell off the bus / GSP timeout).",
                                   cause=True))
         elif warn or flaps:
-            out.append(RungResult(ID, n, "warn", f"{n}: kernel log: {len(evs)} events (e.g. {(warn or flaps)[0].text[:140]})",
+            out.append(RungResult(ID, n, CheckStatus.WARN,
+                                  f"{n}: kernel log: {len(evs)} events (e.g. {(warn or flaps)[0].text[:140]})",
                                   (g["kernel_ev"],), "Corrected PCIe errors are survivable; many of them point at a "
                                   "riser, slot or the NIC's PCIe link."))
         else:
-            out.append(RungResult(ID, n, "pass", f"{n}: kernel log clean since the container started "
+            out.append(RungResult(ID, n, CheckStatus.PASS,
+                                  f"{n}: kernel log clean since the container started "
                                   "(no mlx5 link change, Xid, NVRM or AER line)", (g["kernel_ev"],)))
     return out

@@ -9,6 +9,7 @@ from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.station.checks import CheckResult, StationDown, ToolMissing, check_jumbo_ping, run_checks
+from console.vocabulary import CheckStatus
 
 ID = "links"
 LINK_CHECKS = ("link-down", "link-speed", "mtu-value", "mtu-mismatch", "rail-route", "rdma-netdev",
@@ -19,7 +20,7 @@ CAUSES = {"link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", 
 
 def from_check(r: CheckResult, what: str | None = None) -> RungResult:
     return RungResult(ID, r.station, r.status, f"{what or r.id}: {r.summary}",  # type: ignore[arg-type]
-                      (r.evidence,) if r.evidence else (), r.fix, cause=r.status == "fail" and r.id in CAUSES)
+                      (r.evidence,) if r.evidence else (), r.fix, cause=r.status == CheckStatus.FAIL and r.id in CAUSES)
 
 
 async def run(ctx: DoctorContext) -> list[RungResult]:
@@ -35,19 +36,19 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         try:
             rails[st.name] = await facts.rails(ctx, st)
         except (StationDown, ToolMissing) as exc:
-            out.append(RungResult(ID, st.name, "skip", f"rails of {st.name} unknown: {exc}"))
+            out.append(RungResult(ID, st.name, CheckStatus.SKIP, f"rails of {st.name} unknown: {exc}"))
             rails[st.name] = []
 
     async def ping(src, dst, a: facts.RailInfo, b: facts.RailInfo) -> RungResult:
         label = f"{src.name}->{dst.name}"
         what = f"jumbo ping {a.device}" + ("" if a.primary else " (twin port)")
         if not a.ip or not b.ip:
-            return RungResult(ID, label, "skip", f"{what}: no IPv4 address on "
+            return RungResult(ID, label, CheckStatus.SKIP, f"{what}: no IPv4 address on "
                               + (f"{src.name} {a.netdev}" if not a.ip else f"{dst.name} {b.netdev}"))
         try:
             r = await check_jumbo_ping(ctx.cmd, facts.rail_station(src, a), facts.rail_station(dst, b))
         except (StationDown, ToolMissing) as exc:
-            return RungResult(ID, label, "skip", f"{what}: {exc}")
+            return RungResult(ID, label, CheckStatus.SKIP, f"{what}: {exc}")
         return from_check(r, what)
 
     jobs = []

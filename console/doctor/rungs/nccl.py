@@ -21,11 +21,13 @@ import time
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
+from console.durations import elapsed
 from console.probes import ParseError
 from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info, parse_nccl_tests
 from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
 from console.station.checks import StationDown, ToolMissing
+from console.vocabulary import CheckStatus
 
 ID = "nccl"
 TEST_ARGS = ["-b", "8", "-e", "1G", "-f", "2", "-g", "1"]
@@ -106,7 +108,7 @@ def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, exit_se
           gdr_expected: bool, timeout_s: float) -> tuple[str, str, str]:
     """(status, summary, next) of one nccl-tests run (pure)."""
     if not finished:
-        return "fail", f"no result within {timeout_s:g} s: NCCL hangs" + (
+        return CheckStatus.FAIL, f"no result within {timeout_s:g} s: NCCL hangs" + (
             " after init" if info.init_complete else " during init"), HANG_NEXT
     if result is None or not result.rows:
         # the odd one out names the culprit: a local GID that is not the IPv4-mapped (RoCE v2 IPv4) kind
@@ -114,38 +116,41 @@ def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, exit_se
                     info.completion_errors[0] if info.completion_errors else None)
         if comp is not None:
             gids = f" (local GID {comp.local_gid}, remote {comp.remote_gid})" if comp.local_gid else ""
-            return "fail", f"IB completion error status={comp.status}{gids}: the ranks cannot talk RoCE", (
+            return CheckStatus.FAIL, f"IB completion error status={comp.status}{gids}: the ranks cannot talk RoCE", (
                 "Status 12 is a retry timeout: the NICs cannot reach each other over RoCE. Check the GID index each "
                 "rank uses against the RoCE v2 entry of `show_gids` (rung env), the MTU at both ends and the cabling.")
         first = (result.errors[0] if result and result.errors else None) or next(iter(info.warnings), None)
-        return "fail", f"nccl-tests failed: {first or 'no result table'}", (
+        return CheckStatus.FAIL, f"nccl-tests failed: {first or 'no result table'}", (
             "Read the NCCL WARN lines in the evidence; run the links and env rungs.")
     peak = result.peak_busbw_gbytes or 0.0
     avg = f", average {result.avg_busbw_gbytes:.2f}" if result.avg_busbw_gbytes is not None else ""
     text = f"bus bandwidth {peak:.2f} GB/s at {result.rows[-1].size >> 20} MiB{avg} over {info.network or '?'}"
     if result.wrong_rows:
-        return "fail", text + f"; {len(result.wrong_rows)} rows with wrong results", "A data corruption: GPU/NIC errors."
+        return (CheckStatus.FAIL, text + f"; {len(result.wrong_rows)} rows with wrong results",
+                "A data corruption: GPU/NIC errors.")
     if info.transport == "socket" or info.network == "Socket":
-        return "fail", text + ": NCCL fell back to TCP sockets", (
+        return CheckStatus.FAIL, text + ": NCCL fell back to TCP sockets", (
             "Give NCCL the RDMA devices (verbs library, /dev/infiniband, NCCL_IB_HCA) and do not set NCCL_IB_DISABLE.")
     if expected:
         exp = f"expected >= {expected:g} GB/s"
         if peak < 0.5 * expected:
-            return "fail", f"{text} ({exp})", "Far below the expected figure: see the RDMA rung (stale or slow port)."
+            return (CheckStatus.FAIL, f"{text} ({exp})",
+                    "Far below the expected figure: see the RDMA rung (stale or slow port).")
         if peak < expected:
-            return "warn", f"{text} ({exp})", "Below the expected figure: GDR, HCA selection, both rails in use?"
+            return (CheckStatus.WARN, f"{text} ({exp})",
+                    "Below the expected figure: GDR, HCA selection, both rails in use?")
         text += f" ({exp})"
     if gdr_expected and info.gdr_enabled is False:
-        return "warn", text + "; GPUDirect RDMA disabled on a rank", (
+        return CheckStatus.WARN, text + "; GPUDirect RDMA disabled on a rank", (
             "Check NCCL_NET_GDR_LEVEL in the launch environment (rung env) and nvidia-peermem / dmabuf.")
-    return "pass", text, ""
+    return CheckStatus.PASS, text, ""
 
 
 async def run(ctx: DoctorContext) -> list[RungResult]:
     stations = ctx.stations
     label = ",".join(s.name for s in stations)
     if len(stations) < 2:
-        return [RungResult(ID, label, "skip", "one station: NCCL across stations does not apply")]
+        return [RungResult(ID, label, CheckStatus.SKIP, "one station: NCCL across stations does not apply")]
     head = ctx.config.head
     try:
         binary = (await ctx.run(head.name, rc.nccl_tests_binary())).stdout.strip().splitlines()
@@ -153,11 +158,12 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         envs = {s.name: await facts.launch_env(ctx, s) for s in stations}
         user = await ctx.cmd.reachable(head.name)
     except (StationDown, ToolMissing) as exc:
-        return [RungResult(ID, label, "skip", f"cannot run nccl-tests: {exc}")]
+        return [RungResult(ID, label, CheckStatus.SKIP, f"cannot run nccl-tests: {exc}")]
     if not binary:
-        return [RungResult(ID, label, "fail", f"all_reduce_perf (nccl-tests) not found on {head.name}", (), BUILD_NEXT)]
+        return [RungResult(ID, label, CheckStatus.FAIL,
+                           f"all_reduce_perf (nccl-tests) not found on {head.name}", (), BUILD_NEXT)]
     if not mpirun.stdout.strip():
-        return [RungResult(ID, label, "fail", f"mpirun not found on {head.name}", (), BUILD_NEXT)]
+        return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun not found on {head.name}", (), BUILD_NEXT)]
     ranks = []
     for s in stations:
         env = {k: v for k, v in envs[s.name][0].items() if k.startswith("NCCL_")}
@@ -169,7 +175,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     try:
         lines, finished, _pid = await _stream(ctx, head.name, cmd, ctx.options.nccl_timeout_s)
     except TransportError as exc:
-        return [RungResult(ID, label, "fail", f"mpirun could not run on {head.name}: {exc}")]
+        return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun could not run on {head.name}: {exc}")]
     took = time.monotonic() - t0
     text = "\n".join(lines)
     try:
@@ -181,7 +187,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     status, summary, nxt = judge(result, info, finished, True, ctx.profile.link.nccl_busbw_gbytes,
                                  ctx.profile.link.gpudirect, ctx.options.nccl_timeout_s)
     sources = "; ".join(f"{s.name}: {envs[s.name][1]}" for s in stations)
-    evidence = [f"[{head.name}] $ {cmd}\n(ran {took:.1f} s; each rank's NCCL environment from {sources})",
+    evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})",
                 "NCCL chose: " + describe(info, hosts)]
     nccl_tail = [ln for ln in lines if "NCCL" in ln][-14:]
     table = [ln for ln in lines if not ("NCCL" in ln and ":" in ln.split(" ", 1)[0])]

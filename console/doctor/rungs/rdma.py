@@ -24,6 +24,7 @@ from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
 from console.station import rdma as rdma_run
 from console.station.checks import StationDown, ToolMissing
+from console.vocabulary import CheckStatus
 
 ID = "rdma"
 HEALTHY, WARN_FLOOR, STALE = 0.8, 0.5, 0.125
@@ -37,12 +38,12 @@ def classify(gbps: float, line_gbps: float, expected_lo: float) -> tuple[Status,
     """(status, class, next step) of one bandwidth figure (pure: tested on the classes' edges)."""
     ref = expected_lo or line_gbps
     if gbps >= HEALTHY * ref:
-        return "pass", "healthy", ""
+        return CheckStatus.PASS, "healthy", ""
     if line_gbps and gbps <= STALE * line_gbps:
-        return "fail", "stale port", STALE_NEXT
+        return CheckStatus.FAIL, "stale port", STALE_NEXT
     nxt = ("Degraded: compare `ethtool NETDEV` speed on both ends, the cable/port pairing, the MTU at both ends "
            "and PCIe relaxed ordering; the twin port's figure tells a port from a cable.")
-    return ("warn" if gbps >= WARN_FLOOR * ref else "fail"), "degraded", nxt
+    return (CheckStatus.WARN if gbps >= WARN_FLOOR * ref else CheckStatus.FAIL), "degraded", nxt
 
 
 async def _latency(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, gid: dict) -> RungResult:
@@ -53,7 +54,8 @@ async def _latency(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, gid: di
     what = f"{rail_s.device} latency"
     try:
         if not await server.wait_ready(rdma_run.READY_TIMEOUT_S):
-            return RungResult(ID, label, "fail", f"{what}: the ib_write_lat server on {srv.name} never became ready",
+            return RungResult(ID, label, CheckStatus.FAIL,
+                              f"{what}: the ib_write_lat server on {srv.name} never became ready",
                               (f"[{srv.name}] $ {scmd}\n{server.output}",), rdma_run._FIX["rdma-timeout"])
         ccmd = rc.perftest_lat_client(rail_s.device, srv.rail_ip, gid.get(cli.name), LAT_PORT)
         res = await ctx.transports[cli.name].run(ccmd, timeout=rdma_run.RUN_TIMEOUT_S)
@@ -61,19 +63,20 @@ async def _latency(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, gid: di
         try:
             lat = parse_lat(res.stdout + res.stderr)
         except ParseError as exc:
-            return RungResult(ID, label, "fail", f"{what}: output not understood ({exc})", evidence)
+            return RungResult(ID, label, CheckStatus.FAIL, f"{what}: output not understood ({exc})", evidence)
         if lat.error:
-            return RungResult(ID, label, "fail", f"{what}: {lat.error_line}", evidence,
+            return RungResult(ID, label, CheckStatus.FAIL, f"{what}: {lat.error_line}", evidence,
                               rdma_run._FIX.get({"qp-rtr": "rdma-qp", "connect": "rdma-connect"}.get(lat.error, ""),
                                                 ""))
         typ, p99 = lat.typical_us or 0.0, lat.p99_us
         text = f"{what}: typical {typ:.2f} us" + (f", p99 {p99:.2f} us" if p99 is not None else " (no p99 column)")
         if p99 is not None and p99 > LAT_P99_WARN_US:
-            return RungResult(ID, label, "warn", text + f" (p99 above {LAT_P99_WARN_US:g} us: retransmits or a "
+            return RungResult(ID, label, CheckStatus.WARN,
+                              text + f" (p99 above {LAT_P99_WARN_US:g} us: retransmits or a "
                               "congested/stale port)", evidence, STALE_NEXT if typ > 4 else "")
-        return RungResult(ID, label, "pass", text, evidence)
+        return RungResult(ID, label, CheckStatus.PASS, text, evidence)
     except TransportError as exc:
-        return RungResult(ID, label, "fail", f"{what}: {exc}", (), rdma_run._FIX["rdma-timeout"])
+        return RungResult(ID, label, CheckStatus.FAIL, f"{what}: {exc}", (), rdma_run._FIX["rdma-timeout"])
     finally:
         await asyncio.shield(server.cleanup())
 
@@ -89,29 +92,31 @@ async def _bandwidth(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, memor
     evidence = (run.evidence,) if run.evidence else ()
     if run.gbps_avg is None:
         if run.id == "rdma-mr" and memory == "gpu":
-            return RungResult(ID, label, "warn", f"{where}: {run.summary.split(': ', 1)[-1]} (GPU memory cannot be "
+            return RungResult(ID, label, CheckStatus.WARN,
+                              f"{where}: {run.summary.split(': ', 1)[-1]} (GPU memory cannot be "
                               "registered: no GPUDirect RDMA for perftest here)", evidence, run.fix)
-        return RungResult(ID, label, "fail", f"{where}: {run.summary.split(': ', 1)[-1]}", evidence, run.fix,
+        return RungResult(ID, label, CheckStatus.FAIL,
+                          f"{where}: {run.summary.split(': ', 1)[-1]}", evidence, run.fix,
                           cause=run.id in ("rdma-qp", "rdma-port-down", "rdma-connect"))
     lo, hi = run.expected_gbps
     status, klass, nxt = classify(run.gbps_avg, run.line_gbps, lo)
     pct = f"{100 * run.gbps_avg / run.line_gbps:.0f}% of the {run.line_gbps:g} Gb/s line" if run.line_gbps else ""
     exp = f"; expected {lo:g}-{hi:g}" if hi else ""
     return RungResult(ID, label, status, f"{where}: {run.gbps_avg:.1f} Gb/s, {klass} ({pct}{exp})", evidence, nxt,
-                      cause=status == "fail")
+                      cause=status == CheckStatus.FAIL)
 
 
 async def run(ctx: DoctorContext) -> list[RungResult]:
     out: list[RungResult] = []
     if len(ctx.stations) < 2:
-        return [RungResult(ID, ctx.stations[0].name, "skip", "one station: no rail to test")]
+        return [RungResult(ID, ctx.stations[0].name, CheckStatus.SKIP, "one station: no rail to test")]
     p = ctx.profile
     want_gpu = p.link.gpudirect if ctx.options.rdma_gpu is None else ctx.options.rdma_gpu
     for a, b in ctx.pairs():
         try:
             ra, rb = await facts.rails(ctx, a), await facts.rails(ctx, b)
         except (StationDown, ToolMissing) as exc:
-            out.append(RungResult(ID, f"{a.name}<->{b.name}", "skip", f"rails unknown: {exc}"))
+            out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP, f"rails unknown: {exc}"))
             continue
         theirs = {r.device: r for r in rb}
         pairs = [(x, theirs.get(x.device) or (rb[0] if x.primary and rb else None)) for x in ra]
@@ -124,14 +129,15 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                     gpu_extra[st.name] = [f"--use_cuda={idx if idx is not None else 0}", "--use_cuda_dmabuf"]
         for x, y in pairs:
             if y is None or not x.ip or not y.ip:
-                out.append(RungResult(ID, f"{a.name}<->{b.name}", "skip", f"{x.device}: no address on both ends"))
+                out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP,
+                                      f"{x.device}: no address on both ends"))
                 continue
             sa, sb = facts.rail_station(a, x), facts.rail_station(b, y)
             try:
                 gid = {a.name: await rdma_run.gid_for(ctx.transports[a.name], sa, x.device),
                        b.name: await rdma_run.gid_for(ctx.transports[b.name], sb, y.device)}
             except TransportError as exc:
-                out.append(RungResult(ID, f"{a.name}<->{b.name}", "skip", f"{x.device}: {exc}"))
+                out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP, f"{x.device}: {exc}"))
                 continue
             for srv, cli in ((sb, sa), (sa, sb)):
                 kinds = [("host", {a.name: [], b.name: []})] + ([("gpu", gpu_extra)] if want_gpu else [])

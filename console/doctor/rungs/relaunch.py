@@ -8,7 +8,9 @@ from console.doctor import store
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.doctor.relaunch import DebugRelaunch, diff, plan_error
+from console.durations import elapsed
 from console.service.actions import ActionEvent, ActionFailed
+from console.vocabulary import CheckStatus
 
 ID = "relaunch"
 
@@ -27,7 +29,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             sugg.setdefault(st, {})[var] = value
     if plan is None:
         flags = suggestion_text(sugg)
-        return [RungResult(ID, label, "skip", "relaunch with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV"
+        return [RungResult(ID, label, CheckStatus.SKIP,
+                           "relaunch with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV"
                            + (f" and {flags}" if flags else "") + ": an action, not run",
                            ("The other rungs suggest: " + (flags or "nothing to change"),),
                            f"`dgx-console doctor --rung relaunch {flags or '--set NAME=VALUE'}` shows the diff "
@@ -43,15 +46,18 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     try:
         diffs = {n: diff(dr.normal[n], dr.debug[n]) for n in dr.debug} if dr.debug else await dr.plan(plan)
     except ActionFailed as exc:
-        return [RungResult(ID, label, "fail", f"cannot build the launch commands: {plan_error(exc)}")]
+        return [RungResult(ID, label, CheckStatus.FAIL,
+                           f"cannot build the launch commands: {plan_error(exc)}")]
     ctx.progress(ID, f"try {plan.number}: " + ("; ".join(dr.changed()) or "NCCL debug output only"))
     t = await dr.run(plan.number, restore=plan.restore)
     store.add_try(ctx.config, t)
     evidence = tuple(diffs.values()) + tuple(f"{n}: {s}" for n, s in t.nccl.items()) + tuple(
         f"{st} | {ln}" for st, ln in t.evidence[-6:])
-    status = "pass" if t.result.startswith("ready") else ("skip" if t.result == "cancelled" else "fail")
-    summary = (f"try {t.number} ({'; '.join(t.changed) or 'debug output only'}): {t.result} in {t.seconds:.0f} s"
+    status = (CheckStatus.PASS if t.result.startswith("ready")
+              else CheckStatus.SKIP if t.result == "cancelled" else CheckStatus.FAIL)
+    summary = (f"try {t.number} ({'; '.join(t.changed) or 'debug output only'}): {t.result} in {elapsed(t.seconds, 0)}"
                f" -- {t.summary[:200]}; {t.restored}")
     nxt = ("The change fixed it: make it permanent (config overrides / the launch script), then relaunch."
-           if status == "pass" and t.changed else "Read NCCL's own lines in the evidence; try another override.")
+           if status == CheckStatus.PASS and t.changed
+           else "Read NCCL's own lines in the evidence; try another override.")
     return [RungResult(ID, label, status, summary, evidence, nxt)]  # type: ignore[arg-type]

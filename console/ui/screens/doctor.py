@@ -28,6 +28,7 @@ from console.doctor.context import DoctorOptions, RelaunchPlan
 from console.doctor.model import DoctorReport, RungResult, counts, worst
 from console.doctor.relaunch import OVERRIDE_CHOICES, DebugRelaunch, TryResult, plan_error
 from console.doctor.runner import BY_ID, RUNGS, run_doctor
+from console.durations import elapsed
 from console.sanitize import clean, one_line, plain
 from console.ui.fit_text import fill_width
 
@@ -301,7 +302,7 @@ class DoctorScreen(Screen):
         tries.clear()
         for t in self.tries[-6:]:
             tries.add_row(f"#{t.number}", one_line("; ".join(t.changed) or "debug output only", 50),
-                          Text(one_line(f"{t.result} ({t.seconds:.0f} s)", 30),
+                          Text(one_line(f"{t.result} ({elapsed(t.seconds, 0)})", 30),
                                style="green" if t.result.startswith("ready") else "red"),
                           one_line("; ".join(f"{k}: {v}" for k, v in t.nccl.items()), 70), one_line(t.restored, 50))
         self.set_class(bool(self.tries), "-tries")

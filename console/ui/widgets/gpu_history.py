@@ -19,6 +19,8 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
+from console.durations import tick
+
 
 def time_axis(times: Sequence[float]) -> list[float]:
     """Seconds relative to the newest sample (all <= 0)."""
@@ -31,20 +33,11 @@ def time_axis(times: Sequence[float]) -> list[float]:
 _STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 
 
-def _span_label(seconds: float) -> str:
-    s = int(round(seconds))
-    if s == 0:
-        return "now"
-    if s % 3600 == 0:
-        return f"-{s // 3600} h"
-    return f"-{s // 60} min" if s % 60 == 0 and s >= 120 else f"-{s} s"
-
-
 def time_ticks(span_s: float, most: int = 5) -> tuple[list[float], list[str]]:
     """Round ticks back from 0 ("-60 s", "-30 s", "now") for a history of ``span_s`` seconds."""
     step = next((st for st in _STEPS if span_s / st <= most - 1), _STEPS[-1])
     ticks = [-step * k for k in range(int(span_s // step), -1, -1)]
-    return [float(t) for t in ticks], [_span_label(-t) for t in ticks]
+    return [float(t) for t in ticks], [tick(-t) for t in ticks]
 
 
 class GpuHistoryPlot(PlotextPlot):

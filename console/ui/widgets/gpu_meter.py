@@ -11,11 +11,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from console.durations import span
 from console.sanitize import one_line
 from console.ui import clock
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
-from console.ui.widgets.serving_panel import _age  # one way to say a span: "45 s", "2 min", "1.5 h"
 
 HISTORY = 120
 
@@ -66,7 +66,7 @@ def history_label(shown: int, total: int, span_s: float | None, roomy: bool) -> 
     count = f"{total} sample{'' if total == 1 else 's'}"
     if span_s is None or shown < 2:
         return f" {count}"
-    scale = f" last {_age(span_s)}"
+    scale = f" last {span(span_s)}"
     return f"{scale} · {count}" if roomy else scale
 
 

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from console.durations import span
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
@@ -50,14 +51,6 @@ def _ms(x: float | None) -> str:
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:.1f} %"
-
-
-def _age(s: float) -> str:
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
@@ -103,14 +96,14 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     error = one_line(snap.error, 300) if snap.error else None
     if loading:
         foot = Text("the API answers once the engine is ready" + (
-            f"; last good poll {_age(age)} ago" if age is not None else ""), style="dim")
+            f"; last good poll {span(age)} ago" if age is not None else ""), style="dim")
     elif age is None:
         foot = Text(f"no metrics yet{': ' + error if error else ''}", style=pal.warn)
     elif stale:
-        foot = Text(f"stale: last good poll {_age(age)} ago" + (f" — {error}" if error else ""),
+        foot = Text(f"stale: last good poll {span(age)} ago" + (f" — {error}" if error else ""),
                     style=f"bold {pal.warn}")
     else:
-        foot = Text(f"updated {_age(age)} ago", style="dim")
+        foot = Text(f"updated {span(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
     return ServingView(rows, foot, max_lines)

@@ -1,0 +1,241 @@
+"""Config text -> a checked, frozen :class:`Config`, or one ``ConfigError`` naming the file, the line and
+the field. The tables' known keys, TOML kinds and value rules come from the schema (``schema.py``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from console.config.errors import ConfigError, Locator, check_type, key_path, one, parse_toml, show, type_name
+from console.config.fields import checks, kinds, table
+from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
+from console.config.profiles import DEFAULT_PROFILE, load_profile
+from console.config.schema import ApiSettings, Config, Station, UiSettings
+from console.config.validate import check_path, check_timeout, overrides_problem
+from console.safe_files import MIB, FileProblem, expand, read_text
+from console.sanitize import is_clean
+
+
+def parse_config(text: str, path: str | None = None) -> Config:
+    """Parse and validate config text; raises ConfigError with the line of the culprit."""
+    loc = Locator(text)
+    data = parse_toml(text, path)
+
+    def err(tbl: str | None, index: int | None, key: str | None, fpath: str, msg: str) -> ConfigError:
+        return ConfigError(path, loc.line_of(tbl, index, key), fpath, msg)
+
+    top = sorted(table(Config))
+    for key in data:
+        if key not in top:
+            raise err(None, None, key, key_path(key), f"unknown field (known: {', '.join(top)})")
+
+    profile_name = data.get("profile", DEFAULT_PROFILE)
+    if not isinstance(profile_name, str) or not profile_name or not is_clean(profile_name):
+        raise err(None, None, "profile", "profile", "must be a string (a built-in profile name or a .toml path)")
+    is_file = profile_name.endswith(".toml") or os.sep in profile_name
+    try:
+        if path and is_file:
+            profile_name = str((Path(path).parent / expand(profile_name)).resolve())
+        profile = load_profile(profile_name)
+    except ConfigError as exc:
+        if is_file and exc.path != "<config>":  # the profile file itself is wrong: point there
+            raise
+        raise err(None, None, "profile", "profile", exc.message) from None
+    except (OSError, RuntimeError, ValueError) as exc:  # resolve() on a looping symlink, an odd path
+        raise err(None, None, "profile", "profile", f"cannot read profile: {one(exc)}") from None
+
+    stations = _stations(data.get("stations"), path, err)
+
+    api_raw = data.get("api", {})
+    ui_raw = data.get("ui", {})
+    if isinstance(api_raw, dict) and "api_key" in api_raw:
+        raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
+    for tbl, raw, schema in (("api", api_raw, ApiSettings), ("ui", ui_raw, UiSettings)):
+        if not isinstance(raw, dict):
+            raise err(None, None, tbl, tbl, "must be a table")
+        fields = kinds(schema)
+        for key, value in raw.items():
+            if key not in fields:
+                raise err(tbl, None, key, f"{tbl}.{key_path(key)}",
+                          f"unknown field (known: {', '.join(sorted(fields))})")
+            if not check_type(value, fields[key]):
+                raise err(tbl, None, key, f"{tbl}.{key}", f"must be {type_name(fields[key])}, got {show(value)}")
+    for key, rule in checks(ApiSettings).items():  # the values set in the file
+        if key in api_raw and (problem := rule(api_raw[key])):
+            raise err("api", None, key, f"api.{key}", problem)
+    ui = UiSettings(**ui_raw)
+    for key, rule in checks(UiSettings).items():  # every value, set or default
+        if problem := rule(getattr(ui, key)):
+            raise err("ui", None, key, f"ui.{key}", problem)
+
+    overrides = data.get("overrides", {})
+    if not isinstance(overrides, dict):
+        raise err(None, None, "overrides", "overrides", "must be a table")
+    problem = overrides_problem(overrides)
+    if problem:
+        key, msg = problem
+        raise err("overrides", None, key.split(".")[0], f"overrides.{key}", msg)
+    for key in ("connect_timeout_s", "command_timeout_s"):
+        if key in data and (problem := check_timeout(data[key])):
+            raise err(None, None, key, key, problem)
+    simulated = data.get("simulated", False)
+    if not isinstance(simulated, bool):
+        raise err(None, None, "simulated", "simulated", "must be true or false")
+    launch_script = data.get("launch_script")
+    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()
+                                      or check_path(launch_script)):
+        raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
+    keys = data.get("keys", {})  # the binding ids and key names are checked by the TUI (console/ui/keymap.py)
+    if not isinstance(keys, dict):
+        raise err(None, None, "keys", "keys", "must be a table of binding id = \"key\"")
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
+                      "the README (e.g. bench-run = \"f5\")")
+        if not isinstance(value, str) or not value.strip():
+            raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
+
+    return Config(
+        path=path,
+        profile=profile,
+        stations=tuple(stations),
+        api=ApiSettings(**api_raw),
+        ui=ui,
+        overrides=dict(overrides),
+        simulated=simulated,
+        connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
+        command_timeout_s=float(data.get("command_timeout_s", 30.0)),
+        launch_script=launch_script,
+        keys={k: v.strip() for k, v in keys.items()},
+    )
+
+
+def _stations(raw_stations: Any, path: str | None, err) -> list[Station]:
+    """The ``[[stations]]`` tables: known fields of the right kind and shape, unique names, ranks 0..N-1."""
+    if raw_stations is None:
+        raise ConfigError(path, None, "stations", "at least one [[stations]] table is required")
+    if not isinstance(raw_stations, list) or not all(isinstance(s, dict) for s in raw_stations):
+        raise err(None, None, "stations", "stations", "must be an array of tables ([[stations]])")
+    if not raw_stations:
+        raise ConfigError(path, None, "stations", "at least one [[stations]] table is required")
+    if len(raw_stations) > 256:
+        raise err(None, None, "stations", "stations", f"at most 256 stations, got {len(raw_stations)}")
+
+    fields, rules = kinds(Station), checks(Station)
+    required = [k for k, (_, req) in table(Station).items() if req]
+    stations: list[Station] = []
+    for i, raw in enumerate(raw_stations):
+        fp = f"stations[{i}]"
+        for key, value in raw.items():
+            if key not in fields:
+                raise err("stations", i, key, f"{fp}.{key_path(key)}",
+                          f"unknown field (known: {', '.join(sorted(fields))})")
+            if not check_type(value, fields[key]):
+                raise err("stations", i, key, f"{fp}.{key}", f"must be {type_name(fields[key])}, "
+                          f"got {show(value)}")
+        for key in required:
+            if key not in raw and not (key == "host" and raw.get("local")):
+                raise err("stations", i, None, f"{fp}.{key}", "required field is missing")
+        if not raw["name"].strip():
+            raise err("stations", i, "name", f"{fp}.name", "must not be empty")
+        for key, value in raw.items():
+            problem = rules[key](value) if key in rules else None
+            if problem:
+                raise err("stations", i, key, f"{fp}.{key}", problem)
+        stations.append(Station(**{"host": "localhost", **raw}))
+
+    names = [s.name for s in stations]
+    for i, s in enumerate(stations):
+        if names.index(s.name) != i:
+            raise err("stations", i, "name", f"stations[{i}].name", f"duplicate station name {s.name!r}")
+    ranks = sorted(s.rank for s in stations)
+    if ranks != list(range(len(stations))):
+        seen: set[int] = set()
+        bad = 0
+        for idx, s in enumerate(stations):  # point at the first station that breaks the sequence
+            if s.rank in seen or s.rank >= len(stations):
+                bad = idx
+                break
+            seen.add(s.rank)
+        i = bad
+        raise err("stations", i, "rank", f"stations[{i}].rank",
+                  f"ranks must be 0..{len(stations) - 1}, each once (got {ranks})")
+    return stations
+
+
+def field_error(cfg: Config, tbl: str, key: str, message: str) -> ConfigError:
+    """A ConfigError with the field's line, for a field checked after loading (the [keys] table
+    against the screens' bindings)."""
+    line = None
+    if cfg.path:
+        try:
+            line = Locator(Path(cfg.path).read_text()).line_of(tbl, None, key)
+        except OSError:
+            pass
+    return ConfigError(cfg.path, line, f"{tbl}.{key}", message)
+
+
+def find_config(explicit: str | None) -> Path:
+    """``--config``, then ./dgx-console.toml, then the XDG config dir."""
+    if explicit:
+        return expand(explicit)
+    for cand in (Path.cwd() / CONFIG_NAME, xdg_config_path()):
+        if cand.is_file():
+            return cand
+    raise ConfigError(None, None, "",
+                      f"no config found (tried --config, ./{CONFIG_NAME}, {xdg_config_path()}); "
+                      "try 'dgx-console demo' or 'dgx-console sim --write-config lab.toml'")
+
+
+def load_config(explicit: str | None = None) -> Config:
+    path = find_config(explicit)
+    try:
+        text = read_text(path, MAX_CONFIG_BYTES)
+    except FileProblem as exc:
+        raise ConfigError(path, None, "", str(exc)) from None
+    cfg = parse_config(text, str(path))
+    _check_files(cfg, text)
+    return cfg
+
+
+def _check_files(cfg: Config, text: str) -> None:
+    """Files the config names that must be text when they exist (a binary known_hosts or key file
+    fails here as one line, not later inside the SSH library)."""
+    loc = Locator(text)
+    files: list[tuple[str | None, str | None, int | None, str, str, int]] = []
+    for i, s in enumerate(cfg.stations):
+        if s.local:
+            continue
+        # unset: the SSH client reads ~/.ssh/known_hosts, so that file must be text as well
+        files.append((s.known_hosts or "~/.ssh/known_hosts", "stations", i, "known_hosts",
+                      f"stations[{i}].known_hosts", 64 * MIB))
+        if s.identity_file:
+            files.append((s.identity_file, "stations", i, "identity_file", f"stations[{i}].identity_file", MIB))
+    if cfg.api.api_key_file:
+        files.append((cfg.api.api_key_file, "api", None, "api_key_file", "api.api_key_file", MAX_KEY_FILE_BYTES))
+    for name, tbl, index, key, fpath, limit in files:
+        p = expand(name)
+        if not os.path.exists(p):
+            continue  # created on first trust / read when the key is needed
+        try:
+            if key == "identity_file":
+                _check_private_key(p)
+            else:
+                read_text(p, limit)
+        except FileProblem as exc:
+            raise ConfigError(cfg.path, loc.line_of(tbl, index, key), fpath, f"{p}: {exc}") from None
+
+
+def _check_private_key(p: Path) -> None:
+    """A key file the SSH client can load (no passphrase: the agent holds encrypted keys)."""
+    from console.safe_files import read_bytes
+
+    data = read_bytes(p, MIB)
+    import asyncssh
+
+    try:
+        asyncssh.import_private_key(data)
+    except (ValueError, asyncssh.Error) as exc:  # KeyImportError, KeyEncryptionError
+        raise FileProblem(f"not a private key the SSH client can load without a passphrase ({one(exc)}); "
+                          "use the agent for encrypted keys") from None
