@@ -12,7 +12,8 @@ from typing import Any
 
 from console.config import Config, Station
 from console.remote.transport import CommandResult, Transport
-from console.station.checks import CheckRun, StationDown, ToolMissing
+from console.station.checks import StationDown, ToolMissing
+from console.station.checks.context import CheckRun
 from console.vocabulary import CheckStatus
 
 ProgressFn = Callable[[str, str], None]  # (rung id, text)

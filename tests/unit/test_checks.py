@@ -104,7 +104,8 @@ def test_cli_usage_and_config_errors_exit_2(tmp_path, capsys):
 
 
 async def test_api_exposed_reads_the_launch_settings(monkeypatch):
-    from console.station.checks import CheckRun, check_api_exposed
+    from console.station.checks.context import CheckRun
+    from console.station.checks.software import check_api_exposed
 
     open_cfg = parse_config(CFG)
     r = await check_api_exposed(CheckRun(open_cfg, {}, 1.0), open_cfg.head)

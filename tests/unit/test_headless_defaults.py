@@ -94,7 +94,7 @@ class _Run:
 
 async def test_image_check_names_the_image_id_and_the_registry_digest():
     from console.config import Station
-    from console.station.checks import check_image
+    from console.station.checks.software import check_image
 
     stations = [Station("A", "a", 0), Station("B", "b", 1)]
     same = await check_image(_Run({"A": PULLED, "B": PULLED}), stations)

@@ -8,7 +8,8 @@ import asyncio
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
-from console.station.checks import CheckResult, StationDown, ToolMissing, check_jumbo_ping, run_checks
+from console.station.checks import CheckResult, StationDown, ToolMissing, run_checks
+from console.station.checks.links import check_jumbo_ping
 from console.vocabulary import CheckStatus
 
 ID = "links"
