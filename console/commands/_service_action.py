@@ -33,6 +33,7 @@ from console.service.actions import (
     require_writable,
     run_action,
 )
+from console.vocabulary import ActionOutcome
 
 _HELP = {
     "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
@@ -176,7 +177,7 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
         try:
             plan = asyncio.run(plan_action(cfg, action, host_keys=HostKeyChoice(args.trust_host_key)))
         except ActionFailed as exc:
-            res = ActionResult(action, result="failed", summary=exc.detail, evidence=exc.evidence)
+            res = ActionResult(action, result=ActionOutcome.FAILED, summary=exc.detail, evidence=exc.evidence)
             _print_result(res, args.json)
             return 1
         if args.dry_run:
@@ -193,7 +194,7 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
                     print(f"WARNING: {plan.running} (needs --replace)")
             return 0
         if plan.running and not args.replace:
-            res = ActionResult(action, result="failed",
+            res = ActionResult(action, result=ActionOutcome.FAILED,
                                summary=f"{plan.running}: add --replace to stop it first (nothing was changed)")
             _print_result(res, args.json)
             return 1

@@ -29,10 +29,9 @@ from console.service import engines
 from console.service.steps import ActionEvent, ActionFailed, last_line, timeline_text
 from console.vocabulary import NcclTransport
 
-# Finding ids that end a start-up, and the one that only says "the engine died, root cause above" (the
-# cause is another line, often on another station: a worker that died on B makes A print it; it is
-# reported only when no cause shows up within CONSEQUENCE_GRACE_S). Both come from the diagnosis catalogue.
-FATAL_IDS = catalogue.FATAL_IDS
+# The finding ids that only say "the engine died, root cause above" (the cause is another line, often on
+# another station: a worker that died on B makes A print it; it is reported only when no cause shows up
+# within CONSEQUENCE_GRACE_S). They come from the diagnosis catalogue, as the fatal lines do.
 CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")

@@ -25,10 +25,7 @@ if TYPE_CHECKING:
     from console.service.stop_verify import StopVerdict
 
 ActionName = Literal["launch", "stop", "restart"]
-ACTIONS: tuple[ActionName, ...] = ("launch", "stop", "restart")
 OnCancel = Literal["stop", "keep"]  # what a cancelled start does with the containers it started
-STATUSES = tuple(StepStatus)
-RESULTS = tuple(ActionOutcome)
 
 
 class ActionFailed(Exception):
