@@ -12,7 +12,6 @@ import inspect
 
 from console.config import Station
 from console.remote import cmdlines as rc
-from console.remote.transport import CommandResult
 from console.sanitize import one_line
 from console.service.context import ActionContext, gather_all
 from console.service.fit_inputs import FitReport, gather_fit
@@ -22,11 +21,8 @@ from console.vocabulary import CheckStatus, StepStatus
 
 async def estimate_fit(ctx: ActionContext, assume_idle: bool = False) -> FitReport:
     """The fit estimate on every station (the launch's gate and ``dgx-console plan``)."""
-    async def run(s: Station, cmd: str) -> CommandResult:
-        return await ctx.run(s, cmd)
-
     scripts = {n: i.text for n, i in ctx.scripts.items()}
-    ctx.fit = await gather_fit(run, ctx.cfg, scripts, assume_idle=assume_idle)
+    ctx.fit = await gather_fit(ctx.run_cmd, ctx.cfg, scripts, assume_idle=assume_idle)
     return ctx.fit
 
 
