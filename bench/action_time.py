@@ -24,7 +24,7 @@ from pathlib import Path
 import tomli_w
 
 from console.config import parse_config
-from console.service.actions import ServiceActions
+from console.service.actions import ActionOptions, run_action
 from console.service.history import LaunchHistory
 from console.sim.engine import run_timeline
 from console.sim.server import SimServer
@@ -41,15 +41,13 @@ async def _one(n: int, faults: list[str]) -> dict[str, float]:
         out: dict[str, float] = {}
         if faults:  # the estimate alone: how soon it says no, before anything loads
             t0 = time.monotonic()
-            svc = ServiceActions(cfg, ready_timeout_s=120, history=history)
-            res = await svc.launch(skip_checks=True, on_failure=False)
-            await svc.close()
+            res = await run_action(cfg, "launch", ActionOptions(skip_checks=True, on_failure=False),
+                                   ready_timeout_s=120, history=history)
             assert res.result == "failed" and res.steps[-1].action == "fit", res.summary
             out["fit_verdict_s"] = time.monotonic() - t0
         s0, t0, wall0 = server.sessions, time.monotonic(), time.time()
-        svc = ServiceActions(cfg, ready_timeout_s=120, history=history)
-        res = await svc.launch(skip_checks=True, on_failure=False, skip_fit=bool(faults))
-        await svc.close()
+        res = await run_action(cfg, "launch", ActionOptions(skip_checks=True, on_failure=False, skip_fit=bool(faults)),
+                               ready_timeout_s=120, history=history)
         out["launch_s"] = time.monotonic() - t0
         out["launch_sessions"] = server.sessions - s0
         if res.result == "ok":
@@ -72,9 +70,7 @@ async def _one(n: int, faults: list[str]) -> dict[str, float]:
             fatal_at = min(float(wrun["started_at"]) + off for off, line in wtl.lines if "OutOfMemoryError" in line)
             out["fatal_seen_ms"] = (failed.finished_at - fatal_at) * 1000
         s0, t0 = server.sessions, time.monotonic()
-        svc = ServiceActions(cfg, history=history)
-        res = await svc.stop()
-        await svc.close()
+        res = await run_action(cfg, "stop", history=history)
         out["stop_s"] = time.monotonic() - t0
         out["stop_sessions"] = server.sessions - s0
         verify = [s for s in res.steps if s.action == "verify-stop"]

@@ -18,17 +18,22 @@ import time
 
 from console.commands.args import UsageError, add_config_args
 from console.config import Config, load_config
+from console.remote.host_keys import HostKeyChoice
 from console.sanitize import one_line
 from console.service.actions import (
     ActionEvent,
     ActionFailed,
+    ActionOptions,
     ActionPlan,
     ActionResult,
+    CancelToken,
     PlannedCommand,
     ReadOnlyError,
-    ServiceActions,
+    plan_action,
     require_writable,
+    run_action,
 )
+from console.vocabulary import ActionOutcome
 
 _HELP = {
     "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
@@ -127,27 +132,17 @@ def _confirm(action: str, plan: ActionPlan) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-async def _plan(cfg: Config, action: str, trust: bool) -> ActionPlan:
-    svc = ServiceActions(cfg)
-    try:
-        await _trust(svc, trust)
-        return await svc.plan(action)
-    finally:
-        await svc.close()
-
-
-async def _trust(svc: ServiceActions, trust: bool) -> None:
-    if not trust:
-        return
-    from console.station.status import connect_with_trust
-
-    for t in svc.transports.values():
-        await connect_with_trust(t, True)
+def _options(args: argparse.Namespace, plan: ActionPlan | None) -> ActionOptions:
+    """The flags as the action's options (stop has none of its own)."""
+    keep = getattr(args, "keep_on_failure", False)
+    return ActionOptions(skip_checks=getattr(args, "skip_checks", False), specs=plan.specs if plan else None,
+                         on_failure=not keep, on_cancel="keep" if keep else "stop",
+                         replace=getattr(args, "replace", False), skip_fit=getattr(args, "skip_fit", False),
+                         drop_caches=getattr(args, "drop_caches", False))
 
 
 async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionPlan | None) -> ActionResult:
-    svc = ServiceActions(cfg, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None),
-                         verify_timeout_s=getattr(args, "verify_timeout", 30.0))
+    cancel = CancelToken()
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     presses = 0
 
@@ -156,22 +151,13 @@ async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionP
         presses += 1
         print(f"dgx-console: cancelling {action} ..." if presses == 1 else "dgx-console: cancelling now",
               file=sys.stderr, flush=True)
-        svc.request_cancel(task if presses > 1 else None)
+        cancel.request(task if presses > 1 else None)
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)
-    try:
-        await _trust(svc, args.trust_host_key)
-        keep = getattr(args, "keep_on_failure", False)
-        if action == "launch":
-            return await svc.launch(skip_checks=args.skip_checks, specs=plan.specs if plan else None,
-                                    on_failure=not keep, on_cancel="keep" if keep else "stop",
-                                    replace=args.replace, skip_fit=args.skip_fit, drop_caches=args.drop_caches)
-        if action == "stop":
-            return await svc.stop()
-        return await svc.restart(on_failure=not keep, on_cancel="keep" if keep else "stop")
-    finally:
-        await svc.close()
+    return await run_action(cfg, action, _options(args, plan), host_keys=HostKeyChoice(args.trust_host_key),
+                            cancel=cancel, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None),
+                            verify_timeout_s=getattr(args, "verify_timeout", 30.0))
 
 
 def run_action_command(args: argparse.Namespace, action: str) -> int:
@@ -189,9 +175,9 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
         if not args.dry_run and not sys.stdin.isatty():
             raise UsageError(f"refusing to {action} without --yes (stdin is not a terminal to confirm on)")
         try:
-            plan = asyncio.run(_plan(cfg, action, args.trust_host_key))
+            plan = asyncio.run(plan_action(cfg, action, host_keys=HostKeyChoice(args.trust_host_key)))
         except ActionFailed as exc:
-            res = ActionResult(action, result="failed", summary=exc.detail, evidence=exc.evidence)
+            res = ActionResult(action, result=ActionOutcome.FAILED, summary=exc.detail, evidence=exc.evidence)
             _print_result(res, args.json)
             return 1
         if args.dry_run:
@@ -208,7 +194,7 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
                     print(f"WARNING: {plan.running} (needs --replace)")
             return 0
         if plan.running and not args.replace:
-            res = ActionResult(action, result="failed",
+            res = ActionResult(action, result=ActionOutcome.FAILED,
                                summary=f"{plan.running}: add --replace to stop it first (nothing was changed)")
             _print_result(res, args.json)
             return 1

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 
 from console.commands.args import UsageError, add_config_args
 from console.commands.status import add_replace_host_key
 from console.config import load_config
+from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
-from console.remote.transport import TransportError
 from console.sanitize import one_line
 from console.station.checks import overall, run_checks, to_json, unknown_selection
 from console.vocabulary import CheckStatus
@@ -26,12 +25,9 @@ MARK = {s: s.upper() for s in CheckStatus}  # "PASS  link-down ..." (check, doct
 
 async def _run(config, trust: bool, only: list[str] | None, replace: str | None = None):
     async with SessionRegistry(config) as sessions:
-        if trust or replace:
-            from console.station.status import connect_with_trust
-
-            for t in sessions.transports().values():
-                with contextlib.suppress(TransportError):  # a refusal is reported by station-reachable
-                    await asyncio.wait_for(connect_with_trust(t, trust, replace), config.connect_timeout_s + 2)
+        # a refusal is reported by station-reachable
+        await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
+                             config.connect_timeout_s + 2)
         return await run_checks(config, sessions.transports(), only=only)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 import time
@@ -22,8 +21,8 @@ from console.doctor.context import DoctorOptions, RelaunchPlan
 from console.doctor.model import DoctorReport
 from console.doctor.relaunch import DebugRelaunch, TryResult, parse_set, plan_error
 from console.doctor.runner import BY_ID, RUNGS, run_doctor, select
+from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import make_transport
-from console.remote.transport import TransportError
 from console.sanitize import clean, one_line
 from console.service.actions import ActionFailed, ReadOnlyError, require_writable
 from console.tasks import on_signal
@@ -74,12 +73,7 @@ def print_tries(tries: list[dict], out=sys.stderr) -> None:
 async def _connect(config: Config, trust: bool):
     transports = {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
                   for s in config.stations}
-    if trust:
-        from console.station.status import connect_with_trust
-
-        for t in transports.values():
-            with contextlib.suppress(TransportError):
-                await asyncio.wait_for(connect_with_trust(t, True), config.connect_timeout_s + 2)
+    await trust_stations(transports.values(), HostKeyChoice(trust), config.connect_timeout_s + 2)
     return transports
 
 

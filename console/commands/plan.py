@@ -16,6 +16,7 @@ import sys
 
 from console.commands.args import add_config_args
 from console.config import Config, load_config
+from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.transport import TransportError
 from console.sanitize import one_line
 from console.service.actions import ActionFailed, ServiceActions
@@ -27,21 +28,12 @@ HELP = "fit estimate: weights per GPU and KV-cache tokens vs --max-model-len x -
 
 async def estimate(cfg: Config, trust: bool = False) -> tuple[FitReport, str | None]:
     """The report, and a note when the service runs (then it is estimated as if stopped)."""
-    from console.commands._service_action import _trust
-
-    svc = ServiceActions(cfg)
-    try:
-        await _trust(svc, trust)
-        states = await svc._states()
-        running = [n for n, i in states.items() if i.state == "running"]
-        if svc.scripted:
-            await svc.read_scripts()
-        report = await svc.estimate_fit(assume_idle=bool(running))
-        note = (f"the service is running on {', '.join(running)}: memory estimated as if it were stopped"
-                if running else None)
-        return report, note
-    finally:
-        await svc.close()
+    async with ServiceActions(cfg) as svc:
+        await trust_stations(svc.transports.values(), HostKeyChoice(trust), cfg.connect_timeout_s + 2)
+        report, running = await svc.fit_now()
+    note = (f"the service is running on {', '.join(running)}: memory estimated as if it were stopped"
+            if running else None)
+    return report, note
 
 
 def describe(f: StationFit) -> list[str]:

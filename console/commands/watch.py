@@ -30,8 +30,8 @@ from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import GpuReading
+from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
-from console.remote.transport import TransportError
 from console.sanitize import clean, clip, one_line
 from console.station.messages import (
     ConnectionState,
@@ -149,12 +149,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
 
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     async with SessionRegistry(config) as sessions:
-        if trust or replace:
-            from console.station.status import connect_with_trust
-
-            for t in sessions.transports().values():
-                with contextlib.suppress(TransportError, TimeoutError):  # the service shows the state
-                    await asyncio.wait_for(connect_with_trust(t, trust, replace), config.connect_timeout_s + 2)
+        # a refusal is left to the service, which shows the station's state
+        await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
+                             config.connect_timeout_s + 2)
         services = [StationService(config, st, post, sessions.transport(st.name), sample_ms)
                     for st in config.stations]
         for svc in services:

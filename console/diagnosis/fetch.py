@@ -9,6 +9,7 @@ from console.config import Config, Station
 from console.probes import ParseError
 from console.probes.docker import ContainerInfo, parse_inspect
 from console.remote import cmdlines
+from console.remote.host_keys import connect_with_trust
 from console.remote.session import make_transport
 from console.remote.transport import TransportError
 
@@ -27,8 +28,6 @@ class StationLog:
 
 async def fetch_station_log(config: Config, station: Station, tail: int, trust: bool = False) -> StationLog:
     """The last ``tail`` lines of the station's container (docker --timestamps); never raises."""
-    from console.station.status import connect_with_trust  # shared trust-on-request behaviour
-
     transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
     info: ContainerInfo | None = None
     try:

@@ -1,6 +1,6 @@
 """Rung 7's action: relaunch with NCCL debug output and chosen overrides, show the exact difference
 from the normal launch command before anything runs, run the try, read what NCCL said, and put the
-normal command back afterwards. The same ``ServiceActions`` the launch uses does the work (workers
+normal command back afterwards. The same ``run_action`` the launch uses does the work (workers
 first, the head last; a fatal line ends the wait at once; a failed start stops what it started).
 
 Overrides are per station (the GID index is local to each station): ``{"B": {"NCCL_IB_GID_INDEX": "5"}}``;
@@ -22,8 +22,18 @@ from console.doctor.context import RelaunchPlan
 from console.probes.nccl_tests import parse_nccl_info
 from console.remote import cmdlines as rc
 from console.remote.transport import Transport, TransportError
-from console.service.actions import ActionEvent, ActionFailed, ActionResult, ServiceActions, split_stamp
+from console.service.actions import (
+    ActionEvent,
+    ActionFailed,
+    ActionOptions,
+    ActionResult,
+    CancelToken,
+    ServiceActions,
+    run_action,
+)
 from console.service.engines import LaunchSpec
+from console.service.follow import split_stamp
+from console.vocabulary import ActionOutcome
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
 # What the screen offers to change (the issue's list); any NCCL_* name is accepted from the CLI.
@@ -152,19 +162,15 @@ class DebugRelaunch:
         self.ready_timeout_s = ready_timeout_s
         self.normal: dict[str, LaunchSpec] = {}
         self.debug: dict[str, LaunchSpec] = {}
-        self._svc: ServiceActions | None = None
+        self._cancel: CancelToken | None = None
 
-    def _service(self) -> ServiceActions:
-        return ServiceActions(self.config, transports=self.transports, on_event=self.on_event,
-                              ready_timeout_s=self.ready_timeout_s)
+    def _settings(self) -> dict[str, Any]:
+        return {"transports": self.transports, "on_event": self.on_event, "ready_timeout_s": self.ready_timeout_s}
 
     async def plan(self, plan: RelaunchPlan) -> dict[str, str]:
         """The normal and the debug launch per station; returns the unified diff per station."""
-        svc = self._service()
-        try:
+        async with ServiceActions(self.config, **self._settings()) as svc:
             self.normal = await svc.plan_launch()
-        finally:
-            await svc.close()
         self.debug = {name: with_env(spec, {**DEBUG_ENV, **plan.overrides.get(name, {})})
                       for name, spec in self.normal.items()}
         out = {name: diff(self.normal[name], self.debug[name]) for name in self.normal}
@@ -178,22 +184,22 @@ class DebugRelaunch:
         return [c for name in self.normal for c in changes(self.normal[name], self.debug[name])]
 
     def cancel(self) -> bool:
-        if self._svc is not None:
-            self._svc.request_cancel()
-            return True
+        if self._cancel is not None:
+            return self._cancel.request()
         return False
 
     async def _launch(self, specs: dict[str, LaunchSpec]) -> ActionResult:
-        svc = self._svc = self._service()
+        """Stop (verified), then launch ``specs``; a stop that failed or was cancelled launches nothing."""
+        self._cancel = CancelToken()
         try:
-            stop = await svc.stop()
-            if stop.result == "failed":
+            stop = await run_action(self.config, "stop", cancel=self._cancel, **self._settings())
+            if stop.result != ActionOutcome.OK:
                 return stop
-            svc = self._svc = self._service()
-            return await svc.launch(skip_checks=True, specs=specs, on_failure=True, skip_fit=True)
+            self._cancel = CancelToken()
+            return await run_action(self.config, "launch", ActionOptions(skip_checks=True, specs=specs, skip_fit=True),
+                                    cancel=self._cancel, **self._settings())
         finally:
-            await svc.close()
-            self._svc = None
+            self._cancel = None
 
     async def _nccl_lines(self) -> dict[str, list[str]]:
         out = {}

@@ -143,3 +143,19 @@ def make_record(cfg: Config, action: str, result: str, timeline: dict[str, list[
                             "durations": durations(events), "baseline": baseline.get(s.name)}
     return {"v": 1, "key": config_key(cfg), "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "action": action, "result": result, "profile": cfg.profile.name, "stations": stations}
+
+
+def keep_start(history: LaunchHistory, cfg: Config, action: str, result: str,
+               timeline: dict[str, list[TimelineEvent]], baseline: dict[str, dict[str, Any]]) -> list[str]:
+    """Save this start-up (and the baseline before it); the lines to show: on success how each phase
+    compares with the last launches, and why the record was not saved if it was not."""
+    key = config_key(cfg)
+    previous = history.previous_durations(key)
+    lines: list[str] = []
+    if result == "ok":
+        now = {n: durations(evs) for n, evs in timeline.items()}
+        lines += compare({n: d for n, d in now.items() if d}, previous)
+    err = history.append(make_record(cfg, action, result, timeline, baseline))
+    if err:
+        lines.append(err)
+    return lines

@@ -133,3 +133,11 @@ def judge(station: str, container_name: str, container_state: str, reading: Memo
             f"vs {base / 1024:.1f} GiB, {kind})",
             [f"nvidia-smi memory.used: {now} MiB of {total} MiB"]))
     return v
+
+
+def unverified(station: str, container_state: str, why: str) -> StopVerdict:
+    """A station whose stop could not be checked (unreachable, a command failed): a warning, not clean."""
+    return StopVerdict(station, container_state, findings=[{
+        "id": "stop-unverified", "severity": "warning", "station": station,
+        "cause": f"{station}: the stop could not be verified: {why}", "fix": FIXES["stop-unverified"],
+        "evidence": []}])

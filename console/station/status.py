@@ -7,7 +7,6 @@ to the good rows (every row carries ``"error"``: null when fine; additive to the
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import httpx
@@ -19,36 +18,9 @@ from console.probes import nvidia_smi as smi
 from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
 from console.remote import cmdlines
+from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
-from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
-
-
-async def connect_with_trust(transport: Transport, trust: bool, replace: str | None = None) -> None:
-    """Open the connection. With ``trust`` an UNKNOWN host key is shown, then added; a CHANGED key
-    is never trusted that way (the error says so): only ``replace`` naming the fingerprint the
-    station now offers replaces it, removing the old line(s)."""
-    ssh = ssh_of(transport)
-    if ssh is None:
-        return
-    try:
-        await ssh.connect()
-    except HostKeyError as exc:
-        if exc.changed and replace:
-            if exc.fingerprint != replace.strip():
-                raise HostKeyError(exc.station, exc.host, exc.port, exc.kind, exc.offered, exc.known,
-                                   exc.known_hosts, f" (--replace-host-key {replace.strip()} is not the offered key)"
-                                   ) from None
-            print(f"dgx-console: replacing the CHANGED host key of {exc.station} ({exc.host}:{exc.port}): "
-                  f"{', '.join(str(k) for k in exc.known)} -> {exc.offered}", file=sys.stderr)
-            await ssh.replace_host_key(replace)
-            await ssh.connect()
-            return
-        if exc.changed or not trust or not exc.fingerprint:
-            raise
-        print(f"dgx-console: trusting host key of {exc.station} ({exc.host}:{exc.port}): {exc.offered}",
-              file=sys.stderr)
-        await ssh.trust_host_key(exc.fingerprint)
-        await ssh.connect()
+from console.remote.transport import Transport, TransportError
 
 
 def gpu_dict(g: smi.GpuReading) -> dict[str, Any]:

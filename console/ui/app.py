@@ -11,19 +11,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rich.text import Text
-from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Input, Label, Static
+from textual.screen import Screen
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
 from console.probes.engine_log import EngineProgress
 from console.remote.session import SessionRegistry
-from console.remote.transport import HostKeyError, Transport, TransportError, ssh_of
+from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
@@ -40,93 +36,12 @@ from console.station.monitor import StationService
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
+from console.ui.screens.host_key import review_host_key
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import StationPane
 from console.vocabulary import HOST_KEY_STATES, LOG_READ_STATES
-
-
-class TrustHostKeyScreen(ModalScreen[bool]):
-    """The explicit trust step for an UNKNOWN key: its type and fingerprint, trusted only on a yes."""
-
-    DEFAULT_CSS = """
-    TrustHostKeyScreen { align: center middle; }
-    TrustHostKeyScreen > Vertical { width: 84; height: auto; border: thick $warning; padding: 1 2;
-                                    background: $surface; }
-    TrustHostKeyScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
-    TrustHostKeyScreen Button { margin-left: 2; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(False)", "Cancel")]
-    AUTO_FOCUS = "#no"  # Enter alone never trusts a key
-
-    def __init__(self, station: str, host: str, fingerprint: str, known_hosts: str, key_type: str = "") -> None:
-        super().__init__()
-        self.station, self.host, self.fingerprint, self.known_hosts = station, host, fingerprint, known_hosts
-        self.key_type = key_type
-
-    def compose(self) -> ComposeResult:
-        kind = self.key_type or "host"
-        with Vertical():
-            yield Label(Text.assemble(("Unknown host key", "bold"), f" for station {self.station} ({self.host})"))
-            yield Static(Text.assemble(f"{kind} key fingerprint: ", (self.fingerprint, "bold yellow")))
-            yield Static(f"Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_{(self.key_type or 'ed25519').lower()}"
-                         f"_key.pub` on the station.\nTrusting appends the key to {self.known_hosts}.")
-            with Horizontal():
-                yield Button("Cancel", id="no")
-                yield Button("Trust this key", id="yes", variant="warning")
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-
-class ReplaceHostKeyScreen(ModalScreen[str | None]):
-    """A CHANGED key is never trusted with a click: the operator types the new fingerprint, read on
-    the station itself, and only that key replaces the old line(s)."""
-
-    DEFAULT_CSS = """
-    ReplaceHostKeyScreen { align: center middle; }
-    ReplaceHostKeyScreen > Vertical { width: 96; height: auto; border: thick $error; padding: 1 2;
-                                      background: $surface; }
-    ReplaceHostKeyScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
-    ReplaceHostKeyScreen Button { margin-left: 2; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
-    AUTO_FOCUS = "#fp"
-
-    def __init__(self, station: str, host: str, error: HostKeyError) -> None:
-        super().__init__()
-        self.station, self.host, self.error = station, host, error
-
-    def compose(self) -> ComposeResult:
-        e = self.error
-        with Vertical():
-            yield Label(Text.assemble(("HOST KEY CHANGED", "bold red"), f" for station {self.station} ({self.host})"))
-            for k in e.known:
-                yield Static(Text.assemble("known:   ", (str(k), "bold")))
-            yield Static(Text.assemble("offered: ", (str(e.offered) if e.offered else "?", "bold red")))
-            yield Static("This can be an attack (someone between you and the station) or a reinstall. Read the "
-                         "new fingerprint on the station itself (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) "
-                         f"and type it to replace the old key in {e.known_hosts}.")
-            yield Input(placeholder="SHA256:... (the fingerprint read on the station)", id="fp")
-            with Horizontal():
-                yield Button("Cancel", id="no")
-                yield Button("Replace the key", id="yes", variant="error", disabled=True)
-
-    @on(Input.Changed)
-    def _typed(self, event: Input.Changed) -> None:
-        ok = self.error.offered is not None and event.value.strip() == self.error.offered.fingerprint
-        self.query_one("#yes", Button).disabled = not ok
-
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        if not self.query_one("#yes", Button).disabled:
-            self.dismiss(event.value.strip())
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(self.query_one(Input).value.strip() if event.button.id == "yes" else None)
 
 
 class ConsoleApp(App):
@@ -369,34 +284,9 @@ class ConsoleApp(App):
             self.notify("No station is waiting for a host key decision.", timeout=4)
             return
         name = pane.station.name
-        ssh = ssh_of(self.services[name].transport) if name in self.services else None
-        err = pane.host_key
-        if ssh is None or not isinstance(err, HostKeyError) or err.offered is None:
-            self.notify(f"{name}: the host key could not be fetched; check the address.", severity="error")
-            return
-        if err.changed:
-            self.push_screen(ReplaceHostKeyScreen(name, pane.station.host, err),
-                             lambda fp: self._host_key_step(name, fp, True) if fp else None)
-            return
-        screen = TrustHostKeyScreen(name, pane.station.host, err.offered.fingerprint, ssh.known_hosts,
-                                    err.offered.type)
-        self.push_screen(screen, lambda yes: self._host_key_step(name, err.offered.fingerprint, False) if yes else None)
-
-    @work(exclusive=False)
-    async def _host_key_step(self, station: str, fingerprint: str, replace: bool) -> None:
-        """Trust an unknown key, or replace a CHANGED one (the fingerprint the operator typed), then
-        retry the station at once."""
-        svc = self.services[station]
-        ssh = ssh_of(svc.transport)
-        assert ssh is not None
-        try:
-            fp = await (ssh.replace_host_key(fingerprint) if replace else ssh.trust_host_key(fingerprint))
-        except TransportError as exc:
-            self.notify(one_line(str(exc), 300), severity="error", timeout=10, markup=False)
-            return
-        self.notify(f"{station}: host key replaced by {fp} (old line removed)" if replace else f"{station}: trusted {fp}",
-                    timeout=6, markup=False)
-        svc.retry_now()
+        svc = self.services.get(name)
+        review_host_key(self, name, pane.station.host, svc.transport if svc else None, pane.host_key,
+                        svc.retry_now if svc else lambda: None)
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:

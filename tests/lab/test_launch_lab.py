@@ -14,7 +14,7 @@ from aiohttp import web
 
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
-from console.service.actions import ServiceActions
+from console.service import actions as service_actions
 from console.sim import api as sim_api
 from console.sim.engine import container_status, start_container
 from console.sim.server import SimBackend
@@ -82,11 +82,10 @@ async def api_for(lab):
 
 async def run_action(cfg, action, log, **kw):
     transports = {s.name: Recording(SSHTransport(s, 5.0, 30.0), log) for s in cfg.stations}
-    svc = ServiceActions(cfg, transports=transports, ready_timeout_s=90)
     try:
-        return await getattr(svc, action)(**kw)
+        return await service_actions.run_action(cfg, action, service_actions.ActionOptions(**kw),
+                                                transports=transports, ready_timeout_s=90)
     finally:
-        await svc.close()
         for t in transports.values():
             await t.close()
 

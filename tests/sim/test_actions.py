@@ -16,7 +16,7 @@ import pytest
 
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
-from console.service.actions import ServiceActions
+from console.service.actions import ActionOptions, run_action
 from console.sim.engine import container_status, start_container
 
 
@@ -45,13 +45,12 @@ def recorded(config, log, connect_s: float = 20.0):
 async def act(config, action: str, log=None, events=None, connect_s: float = 20.0, **kw):
     log = [] if log is None else log
     transports = recorded(config, log, connect_s)
-    svc = ServiceActions(config, transports=transports, ready_timeout_s=60, on_event=(events or []).append)
+    if action == "launch":
+        kw.setdefault("skip_checks", True)
     try:
-        if action == "launch":
-            kw.setdefault("skip_checks", True)
-        return await getattr(svc, action)(**kw), log
+        return await run_action(config, action, ActionOptions(**kw), transports=transports, ready_timeout_s=60,
+                                on_event=(events or []).append), log
     finally:
-        await svc.close()
         for t in transports.values():
             await t.close()
 
@@ -162,12 +161,11 @@ async def test_cancel_mid_load_stops_what_started(sim_factory):
         if ev.kind == "log" and ev.station == "A" and "Loading safetensors" in ev.text:
             loading.set()
 
-    svc = ServiceActions(sim.config, transports=transports, ready_timeout_s=60, on_event=on_event)
-    task = asyncio.create_task(svc.launch(skip_checks=True))
+    task = asyncio.create_task(run_action(sim.config, "launch", ActionOptions(skip_checks=True), transports=transports,
+                                          ready_timeout_s=60, on_event=on_event))
     await asyncio.wait_for(loading.wait(), 60)
     task.cancel()
     res = await task
-    await svc.close()
     assert res.result == "cancelled"
     assert "nothing left running" in res.summary
     assert ("A", "ready", "cancelled") in [(s.station, s.action, s.status) for s in res.steps]

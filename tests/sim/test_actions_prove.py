@@ -16,7 +16,7 @@ from test_actions import act, mutations, recorded, states  # tests/sim is on sys
 
 from console.config import ApiSettings
 from console.probes.engine_log import TIMELINE_ORDER
-from console.service.actions import ServiceActions
+from console.service.actions import ServiceActions, plan_action, run_action
 from console.service.history import LaunchHistory, config_key
 
 
@@ -158,11 +158,7 @@ async def test_a_stop_that_does_not_come_back_clean_is_caught(sim_factory, profi
     res, _ = await act(sim.config, "launch")
     assert res.result == "ok", res.summary
     log: list = []
-    svc = ServiceActions(sim.config, transports=recorded(sim.config, log), verify_timeout_s=1.0)
-    try:
-        res = await svc.stop()
-    finally:
-        await svc.close()
+    res = await run_action(sim.config, "stop", transports=recorded(sim.config, log), verify_timeout_s=1.0)
     assert res.result == "failed" and res.exit_code == 1
     other = "A" if station == "B" else "B"
     assert res.verified[other].clean, res.verified[other].findings
@@ -177,11 +173,7 @@ async def test_a_stop_that_does_not_come_back_clean_is_caught(sim_factory, profi
     json.dumps(res.to_json()["verified"])
     # restart verifies the same before it starts again: nothing is started over a dirty station
     log.clear()
-    svc = ServiceActions(sim.config, transports=recorded(sim.config, log), verify_timeout_s=0.5)
-    try:
-        res = await svc.restart()
-    finally:
-        await svc.close()
+    res = await run_action(sim.config, "restart", transports=recorded(sim.config, log), verify_timeout_s=0.5)
     assert res.result == "failed" and res.summary.startswith("not restarted: the stop did not come back clean")
     assert not [m for m in mutations(log) if m[1] == "start"]
 
@@ -199,20 +191,12 @@ async def test_launch_replace_stops_verifies_then_starts_fresh(sim_factory):
 
 async def test_every_preview_line_is_true_for_the_state_it_describes(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.005)
-    svc = ServiceActions(sim.config)
-    try:
-        fresh = await svc.plan("launch")
-    finally:
-        await svc.close()
+    fresh = await plan_action(sim.config, "launch")
     assert fresh.running is None
     assert [c.what for c in fresh.commands if c.station == "B"][0] == \
         "keep the container glm53 (created, never started) as glm53-prev"
     assert (await act(sim.config, "launch"))[0].result == "ok"
-    svc = ServiceActions(sim.config)
-    try:
-        p = await svc.plan("launch")
-    finally:
-        await svc.close()
+    p = await plan_action(sim.config, "launch")
     assert p.running == "a healthy service is running on A and B; launch replaces it"
     whats = [(c.station, c.what) for c in p.commands]
     assert whats[0][0] == "A" and whats[0][1].startswith("stop the running container")
@@ -224,11 +208,7 @@ async def test_every_preview_line_is_true_for_the_state_it_describes(sim_factory
 async def test_the_operators_launch_script_runs_in_order_and_proves_itself(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.005, faults=["kv-too-small"])  # config asks 1M; the script 98,304
     cfg = dataclasses.replace(sim.config, launch_script="~/launch-glm53.sh")
-    svc = ServiceActions(cfg)
-    try:
-        plan = await svc.plan("launch")
-    finally:
-        await svc.close()
+    plan = await plan_action(cfg, "launch")
     starts = [c for c in plan.commands if c.what.startswith("start ")]
     assert [c.station for c in starts] == ["B", "A"]
     assert "run the launch script ~/launch-glm53.sh (" in starts[0].what and "bytes, sha256 " in starts[0].what
@@ -288,11 +268,7 @@ async def test_gb10_page_cache_below_the_utilization_offers_and_runs_the_drop_ca
     prof.write_text(text)
     sim = await sim_factory(n=2, profile=str(prof), time_scale=0.005)
     await asyncio.sleep(1.2)  # the sim writes each station's /proc/meminfo once a second
-    svc = ServiceActions(sim.config)
-    try:
-        plan = await svc.plan("launch")
-    finally:
-        await svc.close()
+    plan = await plan_action(sim.config, "launch")
     errors = [w for w in plan.fit.warnings() if w.severity == "error"]
     assert errors and all(w.id == "free-memory-at-startup" for w in errors), [(w.id, w.text) for w in errors]
     assert "page cache" in errors[0].text and "drop_caches" in errors[0].fix

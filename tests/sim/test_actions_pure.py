@@ -1,17 +1,11 @@
-"""The pure parts of console.service.actions: fatal-line detection on real engine lines, docker times."""
+"""The pure parts of the actions (console.service.follow, .steps): fatal-line detection on real engine lines, docker times."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.service.actions import (
-    ActionResult,
-    Step,
-    fatal_of_line,
-    most_telling,
-    parse_docker_time,
-    split_stamp,
-)
+from console.service.follow import fatal_of_line, most_telling, parse_docker_time, split_stamp
+from console.service.steps import ActionResult, Step
 
 KV = ("ValueError: To serve at least one request with the models's max seq len (98304), (35.49 GiB KV cache is "
       "needed, which is larger than the available KV cache memory (11.45 GiB). Based on the available memory, the "

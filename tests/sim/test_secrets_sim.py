@@ -13,7 +13,7 @@ import json
 
 from console.cli import main
 from console.config import ApiSettings, parse_config
-from console.service.actions import ServiceActions
+from console.service.actions import ActionOptions, ServiceActions, run_action
 
 SECRETS = {"HF_TOKEN": "hf_simtokenabcdef123456", "ODD_NAME": "odd-sim-value-42"}
 API_KEY = "sk-sim-secret-key-9"
@@ -37,13 +37,10 @@ async def test_launch_sends_secrets_by_name_only(sim_factory, monkeypatch):
     sim = await sim_factory(n=2, time_scale=0.01)
     cfg = with_secrets(sim, monkeypatch)
     events: list = []
-    svc = ServiceActions(cfg, ready_timeout_s=60, on_event=events.append)
-    try:
+    async with ServiceActions(cfg, ready_timeout_s=60, on_event=events.append) as svc:  # plan and run on one session
         specs = await svc.plan_launch()
         previews = [p.preview for p in svc.preview("launch", specs)]
-        res = await svc.launch(specs=specs, skip_checks=True)
-    finally:
-        await svc.close()
+        res = await svc.run("launch", ActionOptions(specs=specs, skip_checks=True))
     assert res.result == "ok", res.summary
 
     ran = [line for _station, line in sim.server.command_log]
@@ -89,10 +86,6 @@ async def test_the_api_key_alone_still_works_and_stays_out(sim_factory, monkeypa
     sim = await sim_factory(n=2, time_scale=0.01)
     monkeypatch.setenv("DGX_SIM_SECRET_KEY", API_KEY)
     cfg = dataclasses.replace(sim.config, api=ApiSettings(url=sim.config.api.url, api_key_env="DGX_SIM_SECRET_KEY"))
-    svc = ServiceActions(cfg, ready_timeout_s=60)
-    try:
-        res = await svc.launch(skip_checks=True)
-    finally:
-        await svc.close()
+    res = await run_action(cfg, "launch", ActionOptions(skip_checks=True), ready_timeout_s=60)
     assert res.result == "ok", res.summary
     assert all(API_KEY not in line for _s, line in sim.server.command_log)

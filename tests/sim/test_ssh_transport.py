@@ -120,7 +120,7 @@ def _hashed(host_pattern: str) -> str:
 
 
 async def test_changed_key_names_both_keys_refuses_trust_and_is_replaced_only_by_its_fingerprint(sim, tmp_path):
-    from console.station.status import connect_with_trust
+    from console.remote.host_keys import connect_with_trust
 
     old = asyncssh.generate_private_key("ssh-ed25519")
     ep = sim.server.endpoints["A"]

@@ -13,11 +13,13 @@ from console.config import ApiSettings
 from console.service.actions import PlannedCommand
 from console.sim.engine import container_status
 from console.ui.screens.actions import (
+    ACTION_GROUP,
     ActionFinished,
     ActionProgressScreen,
     ConfirmActionScreen,
     Confirmed,
     StopOnFailureScreen,
+    action_in_progress,
     action_runner,
     plan_action,
     start_action,
@@ -151,14 +153,15 @@ async def test_stop_flow_confirm_then_run(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, running=True)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        task = start_action(app, relaxed(sim.config), "stop")
+        worker = start_action(app, relaxed(sim.config), "stop")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
         await pilot.pause()
         plan_text = plain(app.screen.query_one("#plan", Static))
         assert plan_text.index("[A] stop") < plan_text.index("[B] stop")
         await pilot.click("#yes")
         await wait_for(pilot, lambda: app.finished)
-        await task
+        await pilot.press("escape")  # the flow ends when its progress screen closes
+        await worker.wait()
         assert app.finished[0].result == "ok"
     assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
 
@@ -168,9 +171,8 @@ async def test_launch_over_a_running_service_needs_its_own_tick(sim_factory):
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
         await wait_for(pilot, lambda: state(sim, "A") == "running")
-        task = start_action(app, relaxed(sim.config), "launch")
+        worker = start_action(app, relaxed(sim.config), "launch")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
-        await task
         await pilot.pause()
         confirm = app.screen
         running = plain(confirm.query_one("#running", Static))
@@ -183,7 +185,7 @@ async def test_launch_over_a_running_service_needs_its_own_tick(sim_factory):
         assert not yes.disabled
         assert confirm._consents() == Confirmed(replace=True)
         await pilot.press("escape")  # cancelled: nothing changed
-        await pilot.pause()
+        await worker.wait()
     assert state(sim, "A") == "running" and not app.finished
 
 
@@ -202,6 +204,42 @@ async def test_a_launch_the_estimate_rejects_needs_launch_anyway(sim_factory):
         await pilot.click("#yes")
         await pilot.pause()
         assert app.answers == [Confirmed(skip_fit=True)]
+
+
+async def test_a_second_key_while_an_action_is_planned_starts_no_second_plan(sim_factory):
+    """L / S / R are one at a time: a second press while the first plans is refused with a notice."""
+    from console.ui.app import ConsoleApp
+
+    class Told(ConsoleApp):
+        """The console, writing down what it tells the operator."""
+
+        def __init__(self, *args, **kw) -> None:
+            super().__init__(*args, **kw)
+            self.told: list[str] = []
+
+        def notify(self, message, **kw) -> None:
+            self.told.append(str(message))
+            super().notify(message, **kw)
+
+    sim = await sim_factory(n=2, time_scale=0.01)
+    app = Told(relaxed(sim.config), start_services=False, clock=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("L", "L", "S")
+        await wait_for(pilot, lambda: app.told.count("A launch is being planned: one action at a time.") == 2)
+        flows = [w for w in app.workers if w.group == ACTION_GROUP]
+        assert [w.name for w in flows] == ["launch"]
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
+        assert app.screen.action == "launch"
+        await pilot.press("escape")
+        await flows[0].wait()
+        assert not isinstance(app.screen, ConfirmActionScreen)  # no second confirmation behind the first
+        assert action_in_progress(app) is None
+        await pilot.press("S")  # free again: the next key plans
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
+        assert app.screen.action == "stop"
+        await pilot.press("escape")
+    inspected = [ln for st, ln in sim.server.command_log if st == "A" and ln.startswith("docker inspect --format")]
+    assert len(inspected) == 1, inspected  # the launch's plan alone (a stop's plan reads no container)
 
 
 def test_plan_render_is_plain_text():

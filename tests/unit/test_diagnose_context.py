@@ -9,7 +9,7 @@ import pytest
 from console.diagnosis import Diagnoser, diagnose_lines, engine, has_problems
 from console.diagnosis import catalogue as cat
 from console.probes.engine_log import EngineLogTracker
-from console.service.actions import fatal_of_line
+from console.service.follow import fatal_of_line
 
 H = "station-a:391:512 [0] NCCL INFO "
 ANNOUNCE = H + "NET/Socket : Using [0]enp1s0f1np1:192.168.100.1<0>"

@@ -18,7 +18,7 @@ from console.probes import ParseError, pyspy
 from console.probes import activity as act
 from console.probes import kernel_log as kl
 from console.remote import cmdlines as rc
-from console.service.actions import parse_docker_time
+from console.service.follow import parse_docker_time
 from console.station.checks import ToolMissing
 from console.vocabulary import CheckStatus
 

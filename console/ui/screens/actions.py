@@ -1,12 +1,14 @@
 """Launch / stop / restart in the TUI: confirm with the exact commands, then follow the steps.
 
-``start_action(app, config, action, read_only)`` is the whole flow the app binds to L / S / R:
-refuse in read-only mode, plan (launch inspects the containers, resolves GPUs and the image
-digest, reads the operator's launch script and makes the fit estimate), show
-``ConfirmActionScreen`` with every command that will run (API key as ``***``), the estimate, and
-what is running now: replacing a running service or launching against the estimate needs a
-ticked box of its own. ``ActionProgressScreen`` then runs the same ``ServiceActions`` the CLI uses
-as an asyncio task of the app's loop (all I/O is awaited; nothing blocks): the steps, the
+``start_action(app, config, action, read_only)`` is the whole flow the app binds to L / S / R, one
+worker of the ``service-action`` group: a second L / S / R while one is planned, confirmed or runs
+is refused with a notice (never a second plan). It refuses in read-only mode, plans (launch
+inspects the containers, resolves GPUs and the image digest, reads the operator's launch script
+and makes the fit estimate), shows ``ConfirmActionScreen`` with every command that will run (API
+key as ``***``), the estimate, and what is running now: replacing a running service or launching
+against the estimate needs a ticked box of its own. ``ActionProgressScreen`` then runs
+``run_action``, the entry point the CLI uses, as an asyncio task of the app's loop (all I/O is
+awaited; nothing blocks): the steps, the
 start-up timeline per station as it happens, then the verdict with the stop's verification and
 the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
 what started. The verdict is posted to the app as ``ActionFinished``.
@@ -29,6 +31,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Label, RichLog, Static
+from textual.worker import Worker, get_current_worker
 
 from console.config import Config
 from console.probes.engine_log import TIMELINE_LABELS
@@ -36,12 +39,16 @@ from console.sanitize import clean, one_line, plain
 from console.service.actions import (
     ActionEvent,
     ActionFailed,
+    ActionName,
+    ActionOptions,
     ActionPlan,
     ActionResult,
+    CancelToken,
     PlannedCommand,
     ReadOnlyError,
-    ServiceActions,
+    plan_action,
     require_writable,
+    run_action,
 )
 from console.vocabulary import TRANSPORT_TEXT
 
@@ -353,53 +360,47 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                 await self._task
 
 
-def action_runner(config: Config, action: str, plan: ActionPlan | None = None, choice: Confirmed | None = None,
-                  **svc_kw) -> RunAction:
-    """The coroutine factory the progress screen drives: one ServiceActions, closed afterwards."""
-
-    holder: list[ServiceActions] = []
+def action_runner(config: Config, action: ActionName, plan: ActionPlan | None = None,
+                  choice: Confirmed | None = None, **settings) -> RunAction:
+    """What the progress screen drives: ``run_action`` (the CLI's entry point) with the confirmed
+    choices; its ``cancel`` stops the action at its next step or wake-up."""
+    cancel = CancelToken()
+    c = choice or Confirmed()
 
     async def run(on_event: Callable[[ActionEvent], None], ask: Callable[[ActionResult], Awaitable[bool]]
                   ) -> ActionResult:
-        svc = ServiceActions(config, on_event=on_event, **svc_kw)
-        holder.append(svc)
-        try:
-            if action == "launch":
-                c = choice or Confirmed()
-                return await svc.launch(specs=plan.specs if plan else None, on_failure=ask, replace=c.replace,
-                                        skip_fit=c.skip_fit, drop_caches=c.drop_caches)
-            if action == "stop":
-                return await svc.stop()
-            return await svc.restart(on_failure=ask)
-        finally:
-            await svc.close()
+        options = ActionOptions(specs=plan.specs if plan else None, on_failure=ask, replace=c.replace,
+                                skip_fit=c.skip_fit, drop_caches=c.drop_caches)
+        return await run_action(config, action, options, cancel=cancel, on_event=on_event, **settings)
 
-    def cancel() -> bool:
-        if holder:
-            holder[0].request_cancel()
-        return bool(holder)
-
-    run.cancel = cancel  # type: ignore[attr-defined]
+    run.cancel = cancel.request  # type: ignore[attr-defined]
     return run
 
 
-async def plan_action(config: Config, action: str) -> ActionPlan:
-    svc = ServiceActions(config)
-    try:
-        return await svc.plan(action)
-    finally:
-        await svc.close()
+ACTION_GROUP = "service-action"  # the worker group of L / S / R: one at a time
 
 
-def start_action(app: App, config: Config, action: str, read_only: bool = False, **svc_kw) -> asyncio.Task | None:
-    """L / S / R: refuse when read-only, plan, confirm, then run with progress (returns the task)."""
+def action_in_progress(app: App) -> Worker | None:
+    """The launch, stop or restart being planned, confirmed or run now (None when none is)."""
+    return next((w for w in app.workers if w.group == ACTION_GROUP and not w.is_finished), None)
+
+
+def start_action(app: App, config: Config, action: ActionName, read_only: bool = False, **settings) -> Worker | None:
+    """L / S / R: refuse when read-only or while another action is planned or runs; else plan,
+    confirm, then run with progress, as one worker of ``ACTION_GROUP`` (returned) that ends when the
+    progress screen closes."""
     try:
         require_writable(read_only)
     except ReadOnlyError as exc:
         app.notify(one_line(str(exc), 300), severity="error", timeout=6, markup=False)
         return None
+    busy = action_in_progress(app)
+    if busy is not None:
+        app.notify(f"{busy.description}: one action at a time.", severity="warning", timeout=6, markup=False)
+        return None
 
     async def flow() -> None:
+        worker = get_current_worker()
         if action == "launch":
             app.notify("launch: reading the containers, GPUs, image digest and the fit on the stations...", timeout=4)
         try:
@@ -410,18 +411,13 @@ def start_action(app: App, config: Config, action: str, read_only: bool = False,
         except Exception as exc:  # noqa: BLE001 - a connection problem is a notification, not a crash
             app.notify(one_line(f"{action}: cannot plan: {exc}", 600), severity="error", timeout=12, markup=False)
             return
+        worker.description = f"The {action} waits for its confirmation"
+        yes = await app.push_screen_wait(ConfirmActionScreen(action, plan))
+        if not yes:
+            return
+        choice = yes if isinstance(yes, Confirmed) else Confirmed()
+        worker.description = f"A {action} is running (c cancels it)"
+        await app.push_screen_wait(ActionProgressScreen(action, action_runner(config, action, plan, choice, **settings)))
 
-        def confirmed(yes: Confirmed | bool | None) -> None:
-            if yes:
-                choice = yes if isinstance(yes, Confirmed) else Confirmed()
-                app.push_screen(ActionProgressScreen(action, action_runner(config, action, plan, choice, **svc_kw)))
-
-        app.push_screen(ConfirmActionScreen(action, plan), confirmed)
-
-    task = asyncio.create_task(flow())
-    _FLOWS.add(task)  # the loop keeps only weak references to tasks
-    task.add_done_callback(_FLOWS.discard)
-    return task
-
-
-_FLOWS: set[asyncio.Task] = set()
+    return app.run_worker(flow(), name=action, group=ACTION_GROUP, description=f"A {action} is being planned",
+                          exit_on_error=False)
