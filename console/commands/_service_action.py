@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 import time
 
@@ -33,6 +31,7 @@ from console.service.actions import (
     require_writable,
     run_action,
 )
+from console.tasks import on_signal
 from console.vocabulary import ActionOutcome
 
 _HELP = {
@@ -143,7 +142,6 @@ def _options(args: argparse.Namespace, plan: ActionPlan | None) -> ActionOptions
 
 async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionPlan | None) -> ActionResult:
     cancel = CancelToken()
-    loop, task = asyncio.get_running_loop(), asyncio.current_task()
     presses = 0
 
     def on_sigint() -> None:  # first Ctrl+C: cancel at the next step or wake-up; second: at once
@@ -151,13 +149,13 @@ async def _act(cfg: Config, args: argparse.Namespace, action: str, plan: ActionP
         presses += 1
         print(f"dgx-console: cancelling {action} ..." if presses == 1 else "dgx-console: cancelling now",
               file=sys.stderr, flush=True)
-        cancel.request(task if presses > 1 else None)
+        cancel.request(hard=presses > 1)
 
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-    return await run_action(cfg, action, _options(args, plan), host_keys=HostKeyChoice(args.trust_host_key),
-                            cancel=cancel, on_event=_printer(args.json), ready_timeout_s=getattr(args, "timeout", None),
-                            verify_timeout_s=getattr(args, "verify_timeout", 30.0))
+    with on_signal(on_sigint):
+        return await run_action(cfg, action, _options(args, plan), host_keys=HostKeyChoice(args.trust_host_key),
+                                cancel=cancel, on_event=_printer(args.json),
+                                ready_timeout_s=getattr(args, "timeout", None),
+                                verify_timeout_s=getattr(args, "verify_timeout", 30.0))
 
 
 def run_action_command(args: argparse.Namespace, action: str) -> int:

@@ -16,7 +16,6 @@ logs and the waits on them), ``verify`` (ready means a reply; a stop is proven c
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -97,9 +96,9 @@ class ServiceActions:
     async def restart(self, **options: Any) -> ActionResult:
         return await self.run("restart", ActionOptions(**options))
 
-    def request_cancel(self, task: asyncio.Task | None = None) -> None:
+    def request_cancel(self, hard: bool = False) -> None:
         """Cancel from outside (Ctrl+C, a key): see ``CancelToken.request``."""
-        self.cancel.request(task)
+        self.cancel.request(hard)
 
     # ------------------------------------------------------------ plan
 

@@ -16,6 +16,7 @@ from console.sanitize import one_line
 from console.service.context import ActionContext, gather_all
 from console.service.fit_inputs import FitReport, gather_fit
 from console.service.steps import ActionFailed, first_line, last_line
+from console.station.checks import run_checks
 from console.vocabulary import CheckStatus, StepStatus
 
 
@@ -30,17 +31,12 @@ async def preflight(ctx: ActionContext, skip: bool) -> None:
     if skip:
         ctx.log.skip("all", "checks", "--skip-checks")
         return
-    try:
-        from console.station.checks import run_checks  # written in parallel; optional
-    except ImportError:
-        ctx.log.skip("all", "checks", "preflight checks are not available in this build")
-        return
     async with ctx.log.step("all", "checks") as st:
         try:
             out = run_checks(ctx.cfg)
             if inspect.isawaitable(out):
                 out = await out
-        except (asyncio.CancelledError, ActionFailed):
+        except ActionFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the gate blocks the launch
             raise ActionFailed(f"preflight checks could not run: {exc} (use --skip-checks to launch anyway)"

@@ -29,6 +29,7 @@ from console.service.context import ActionContext
 from console.service.follow import parse_docker_time
 from console.service.plan import launch_specs, prev_name, read_scripts, service_running
 from console.service.steps import (
+    ActionCancelled,
     ActionFailed,
     ActionName,
     ActionResult,
@@ -37,6 +38,7 @@ from console.service.steps import (
     Step,
     last_line,
 )
+from console.tasks import stoppable
 from console.vocabulary import ActionOutcome, NcclTransport, StepStatus
 
 
@@ -154,7 +156,11 @@ async def guard(ctx: ActionContext, action: str, body: Callable[[], Awaitable[No
     res = ctx.log.begin(action)  # keeps the plan's steps (resolve) taken on this context
     ctx.follow.reset()
     try:
-        await body()
+        # the body is a child task: a hard cancel (second Ctrl+C) ends it at once, while a cancel of
+        # this coroutine itself propagates (console/tasks.py, the one cancellation rule)
+        _, hard_stopped = await stoppable(body(), ctx.cancel.hard, name=f"{action} steps")
+        if hard_stopped:
+            raise ActionCancelled()
         if res.result == ActionOutcome.OK and not res.summary:
             res.summary = f"{action}: done"
     except ActionFailed as exc:
@@ -169,13 +175,15 @@ async def guard(ctx: ActionContext, action: str, body: Callable[[], Awaitable[No
                 await cleanup(ctx, "after the failure")
             else:
                 res.summary += "; left running: " + ", ".join(s.name for s in ctx.started)
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and hasattr(task, "uncancel"):
-            task.uncancel()  # the cancel is handled here: the clean-up below must be able to await
+    except ActionCancelled:
         res.result = ActionOutcome.CANCELLED
         await ctx.follow.close_all()
         res.summary = await _after_cancel(ctx, on_cancel)
+    except asyncio.CancelledError:  # this task itself was cancelled (the app quits): clean up, then propagate
+        res.result = ActionOutcome.CANCELLED
+        await ctx.follow.close_all()
+        res.summary = await _after_cancel(ctx, on_cancel)
+        raise
     finally:
         await ctx.follow.close_all()
         if res.transport == NcclTransport.UNKNOWN:  # best effort on failure: what NCCL chose

@@ -124,33 +124,43 @@ def timeline_text(ev: TimelineEvent) -> str:
     return TIMELINE_LABELS.get(ev.event, ev.event) + (f": {ev.detail}" if ev.detail else "")
 
 
+class ActionCancelled(BaseException):
+    """The operator cancelled the action (``CancelToken``): raised at the next step or wake-up so the
+    clean-up can run, and turned into the ``cancelled`` result by the action's guard. A
+    ``BaseException`` like ``CancelledError``, so no ``except Exception`` on the way swallows it; it
+    is not ``CancelledError``, so a real cancel of the task is never mistaken for it (and never
+    swallowed: console/tasks.py)."""
+
+
 class CancelToken:
     """The operator's cancel (Ctrl+C, ``c`` in the TUI), held by whoever started the action.
 
-    A flag checked at every step and every wake-up of a wait (the waits are woken at once); it
-    raises ``CancelledError`` once, so the clean-up that follows can run. ``request(task)`` also
-    cancels that task: a hard stop of a command in flight (a second Ctrl+C)."""
+    ``request()``: a flag checked at every step and every wake-up of a wait (the waits are woken at
+    once); ``check()`` raises ``ActionCancelled`` once, so the clean-up that follows can run.
+    ``request(hard=True)`` (a second Ctrl+C) also ends the command in flight: the action's body runs
+    as a child task of its guard, which cancels it (``hard`` is the event it waits on)."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.hard = asyncio.Event()
         self._raised = False
         self._wakers: list[Callable[[], None]] = []
 
     def on_request(self, wake: Callable[[], None]) -> None:
         self._wakers.append(wake)
 
-    def request(self, task: asyncio.Task | None = None) -> bool:
+    def request(self, hard: bool = False) -> bool:
         self.requested = True
         for wake in self._wakers:
             wake()
-        if task is not None and not task.done():
-            task.cancel()
+        if hard:
+            self.hard.set()
         return True
 
     def check(self) -> None:
         if self.requested and not self._raised:
             self._raised = True  # once: the clean-up that follows must run
-            raise asyncio.CancelledError()
+            raise ActionCancelled()
 
 
 class StepLog:
@@ -187,7 +197,7 @@ class StepLog:
         except ActionFailed as exc:
             st.status, st.detail = StepStatus.FAILED, st.detail or exc.detail
             raise
-        except asyncio.CancelledError:
+        except (ActionCancelled, asyncio.CancelledError):
             st.status, st.detail = StepStatus.CANCELLED, st.detail or "cancelled by the operator"
             raise
         except TransportError as exc:

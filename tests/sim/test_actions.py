@@ -16,7 +16,7 @@ import pytest
 
 from console.config import ApiSettings
 from console.remote.transport import SSHTransport
-from console.service.actions import ActionOptions, run_action
+from console.service.actions import ActionOptions, CancelToken, run_action
 from console.sim.engine import container_status, start_container
 
 
@@ -150,11 +150,14 @@ async def test_worker_failing_to_start_means_the_head_is_never_started(sim_facto
 
 
 async def test_cancel_mid_load_stops_what_started(sim_factory):
+    """The operator's cancel (a hard one: the second Ctrl+C) ends the command in flight at once and
+    is a stated result; what the run started is stopped."""
     sim = await sim_factory(n=2, time_scale=0.03)
     log: list = []
     events: list = []
     transports = recorded(sim.config, log)
     loading = asyncio.Event()
+    cancel = CancelToken()
 
     def on_event(ev):
         events.append(ev)
@@ -162,13 +165,34 @@ async def test_cancel_mid_load_stops_what_started(sim_factory):
             loading.set()
 
     task = asyncio.create_task(run_action(sim.config, "launch", ActionOptions(skip_checks=True), transports=transports,
-                                          ready_timeout_s=60, on_event=on_event))
+                                          ready_timeout_s=60, on_event=on_event, cancel=cancel))
     await asyncio.wait_for(loading.wait(), 60)
-    task.cancel()
+    cancel.request(hard=True)
     res = await task
     assert res.result == "cancelled"
     assert "nothing left running" in res.summary
     assert ("A", "ready", "cancelled") in [(s.station, s.action, s.status) for s in res.steps]
+    assert mutations(log)[-2:] == [("A", "stop"), ("B", "stop")]
+    assert states(sim) == {"A": "exited", "B": "exited"}
+
+
+async def test_a_cancelled_task_still_stops_what_it_started_and_the_cancel_propagates(sim_factory):
+    """The one cancellation rule: cancelling the action's task (the app quitting) is never swallowed
+    into a result, and the clean-up runs first."""
+    sim = await sim_factory(n=2, time_scale=0.03)
+    log: list = []
+    loading = asyncio.Event()
+
+    def on_event(ev):
+        if ev.kind == "log" and ev.station == "A" and "Loading safetensors" in ev.text:
+            loading.set()
+
+    task = asyncio.create_task(run_action(sim.config, "launch", ActionOptions(skip_checks=True),
+                                          transports=recorded(sim.config, log), ready_timeout_s=60, on_event=on_event))
+    await asyncio.wait_for(loading.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
     assert mutations(log)[-2:] == [("A", "stop"), ("B", "stop")]
     assert states(sim) == {"A": "exited", "B": "exited"}
 
