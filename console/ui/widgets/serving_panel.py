@@ -4,9 +4,10 @@ No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API and the ap
 snapshot to ``show()`` (post ``ServingUpdate`` from the monitor's callback). When the API stops
 answering the last values stay, dimmed, with their age, so the operator sees what they were and
 how old they are; a dash means unknown, never zero. Everything the server said (model id,
-version, error bodies) is outside text: sanitized, one line, never markup. The app also hands it
-the head's engine phase (``set_engine``): while the engine loads the API cannot answer, and the
-panel says "starting (engine loading …)" in a calm colour instead of a red "not answering".
+version, error bodies) is outside text: sanitized, one line, never markup. The head station's
+pane hands it the engine phase from the station's state (``set_engine``): while the engine loads
+the API cannot answer, and the panel says "starting (engine loading …)" in a calm colour instead
+of a red "not answering".
 """
 
 from __future__ import annotations
@@ -181,7 +182,6 @@ class ServingPanel(Static):
             self._redraw()
 
     def on_mount(self) -> None:
-        self.engine = self.engine or getattr(self.app, "head_engine", None)  # a phase known before mount
         self.set_interval(1.0, self._redraw)
         self._redraw()
 
