@@ -5,6 +5,7 @@ slow screen never works through a queue of stale values."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -13,6 +14,9 @@ from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.vocabulary import ConnState
+
+if TYPE_CHECKING:
+    from console.serving.metrics import ServingSnapshot
 
 
 class StationMessage(Message):
@@ -109,3 +113,15 @@ class LogBatch(StationMessage):
     def __init__(self, station: str, lines: list[str], at: float | None = None) -> None:
         super().__init__(station)
         self.lines, self.at = lines, time.time() if at is None else at
+
+
+class ServingUpdate(Message):
+    """A new snapshot of the served API (the head station's; ``console/serving/metrics.py`` polls
+    it); a newer one supersedes it in the queue. ``at``: wall time (default: now)."""
+
+    def __init__(self, snapshot: ServingSnapshot, at: float | None = None) -> None:
+        super().__init__()
+        self.snapshot, self.at = snapshot, time.time() if at is None else at
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ServingUpdate)

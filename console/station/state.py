@@ -37,6 +37,7 @@ from console.station.messages import (
     GpuSample,
     HostMemSample,
     LogBatch,
+    ServingUpdate,
 )
 from console.vocabulary import (
     DOWN_STATES,
@@ -49,6 +50,7 @@ from console.vocabulary import (
 
 if TYPE_CHECKING:
     from console.config import Config, Station
+    from console.serving.metrics import ServingSnapshot
 
 
 class Aspect(StrEnum):
@@ -63,6 +65,7 @@ class Aspect(StrEnum):
     CONTAINER = "container"
     ENGINE = "engine"
     LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
+    SERVING = "serving"  # the API's poll (the head station's)
     MEMORY = "memory"
 
 
@@ -167,6 +170,7 @@ class StationState:
         self.host_mem_error: str | None = None
         self.container: ContainerInfo | None = None
         self.engine: EngineProgress | None = None
+        self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
@@ -210,6 +214,9 @@ class StationState:
             case LogBatch():
                 self.at[Aspect.LOGS] = msg.at
                 return frozenset({Aspect.LOGS})
+            case ServingUpdate():
+                self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
+                return frozenset({Aspect.SERVING})
         return NOTHING
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
@@ -329,9 +336,15 @@ class Stations(Mapping[str, StationState]):
     def __len__(self) -> int:
         return len(self._states)
 
+    def state_of(self, msg: object) -> StationState | None:
+        """The station a message is about: its ``station``; the API's poll is the head's."""
+        if isinstance(msg, ServingUpdate):
+            return self.head
+        return self._states.get(getattr(msg, "station", None))  # type: ignore[arg-type]
+
     def apply(self, msg: object) -> frozenset[Aspect]:
-        """Apply a station message to its station (nothing for a station not configured)."""
-        state = self._states.get(getattr(msg, "station", None))  # type: ignore[arg-type]
+        """Apply a message to its station (nothing for a station not configured)."""
+        state = self.state_of(msg)
         return state.apply(msg) if state is not None else NOTHING
 
     @property

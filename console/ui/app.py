@@ -30,7 +30,7 @@ from console.remote.transport import HostKeyError, Transport, TransportError, ss
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
-from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, StationMessage
+from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
 from console.station.monitor import StationService
 from console.station.state import Aspect, Stations
 from console.ui.engine_state import HeadEngineChanged
@@ -39,7 +39,6 @@ from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
-from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import StationPane
 from console.vocabulary import HOST_KEY_STATES, ConnState
 
@@ -239,10 +238,12 @@ class ConsoleApp(App):
     # ------------------------------------------------------------------ messages
 
     @on(StationMessage)
-    def _station_message(self, msg: StationMessage) -> None:
-        """Every station message, one way: applied once to its station's state, then what else
-        it feeds (the diagnosis, the log view, a notice), then the dashboard redraws what changed."""
-        state = self.stations.get(msg.station)
+    @on(ServingUpdate)
+    def _route(self, msg: StationMessage | ServingUpdate) -> None:
+        """Every station message (and the API's poll, the head's), one way: applied once to its
+        station's state, then what else it feeds (the diagnosis, the log view, a notice), then the
+        dashboard redraws what changed."""
+        state = self.stations.state_of(msg)
         if state is None:
             return
         before = state.conn.state
@@ -264,13 +265,7 @@ class ConsoleApp(App):
         if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench
             for screen in self.screen_stack:
                 screen.post_message(HeadEngineChanged(state.engine))
-        self.dashboard.station_changed(msg.station, changed)
-
-    def on_serving_update(self, msg: ServingUpdate) -> None:
-        head = self.panes.get(self.config.head.name)
-        if head is not None:
-            for panel in head.query(ServingPanel):
-                panel.show(msg.snapshot)
+        self.dashboard.station_changed(state.name, changed)
 
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)

@@ -196,6 +196,16 @@ def test_a_log_batch_moves_only_the_log_sources_time():
     assert s.at == {A.LOGS: 7.0} and s.age(A.LOGS, 9.0) == 2.0 and s.age(A.GPUS, 9.0) is None
 
 
+def test_the_apis_poll_is_the_heads_source():
+    from console.serving.metrics import ServingSnapshot
+    from console.station.messages import ServingUpdate
+
+    sts = Stations([StationState("A", rank=0), StationState("B", rank=1, head=False)])
+    snap = ServingSnapshot(url="http://127.0.0.1:8000", status="ok", polled_at=3.0)
+    assert sts.apply(ServingUpdate(snap, at=3.5)) == {A.SERVING}
+    assert sts["A"].serving is snap and sts["A"].age(A.SERVING, 4.0) == 0.5 and sts["B"].serving is None
+
+
 def test_other_messages_change_nothing():
     s = StationState("A")
     assert s.apply(object()) == set()

@@ -255,9 +255,12 @@ class StationPane(Vertical):
             self.query_one(".hostmem", Static).update(HostMemLine(s.host_mem, self.unified))
         if aspects & {Aspect.GPUS, Aspect.APPS}:
             self._render_processes()
-        if Aspect.ENGINE in aspects and self.station.is_head:
+        if aspects & {Aspect.ENGINE, Aspect.SERVING} and self.station.is_head:
             for panel in self.query("ServingPanel"):
-                panel.set_engine(s.engine)  # type: ignore[attr-defined]
+                if Aspect.ENGINE in aspects:
+                    panel.set_engine(s.engine)  # type: ignore[attr-defined]
+                if Aspect.SERVING in aspects and s.serving is not None:
+                    panel.show(s.serving)  # type: ignore[attr-defined]
         if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
             self._render_status()
 
