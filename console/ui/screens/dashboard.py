@@ -152,7 +152,8 @@ class DashboardScreen(Screen):
         if pane := self.panes.get(name):
             pane.show_state(aspects)
         if Aspect.CONN in aspects:  # the diagnosis says whose log it cannot read
-            self.query_one(DiagnosisPanel).set_unread(self.stations.unreadable_logs())
+            for panel in self.query(DiagnosisPanel):
+                panel.set_unread(self.stations.unreadable_logs())
 
     def _tick_ages(self) -> None:
         for pane in self.panes.values():
@@ -184,7 +185,7 @@ class DashboardScreen(Screen):
 
     def _refresh_fleet(self) -> None:
         if self.view == "fleet":
-            self.query_one(FleetTable).update_from(s for s in self.stations.by_rank() if s.name in self.panes)
+            self.query_one(FleetTable).update_from(self.stations.by_rank())
 
     def reveal(self, station: str) -> None:
         """Make this station's pane visible (the fleet view opens it)."""
