@@ -1,8 +1,9 @@
 """``dgx-console watch [--json] [--logs] [--seconds N] [--interval S]``: the live view, headless.
 
 Built on the TUI's own per-station services (``StationService`` over the session registry): the
-same messages the panes render are folded into one ``StationView`` per station and printed every
-interval, so what ``watch`` says is what the screen says. ``--json`` prints NDJSON, one object per
+same messages the panes render are folded into the same ``StationState`` per station
+(console/station/state.py) and printed every interval (console/station/snapshot.py), so what
+``watch`` says is what the screen says. ``--json`` prints NDJSON, one object per
 station per interval::
 
     {"t": 1796047812.5, "station": "B", "state": "live", "sample_age_s": 0.4, "gpus": [...],
@@ -21,103 +22,18 @@ import json
 import signal
 import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
-from console.probes.docker import ContainerInfo
-from console.probes.engine_log import EngineProgress
-from console.probes.meminfo import HostMemory
-from console.probes.nvidia_smi import GpuReading
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
-from console.sanitize import clean, clip, one_line
-from console.station.messages import (
-    ConnectionState,
-    ConnState,
-    ContainerUpdate,
-    EngineUpdate,
-    GpuSample,
-    HostMemSample,
-    LogBatch,
-    LogMarker,
-)
+from console.sanitize import clean, clip
+from console.station.messages import LogBatch, LogMarker
 from console.station.monitor import StationService
-from console.station.status import gpu_dict
-from console.vocabulary import NOT_LIVE_STATES, TRANSPORT_TEXT
-
-
-class StationView:
-    """One station as its service's messages describe it now (what a pane shows)."""
-
-    def __init__(self, name: str, container: str):
-        self.name, self.container_name = name, container
-        self.state: ConnState = "connecting"
-        self.detail = ""
-        self.gpus: list[GpuReading] = []
-        self.gpu_error: str | None = None
-        self.gpu_at: float | None = None
-        self.host_mem: HostMemory | None = None
-        self.container: ContainerInfo | None = None
-        self.engine: EngineProgress | None = None
-
-    def apply(self, msg: object) -> None:
-        if isinstance(msg, ConnectionState):
-            self.state, self.detail = msg.state, msg.detail
-        elif isinstance(msg, GpuSample):
-            self.gpu_error = msg.error
-            if msg.gpus or msg.error is None:
-                self.gpus = msg.gpus
-            self.gpu_at = msg.at
-        elif isinstance(msg, HostMemSample):
-            self.host_mem = msg.memory
-        elif isinstance(msg, ContainerUpdate):
-            self.container = msg.info
-        elif isinstance(msg, EngineUpdate):
-            self.engine = msg.progress
-
-    def sample_age(self, now: float) -> float | None:
-        return None if self.gpu_at is None else max(0.0, now - self.gpu_at)
-
-    def to_json(self, now: float) -> dict[str, Any]:
-        age = self.sample_age(now)
-        c = self.container
-        e = self.engine
-        return {
-            "t": round(now, 3),
-            "station": self.name,
-            "state": self.state,
-            "sample_age_s": None if age is None else round(age, 3),
-            "gpus": [gpu_dict(g) for g in self.gpus],
-            "container": {"name": self.container_name, "state": c.state if c else None,
-                          "exit_code": c.exit_code if c else None, "started_at": c.started_at if c else None},
-            "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
-                       "transport": e.transport if e else None, "fatal": e.fatal if e else None},
-            "error": self.detail if self.state in NOT_LIVE_STATES else self.gpu_error,
-        }
-
-    def line(self, now: float) -> str:
-        age = self.sample_age(now)
-        parts = [f"{self.name:<4} {self.state:<16}", f"age {age:5.1f} s" if age is not None else "age     -"]
-        for g in self.gpus:
-            if not g.name:
-                parts.append(f"GPU{g.index} NO READING")
-                continue
-            mem = ("n/a" if g.memory_used_mib is None else f"{g.memory_used_mib / 1024:.1f}") + "/" + (
-                "n/a" if g.memory_total_mib is None else f"{g.memory_total_mib / 1024:.1f}")
-            util = "?" if g.util_pct is None else f"{g.util_pct}%"
-            parts.append(f"GPU{g.index} {mem} GiB {util}" + (" ERR" if g.error else ""))
-        if self.container:
-            parts.append(f"container {self.container.state}")
-        if self.engine:
-            parts.append(f"engine {self.engine.label}  NCCL {TRANSPORT_TEXT.get(self.engine.transport, self.engine.transport)}")
-        text = "  ".join(parts)
-        if self.state in NOT_LIVE_STATES and self.detail:
-            text += f"  ({one_line(self.detail, 160)})"
-        elif self.gpu_error:
-            text += f"  ({one_line(self.gpu_error, 160)})"
-        return text
+from console.station.snapshot import watch_json, watch_line
+from console.station.state import Stations
 
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
@@ -125,7 +41,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 replace: str | None = None, stop: asyncio.Event | None = None) -> None:
     """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``."""
     stop = stop or asyncio.Event()
-    views = {s.name: StationView(s.name, s.container) for s in config.stations}
+    stations = Stations.for_config(config)
     tty = out.isatty() and not as_json and not logs
     drawn = 0
 
@@ -134,9 +50,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
 
     def post(msg: object) -> None:
         name = getattr(msg, "station", None)
-        if name not in views:
+        if name not in stations:
             return
-        views[name].apply(msg)
+        stations.apply(msg)
         if logs and isinstance(msg, LogBatch):
             now = time.time()
             for line in msg.lines:
@@ -166,12 +82,12 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                     await asyncio.wait_for(stop.wait(), wait)
                 now = time.time()
                 if as_json:
-                    for v in views.values():
-                        emit(json.dumps(v.to_json(now)))
+                    for state in stations.values():
+                        emit(json.dumps(watch_json(state, now)))
                 else:
                     if tty and drawn:
                         out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
-                    lines = [v.line(now) for v in views.values()]
+                    lines = [watch_line(state, now) for state in stations.values()]
                     for ln in lines:
                         emit(ln)
                     drawn = len(lines)

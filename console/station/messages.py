@@ -4,6 +4,9 @@ slow screen never works through a queue of stale values."""
 
 from __future__ import annotations
 
+import time
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
 from console.probes.docker import ContainerInfo
@@ -11,6 +14,9 @@ from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.vocabulary import ConnState
+
+if TYPE_CHECKING:
+    from console.serving.metrics import ServingSnapshot
 
 
 class StationMessage(Message):
@@ -54,35 +60,42 @@ class GpuSample(StationMessage):
 
 
 class AppsSample(StationMessage):
-    """Per-process GPU memory (the only GPU memory figure on unified-memory GB10)."""
+    """Per-process GPU memory (the only GPU memory figure on unified-memory GB10). ``error``: the
+    query failed (the last list stays)."""
 
-    def __init__(self, station: str, apps: list[ComputeApp], at: float) -> None:
+    def __init__(self, station: str, apps: list[ComputeApp], at: float, error: str | None = None) -> None:
         super().__init__(station)
-        self.apps, self.at = apps, at
+        self.apps, self.at, self.error = apps, at, error
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, AppsSample) and message.station == self.station
 
 
 class HostMemSample(StationMessage):
-    def __init__(self, station: str, memory: HostMemory, at: float) -> None:
+    """Host memory; ``memory`` None with ``error``: the reading failed (the last values stay)."""
+
+    def __init__(self, station: str, memory: HostMemory | None, at: float, error: str | None = None) -> None:
         super().__init__(station)
-        self.memory, self.at = memory, at
+        self.memory, self.at, self.error = memory, at, error
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, HostMemSample) and message.station == self.station
 
 
 class ContainerUpdate(StationMessage):
-    def __init__(self, station: str, info: ContainerInfo) -> None:
+    """The container as ``docker inspect`` describes it; ``at``: wall time (default: now)."""
+
+    def __init__(self, station: str, info: ContainerInfo, at: float | None = None) -> None:
         super().__init__(station)
-        self.info = info
+        self.info, self.at = info, time.time() if at is None else at
 
 
 class EngineUpdate(StationMessage):
-    def __init__(self, station: str, progress: EngineProgress) -> None:
+    """The engine's start-up progress read from its log; ``at``: wall time (default: now)."""
+
+    def __init__(self, station: str, progress: EngineProgress, at: float | None = None) -> None:
         super().__init__(station)
-        self.progress = progress
+        self.progress, self.at = progress, time.time() if at is None else at
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, EngineUpdate) and message.station == self.station
@@ -95,8 +108,20 @@ class LogMarker(str):
 
 class LogBatch(StationMessage):
     """Lines gathered over ~50 ms: one message per batch, never one per line. A line may be a
-    ``LogMarker``."""
+    ``LogMarker``. ``at``: wall time of the batch (default: now)."""
 
-    def __init__(self, station: str, lines: list[str]) -> None:
+    def __init__(self, station: str, lines: list[str], at: float | None = None) -> None:
         super().__init__(station)
-        self.lines = lines
+        self.lines, self.at = lines, time.time() if at is None else at
+
+
+class ServingUpdate(Message):
+    """A new snapshot of the served API (the head station's; ``console/serving/metrics.py`` polls
+    it); a newer one supersedes it in the queue. ``at``: wall time (default: now)."""
+
+    def __init__(self, snapshot: ServingSnapshot, at: float | None = None) -> None:
+        super().__init__()
+        self.snapshot, self.at = snapshot, time.time() if at is None else at
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ServingUpdate)

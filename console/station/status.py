@@ -7,6 +7,7 @@ to the good rows (every row carries ``"error"``: null when fine; additive to the
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -20,21 +21,27 @@ from console.probes.meminfo import parse_meminfo
 from console.remote import cmdlines
 from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
-from console.remote.transport import Transport, TransportError
+from console.remote.transport import HostKeyError, Transport, TransportError
+from console.station.messages import (
+    AppsSample,
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    HostMemSample,
+)
+from console.station.snapshot import status_dict
+from console.station.state import StationState
+from console.vocabulary import ConnState
 
 
-def gpu_dict(g: smi.GpuReading) -> dict[str, Any]:
-    """One GPU as ``status --json`` and ``watch --json`` show it (unknown values null)."""
-    return {"index": g.index, "name": g.name or None, "uuid": g.uuid or None, "memory_used_mib": g.memory_used_mib,
-            "memory_total_mib": g.memory_total_mib, "util_pct": g.util_pct, "temp_c": g.temp_c,
-            "power_w": g.power_w, "error": g.error}
-
-
-async def station_status(config: Config, station: Station, transport: Transport, trust: bool = False,
-                         replace: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": station.name, "rank": station.rank, "reachable": False, "error": None,
-                           "gpus": [], "host_memory": None,
-                           "container": {"name": station.container, "state": None}}
+async def station_state(config: Config, station: Station, transport: Transport, trust: bool = False,
+                        replace: str | None = None) -> tuple[StationState, str | None]:
+    """One round of one-shot reads applied to a fresh ``StationState`` as the messages the live
+    monitor posts (so ``status`` says what the dashboard says); with the failure that cut the round
+    short after the station answered (a read that broke off, an unreadable ``docker inspect``)."""
+    state = StationState.for_station(station)
+    name = station.name
     try:
         await connect_with_trust(transport, trust, replace)
         gpu_res, mem_res, ctr_res = await asyncio.gather(
@@ -42,52 +49,46 @@ async def station_status(config: Config, station: Station, transport: Transport,
             transport.run(cmdlines.meminfo_once()),
             transport.run(cmdlines.docker_inspect(station.container)),
         )
-        out["reachable"] = True
-        errors = []
+        now = time.time()
+        state.apply(ConnectionState(name, ConnState.LIVE, last_sample_at=now))
         # A broken GPU makes nvidia-smi exit non-zero while it still prints the good rows: parse anyway.
         if gpu_res.ok or gpu_res.stdout.strip():
             try:
-                gpus = smi.parse_gpus(gpu_res.stdout)
-                out["gpus"] = [gpu_dict(g) for g in gpus]
-                errors += [f"GPU{g.index}: {g.error}" for g in gpus if g.error]
-                if any(g.memory_used_mib is None and g.name for g in gpus):
-                    apps_res = await transport.run(cmdlines.compute_apps_query())
-                    if apps_res.ok:
-                        apps = smi.parse_compute_apps(apps_res.stdout)
-                        for g in (g for g in out["gpus"] if g["name"]):
-                            used = [a.used_memory_mib for a in apps if a.gpu_uuid == g["uuid"] and a.used_memory_mib]
-                            g["process_memory_mib"] = sum(used) if used else 0
+                state.apply(GpuSample(name, smi.parse_gpus(gpu_res.stdout), now))
             except ParseError as exc:
-                errors.append(str(exc))
+                state.apply(GpuSample(name, [], now, error=str(exc)))
+            if state.unified_gpus:  # GB10: the processes hold the only GPU memory figure
+                apps_res = await transport.run(cmdlines.compute_apps_query())
+                if apps_res.ok:
+                    try:
+                        state.apply(AppsSample(name, smi.parse_compute_apps(apps_res.stdout), now))
+                    except ParseError as exc:
+                        state.apply(AppsSample(name, [], now, error=str(exc)))
         else:
-            errors.append(f"nvidia-smi failed: {(gpu_res.stderr or gpu_res.stdout).strip()[:160]}")
+            failed = (gpu_res.stderr or gpu_res.stdout).strip()[:160]
+            state.apply(GpuSample(name, [], now, error=f"nvidia-smi failed: {failed}"))
         if mem_res.ok:
             try:
-                m = parse_meminfo(mem_res.stdout)
-                out["host_memory"] = {"total_mib": m.total_mib, "available_mib": m.available_mib}
+                state.apply(HostMemSample(name, parse_meminfo(mem_res.stdout), now))
             except ParseError as exc:
-                errors.append(str(exc))
-        info = docker_probe.parse_inspect(station.container, ctr_res.stdout, ctr_res.exit_status)
-        out["container"] = {"name": info.name, "state": info.state, "started_at": info.started_at,
-                            "exit_code": info.exit_code, "image": info.image,
-                            "image_id": info.image_id}  # the local ID; "image" is the reference it ran
-        out["error"] = "; ".join(errors) or None
+                state.apply(HostMemSample(name, None, now, error=str(exc)))
+        state.apply(ContainerUpdate(name, docker_probe.parse_inspect(station.container, ctr_res.stdout,
+                                                                     ctr_res.exit_status), now))
     except TransportError as exc:
-        out["error"] = str(exc)
-    except ParseError as exc:
-        out["error"] = str(exc)
-    return out
+        if state.conn.live:  # it answered, then a read broke off
+            return state, str(exc)
+        if isinstance(exc, HostKeyError):
+            kind = ConnState.HOST_KEY_CHANGED if exc.changed else ConnState.HOST_KEY_UNKNOWN
+            state.apply(ConnectionState(name, kind, str(exc), host_key=exc))
+        else:
+            state.apply(ConnectionState(name, ConnState.UNREACHABLE, str(exc)))
+    except ParseError as exc:  # docker inspect said something we cannot read
+        return state, str(exc)
+    return state, None
 
 
 #: How much of a container's log ``status`` reads to tell the engine's phase when the API is down.
 ENGINE_LOG_TAIL = 5000
-
-
-def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
-    """The engine phase as ``status --json`` and ``watch --json`` show it (None: not read)."""
-    if p is None:
-        return None
-    return {"phase": p.phase, "load_pct": p.load_pct, "transport": p.transport, "fatal": p.fatal}
 
 
 async def engine_status(config: Config, station: Station, transport: Transport) -> EngineProgress | None:
@@ -135,34 +136,35 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
     transports = transports or registry.transports()  # type: ignore[union-attr]
     limit = config.connect_timeout_s + config.command_timeout_s + 2
     try:
-        async def one(s: Station) -> dict[str, Any]:
+        async def one(s: Station) -> tuple[StationState, str | None]:
             try:
-                return await asyncio.wait_for(station_status(config, s, transports[s.name], trust, replace), limit)
+                return await asyncio.wait_for(station_state(config, s, transports[s.name], trust, replace), limit)
             except TimeoutError:
-                return {"name": s.name, "rank": s.rank, "reachable": False,
-                        "error": f"{s.name}: no answer within {limit:g} s", "gpus": [], "host_memory": None,
-                        "container": {"name": s.container, "state": None}}
+                state = StationState.for_station(s)
+                state.apply(ConnectionState(s.name, ConnState.UNREACHABLE, f"{s.name}: no answer within {limit:g} s"))
+                return state, None
 
-        stations, api = await asyncio.gather(asyncio.gather(*(one(s) for s in config.stations)),
-                                             api_status(config))
+        read, api = await asyncio.gather(asyncio.gather(*(one(s) for s in config.stations)), api_status(config))
         # Only when the API does not answer: the engine's own log says whether it is still loading or
         # failed ("not healthy (ConnectError)" alone reads as an outage while the weights load).
         if not api["healthy"]:
             # An exited container's log is the evidence of why it stopped: read it too.
-            present = [(st, s) for st, s in zip(stations, config.stations, strict=True)
-                       if st["reachable"] and st["container"].get("state") not in (None, "absent")]
+            present = [(state, s) for (state, _f), s in zip(read, config.stations, strict=True)
+                       if state.conn.live and state.container is not None and state.container.state != "absent"]
             phases = await asyncio.gather(*(asyncio.wait_for(engine_status(config, s, transports[s.name]), limit)
                                             for _st, s in present), return_exceptions=True)
-            for (st, _s), p in zip(present, phases, strict=True):
-                st["engine"] = engine_dict(p if isinstance(p, EngineProgress) else None)
+            for (state, s), p in zip(present, phases, strict=True):
+                if isinstance(p, EngineProgress):
+                    state.apply(EngineUpdate(s.name, p))
     finally:
         if registry is not None:
             await registry.close()
     head = config.head.name
-    for st in stations:
-        st.setdefault("engine", None)  # read only while the API does not answer
+    stations = []
+    for state, failure in read:
+        st = status_dict(state, failure)  # "engine": read only while the API does not answer
         # Workers serve no API: their fields are null (unknown), never invented.
         st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": api["url"], "error": api["error"]}
                      if st["name"] == head else {"healthy": None, "model": None, "url": None, "error": None})
-    return {"profile": config.profile.name, "simulated": config.simulated, "stations": list(stations)}
-
+        stations.append(st)
+    return {"profile": config.profile.name, "simulated": config.simulated, "stations": stations}

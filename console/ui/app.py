@@ -1,9 +1,12 @@
-"""ConsoleApp: the services and the screens. Wires per-station services to the dashboard's panes
-through messages.
+"""ConsoleApp: the services, the stations' states and the screens.
 
 The app holds no I/O of its own: each ``StationService`` owns its station's connection and
-posts messages; handlers here only find the pane (on the dashboard, the app's default screen,
-which owns its keys: ``console/ui/screens/dashboard.py``) and hand it the value.
+posts messages. The app owns every station's ``StationState`` (console/station/state.py, one
+place) and routes each station message one way: applied once to its station's state, then the
+dashboard (the app's default screen, which owns its keys: ``console/ui/screens/dashboard.py``)
+is told which station and which aspects changed, and the panes and the fleet table redraw from
+the state. Log lines go to the station's log view and to the diagnosis; the head's engine phase
+reaches the chat and bench screens as a ``HeadEngineChanged`` message.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
@@ -23,25 +27,18 @@ from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
-from console.station.messages import (
-    AppsSample,
-    ConnectionState,
-    ContainerUpdate,
-    EngineUpdate,
-    GpuSample,
-    HostMemSample,
-    LogBatch,
-)
+from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
 from console.station.monitor import StationService
+from console.station.state import Aspect, Stations
+from console.ui.engine_state import HeadEngineChanged
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
 from console.ui.screens.host_key import review_host_key
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
-from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from console.ui.widgets.station_pane import StationPane
-from console.vocabulary import HOST_KEY_STATES, LOG_READ_STATES
+from console.vocabulary import HOST_KEY_STATES, ConnState
 
 
 class ConsoleApp(App):
@@ -77,18 +74,22 @@ class ConsoleApp(App):
         self._diag_version = 0
         self.last_checks: list | None = None  # the checks screen reopens with them
         self._diag_alerted: set[str] = set()
-        self._unread: dict[str, str] = {}  # stations whose logs cannot be read now (down)
+        self.stations = Stations.for_config(config)  # every fact about every station: the one place
         self._serving_task: asyncio.Task | None = None
         self._serving_client: ApiClient | None = None
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
         self.sessions = SessionRegistry(config, self._transports)
         self._sessions_active = None
-        self.head_engine: EngineProgress | None = None  # the head's engine phase (chat, bench, serving)
+
+    @property
+    def head_engine(self) -> EngineProgress | None:
+        """The head's engine phase (serving panel, chat, bench)."""
+        return self.stations.head_engine
 
     # ------------------------------------------------------------------ layout
 
     def get_default_screen(self) -> Screen:
-        return DashboardScreen(self.config)
+        return DashboardScreen(self.config, self.stations)
 
     @property
     def dashboard(self) -> DashboardScreen:
@@ -123,7 +124,6 @@ class ConsoleApp(App):
             self._serving_task = asyncio.create_task(self._supervised("serving monitor", monitor.run))
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
-        self.set_interval(1.0, self._tick_ages)
 
     async def _supervised(self, what: str, job) -> None:
         """A background job that must not die silently: an unexpected error is shown, then it restarts."""
@@ -140,10 +140,6 @@ class ConsoleApp(App):
             await asyncio.sleep(delay)
             delay = min(30.0, delay * 2)
 
-    def _tick_ages(self) -> None:
-        for pane in self.panes.values():
-            pane.tick()
-
     async def on_unmount(self) -> None:
         if self._serving_task:
             self._serving_task.cancel()
@@ -157,61 +153,35 @@ class ConsoleApp(App):
 
     # ------------------------------------------------------------------ messages
 
-    def on_connection_state(self, msg: ConnectionState) -> None:
-        pane = self.panes.get(msg.station)
-        before = pane.conn_state if pane else None
-        if pane:
-            pane.set_connection(msg)
-        self._unread.pop(msg.station, None)
-        if msg.state not in LOG_READ_STATES:  # the diagnosis says whose log it cannot read
-            self._unread[msg.station] = msg.state
-        if self.screen_stack:  # (a state can still arrive while the app shuts down)
-            self.dashboard.query_one(DiagnosisPanel).set_unread(self._unread)
-        if msg.state in HOST_KEY_STATES and before != msg.state:
-            what = "CHANGED" if msg.state == "host-key-changed" else "unknown"
+    @on(StationMessage)
+    @on(ServingUpdate)
+    def _route(self, msg: StationMessage | ServingUpdate) -> None:
+        """Every station message (and the API's poll, the head's), one way: applied once to its
+        station's state, then what else it feeds (the diagnosis, the log view, a notice), then the
+        dashboard redraws what changed."""
+        state = self.stations.state_of(msg)
+        if state is None:
+            return
+        before = state.conn.state
+        changed = state.apply(msg)
+        if isinstance(msg, LogBatch):
+            if pane := self.panes.get(msg.station):
+                pane.add_logs(msg.lines)
+            self.diagnoser.feed(msg.station, msg.lines)
+        elif isinstance(msg, ContainerUpdate):
+            info = msg.info  # a container that stopped with an error is never silent in the diagnosis
+            self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
+                                     f"container {info.name}", oom_killed=info.oom_killed)
+        elif isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:
+            what = "CHANGED" if msg.state == ConnState.HOST_KEY_CHANGED else "unknown"
             self.notify(f"{msg.station}: host key {what} ({msg.fingerprint}); press T to review",
                         severity="error" if what == "CHANGED" else "warning", timeout=8, markup=False)
-
-    def on_gpu_sample(self, msg: GpuSample) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_gpus(msg.gpus, msg.error, msg.at)
-
-    def on_apps_sample(self, msg: AppsSample) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_apps(msg.apps)
-
-    def on_host_mem_sample(self, msg: HostMemSample) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_host_mem(msg.memory)
-
-    def on_container_update(self, msg: ContainerUpdate) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_container(msg.info)
-        info = msg.info  # a container that stopped with an error is never silent in the diagnosis
-        self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
-                                 f"container {info.name}", oom_killed=info.oom_killed)
-
-    def on_engine_update(self, msg: EngineUpdate) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.set_engine(msg.progress)
-        if msg.station == self.config.head.name:  # the API's fate: serving panel, chat, bench
-            self.head_engine = msg.progress
-            for panel in pane.query(ServingPanel) if pane else ():
-                panel.set_engine(msg.progress)
+        if not self.screen_stack:  # (a message can still arrive while the app shuts down)
+            return
+        if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench
             for screen in self.screen_stack:
-                if hasattr(screen, "set_head_engine"):
-                    screen.set_head_engine(msg.progress)
-
-    def on_log_batch(self, msg: LogBatch) -> None:
-        if pane := self.panes.get(msg.station):
-            pane.add_logs(msg.lines)
-        self.diagnoser.feed(msg.station, msg.lines)
-
-    def on_serving_update(self, msg: ServingUpdate) -> None:
-        head = self.panes.get(self.config.head.name)
-        if head is not None:
-            for panel in head.query(ServingPanel):
-                panel.show(msg.snapshot)
+                screen.post_message(HeadEngineChanged(state.engine))
+        self.dashboard.station_changed(state.name, changed)
 
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)

@@ -1,8 +1,9 @@
 """What the head station's engine phase means for the API, in the operator's words.
 
-The app learns the head's phase from its ``EngineUpdate`` messages (the container log, parsed by
-``console/probes/engine_log.py``) and hands it to the serving panel, the chat and the bench
-screens, which do no I/O of their own. While the engine loads, the API refuses connections:
+The head station's state holds its phase (``EngineUpdate`` messages: the container log, parsed by
+``console/probes/engine_log.py``). The head's pane hands it to its serving panel; the chat and
+bench screens get it when they open and, while open, from a ``HeadEngineChanged`` message the
+app posts to the screens when it changes; they do no I/O of their own. While the engine loads, the API refuses connections:
 that is expected and calm ("still loading (capturing CUDA graphs)"), not "unreachable".
 """
 
@@ -10,10 +11,21 @@ from __future__ import annotations
 
 from typing import Literal
 
+from textual.message import Message
+
 from console.probes.engine_log import EngineProgress
 from console.vocabulary import LOADING_PHASES
 
 ApiExpectation = Literal["loading", "failed", "stopped", "up", "unknown"]
+
+
+class HeadEngineChanged(Message, bubble=False):
+    """The head station's engine phase changed (posted by the app to each screen; a screen that
+    does not show the API's fate has no handler and ignores it)."""
+
+    def __init__(self, progress: EngineProgress | None) -> None:
+        super().__init__()
+        self.progress = progress
 
 
 def api_expectation(progress: EngineProgress | None) -> ApiExpectation:

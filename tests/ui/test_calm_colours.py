@@ -91,5 +91,5 @@ async def test_meter_time_scale_comes_from_the_samples_clock():
             app.post_message(GpuSample("A", g, t0 + 30 * k))
             await pilot.pause(0.05)
         meter: GpuMeter = app.panes["A"].meters[0]
-        assert list(meter.times) == [t0, t0 + 30, t0 + 60]
+        assert list(app.stations["A"].traces[meter.index].times) == [t0, t0 + 30, t0 + 60]
         assert _rendered(meter.query_one(".gpu-hist").content).plain.endswith(" last 60 s · 3 samples")

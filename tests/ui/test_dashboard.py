@@ -38,7 +38,7 @@ async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
     h = await sim_factory(running=True, time_scale=0.005)
     app = ConsoleApp(h.config, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: all(p.gpus for p in app.panes.values()))
+        await wait_until(pilot, lambda: all(app.stations[n].gpus and p.meters for n, p in app.panes.items()))
         a, b = app.panes["A"], app.panes["B"]
         assert "rank 0" in a.border_title and "API host" in a.border_title
         assert "rank 1" in b.border_title and "worker" in b.border_title
@@ -70,11 +70,12 @@ async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory)
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_until(pilot, lambda: app.panes["B"].conn_state == "unreachable")
         assert "no answer" in pane_text(app, "B")
-        await wait_until(pilot, lambda: app.panes["A"].meters)
-        meter = app.panes["A"].meters[-1]
-        n = len(meter.history)
-        await wait_until(pilot, lambda: len(meter.history) >= n + 3)  # A keeps updating
-        assert app.panes["A"].conn_state == "live"
+        a = app.stations["A"]
+        await wait_until(pilot, lambda: app.panes["A"].meters and a.traces)
+        trace = a.traces[app.panes["A"].meters[-1].index]
+        n = len(trace.times)
+        await wait_until(pilot, lambda: len(trace.times) >= n + 3)  # A keeps updating
+        assert a.conn.state == "live"
 
 
 async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
@@ -161,7 +162,7 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
         post(LogBatch("B", B_LOG))
         panes = app.panes
         await until(pilot, lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
-                    and panes["B"].progress is not None and panes["B"].host_mem is not None, "the fed state")
+                    and app.stations["B"].engine is not None and app.stations["B"].host_mem is not None, "the fed state")
         # the diagnosis (a 0.5 s interval) is drawn now and its toast cleared: CI once took the
         # picture before the interval fired
         await settle(pilot)
@@ -236,13 +237,14 @@ async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):
     app = ConsoleApp(h.config, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
         pane = app.panes["A"]
-        await wait_until(pilot, lambda: pane.apps_seen and pane.apps)
+        state = app.stations["A"]
+        await wait_until(pilot, lambda: state.apps_seen and state.apps)
         procs = pane.query_one(ProcessList)
         assert not procs.display or not procs.has_class("-shown")
         pane.log_pane.log_widget.focus()
         await pilot.press("p")
         await wait_until(pilot, lambda: procs.has_class("-shown") and procs.region.height > 1)
-        app_row = max(pane.apps, key=lambda a: a.used_memory_mib or 0)
+        app_row = max(state.apps, key=lambda a: a.used_memory_mib or 0)
         console = Console(width=90, record=True, file=io.StringIO(), color_system=None)
         console.print(procs.content)
         text = console.export_text()
@@ -261,9 +263,9 @@ async def test_fleet_age_is_the_newest_sample_while_live():
         now = time.time()
         app.post_message(ConnectionState("A", "live", last_sample_at=now - 30))
         app.post_message(GpuSample("A", _gpus(1000), now - 1))
-        pane = app.panes["A"]
-        await until(pilot, lambda: pane.gpus_at is not None and pane.conn_state == "live", "A's sample")
-        assert fleet_row(pane, now).age_s == pytest.approx(1.0)
+        state = app.stations["A"]
+        await until(pilot, lambda: state.gpus_at is not None and state.conn.state == "live", "A's sample")
+        assert fleet_row(state, now).age_s == pytest.approx(1.0)
         app.post_message(ConnectionState("A", "stale", last_sample_at=now - 1))
-        await until(pilot, lambda: pane.conn_state == "stale", "A stale")
-        assert fleet_row(pane, now + 20).age_s == pytest.approx(21.0)
+        await until(pilot, lambda: state.conn.state == "stale", "A stale")
+        assert fleet_row(state, now + 20).age_s == pytest.approx(21.0)

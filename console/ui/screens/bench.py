@@ -50,7 +50,7 @@ from console.serving.bench_model import (
 from console.serving.chat import EFFORTS
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
-from console.ui.engine_state import api_expectation, why_no_api
+from console.ui.engine_state import HeadEngineChanged, api_expectation, why_no_api
 from console.ui.providers import BenchCommands
 from console.ui.widgets.settings_bar import SettingsBar
 
@@ -184,8 +184,8 @@ class BenchScreen(Screen):
         Binding("escape", "back", "Back / cancel", id="bench-back", tooltip="Cancel a running sweep, else leave"),
     ]
 
-    def __init__(self, config: Config, *, results_dir: Path | None = None, name: str | None = None,
-                 id: str | None = None) -> None:
+    def __init__(self, config: Config, *, results_dir: Path | None = None, head_engine: EngineProgress | None = None,
+                 name: str | None = None, id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         self.config = config
         self.url = config.api_url()
@@ -201,10 +201,10 @@ class BenchScreen(Screen):
         self.running = False
         self.state = "idle"  # idle | running | done | failed | cancelled | error
         self.saved: tuple[Path, Path] | None = None
-        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
+        self.head_engine = head_engine  # the head station's phase, then HeadEngineChanged (no I/O here)
 
-    def set_head_engine(self, progress: EngineProgress | None) -> None:
-        self.head_engine = progress
+    def on_head_engine_changed(self, msg: HeadEngineChanged) -> None:
+        self.head_engine = msg.progress
 
     def compose(self) -> ComposeResult:
         yield Static(f"Benchmark · {self.config.profile.name} @ {self.url}", id="bench-title")
@@ -235,7 +235,6 @@ class BenchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.head_engine = getattr(self.app, "head_engine", None)
         self._columns(self._comparison_now())
         self._settings_changed()
 

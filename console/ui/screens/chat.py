@@ -41,7 +41,7 @@ from console.serving.chat import (
 )
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
-from console.ui.engine_state import why_no_api
+from console.ui.engine_state import HeadEngineChanged, why_no_api
 from console.ui.providers import ChatCommands
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
@@ -201,7 +201,7 @@ class ChatScreen(Screen):
     ]
 
     def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
-                 name: str | None = None, id: str | None = None) -> None:
+                 head_engine: EngineProgress | None = None, name: str | None = None, id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         if isinstance(config_or_url, Config):
             self.url = config_or_url.api_url()
@@ -216,7 +216,7 @@ class ChatScreen(Screen):
         self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False
-        self.head_engine: EngineProgress | None = None  # handed over by the app (no I/O here)
+        self.head_engine = head_engine  # the head station's phase, then HeadEngineChanged (no I/O here)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -239,7 +239,6 @@ class ChatScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.set_head_engine(getattr(self.app, "head_engine", None))
         self.session = chat_session(self.app, self.url)
         conv = self.query_one("#conversation", VerticalScroll)
         for user_line, result in self.session.turns:
@@ -256,8 +255,11 @@ class ChatScreen(Screen):
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
 
+    def on_head_engine_changed(self, msg: HeadEngineChanged) -> None:
+        self.set_head_engine(msg.progress)
+
     def set_head_engine(self, progress: EngineProgress | None) -> None:
-        """The head station's engine phase, from the app's EngineUpdate messages."""
+        """The head station's engine phase (its title says when the API cannot answer yet)."""
         self.head_engine = progress
         if not self.busy:
             with contextlib.suppress(NoMatches):

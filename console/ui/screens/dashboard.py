@@ -3,8 +3,10 @@
 A ``Screen`` of its own (the app's default screen) that owns its bindings, as posting and
 harlequin lay theirs out: its keys are simply not in the binding chain of a screen pushed over
 it (chat, checks, bench), so the app needs no ``check_action`` to hide them. The app keeps the
-services (one per station, the serving monitor, the diagnosis) and routes their messages to the
-panes this screen composed (``app.panes`` is this screen's).
+services (one per station, the serving monitor, the diagnosis) and the stations' states: it
+applies each station message to its state, then tells this screen which station and which
+aspects changed (``station_changed``); the panes and the fleet table render those states
+(``app.panes`` is this screen's).
 
 Views: ``grid`` (every pane, 1-3 columns), ``fleet`` (one row per station: the default from 5
 stations, ``f`` at any count) and ``station`` (one pane full size, opened from the fleet with
@@ -23,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from console.config import Config, gpus_per_station
+from console.station.state import Aspect, Stations
 from console.ui.widgets.diagnosis import DiagnosisPanel
 from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.fleet_table import FleetTable
@@ -109,9 +112,10 @@ class DashboardScreen(Screen):
                 tooltip="Back from one station's pane to the fleet table"),
     ]
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, stations: Stations) -> None:
         super().__init__(id="dashboard")
         self.config = config
+        self.stations = stations  # the app's: read here, applied to by the app
         self.panes: dict[str, StationPane] = {}
         self.view: View = "fleet" if len(config.stations) >= FLEET_FROM else "grid"
         self.chosen: str | None = None  # the station shown alone (station view)
@@ -122,12 +126,13 @@ class DashboardScreen(Screen):
         p = self.config.profile
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.config.ui.log_lines, unified=p.gpu.unified_memory,
-                                   engine=p.engine, gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name,
-                                   expected_frac=expected_gpu_fill(p), id=f"station-{css_id(st.name)}")
+                pane = StationPane(st, self.stations[st.name], self.config.ui.log_lines,
+                                   unified=p.gpu.unified_memory, engine=p.engine, gpudirect=p.link.gpudirect,
+                                   serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p),
+                                   id=f"station-{css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
-        yield FleetTable(id="fleet")
+        yield FleetTable(serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p), id="fleet")
         yield DiagnosisPanel(id="diagnosis")
         yield FittedFooter()
 
@@ -135,6 +140,24 @@ class DashboardScreen(Screen):
         self.set_class(self.config.simulated, "-demo")
         self._show_view(self.view)
         self.set_interval(0.5, self._refresh_fleet)
+        self.set_interval(1.0, self._tick_ages)
+
+    # ------------------------------------------------------------------ the stations' states
+
+    def station_changed(self, name: str, aspects: frozenset[Aspect]) -> None:
+        """The app applied a message to station ``name``'s state: redraw what these aspects show
+        (the fleet table follows on its own timer: its ages move anyway)."""
+        if not aspects:
+            return
+        if pane := self.panes.get(name):
+            pane.show_state(aspects)
+        if Aspect.CONN in aspects:  # the diagnosis says whose log it cannot read
+            for panel in self.query(DiagnosisPanel):
+                panel.set_unread(self.stations.unreadable_logs())
+
+    def _tick_ages(self) -> None:
+        for pane in self.panes.values():
+            pane.tick()
 
     # ------------------------------------------------------------------ views
 
@@ -162,8 +185,7 @@ class DashboardScreen(Screen):
 
     def _refresh_fleet(self) -> None:
         if self.view == "fleet":
-            self.query_one(FleetTable).update_from(self.panes[n] for n in sorted(
-                self.panes, key=lambda n: self.panes[n].station.rank))
+            self.query_one(FleetTable).update_from(self.stations.by_rank())
 
     def reveal(self, station: str) -> None:
         """Make this station's pane visible (the fleet view opens it)."""
@@ -243,12 +265,12 @@ class DashboardScreen(Screen):
     def action_chat(self) -> None:
         from console.ui.screens.chat import ChatScreen
 
-        self.app.push_screen(ChatScreen(self.config))
+        self.app.push_screen(ChatScreen(self.config, head_engine=self.stations.head_engine))
 
     def action_bench(self) -> None:
         from console.ui.screens.bench import BenchScreen
 
-        self.app.push_screen(BenchScreen(self.config))
+        self.app.push_screen(BenchScreen(self.config, head_engine=self.stations.head_engine))
 
     def action_service(self, action: str) -> None:
         from console.ui.screens.actions import start_action

@@ -2,9 +2,9 @@
 last sample, engine phase, serving-GPU memory used/total, utilization, NCCL transport and the
 last error. Enter on a row asks for that station's full pane (``StationChosen``).
 
-Rendering only: rows are read from the station panes (``update_from``), which hold what the
-services said; the display GPU of a DGX Station is left out (it serves nothing and repeated on
-every row it hid the figures that matter).
+Rendering only: rows are read from the stations' states (``update_from``, console/station/state.py),
+the same objects the panes render; the display GPU of a DGX Station is left out (it serves nothing
+and repeated on every row it hid the figures that matter).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.sanitize import one_line
+from console.station.state import StationState
 from console.ui import clock
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of
 from console.ui.widgets.gpu_meter import bar
-from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE, StationPane
-from console.vocabulary import DOWN_STATES, LOADING_PHASES
+from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE
+from console.vocabulary import LOADING_PHASES
 
 TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
@@ -40,7 +41,6 @@ ERROR = "last error"
 
 def layout_for(width: int) -> tuple[tuple[str, int], ...]:
     return next(cols for least, cols in LAYOUTS if width >= least)
-DOWN = DOWN_STATES
 
 
 def _age(seconds: float | None) -> str:
@@ -68,32 +68,32 @@ class FleetRow:
     error: str
 
 
-def fleet_row(pane: StationPane, now: float | None = None) -> FleetRow:
-    """One station's row from its pane: the serving GPUs only (the profile's GPU; all of them when
-    none matches), memory as the pane's meters computed it (GB10: processes against host memory)."""
+def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | None = None,
+              expected: float | None = None) -> FleetRow:
+    """One station's row from its state: the serving GPUs only (those named ``serving_gpu`` when
+    the profile expects a fill for them; all of them when none matches), memory as the state
+    computes it (GB10: processes against host memory)."""
     now = clock.now() if now is None else now
-    st = pane.station
-    serving = [m for m in pane.meters if m.expected_frac is not None] or list(pane.meters)
-    gpus = {g.index: g for g in pane.gpus}
-    used = [m.used_mib for m in serving if m.used_mib is not None]
-    total = [m.total_mib for m in serving if m.total_mib is not None]
-    utils = [gpus[m.index].util_pct for m in serving if m.index in gpus and gpus[m.index].util_pct is not None]
+    s = state
+    serving = s.serving_gpus(serving_gpu if expected is not None else None)
+    memory = [s.memory[g.index] for g in serving if g.index in s.memory]
+    used = [m.used_mib for m in memory if m.used_mib is not None]
+    total = [m.total_mib for m in memory if m.total_mib is not None]
+    utils = [g.util_pct for g in serving if g.util_pct is not None]
     # the newest of the two: the connection's word (stale / down) and the last GPU sample (live)
-    seen = max((t for t in (getattr(pane, "last_sample_at", None), pane.gpus_at) if t is not None), default=None)
-    p = pane.progress
-    engine = ""
-    if p is not None:
-        engine = "serving (worker)" if (not st.is_head and p.phase == "ready") else p.label
+    seen = s.seen_at
+    p = s.engine
     error = ""
-    if pane.conn_state in DOWN and pane.conn_detail:
-        error = pane.conn_detail
+    if s.conn.down and s.conn.detail:
+        error = s.conn.detail
     elif p is not None and p.fatal:
         error = error_words(p.fatal)
-    elif pane.container is not None and pane.container.state in ("exited", "dead") and pane.container.exit_code:
-        error = f"container {pane.container.state} ({pane.container.exit_code})"
-    return FleetRow(st.name, st.rank, st.is_head, pane.conn_state, None if seen is None else now - seen,
-                    p.phase if p else None, engine, sum(used) if used else None, sum(total) if total else None,
-                    max(utils) if utils else None, p.transport if p else "unknown", one_line(error, 400))
+    elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
+        error = f"container {s.container.state} ({s.container.exit_code})"
+    return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
+                    p.phase if p else None, s.engine_label, sum(used) if used else None,
+                    sum(total) if total else None, max(utils) if utils else None,
+                    p.transport if p else "unknown", one_line(error, 400))
 
 
 def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
@@ -155,13 +155,13 @@ class FleetTable(DataTable):
             super().__init__()
             self.station = station
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, serving_gpu: str | None = None, expected_frac: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.serving_gpu, self.expected_frac = serving_gpu, expected_frac  # the profile's GPU and its fill
         self._rows: dict[str, tuple] = {}
         self._widths: tuple[int, ...] = ()
         self._cols: tuple[tuple[str, int], ...] = ()
         self._keep_cursor = 0
-        self._expected: dict[str, float | None] = {}
 
     def _fitted(self) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
         width = self.size.width or self.app.size.width
@@ -191,17 +191,17 @@ class FleetTable(DataTable):
     def on_resize(self) -> None:
         self._columns()
 
-    def update_from(self, panes: Iterable[StationPane], now: float | None = None) -> None:
-        """Refresh every row from the panes (cells that did not change are left alone)."""
+    def update_from(self, states: Iterable[StationState], now: float | None = None) -> None:
+        """Refresh every row from the stations' states (cells that did not change are left alone)."""
         self._columns()
         pal = palette_of(self.app)
         cols = self._cols
         mem_width = dict(cols)["GPU memory"]
         filled = not self._rows
-        for pane in panes:
-            row = fleet_row(pane, now)
+        for state in states:
+            row = fleet_row(state, now, self.serving_gpu, self.expected_frac)
             key = row.station
-            new = cells(row, pane.expected_frac, mem_width, pal, cols)
+            new = cells(row, self.expected_frac, mem_width, pal, cols)
             old = self._rows.get(key)
             if old is None:
                 self.add_row(*new, key=key)

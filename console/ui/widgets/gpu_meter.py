@@ -1,10 +1,9 @@
 """One GPU: a memory bar with used/total and its history over time: a one-row sparkline of the
 memory, or, where the pane has the rows (``StationPane.-roomy``), a plot of memory and utilization
-with a time axis (``GpuHistoryPlot``)."""
+with a time axis (``GpuHistoryPlot``). Rendering only: the reading, its memory view and its
+history are the station's (``console/station/state.py``)."""
 
 from __future__ import annotations
-
-from collections import deque
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,12 +11,11 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from console.durations import span
+from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
-from console.ui import clock
+from console.station.state import GpuMemory, GpuTrace
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
-
-HISTORY = 120
 
 
 def fmt_gib(mib: float | None) -> str:
@@ -105,13 +103,10 @@ class GpuMeter(Vertical):
         super().__init__(**kwargs)
         self.index = index
         self.expected_frac = expected_frac  # the serving GPU's expected fill (the profile's), else None
-        self.history: deque[float] = deque(maxlen=HISTORY)
-        self.times: deque[float] = deque(maxlen=HISTORY)  # when each sample was taken (the time scale)
-        self.utils: deque[float | None] = deque(maxlen=HISTORY)  # utilization at those times
-        self.used_mib: float | None = None
+        self.used_mib: float | None = None  # what the bar shows now
         self.total_mib: float | None = None
         self.title = ""
-        self._last: tuple | None = None
+        self._shown: tuple[GpuReading, GpuMemory, GpuTrace | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="gpu-head")
@@ -121,73 +116,58 @@ class GpuMeter(Vertical):
         yield Static("", classes="gpu-hist")
         yield GpuHistoryPlot(classes="gpu-plot")
 
-    def update_reading(self, name: str, used_mib: float | None, total_mib: float | None, util: int | None,
-                       temp: int | None, power: float | None, note: str = "", error: str | None = None,
-                       at: float | None = None) -> None:
-        """``at``: when the sample was taken (``time.time()``; the history's time scale); ``error``: this
-        GPU could not be read (nvidia-smi's words)."""
-        self._last = (name, used_mib, total_mib, util, temp, power, note, error)
-        if used_mib is not None:
-            when = clock.now() if at is None else at
-            if self.times and self.times[-1] == when:  # the same sample drawn again (new processes, host memory)
-                self.history[-1], self.utils[-1] = used_mib, util
-            else:
-                self.history.append(used_mib)
-                self.times.append(when)
-                self.utils.append(util)
-        if self.is_mounted:
-            self._render_reading()
-
-    def update_error(self, text: str, bus_id: str | None = None) -> None:
-        """A GPU nvidia-smi could not read (fell off the bus, needs a reset): what it printed (its
-        start on the first line, the bus id and reason on the second, so narrow panes show both)."""
-        self._last = ("", None, None, None, None, None, bus_id or "", text)
+    def show(self, reading: GpuReading, memory: GpuMemory, trace: GpuTrace | None) -> None:
+        """Draw this GPU: its reading (a GPU nvidia-smi could not read is one without a name), its
+        memory as the station's state computes it, and its history."""
+        self._shown = (reading, memory, trace)
         if self.is_mounted:
             self._render_reading()
 
     def on_mount(self) -> None:
-        if self._last is not None:
+        if self._shown is not None:
             self._render_reading()
 
     def _render_reading(self) -> None:
-        name, used_mib, total_mib, util, temp, power, note, error = self._last
-        if not name:  # no reading at all: the error is the whole row
+        assert self._shown is not None
+        g, memory, trace = self._shown
+        if not g.name:  # no reading at all: what nvidia-smi printed is the whole row (fell off the bus, ...)
             self.used_mib = self.total_mib = None
-            text = one_line(error or "no reading", 300)
+            text = one_line(g.error or "no reading", 300)
             self.title = f"GPU{self.index} ✖ {text}"
             self.query_one(".gpu-head", Static).update(Text(self.title, style="bold red", overflow="ellipsis",
                                                             no_wrap=True))
             # the second line: why (what follows the bus id), e.g. "Unknown Error", "GPU is lost. ..."
-            tail = text[text.find(note) + len(note):].lstrip(": ") if note and note in text else ""
+            bus = g.bus_id or ""
+            tail = text[text.find(bus) + len(bus):].lstrip(": ") if bus and bus in text else ""
             self.query_one(".gpu-bar", Static).update(
                 Text(tail, style="red", overflow="ellipsis", no_wrap=True) if tail else Bar(None))
             self.query_one(".gpu-mem", Static).update(Text("no reading", style="red"))
-            self._render_history()
+            self._render_history(trace)
             return
+        used_mib, total_mib = memory.used_mib, memory.total_mib
         self.used_mib, self.total_mib = used_mib, total_mib
-        parts = [f"GPU{self.index} {name}"]
-        if util is not None:
-            parts.append(f"util {util}%")
-        if temp is not None:
-            parts.append(f"{temp}°C")
-        if power is not None:
-            parts.append(f"{power:.0f} W")
-        if note:
-            parts.append(note)
+        parts = [f"GPU{self.index} {g.name}"]
+        if g.util_pct is not None:
+            parts.append(f"util {g.util_pct}%")
+        if g.temp_c is not None:
+            parts.append(f"{g.temp_c}°C")
+        if g.power_w is not None:
+            parts.append(f"{g.power_w:.0f} W")
+        if memory.note:
+            parts.append(memory.note)
         self.title = "  ".join(parts)
         head = Text(self.title, overflow="ellipsis", no_wrap=True)
-        if error:
-            self.title += f"  ✖ {one_line(error, 200)}"
-            head.append(f"  ✖ {one_line(error, 200)}", style="bold red")
+        if g.error:
+            self.title += f"  ✖ {one_line(g.error, 200)}"
+            head.append(f"  ✖ {one_line(g.error, 200)}", style="bold red")
         self.query_one(".gpu-head", Static).update(head)
-        frac = used_mib / total_mib if used_mib is not None and total_mib else None
-        self.query_one(".gpu-bar", Static).update(Bar(frac, self.expected_frac, palette_of(self.app)))
+        self.query_one(".gpu-bar", Static).update(Bar(memory.frac, self.expected_frac, palette_of(self.app)))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
         self.query_one(".gpu-mem", Static).update(mem)
-        self._render_history()
+        self._render_history(trace)
 
-    def _render_history(self) -> None:
-        self.query_one(".gpu-hist", Static).update(Spark(list(self.history), self.total_mib, list(self.times),
-                                                         palette_of(self.app)))
+    def _render_history(self, trace: GpuTrace | None) -> None:
+        times, used, utils = (list(trace.times), list(trace.used), list(trace.utils)) if trace else ([], [], [])
+        self.query_one(".gpu-hist", Static).update(Spark(used, self.total_mib, times, palette_of(self.app)))
         # the plot keeps the data; it is drawn only while shown (a roomy pane), from the samples' clock
-        self.query_one(GpuHistoryPlot).show(list(self.times), list(self.history), list(self.utils), self.total_mib)
+        self.query_one(GpuHistoryPlot).show(times, used, utils, self.total_mib)

@@ -1,42 +1,32 @@
 """Serving panel: API health, model, load, token rate, latency p50s, cache and MTP figures.
 
-No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API and the app hands each
-snapshot to ``show()`` (post ``ServingUpdate`` from the monitor's callback). When the API stops
-answering the last values stay, dimmed, with their age, so the operator sees what they were and
-how old they are; a dash means unknown, never zero. Everything the server said (model id,
-version, error bodies) is outside text: sanitized, one line, never markup. The app also hands it
-the head's engine phase (``set_engine``): while the engine loads the API cannot answer, and the
-panel says "starting (engine loading …)" in a calm colour instead of a red "not answering".
+No I/O: ``ServingMonitor`` (console/serving/metrics.py) polls the API; its ``ServingUpdate``
+(console/station/messages.py) goes into the head station's state, and the head's pane hands the
+snapshot to ``show()`` and the engine phase to ``set_engine``. When the API stops answering the
+last values stay, dimmed, with their age, so the operator sees what they were and how old they
+are; a dash means unknown, never zero. Everything the server said (model id, version, error
+bodies) is outside text: sanitized, one line, never markup. While the engine loads the API
+cannot answer, and the panel says "starting (engine loading …)" in a calm colour instead of a
+red "not answering".
 """
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual.message import Message
 from textual.widgets import Static
 
 from console.durations import span
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
+from console.station.messages import ServingUpdate as ServingUpdate  # its old home: re-exported
 from console.ui import clock
 from console.ui.engine_state import api_expectation
 from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
-
-
-class ServingUpdate(Message):
-    """A new snapshot; a newer one supersedes it in the queue."""
-
-    def __init__(self, snapshot: ServingSnapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ServingUpdate)
 
 
 def _num(x: float | None, fmt: str, unit: str = "") -> str:
@@ -174,7 +164,6 @@ class ServingPanel(Static):
             self._redraw()
 
     def on_mount(self) -> None:
-        self.engine = self.engine or getattr(self.app, "head_engine", None)  # a phase known before mount
         self.set_interval(1.0, self._redraw)
         self._redraw()
 

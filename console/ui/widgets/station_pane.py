@@ -1,6 +1,9 @@
 """One station: connection, GPUs (memory bar + history), host memory, container and engine
 state, badges from checks and diagnosis, the GPU processes (``p``) and the container log.
-Rendering only: every value arrives through a method called by the app's message handlers.
+Rendering only: the station's facts are its ``StationState`` (console/station/state.py), which
+the app updates; ``show_state`` redraws the aspects that changed. The pane keeps only view state
+(its layout classes, whether the process list is shown, the badges other services hand it); the
+log lines go to its log view (``add_logs``).
 
 The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
 (worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
@@ -20,19 +23,17 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
-from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
-from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.sanitize import one_line
-from console.station.messages import ConnectionState, ConnState
+from console.station.state import EVERY_ASPECT, Aspect, StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.process_list import ProcessList
-from console.vocabulary import DOWN_STATES, LOADING_PHASES, TRANSPORT_SHORT, NcclTransport
+from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, NcclTransport
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
@@ -149,29 +150,17 @@ class StationPane(Vertical):
     StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
     """
 
-    def __init__(self, station: Station, max_lines: int = 5000, unified: bool = False, engine: str = "vllm",
-                 gpudirect: bool = True, serving_gpu: str | None = None, expected_frac: float | None = None,
-                 **kwargs) -> None:
+    def __init__(self, station: Station, state: StationState, max_lines: int = 5000, unified: bool = False,
+                 engine: str = "vllm", gpudirect: bool = True, serving_gpu: str | None = None,
+                 expected_frac: float | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.gpudirect = gpudirect  # the profile expects GPUDirect RDMA (GB10 pairs do not: RDMA is calm)
         self.serving_gpu, self.expected_frac = serving_gpu, expected_frac  # its expected memory fill
         self.station = station
+        self.state = state  # the app's, for this station: read, never written here
         self.max_lines = max_lines
-        self.unified = unified
+        self.unified = unified  # the profile's GPU shares the host's memory (GB10)
         self.engine = engine
-        self.conn_state: ConnState = "connecting"
-        self.conn_detail = ""
-        self.host_key: object | None = None  # the HostKeyError of a host-key state
-        self.last_sample_at: float | None = None
-        self.next_try_at: float | None = None
-        self.gpu_error: str | None = None
-        self.container: ContainerInfo | None = None
-        self.progress: EngineProgress | None = None
-        self.gpus: list[GpuReading] = []
-        self.gpus_at: float | None = None
-        self.apps: list[ComputeApp] = []
-        self.apps_seen = False  # a compute-apps sample arrived (an empty list is then "none")
-        self.host_mem: HostMemory | None = None
         self.badges: dict[str, Text] = {}
         self.meters: list[GpuMeter] = []
         role = "API host" if station.is_head else "worker"
@@ -193,7 +182,7 @@ class StationPane(Vertical):
         yield LogPane(self.max_lines)
 
     def on_mount(self) -> None:
-        self._render_status()
+        self._show(EVERY_ASPECT)  # what the state already holds
 
     def on_resize(self) -> None:
         """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
@@ -214,46 +203,72 @@ class StationPane(Vertical):
     def _render_processes(self) -> None:
         procs = self.query_one(ProcessList)
         if procs.has_class("-shown"):
-            procs.show(self.apps if self.apps_seen else None, self.gpus,
-                       self.host_mem.total_mib if self.unified and self.host_mem else None)
+            s = self.state
+            procs.show(s.apps if s.apps_seen else None, s.gpus,
+                       s.host_mem.total_mib if self.unified and s.host_mem else None)
 
     @property
     def log_pane(self) -> LogPane:
         return self.query_one(LogPane)
 
-    # -------------------------------------------------------------- updates
+    # -------------------------------------------------------------- the state, read
+
+    @property
+    def conn_state(self) -> ConnState:
+        return self.state.conn.state
+
+    @property
+    def host_key(self) -> object | None:
+        """The HostKeyError of a host-key state."""
+        return self.state.conn.host_key
 
     @property
     def fingerprint(self) -> str | None:
-        return getattr(self.host_key, "fingerprint", None)
+        return self.state.conn.fingerprint
+
+    @property
+    def progress(self) -> EngineProgress | None:
+        return self.state.engine
+
+    # -------------------------------------------------------------- updates
 
     @_while_mounted
-    def set_connection(self, msg: ConnectionState) -> None:
-        self.conn_state, self.conn_detail = msg.state, msg.detail
-        self.host_key, self.next_try_at = msg.host_key, msg.next_try_at
-        if msg.last_sample_at is not None:
-            self.last_sample_at = msg.last_sample_at
-        down = msg.state in DOWN_STATES
-        self.set_class(down, "-unreachable")
-        # Last-known values stay on screen, dimmed, whenever they are not live.
-        self.set_class(msg.state != "live" and self.last_sample_at is not None, "-stale")
-        self._render_status()
+    def show_state(self, aspects: frozenset[Aspect] = EVERY_ASPECT) -> None:
+        """Redraw what these aspects of the station's state show (the app calls it after each
+        message it applied)."""
+        self._show(aspects)
+
+    def _show(self, aspects: frozenset[Aspect]) -> None:
+        s = self.state
+        if Aspect.CONN in aspects:
+            self.set_class(s.conn.down, "-unreachable")
+            # Last-known values stay on screen, dimmed, whenever they are not live.
+            self.set_class(s.values_stale, "-stale")
+        if Aspect.GPUS in aspects:
+            err = self.query_one(".gpu-error", Static)
+            err.set_class(s.gpu_error is not None, "-shown")
+            err.update(Text(one_line(s.gpu_error, 300), style="bold red") if s.gpu_error else "")
+            self._sync_meters()
+        if aspects & {Aspect.GPUS, Aspect.MEMORY}:
+            self._render_gpus()
+        if Aspect.HOSTMEM in aspects and s.host_mem is not None:
+            self.query_one(".hostmem", Static).update(HostMemLine(s.host_mem, self.unified))
+        if aspects & {Aspect.GPUS, Aspect.APPS}:
+            self._render_processes()
+        if aspects & {Aspect.ENGINE, Aspect.SERVING} and self.station.is_head:
+            for panel in self.query("ServingPanel"):
+                if Aspect.ENGINE in aspects:
+                    panel.set_engine(s.engine)  # type: ignore[attr-defined]
+                if Aspect.SERVING in aspects and s.serving is not None:
+                    panel.show(s.serving)  # type: ignore[attr-defined]
+        if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
+            self._render_status()
 
     @_while_mounted
     def tick(self) -> None:
         """Once a second: ages and countdowns move while the station is not live."""
-        if self.conn_state != "live":
+        if not self.state.conn.live:
             self._render_status()
-
-    @_while_mounted
-    def set_container(self, info: ContainerInfo) -> None:
-        self.container = info
-        self._render_status()
-
-    @_while_mounted
-    def set_engine(self, progress: EngineProgress) -> None:
-        self.progress = progress
-        self._render_status()
 
     @_while_mounted
     def set_badge(self, key: str, text: Text | str | None) -> None:
@@ -266,43 +281,18 @@ class StationPane(Vertical):
         box.update(Text("  ").join(self.badges.values()) if self.badges else "")
         box.display = bool(self.badges)  # no empty row where nothing is to be said (80x24 needs it)
 
-    @_while_mounted
-    def set_gpus(self, gpus: list[GpuReading], error: str | None = None, at: float | None = None) -> None:
-        self.gpu_error = error
-        err = self.query_one(".gpu-error", Static)
-        err.set_class(error is not None, "-shown")
-        err.update(Text(one_line(error, 300), style="bold red") if error else "")
-        if error is not None and not gpus:  # nvidia-smi failed as a whole: keep the last readings, dimmed
-            return
-        self.gpus = gpus
-        self.gpus_at = at  # when nvidia-smi was read (the history's time scale)
+    def _sync_meters(self) -> None:
+        """One meter per GPU held; new ones when the GPUs are other GPUs."""
+        gpus = self.state.gpus
         # Our own list, not a DOM query: a mount still in flight must not look like "no meters".
         if [m.index for m in self.meters] != [g.index for g in gpus]:
             box = self.query_one(".gpus", Vertical)
             box.remove_children()
+            serving = {g.index for g in self.state.serving_gpus(self.serving_gpu)}
             self.meters = [GpuMeter(g.index, self.expected_frac if g.name == self.serving_gpu else None,
-                                    classes="-serving" if self._serving(g, gpus) else "-display")
+                                    classes="-serving" if g.index in serving else "-display")
                            for g in gpus]
             box.mount(*self.meters)
-        self._render_gpus()
-        self._render_processes()
-
-    def _serving(self, g: GpuReading, gpus: list[GpuReading]) -> bool:
-        """A GPU the model runs on: the profile's GPU (every GPU when none is that one)."""
-        return g.name == self.serving_gpu or not any(x.name == self.serving_gpu for x in gpus)
-
-    @_while_mounted
-    def set_apps(self, apps: list[ComputeApp]) -> None:
-        self.apps, self.apps_seen = apps, True
-        self._render_gpus()
-        self._render_processes()
-
-    @_while_mounted
-    def set_host_mem(self, mem: HostMemory) -> None:
-        self.host_mem = mem
-        self.query_one(".hostmem", Static).update(HostMemLine(mem, self.unified))
-        if self.unified:
-            self._render_gpus()
 
     @_while_mounted
     def add_logs(self, lines: list[str]) -> None:
@@ -311,73 +301,61 @@ class StationPane(Vertical):
     # -------------------------------------------------------------- rendering
 
     def _render_gpus(self) -> None:
+        s = self.state
         meters = {m.index: m for m in self.meters}
-        for g in self.gpus:
-            meter = meters.get(g.index)
-            if meter is None:
-                continue
-            if not g.name:  # nvidia-smi could not read this GPU at all: what it printed, in red
-                meter.update_error(g.error or "no reading", g.bus_id)
-                continue
-            used, total, note = g.memory_used_mib, g.memory_total_mib, ""
-            if used is None:  # GB10: unified memory, nvidia-smi says [N/A]
-                procs = [a.used_memory_mib for a in self.apps if a.gpu_uuid == g.uuid and a.used_memory_mib]
-                used = float(sum(procs)) if procs else (0.0 if self.apps is not None else None)
-                total = self.host_mem.total_mib if self.host_mem else None
-                note = "unified"
-            meter.update_reading(g.name, used, total, g.util_pct, g.temp_c, g.power_w, note, g.error,
-                                 at=self.gpus_at)
+        for g in s.gpus:
+            meter, memory = meters.get(g.index), s.memory.get(g.index)
+            if meter is not None and memory is not None:
+                meter.show(g, memory, s.traces.get(g.index))
 
     def _render_status(self) -> None:
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
         line, clipped to two lines) and the start-up timeline."""
-        icon, style = CONN_STYLE.get(self.conn_state, ("?", "white"))
+        s = self.state
+        conn = s.conn
+        icon, style = CONN_STYLE.get(conn.state, ("?", "white"))
         now = clock.now()
-        state = Text(f"{icon} {self.conn_state}", style=style)
+        state = Text(f"{icon} {conn.state}", style=style)
         pieces = [state]
         after: list = []
-        seen = self.last_sample_at
-        if self.conn_state == "stale" and seen is not None:
+        seen = conn.last_sample_at
+        if conn.state == ConnState.STALE and seen is not None:
             state.append(f" {_ago(now - seen)}", style=style)
             pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
-        elif self.conn_state in DOWN_STATES or self.conn_state == "connecting":
-            if seen is not None and self.conn_state != "connecting":
+        elif conn.down or conn.state == ConnState.CONNECTING:
+            if seen is not None and conn.state != ConnState.CONNECTING:
                 pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
                                    f"({_ago(now - seen)} ago)", style="yellow"))
-            elif self.conn_state != "connecting":
+            elif conn.state != ConnState.CONNECTING:
                 pieces.append(Text("never seen", style="yellow"))
-            if self.next_try_at is not None:
-                wait = self.next_try_at - now
+            if conn.next_try_at is not None:
+                wait = conn.next_try_at - now
                 pieces.append(Text(f"next try in {_ago(wait)}" if wait >= 1 else "trying again now", style="dim"))
-        hk = self.host_key
-        if self.conn_state == "host-key-unknown":
+        hk = conn.host_key
+        if conn.state == ConnState.HOST_KEY_UNKNOWN:
             offered = getattr(hk, "offered", None)
             after.append(Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
                                       style="magenta"), 2))
-        elif self.conn_state == "host-key-changed":
+        elif conn.state == ConnState.HOST_KEY_CHANGED:
             known = ", ".join(str(k) for k in getattr(hk, "known", ()))
             after.append(Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
                                       " — press T to review", style="bold red"), 6))  # both keys, whole
-        elif self.conn_state in ("unreachable", "error") and self.conn_detail:
-            after.append(Clipped(Text(f"{one_line(self.conn_detail, 240)} (r: retry now)", style="red"), 2))
-        if self.container:
-            c = self.container
+        elif conn.state in (ConnState.UNREACHABLE, ConnState.ERROR) and conn.detail:
+            after.append(Clipped(Text(f"{one_line(conn.detail, 240)} (r: retry now)", style="red"), 2))
+        if c := s.container:
             cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
-            piece = Text.assemble(("container ", "dim"), (f"{self.station.container}: {c.state}", cstyle))
+            piece = Text.assemble(("container ", "dim"), (f"{s.container_name}: {c.state}", cstyle))
             if c.state == "exited" and c.exit_code is not None:
                 piece.append(f" ({c.exit_code})", style=cstyle)
             pieces.append(piece)
-        if self.progress and (self.container is None or self.container.state == "running"
-                              or self.progress.phase == "failed"):
-            p = self.progress
-            label = p.label
-            if not self.station.is_head and p.phase == "ready":
-                label = "serving (worker)"
+        if s.engine_shown:
+            p = s.engine
+            assert p is not None
             pal = palette_of(self.app)
-            pieces.append(Text.assemble(("engine ", "dim"), (label, pal.calm if p.phase in LOADING_PHASES
-                                                              else PHASE_STYLE.get(p.phase, "white"))))
+            pieces.append(Text.assemble(("engine ", "dim"), (s.engine_label, pal.calm if p.phase in LOADING_PHASES
+                                                             else PHASE_STYLE.get(p.phase, "white"))))
             tl, ts = TRANSPORT_LABEL[p.transport]
-            if p.transport == "rdma" and not self.gpudirect:
+            if p.transport == NcclTransport.RDMA and not self.gpudirect:
                 ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
             pieces.append(Text.assemble(("NCCL ", "dim"), (tl, ts)))
             if p.fatal:
@@ -387,4 +365,4 @@ class StationPane(Vertical):
                 line.no_wrap, line.overflow = True, "ellipsis"
                 after.append(line)
         self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
-        self.set_class(self.progress is not None and self.progress.phase == "failed", "-failed")
+        self.set_class(s.engine_failed, "-failed")

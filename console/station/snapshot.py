@@ -1,0 +1,105 @@
+"""A station's state printed: the ``watch`` line and NDJSON object, the ``status --json`` station
+object, and the GPU and engine objects they share. Pure functions of a ``StationState`` (and the
+``now`` the ages are taken against), so every command that prints a station says what the
+dashboard's pane says, from the same state. The keys and values are contracts (DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.probes.engine_log import EngineProgress
+from console.probes.nvidia_smi import GpuReading
+from console.sanitize import one_line
+from console.station.state import StationState
+from console.vocabulary import TRANSPORT_TEXT
+
+
+def gpu_dict(g: GpuReading) -> dict[str, Any]:
+    """One GPU as ``status --json`` and ``watch --json`` show it (unknown values null)."""
+    return {"index": g.index, "name": g.name or None, "uuid": g.uuid or None, "memory_used_mib": g.memory_used_mib,
+            "memory_total_mib": g.memory_total_mib, "util_pct": g.util_pct, "temp_c": g.temp_c,
+            "power_w": g.power_w, "error": g.error}
+
+
+def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
+    """The engine phase as ``status --json`` shows it (None: not read)."""
+    if p is None:
+        return None
+    return {"phase": p.phase, "load_pct": p.load_pct, "transport": p.transport, "fatal": p.fatal}
+
+
+# ---------------------------------------------------------------------- watch
+
+
+def watch_json(state: StationState, now: float) -> dict[str, Any]:
+    """One ``watch --json`` object: the station at ``now``."""
+    age = state.sample_age(now)
+    c, e = state.container, state.engine
+    return {
+        "t": round(now, 3),
+        "station": state.name,
+        "state": state.conn.state,
+        "sample_age_s": None if age is None else round(age, 3),
+        "gpus": [gpu_dict(g) for g in state.gpus],
+        "container": {"name": state.container_name, "state": c.state if c else None,
+                      "exit_code": c.exit_code if c else None, "started_at": c.started_at if c else None},
+        "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
+                   "transport": e.transport if e else None, "fatal": e.fatal if e else None},
+        "error": state.conn.detail if state.conn.not_live else state.gpu_error,
+    }
+
+
+def watch_line(state: StationState, now: float) -> str:
+    """The plain ``watch`` line: state, sample age, GPUs, container, engine, and why when not live."""
+    age = state.sample_age(now)
+    parts = [f"{state.name:<4} {state.conn.state:<16}", f"age {age:5.1f} s" if age is not None else "age     -"]
+    for g in state.gpus:
+        if not g.name:
+            parts.append(f"GPU{g.index} NO READING")
+            continue
+        mem = ("n/a" if g.memory_used_mib is None else f"{g.memory_used_mib / 1024:.1f}") + "/" + (
+            "n/a" if g.memory_total_mib is None else f"{g.memory_total_mib / 1024:.1f}")
+        util = "?" if g.util_pct is None else f"{g.util_pct}%"
+        parts.append(f"GPU{g.index} {mem} GiB {util}" + (" ERR" if g.error else ""))
+    if state.container:
+        parts.append(f"container {state.container.state}")
+    if e := state.engine:
+        parts.append(f"engine {e.label}  NCCL {TRANSPORT_TEXT.get(e.transport, e.transport)}")
+    text = "  ".join(parts)
+    if state.conn.not_live and state.conn.detail:
+        text += f"  ({one_line(state.conn.detail, 160)})"
+    elif state.gpu_error:
+        text += f"  ({one_line(state.gpu_error, 160)})"
+    return text
+
+
+# ---------------------------------------------------------------------- status
+
+
+def status_dict(state: StationState, failure: str | None = None) -> dict[str, Any]:
+    """One station of ``status --json`` (without ``api``), from a state filled by one-shot reads.
+
+    ``reachable``: the reads answered (the state is live). ``error``: why not, else every
+    source's error joined (each unreadable GPU, nvidia-smi, its process query or host memory
+    failing), or null.
+    ``failure``: a read that cut the round short after the station answered; its words replace
+    the others. ``process_memory_mib`` on every GPU read when the processes were (unified memory:
+    the only GPU memory figure there is)."""
+    reachable = state.conn.live
+    gpus = [gpu_dict(g) for g in state.gpus]
+    if state.apps_seen and state.unified_gpus:
+        for d, g in zip(gpus, state.gpus, strict=True):
+            if g.name:
+                d["process_memory_mib"] = state.process_memory_mib(g.uuid)
+    errors = [f"GPU{g.index}: {g.error}" for g in state.gpus if g.error]
+    errors += [e for e in (state.gpu_error, state.apps_error, state.host_mem_error) if e]
+    error = failure or (state.conn.detail if not reachable else "; ".join(errors) or None)
+    hm = state.host_mem
+    c = state.container
+    container: dict[str, Any] = {"name": state.container_name, "state": None}
+    if c is not None:  # "image_id" is the local ID; "image" the reference it ran
+        container = {"name": c.name, "state": c.state, "started_at": c.started_at, "exit_code": c.exit_code,
+                     "image": c.image, "image_id": c.image_id}
+    return {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
+            "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,
+            "container": container, "engine": engine_dict(state.engine)}

@@ -1,0 +1,365 @@
+"""Every fact about one station in one object, and the fleet of them.
+
+The per-station service (``console/station/monitor.py``) posts small messages
+(``console/station/messages.py``); ``StationState.apply`` folds each one in and returns the
+aspects it changed, so a screen redraws only what moved. The TUI (app -> dashboard -> panes, the
+fleet table, the serving panel, the chat and bench screens), ``watch``, ``status`` and the
+diagnosis all read these objects; widgets render them and own no station data.
+
+Each source keeps its own time (``at[Aspect.GPUS]``, ``at[Aspect.HOSTMEM]``, ...) so that the age
+and staleness of every source, a progress state beside the connection state and per-GPU health
+can be added here without touching the readers. Values derived from several sources are computed
+here once: the memory of each GPU (on GB10's unified memory nvidia-smi says ``[N/A]``: the GPU's
+share is the sum of its processes, its total the host's memory), its history, the connection
+state's groups, ages, whether the engine line shows and the engine's words.
+
+Pure: no widgets, no I/O and no clock of its own: every time comes from a message, or from the
+``now`` a reader passes in.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress
+from console.probes.meminfo import HostMemory
+from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.station.messages import (
+    AppsSample,
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    HostMemSample,
+    LogBatch,
+    ServingUpdate,
+)
+from console.vocabulary import (
+    DOWN_STATES,
+    HOST_KEY_STATES,
+    LOG_READ_STATES,
+    NOT_LIVE_STATES,
+    ConnState,
+    EnginePhase,
+)
+
+if TYPE_CHECKING:
+    from console.config import Config, Station
+    from console.serving.metrics import ServingSnapshot
+
+
+class Aspect(StrEnum):
+    """What a message changed. The sources, each with its own time in ``StationState.at`` (except
+    ``CONN``, whose time is the connection's ``last_sample_at``), and ``MEMORY``: the per-GPU
+    memory view derived from the GPU, process and host-memory readings."""
+
+    CONN = "conn"
+    GPUS = "gpus"
+    APPS = "apps"
+    HOSTMEM = "hostmem"
+    CONTAINER = "container"
+    ENGINE = "engine"
+    LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
+    SERVING = "serving"  # the API's poll (the head station's)
+    MEMORY = "memory"
+
+
+EVERY_ASPECT = frozenset(Aspect)
+NOTHING: frozenset[Aspect] = frozenset()
+
+#: GPU samples kept per GPU for its history (the meter's sparkline and plot).
+HISTORY = 120
+
+
+@dataclass
+class Connection:
+    """The connection as the service last described it. ``last_sample_at``: wall time of the last
+    sample of any stream, as the service said it with a state change (kept when a message carries
+    none); ``host_key``: the HostKeyError of a host-key state (fingerprints, key types)."""
+
+    state: ConnState = ConnState.CONNECTING
+    detail: str = ""
+    host_key: object | None = None
+    last_sample_at: float | None = None
+    next_try_at: float | None = None
+
+    @property
+    def fingerprint(self) -> str | None:
+        return getattr(self.host_key, "fingerprint", None)
+
+    @property
+    def live(self) -> bool:
+        return self.state == ConnState.LIVE
+
+    @property
+    def down(self) -> bool:
+        """No connection at all (the pane is marked unreachable, its values dimmed)."""
+        return self.state in DOWN_STATES
+
+    @property
+    def host_key_pending(self) -> bool:
+        """Waiting for the operator's decision on a host key (T)."""
+        return self.state in HOST_KEY_STATES
+
+    @property
+    def not_live(self) -> bool:
+        """Not live and worth an error line (the detail is the error)."""
+        return self.state in NOT_LIVE_STATES
+
+    @property
+    def logs_readable(self) -> bool:
+        """The container log is being read (the diagnosis sees it)."""
+        return self.state in LOG_READ_STATES
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """One GPU's memory as the console shows it. ``unified``: GB10, where nvidia-smi reports no
+    memory: ``used`` is the sum of the GPU's processes, ``total`` the host's memory (None until a
+    host-memory sample came). A GPU that could not be read has neither."""
+
+    used_mib: float | None
+    total_mib: float | None
+    unified: bool = False
+
+    @property
+    def note(self) -> str:
+        return "unified" if self.unified else ""
+
+    @property
+    def frac(self) -> float | None:
+        return self.used_mib / self.total_mib if self.used_mib is not None and self.total_mib else None
+
+
+@dataclass
+class GpuTrace:
+    """One GPU's memory and utilization over its last ``HISTORY`` samples, by the samples' own
+    clock (newest last). A sample drawn again (new processes, host memory) replaces its entry."""
+
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    used: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    utils: deque[int | None] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+    def record(self, at: float, used_mib: float, util: int | None) -> None:
+        if self.times and self.times[-1] == at:
+            self.used[-1], self.utils[-1] = used_mib, util
+        else:
+            self.times.append(at)
+            self.used.append(used_mib)
+            self.utils.append(util)
+
+
+class StationState:
+    """One station: its identity, what each source last said (with its time) and what follows."""
+
+    def __init__(self, name: str, *, rank: int = 0, head: bool = True, container: str = "") -> None:
+        self.name, self.rank, self.head, self.container_name = name, rank, head, container
+        self.conn = Connection()
+        self.gpus: list[GpuReading] = []  # the readings shown (kept, dimmed, when nvidia-smi fails)
+        self.gpus_at: float | None = None  # when those readings were taken
+        self.gpu_error: str | None = None  # nvidia-smi itself failed (driver, NVML): no GPU could be read
+        self.apps: list[ComputeApp] = []
+        self.apps_seen = False  # a compute-apps sample came (an empty list is then "no process")
+        self.apps_error: str | None = None
+        self.host_mem: HostMemory | None = None
+        self.host_mem_error: str | None = None
+        self.container: ContainerInfo | None = None
+        self.engine: EngineProgress | None = None
+        self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
+        self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
+        self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
+        self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
+
+    @classmethod
+    def for_station(cls, station: Station) -> StationState:
+        return cls(station.name, rank=station.rank, head=station.is_head, container=station.container)
+
+    def __repr__(self) -> str:
+        return f"StationState({self.name!r}, {self.conn.state})"
+
+    # ------------------------------------------------------------------ updates
+
+    def apply(self, msg: object) -> frozenset[Aspect]:
+        """Fold one message in; the aspects it changed (none for a message of another kind)."""
+        match msg:
+            case ConnectionState():
+                return self._connection(msg)
+            case GpuSample():
+                return self._gpu_sample(msg)
+            case AppsSample():
+                self.at[Aspect.APPS], self.apps_error = msg.at, msg.error
+                if msg.error is not None:  # the query failed: the last list stays
+                    return frozenset({Aspect.APPS})
+                self.apps, self.apps_seen = msg.apps, True
+                return frozenset({Aspect.APPS, *self._derive_memory()})
+            case HostMemSample():
+                self.at[Aspect.HOSTMEM] = msg.at
+                self.host_mem_error = msg.error
+                if msg.memory is None:  # the reading failed: the last values stay
+                    return frozenset({Aspect.HOSTMEM})
+                self.host_mem = msg.memory
+                unified = any(m.unified for m in self.memory.values())
+                return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
+            case ContainerUpdate():
+                self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
+                return frozenset({Aspect.CONTAINER})
+            case EngineUpdate():
+                self.engine, self.at[Aspect.ENGINE] = msg.progress, msg.at
+                return frozenset({Aspect.ENGINE})
+            case LogBatch():
+                self.at[Aspect.LOGS] = msg.at
+                return frozenset({Aspect.LOGS})
+            case ServingUpdate():
+                self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
+                return frozenset({Aspect.SERVING})
+        return NOTHING
+
+    def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
+        c = self.conn
+        before = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at)
+        c.state, c.detail, c.host_key, c.next_try_at = msg.state, msg.detail, msg.host_key, msg.next_try_at
+        if msg.last_sample_at is not None:
+            c.last_sample_at = msg.last_sample_at
+        after = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at)
+        return frozenset({Aspect.CONN}) if after != before else NOTHING
+
+    def _gpu_sample(self, msg: GpuSample) -> frozenset[Aspect]:
+        self.at[Aspect.GPUS] = msg.at
+        self.gpu_error = msg.error
+        if msg.error is not None and not msg.gpus:  # nvidia-smi failed as a whole: keep the last readings
+            return frozenset({Aspect.GPUS})
+        if [g.index for g in self.gpus] != [g.index for g in msg.gpus]:  # other GPUs: their history starts over
+            self.traces = {}
+        self.gpus, self.gpus_at = msg.gpus, msg.at
+        return frozenset({Aspect.GPUS, *self._derive_memory()})
+
+    def _derive_memory(self) -> frozenset[Aspect]:
+        """The memory view of every GPU held, and its history entry for the readings' time."""
+        if not self.gpus:
+            self.memory = {}
+            return NOTHING
+        memory: dict[int, GpuMemory] = {}
+        for g in self.gpus:
+            if not g.name:  # nvidia-smi could not read this GPU at all
+                memory[g.index] = GpuMemory(None, None)
+                continue
+            if g.memory_used_mib is None:  # GB10: unified memory, nvidia-smi says [N/A]
+                total = self.host_mem.total_mib if self.host_mem else None
+                mem = GpuMemory(float(self.process_memory_mib(g.uuid)), total, unified=True)
+            else:
+                mem = GpuMemory(g.memory_used_mib, g.memory_total_mib)
+            memory[g.index] = mem
+            if mem.used_mib is not None and self.gpus_at is not None:
+                self.traces.setdefault(g.index, GpuTrace()).record(self.gpus_at, mem.used_mib, g.util_pct)
+        self.memory = memory
+        return frozenset({Aspect.MEMORY})
+
+    # ------------------------------------------------------------------ derived
+
+    def process_memory_mib(self, uuid: str) -> int:
+        """What the processes on this GPU hold (0: none, or none read yet)."""
+        return sum(a.used_memory_mib for a in self.apps if a.gpu_uuid == uuid and a.used_memory_mib)
+
+    @property
+    def unified_gpus(self) -> list[GpuReading]:
+        """The GPUs read whose memory nvidia-smi does not report (GB10)."""
+        return [g for g in self.gpus if g.name and g.memory_used_mib is None]
+
+    def age(self, aspect: Aspect, now: float) -> float | None:
+        """Seconds since ``aspect``'s source last reported (None: never)."""
+        at = self.at.get(aspect)
+        return None if at is None else max(0.0, now - at)
+
+    def sample_age(self, now: float) -> float | None:
+        """Age of the last GPU sample, readings or an error (``watch``'s ``sample_age_s``)."""
+        return self.age(Aspect.GPUS, now)
+
+    @property
+    def seen_at(self) -> float | None:
+        """The newest sample time known: the connection's (said once, when a station turns live,
+        stale or down) or the GPU readings' (they keep coming while live)."""
+        return max((t for t in (self.conn.last_sample_at, self.gpus_at) if t is not None), default=None)
+
+    @property
+    def values_stale(self) -> bool:
+        """Values are on screen from an earlier sample while the station is not live (dimmed)."""
+        return not self.conn.live and self.conn.last_sample_at is not None
+
+    @property
+    def engine_shown(self) -> bool:
+        """The engine's phase is worth a line: its container runs (or it failed: the why stays)."""
+        e, c = self.engine, self.container
+        return e is not None and (c is None or c.state == "running" or e.phase == EnginePhase.FAILED)
+
+    @property
+    def engine_failed(self) -> bool:
+        return self.engine is not None and self.engine.phase == EnginePhase.FAILED
+
+    @property
+    def engine_label(self) -> str:
+        """The engine's phase in words ("" when unknown); a ready worker serves through the head."""
+        e = self.engine
+        if e is None:
+            return ""
+        return "serving (worker)" if not self.head and e.phase == EnginePhase.READY else e.label
+
+    def serving_gpus(self, serving_gpu: str | None) -> list[GpuReading]:
+        """The GPUs the model runs on: those named ``serving_gpu`` (the profile's GPU), every GPU
+        when none is (or when no name is given)."""
+        named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
+        return named or list(self.gpus)
+
+
+class Stations(Mapping[str, StationState]):
+    """Every station's state by name; ``apply`` routes a station message to its station."""
+
+    def __init__(self, states: Iterable[StationState], head: str | None = None) -> None:
+        self._states = {s.name: s for s in states}
+        self.head_name = head if head is not None else next(
+            (s.name for s in sorted(self._states.values(), key=lambda s: s.rank)), None)
+
+    @classmethod
+    def for_config(cls, config: Config) -> Stations:
+        return cls((StationState.for_station(st) for st in config.stations), head=config.head.name)
+
+    def __getitem__(self, name: str) -> StationState:
+        return self._states[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._states)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def state_of(self, msg: object) -> StationState | None:
+        """The station a message is about: its ``station``; the API's poll is the head's."""
+        if isinstance(msg, ServingUpdate):
+            return self.head
+        return self._states.get(getattr(msg, "station", None))  # type: ignore[arg-type]
+
+    def apply(self, msg: object) -> frozenset[Aspect]:
+        """Apply a message to its station (nothing for a station not configured)."""
+        state = self.state_of(msg)
+        return state.apply(msg) if state is not None else NOTHING
+
+    @property
+    def head(self) -> StationState | None:
+        """The API host (the lowest rank)."""
+        return self._states.get(self.head_name) if self.head_name is not None else None
+
+    @property
+    def head_engine(self) -> EngineProgress | None:
+        """The head's engine phase: the API's fate (serving panel, chat, bench)."""
+        return self.head.engine if self.head is not None else None
+
+    def by_rank(self) -> list[StationState]:
+        return sorted(self._states.values(), key=lambda s: s.rank)
+
+    def unreadable_logs(self) -> dict[str, ConnState]:
+        """Stations whose container log cannot be read now, and why (their connection state)."""
+        return {name: s.conn.state for name, s in self._states.items() if not s.conn.logs_readable}
