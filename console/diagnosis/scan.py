@@ -5,7 +5,7 @@ folded to lower-case ASCII (each non-ASCII character becomes one ``?``, so offse
 text) and every key is found in a single Aho-Corasick pass (pyahocorasick): the cost is one walk of
 the batch whatever the number of keys, where a ``find`` per key walked it once per key (54 walks).
 The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
-covers is its own key. The diagnoser and the engine tracker both scan this way.
+covers is its own key. ``console.diagnosis.classify`` holds the one index every consumer shares.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Line hygiene shared by the diagnoser and the bundle: docker timestamps, ANSI colour, secrets."""
+"""Line hygiene shared by the diagnoser and the bundle: docker timestamps, escape sequences, secrets."""
 
 from __future__ import annotations
 
 import re
 
+from console.sanitize import strip_escapes
+
 # `docker logs --timestamps` prefix: RFC3339 with nanoseconds, then one space.
 _DOCKER_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})) ")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 MAX_TEXT = 400
 
 
@@ -18,9 +19,7 @@ def clean(line: str) -> tuple[str, str | None]:
         if m:
             ts = m.group(1)
             line = line[m.end():]
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    return line.rstrip("\r\n"), ts
+    return strip_escapes(line).rstrip("\r\n"), ts
 
 
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from console.diagnosis.classify import ClassifiedBatch
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
@@ -97,6 +98,7 @@ class LogBatch(StationMessage):
     """Lines gathered over ~50 ms: one message per batch, never one per line. A line may be a
     ``LogMarker``."""
 
-    def __init__(self, station: str, lines: list[str]) -> None:
+    def __init__(self, station: str, lines: list[str], classified: ClassifiedBatch | None = None) -> None:
         super().__init__(station)
         self.lines = lines
+        self.classified = classified  # the monitor's one scan of these lines (the diagnosis reads it)

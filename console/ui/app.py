@@ -290,7 +290,7 @@ class ConsoleApp(App):
     def on_log_batch(self, msg: LogBatch) -> None:
         if pane := self.panes.get(msg.station):
             pane.add_logs(msg.lines)
-        self.diagnoser.feed(msg.station, msg.lines)
+        self.diagnoser.feed(msg.station, msg.lines, msg.classified)  # the monitor's scan: no second one
 
     def on_serving_update(self, msg: ServingUpdate) -> None:
         head = self.panes.get(self.config.head.name)
