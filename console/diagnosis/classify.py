@@ -20,22 +20,24 @@ only for the lines on screen.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from functools import cached_property
 
 from console.diagnosis import catalogue as cat
-from console.diagnosis.scan import KeyIndex
+from console.diagnosis.scan import KEY_WORDS, MARKER_KEY_WORDS, KeyIndex, line_starts
 from console.sanitize import strip_escapes
 from console.vocabulary import EnginePhase, NcclTransport
 
 # The diagnoser's anchors come first: its keys keep their numbers and order, so each line's diagnosis
 # anchors come out as they always did.
 DIAGNOSIS_ANCHORS: tuple[str, ...] = tuple(dict.fromkeys((*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS)))
-INDEX = KeyIndex((*DIAGNOSIS_ANCHORS, *cat.STARTUP_ANCHORS))
+INDEX = KeyIndex((*DIAGNOSIS_ANCHORS, *cat.STARTUP_ANCHORS), KEY_WORDS + MARKER_KEY_WORDS)
 
-_DIAGNOSIS = frozenset(DIAGNOSIS_ANCHORS)
 _STARTUP = frozenset(cat.STARTUP_ANCHORS)
+# Key number -> the anchors each view reads (a view resolves only its own).
+_ALL_GROUPS = INDEX.groups()
+_DIAGNOSIS_GROUPS = INDEX.groups(frozenset(DIAGNOSIS_ANCHORS))
+_STARTUP_GROUPS = INDEX.groups(_STARTUP)
 _RESET = frozenset(cat.RESET_MARKERS)
 _FATAL = frozenset(cat.FATAL_ANCHORS)
 _TIMELINE = frozenset(a for _e, anchors, _p in cat.TIMELINE_MARKERS for a in anchors)
@@ -111,26 +113,26 @@ def _timeline(text: str, found: frozenset[str]) -> tuple[str, dict[str, float]] 
 class ClassifiedBatch:
     """A batch of log lines and what the one scan found in it (see the module's docstring)."""
 
-    lines: list[str]  # as printed (what is shown, kept and quoted)
-    texts: list[str]  # the same lines without escape sequences (what is matched)
+    lines: list[str]  # as printed (what is shown and kept)
+    texts: list[str]  # the same lines without escape sequences (what is matched and quoted)
     blob: str  # "\n".join(texts)
-    hits: dict[int, list[str]]  # line index -> every catalogue anchor it holds
+    keyed: dict[int, set[int]]  # the walk: line index -> the numbers of the index keys found in it
 
     @cached_property
     def diagnosis(self) -> dict[int, list[str]]:
         """Line index -> the diagnosis anchors (signatures, context probes, generic errors) it holds."""
-        out: dict[int, list[str]] = {}
-        for idx, anchors in self.hits.items():
-            found = [a for a in anchors if a in _DIAGNOSIS]
-            if found:
-                out[idx] = found
-        return out
+        return INDEX.resolve(self.keyed, self.texts, _DIAGNOSIS_GROUPS)
 
     @cached_property
     def marks(self) -> dict[int, LineMarks]:
         """Line index -> ``LineMarks`` for the lines holding a start-up marker, in line order."""
-        return {idx: LineMarks(self.lines[idx], self.texts[idx], anchors) for idx, anchors in sorted(self.hits.items())
-                if not _STARTUP.isdisjoint(anchors)}
+        found = INDEX.resolve(self.keyed, self.texts, _STARTUP_GROUPS)
+        return {idx: LineMarks(self.lines[idx], self.texts[idx], found[idx]) for idx in sorted(found)}
+
+    @cached_property
+    def hits(self) -> dict[int, list[str]]:
+        """Line index -> every catalogue anchor it holds."""
+        return INDEX.resolve(self.keyed, self.texts, _ALL_GROUPS)
 
     def line(self, idx: int) -> LineMarks:
         """The marks of line ``idx`` (empty for a line holding no marker)."""
@@ -138,14 +140,15 @@ class ClassifiedBatch:
         return marks if marks is not None else LineMarks(self.lines[idx], self.texts[idx], ())
 
     @cached_property
-    def _starts(self) -> list[int]:
-        return [0, *itertools.accumulate(len(s) + 1 for s in self.texts)]
+    def starts(self) -> list[int]:
+        """Line index -> its offset in ``blob`` (and one past the end)."""
+        return line_starts(self.texts)
 
     def holds_any(self, words: tuple[str, ...], start: int, stop: int) -> bool:
         """Whether any of ``lines[start:stop]`` holds one of ``words`` (found in the batch's text)."""
         if start >= stop:
             return False
-        lo, hi = self._starts[start], self._starts[stop]
+        lo, hi = self.starts[start], self.starts[stop]
         return any(self.blob.find(w, lo, hi) >= 0 for w in words)
 
 
@@ -154,19 +157,10 @@ def classify(lines: list[str]) -> ClassifiedBatch:
     scanned without them: a colour code never hides a marker)."""
     blob = "\n".join(lines)
     texts = lines
-    esc = blob.find("\x1b")
-    if esc >= 0:  # only the lines that hold one are stripped, found from the joined text
-        texts = list(lines)
-        idx = end = 0
-        while esc >= 0:
-            idx += blob.count("\n", end, esc)
-            texts[idx] = strip_escapes(lines[idx])
-            end = blob.find("\n", esc)
-            if end < 0:
-                break
-            esc = blob.find("\x1b", end)
+    if "\x1b" in blob:
+        texts = [strip_escapes(x) if "\x1b" in x else x for x in lines]
         blob = "\n".join(texts)
-    return ClassifiedBatch(lines, texts, blob, INDEX.hits(texts, blob))
+    return ClassifiedBatch(lines, texts, blob, INDEX.scan(blob))
 
 
 def match_timeline(line: str) -> tuple[str, dict[str, float]] | None:

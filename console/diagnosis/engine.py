@@ -223,7 +223,7 @@ class Diagnoser:
         if st is None:
             st = self._sources[source] = _Source()
         batch = classified if classified is not None else classify(lines)
-        lines = batch.lines
+        lines = batch.texts  # what the lines say (escape sequences removed once, by the classifier)
         base = st.count
         st.count += len(lines)
         blob = batch.blob

@@ -19,7 +19,9 @@ def clean(line: str) -> tuple[str, str | None]:
         if m:
             ts = m.group(1)
             line = line[m.end():]
-    return strip_escapes(line).rstrip("\r\n"), ts
+    if "\x1b" in line or not line.isascii():
+        line = strip_escapes(line)
+    return line.rstrip("\r\n"), ts
 
 
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.diagnosis.classify import INDEX
+from console.diagnosis.classify import DIAGNOSIS_ANCHORS, INDEX
 from console.diagnosis.scan import KeyIndex
 
 
@@ -34,3 +34,13 @@ def test_non_ascii_before_a_key_keeps_offsets():
     ix = KeyIndex(["Error: boom", "CUDA out of memory"])
     lines = ["ünïcödé ✖ Error: boom", "", "日本語 CUDA out of memory", "error: boom (wrong case)"]
     assert ix.hits(lines) == {0: ["Error: boom"], 2: ["CUDA out of memory"]}
+
+
+def test_the_markers_keys_leave_the_diagnosis_keys_as_they_were():
+    # the diagnosis keeps its keys, their order and each line's anchor order; the markers' keys start
+    # with letters the diagnosis keys start with (the walk's cost grows with the keys' first letters)
+    diagnosis = KeyIndex(DIAGNOSIS_ANCHORS)
+    wanted = set(DIAGNOSIS_ANCHORS)
+    shared = [(k, tuple(a for a in g if a in wanted)) for k, g in list(INDEX.keys.items())[:len(diagnosis.keys)]]
+    assert shared == list(diagnosis.keys.items())
+    assert {k[0] for k in INDEX.keys} == {k[0] for k in diagnosis.keys}
