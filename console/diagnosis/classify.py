@@ -43,7 +43,6 @@ _FATAL = frozenset(cat.FATAL_ANCHORS)
 _TIMELINE = frozenset(a for _e, anchors, _p in cat.TIMELINE_MARKERS for a in anchors)
 _TRANSPORT = frozenset(cat.TRANSPORT_ANCHORS)
 _PROGRESS = frozenset(cat.PROGRESS_ANCHORS)
-_SHARDS = cat.PHASE_MARKERS[2][1]  # "Loading safetensors checkpoint shards": the line with the load %
 _UNSET = object()
 
 
@@ -72,7 +71,7 @@ class LineMarks:
         self.phase: EnginePhase | None = next((p for p, m in cat.PHASE_MARKERS if m in found), None)
         self.graphs_done = any(m in found for m in cat.GRAPHS_DONE_MARKERS)
         self.load_pct: int | None = None
-        if _SHARDS in found and (m := cat.LOAD_PCT.search(text)):
+        if cat.SHARDS_MARKER in found and (m := cat.LOAD_PCT.search(text)):
             self.load_pct = int(m.group(1))
         self.weights_gib: float | None = None
         if self.phase == EnginePhase.LOADED:

@@ -39,12 +39,14 @@ RESET_MARKERS = ("Launching vLLM", "vLLM API server version", "server_args=Serve
 HEADLESS_MARKER = "headless multiproc executor"
 # The engine shuts down (after ready: it stopped).
 SHUTDOWN_MARKER = "Shutting down"
+# The weights' load, with its percentage (LOAD_PCT).
+SHARDS_MARKER = "Loading safetensors checkpoint shards"
 # Start-up phases in the order they happen: (phase, literal marker); the first marker of the table a
 # line holds names its phase.
 PHASE_MARKERS: tuple[tuple[EnginePhase, str], ...] = (
     (EnginePhase.LOADING, "Starting to load model"),
     (EnginePhase.LOADING, "Load weight begin"),
-    (EnginePhase.LOADING, "Loading safetensors checkpoint shards"),
+    (EnginePhase.LOADING, SHARDS_MARKER),
     (EnginePhase.LOADED, "Model loading took"),
     (EnginePhase.LOADED, "Load weight end"),
     (EnginePhase.KV_CACHE, "Available KV cache memory"),
@@ -114,7 +116,7 @@ PROGRESS_LINE = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model
                            r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
                            r"Graph capturing finished|Capture cuda graph end|Init COMPLETE|Using network|"
                            r"headless multiproc executor|Starting vLLM|fired up")
-PROGRESS_ANCHORS = ("Loading safetensors checkpoint shards", "Model loading took", "Load weight end",
+PROGRESS_ANCHORS = (SHARDS_MARKER, "Model loading took", "Load weight end",
                     "Available KV cache memory", "Capturing CUDA graphs", "Graph capturing finished",
                     "Capture cuda graph end", "Init COMPLETE", "Using network", HEADLESS_MARKER, "Starting vLLM",
                     "fired up")
