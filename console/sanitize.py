@@ -60,6 +60,23 @@ def clean(text: str) -> str:
     return _CONTROL.sub(_placeholder, text)
 
 
+# ``_SEQUENCE``'s 7-bit forms only, led by the literal ESC the regex engine finds fast (ten times faster
+# on a coloured log line): the same matches wherever the text is ASCII.
+_ESC_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|[\]PX^_][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?|[ -~]?)")
+_C1_START = re.compile(r"[\x90\x98\x9b\x9d\x9e\x9f]")  # the 8-bit forms' introducers
+
+
+def strip_escapes(text: str) -> str:
+    """``text`` with its escape sequences (colour codes above all) removed and nothing else changed: what a
+    log line says, for matching it against the catalogue. The same sequences ``clean`` removes, so a line
+    is matched on what the screen shows of it. ``text`` itself (the same object) when it holds none."""
+    if text.isascii():
+        return _ESC_SEQUENCE.sub("", text) if "\x1b" in text else text
+    if "\x1b" in text or _C1_START.search(text):
+        return _SEQUENCE.sub("", text)
+    return text
+
+
 def one_line(text: str, limit: int | None = None) -> str:
     """``clean`` for a one-line place (a title, a table cell, a notification, a stderr message):
     runs of whitespace become single spaces, and beyond ``limit`` characters the text is clipped with a

@@ -11,7 +11,7 @@ from console.config import load_config
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.station.status import collect_status
-from console.vocabulary import LOADING_PHASES, TRANSPORT_TEXT
+from console.vocabulary import LOADING_PHASES, TRANSPORT_TEXT, EnginePhase, NcclTransport
 
 
 def _fmt_mib(v) -> str:
@@ -43,7 +43,7 @@ def engine_words(eng: dict) -> str:
     """The engine phase of ``status --json``'s ``engine`` in words (the dashboard's labels)."""
     p = EngineProgress(phase=eng["phase"], load_pct=eng["load_pct"], transport=eng["transport"], fatal=eng["fatal"])
     words = p.label
-    if p.transport != "unknown":
+    if p.transport != NcclTransport.UNKNOWN:
         words += f", NCCL over {TRANSPORT_TEXT.get(p.transport, p.transport)}"
     if p.fatal:
         words += f": {one_line(p.fatal, 160)}"
@@ -56,7 +56,7 @@ def api_down_words(api: dict, eng: dict | None) -> str:
     err = one_line(api.get("error") or "no answer")
     if eng and eng["phase"] in LOADING_PHASES:
         return f"not answering yet: the engine is still starting ({engine_words(eng)}); {err}"
-    if eng and eng["phase"] == "failed":
+    if eng and eng["phase"] == EnginePhase.FAILED:
         return f"not healthy: the engine failed at start-up (dgx-console diagnose); {err}"
     return f"not healthy ({err})"
 

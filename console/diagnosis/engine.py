@@ -1,8 +1,8 @@
 """Incremental diagnosis over streamed log lines from several stations, plus check results.
 
-The hot path (``Diagnoser.feed``) joins a batch once and probes it with ``str.find`` for each
-catalogue anchor; only lines an anchor hit are cleaned and matched against regexes. A healthy
-log therefore costs one join and a few dozen C-level scans per batch.
+The hot path (``Diagnoser.feed``) reads the batch's classification (``console.diagnosis.classify``:
+one scan for every catalogue anchor, shared with the start-up tracker; a station's monitor made it
+already, a file is classified here); only lines an anchor hit are cleaned and matched against regexes.
 
 Some findings are decided from context, not from one line: NCCL's socket plugin announces its
 interface even when NCCL then picks IB/RoCE, a missing verbs library does not matter on one node,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from console.diagnosis import catalogue as cat
-from console.diagnosis.scan import KeyIndex
+from console.diagnosis.classify import ClassifiedBatch, classify
 from console.diagnosis.text import clean, redact, shorten
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
@@ -189,8 +189,6 @@ _ANCHOR_TABLE: dict[str, tuple[tuple[cat.Signature, ...], tuple[tuple[str, re.Pa
 for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
     _ANCHOR_TABLE[_a] = (cat.ANCHORS.get(_a, ()), cat.CONTEXT_ANCHORS.get(_a, ()), _a in cat.GENERIC_ANCHORS)
 
-_INDEX = KeyIndex(_ANCHOR_TABLE)
-
 
 class Diagnoser:
     """Findings over many sources, fed incrementally; ``ranked()`` puts the root cause first.
@@ -215,17 +213,21 @@ class Diagnoser:
 
     # ------------------------------------------------------------ hot path
 
-    def feed(self, source: str, lines: list[str]) -> bool:
-        """Match a batch of lines from ``source``; True when the set of findings changed."""
+    def feed(self, source: str, lines: list[str], classified: ClassifiedBatch | None = None) -> bool:
+        """Match a batch of lines from ``source``; True when the set of findings changed.
+        ``classified``: the batch's classification when the caller has it (a station's monitor made
+        it for these lines), else the batch is classified here."""
         if not lines:
             return False
         st = self._sources.get(source)
         if st is None:
             st = self._sources[source] = _Source()
+        batch = classified if classified is not None else classify(lines)
+        lines = batch.texts  # what the lines say (escape sequences removed once, by the classifier)
         base = st.count
         st.count += len(lines)
-        blob = "\n".join(lines)
-        hits = _INDEX.hits(lines, blob)
+        blob = batch.blob
+        hits = batch.diagnosis
         if not st.nccl and "NCCL " in blob:
             st.nccl = True
         for fact, flag in cat.FACTS.items():

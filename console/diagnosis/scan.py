@@ -5,14 +5,13 @@ folded to lower-case ASCII (each non-ASCII character becomes one ``?``, so offse
 text) and every key is found in a single Aho-Corasick pass (pyahocorasick): the cost is one walk of
 the batch whatever the number of keys, where a ``find`` per key walked it once per key (54 walks).
 The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
-covers is its own key. The diagnoser and the engine tracker both scan this way.
+covers is its own key. ``console.diagnosis.classify`` holds the one index every consumer shares.
 """
 
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import ahocorasick
 
@@ -23,6 +22,12 @@ KEY_WORDS = ("error", "fail", "exception", "memory", "socket", "mamba", "version
              "using network", "context_length", "parser", "detector", "waiting for", "no ", "got ", "illegal",
              "user-specified", "gpu direct rdma", "ddress", "desired", "remote ", "restricted", "cache blocks",
              "state cache")
+# The same for the start-up markers (console.diagnosis.classify indexes them with the diagnosis anchors):
+# substrings of the markers that start with a letter some key above starts with, so the walk (whose cost
+# grows with the keys' first letters) stays as fast as with the diagnosis keys alone.
+MARKER_KEY_WORDS = ("captur", "startup", "fired up", "dless", "cache size", "cache is alloc", "runtime started",
+                    "server_args", "launching", "shutting down", "init complete", "init torch", "starting vllm",
+                    "via net/")
 
 
 class KeyIndex:
@@ -41,22 +46,49 @@ class KeyIndex:
             self._automaton.add_word(key, n)
         self._automaton.make_automaton()
 
-    def hits(self, lines: list[str], blob: str | None = None) -> dict[int, list[str]]:
-        """Line index -> the anchors it holds (in key order), for the lines that hold any.
-        ``blob``: ``"\\n".join(lines)`` when the caller has it already."""
-        if blob is None:
-            blob = "\n".join(lines)
+    def scan(self, blob: str) -> dict[int, set[int]]:
+        """The one walk: line index (in ``blob``, lines joined by newlines) -> the numbers of the keys
+        found in it. Matches come in text order, so the line is counted on from the previous match."""
         folded = blob.encode("ascii", "replace").lower().decode("ascii")
-        keyed: dict[int, set[int]] = {}  # line -> the numbers of the keys found in it
-        starts: list[int] | None = None
+        keyed: dict[int, set[int]] = {}
+        count, get = folded.count, keyed.get
+        line = pos = 0
         for end, n in self._automaton.iter(folded):
-            if starts is None:
-                starts = [0, *itertools.accumulate(len(s) + 1 for s in lines)]
-            keyed.setdefault(bisect_right(starts, end) - 1, set()).add(n)
+            line += count("\n", pos, end)
+            pos = end
+            found = get(line)
+            if found is None:
+                keyed[line] = {n}
+            else:
+                found.add(n)
+        return keyed
+
+    def groups(self, wanted: Collection[str] | None = None) -> list[tuple[str, ...]]:
+        """Key number -> its anchors (those in ``wanted``, when given), for ``resolve``."""
+        return [g if wanted is None else tuple(a for a in g if a in wanted) for g in self._groups]
+
+    @staticmethod
+    def resolve(keyed: dict[int, set[int]], lines: list[str], groups: list[tuple[str, ...]]) -> dict[int, list[str]]:
+        """Line index -> the anchors of ``groups`` it holds (in key order), for the lines that hold any:
+        the anchors themselves checked, case and all, on the lines a key hit (a line whose keys have no
+        anchor in ``groups`` is skipped without looking at it)."""
+        useful = frozenset(n for n, g in enumerate(groups) if g)
         hits: dict[int, list[str]] = {}
         for idx, numbers in keyed.items():
+            if useful.isdisjoint(numbers):
+                continue
             line = lines[idx]
-            found = [a for n in sorted(numbers) for a in self._groups[n] if a in line]
+            found = [a for n in (sorted(numbers) if len(numbers) > 1 else numbers) for a in groups[n] if a in line]
             if found:
                 hits[idx] = found
         return hits
+
+    def hits(self, lines: list[str], blob: str | None = None) -> dict[int, list[str]]:
+        """Line index -> the anchors it holds (in key order), for the lines that hold any.
+        ``blob``: ``"\\n".join(lines)`` when the caller has it already."""
+        return self.resolve(self.scan("\n".join(lines) if blob is None else blob), lines, self._groups)
+
+
+def line_starts(lines: list[str]) -> list[int]:
+    """The offset of each line in ``"\\n".join(lines)``, and one past the end (C-level: no Python per line)."""
+    return list(itertools.accumulate(map((1).__add__, map(len, lines)), initial=0))

@@ -1,14 +1,14 @@
-"""Line hygiene shared by the diagnoser and the bundle: docker timestamps, ANSI colour, secrets."""
+"""Line hygiene shared by the diagnoser and the bundle: docker timestamps, escape sequences, secrets."""
 
 from __future__ import annotations
 
 import re
 
 from console.config.secrets import redact_text
+from console.sanitize import strip_escapes
 
 # `docker logs --timestamps` prefix: RFC3339 with nanoseconds, then one space.
 _DOCKER_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})) ")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 MAX_TEXT = 400
 
 
@@ -20,8 +20,8 @@ def clean(line: str) -> tuple[str, str | None]:
         if m:
             ts = m.group(1)
             line = line[m.end():]
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
+    if "\x1b" in line or not line.isascii():
+        line = strip_escapes(line)
     return line.rstrip("\r\n"), ts
 
 

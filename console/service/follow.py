@@ -20,6 +20,7 @@ from typing import Protocol
 
 from console.config import Config, Station
 from console.diagnosis import catalogue
+from console.diagnosis.classify import ClassifiedBatch, classify
 from console.probes import docker as docker_probe
 from console.probes.engine_log import EngineLogTracker
 from console.probes.nccl_transport import transport_of_lines, worse
@@ -35,10 +36,6 @@ from console.vocabulary import NcclTransport
 CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
-_PROGRESS = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
-                       r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
-                       r"Graph capturing finished|Capture cuda graph end|Init COMPLETE|Using network|"
-                       r"headless multiproc executor|Starting vLLM|fired up")
 
 
 class LogSource(Protocol):
@@ -80,18 +77,10 @@ def most_telling(finding_ids: list[str]) -> int:
     return 0
 
 
-def fatal_of_line(station: str, text: str) -> tuple[str, str | None] | None:
-    """(finding id, suggested fix) if this log line means the start-up cannot succeed, else None.
-    The list is the diagnosis catalogue's: the signatures of its fatal ids, with their fixes."""
-    try:
-        return catalogue.fatal_of_text(text)
-    except Exception:  # a bug in the catalogue must not break a launch
-        return None
-
-
 class Follower:
     """One station's container log: lines, the markers seen, fatal lines, and the start-up timeline
-    (the tracker survives a restarted stream)."""
+    (the tracker survives a restarted stream). Each line is read through the one classifier
+    (``console.diagnosis.classify``): markers, timeline, fatal finding, progress lines."""
 
     def __init__(self, station: Station, open_lines: Callable[[], AsyncIterator[str]], ready: str, started: str,
                  changed: asyncio.Event, emit: Callable[[ActionEvent], None], tracker: EngineLogTracker):
@@ -113,20 +102,25 @@ class Follower:
             async for raw in self.open_lines():
                 ts, text = split_stamp(raw)
                 self.lines.append(text)
-                self._timeline(text, parse_docker_time(ts) if ts else None)
-                if self.started_marker in text:
+                batch = classify([text])
+                line = batch.line(0)
+                self._timeline(batch, parse_docker_time(ts) if ts else None)
+                if line.holds(self.started_marker):
                     self.started = True
                     self._changed.set()
-                if self.station.is_head and self.ready_marker in text:
+                if self.station.is_head and line.holds(self.ready_marker):
                     self.ready = True
                     self._changed.set()
                 if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
-                    hit = fatal_of_line(self.station.name, text)
+                    try:
+                        hit = line.fatal
+                    except Exception:  # a bug in the catalogue must not break a launch
+                        hit = None
                     if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
                         self.fatal, self.fatal_fix = (hit[0], text), hit[1]
                         self.fatal_context = self.lines[-5:]
                         self._changed.set()
-                if _PROGRESS.search(text):
+                if line.progress:
                     self._emit(ActionEvent("log", self.station.name, text))
         except TransportError as exc:
             self.error = str(exc)
@@ -134,9 +128,9 @@ class Follower:
             self.ended = True
             self._changed.set()
 
-    def _timeline(self, text: str, at: float | None) -> None:
+    def _timeline(self, batch: ClassifiedBatch, at: float | None) -> None:
         before = {e.event: e for e in self.tracker.progress.timeline}
-        if not self.tracker.feed(text, at):
+        if not self.tracker.feed_classified(batch, at):
             return
         for ev in self.tracker.progress.timeline:
             if before.get(ev.event) != ev:

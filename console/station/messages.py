@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from console.diagnosis.classify import ClassifiedBatch
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
@@ -110,9 +111,11 @@ class LogBatch(StationMessage):
     """Lines gathered over ~50 ms: one message per batch, never one per line. A line may be a
     ``LogMarker``. ``at``: wall time of the batch (default: now)."""
 
-    def __init__(self, station: str, lines: list[str], at: float | None = None) -> None:
+    def __init__(self, station: str, lines: list[str], classified: ClassifiedBatch | None = None,
+                 at: float | None = None) -> None:
         super().__init__(station)
         self.lines, self.at = lines, time.time() if at is None else at
+        self.classified = classified  # the monitor's one scan of these lines (the diagnosis reads it)
 
 
 class ServingUpdate(Message):

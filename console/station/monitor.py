@@ -27,6 +27,7 @@ import psutil
 from textual.message import Message
 
 from console.config import Config, Station
+from console.diagnosis.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
@@ -56,6 +57,7 @@ from console.station.messages import (
     LogBatch,
     LogMarker,
 )
+from console.vocabulary import ENDED_PHASES, EnginePhase
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
@@ -416,8 +418,8 @@ class StationService:
                     # events stream subscribed: look again before waiting for an event.
                     info = await self._refresh_container()
                     if info.state != "running":
-                        if self.tracker.progress.phase not in ("failed", "stopped"):
-                            self.tracker.progress.phase = "stopped"
+                        if self.tracker.progress.phase not in ENDED_PHASES:
+                            self.tracker.progress.phase = EnginePhase.STOPPED
                         self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
                 while not self._container_running.is_set():
                     try:  # an event normally wakes us; the slow re-check only bounds a missed one
@@ -440,8 +442,8 @@ class StationService:
             info = await self._refresh_container()
             if info.state != "running":
                 prog = self.tracker.progress
-                if prog.phase != "failed":
-                    prog.phase = "stopped"
+                if prog.phase != EnginePhase.FAILED:
+                    prog.phase = EnginePhase.STOPPED
                 self.post(EngineUpdate(self.station.name, _copy(prog)))
                 self._container_running.clear()
 
@@ -451,12 +453,18 @@ class StationService:
             self.flush_logs()
 
     def flush_logs(self) -> None:
+        """Classify the buffered lines once (one scan): the tracker reads the classification here, the
+        diagnosis from the ``LogBatch`` that carries it."""
         if self._log_buf:
             buf, self._log_buf = self._log_buf, []
-            if self.tracker.feed_batch(buf):
+            batches = [classify(buf[i:i + LOG_BATCH_MAX]) for i in range(0, len(buf), LOG_BATCH_MAX)]
+            changed = False
+            for batch in batches:
+                changed |= self.tracker.feed_classified(batch)
+            if changed:
                 self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
-            for i in range(0, len(buf), LOG_BATCH_MAX):
-                self.post(LogBatch(self.station.name, buf[i:i + LOG_BATCH_MAX]))
+            for batch in batches:
+                self.post(LogBatch(self.station.name, batch.lines, batch))
 
 
 async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:

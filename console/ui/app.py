@@ -167,7 +167,7 @@ class ConsoleApp(App):
         if isinstance(msg, LogBatch):
             if pane := self.panes.get(msg.station):
                 pane.add_logs(msg.lines)
-            self.diagnoser.feed(msg.station, msg.lines)
+            self.diagnoser.feed(msg.station, msg.lines, msg.classified)  # the monitor's scan: no second one
         elif isinstance(msg, ContainerUpdate):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,

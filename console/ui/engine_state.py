@@ -14,7 +14,7 @@ from typing import Literal
 from textual.message import Message
 
 from console.probes.engine_log import EngineProgress
-from console.vocabulary import LOADING_PHASES
+from console.vocabulary import LOADING_PHASES, EnginePhase
 
 ApiExpectation = Literal["loading", "failed", "stopped", "up", "unknown"]
 
@@ -34,11 +34,11 @@ def api_expectation(progress: EngineProgress | None) -> ApiExpectation:
         return "unknown"
     if progress.phase in LOADING_PHASES:
         return "loading"
-    if progress.phase == "failed":
+    if progress.phase == EnginePhase.FAILED:
         return "failed"
-    if progress.phase == "stopped":
+    if progress.phase == EnginePhase.STOPPED:
         return "stopped"
-    return "up" if progress.phase == "ready" else "unknown"
+    return "up" if progress.phase == EnginePhase.READY else "unknown"
 
 
 def still_loading(progress: EngineProgress | None) -> str | None:

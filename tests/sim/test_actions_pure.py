@@ -1,11 +1,18 @@
-"""The pure parts of the actions (console.service.follow, .steps): fatal-line detection on real engine lines, docker times."""
+"""The pure parts of a launch: fatal-line detection on real engine lines (the classifier the log follower
+uses), docker times."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.service.follow import fatal_of_line, most_telling, parse_docker_time, split_stamp
+from console.diagnosis.classify import classify
+from console.service.follow import most_telling, parse_docker_time, split_stamp
 from console.service.steps import ActionResult, Step
+
+
+def fatal_of_line(line: str) -> tuple[str, str] | None:
+    """What the launch's log follower reads of one line: the fatal finding, through the one classifier."""
+    return classify([line]).line(0).fatal
 
 KV = ("ValueError: To serve at least one request with the models's max seq len (98304), (35.49 GiB KV cache is "
       "needed, which is larger than the available KV cache memory (11.45 GiB). Based on the available memory, the "
@@ -28,7 +35,7 @@ KV = ("ValueError: To serve at least one request with the models's max seq len (
      "max_mamba_cache_size=0, mamba_ratio=5, resulting max_num_reqs=0", "state-cache-too-small"),
 ])
 def test_fatal_lines(line, fid):
-    hit = fatal_of_line("B", line)
+    hit = fatal_of_line(line)
     assert hit is not None and hit[0] == fid
 
 
@@ -42,7 +49,7 @@ def test_a_cause_on_another_station_beats_the_consequence_seen_first():
 
 def test_the_fix_comes_from_the_diagnosis_catalogue():
     pytest.importorskip("console.diagnosis")
-    fid, fix = fatal_of_line("A", KV)
+    fid, fix = fatal_of_line(KV)
     assert fid == "kv-cache-too-small" and "31710" in fix
 
 
@@ -54,7 +61,7 @@ def test_the_fix_comes_from_the_diagnosis_catalogue():
     "[2026-04-08 14:05:21 TP0] max_running_requests is capped to 9 by the mamba state cache",
 ])
 def test_healthy_or_transport_lines_do_not_abort(line):
-    assert fatal_of_line("B", line) is None
+    assert fatal_of_line(line) is None
 
 
 def test_docker_times_and_stamps():

@@ -8,8 +8,14 @@ import pytest
 
 from console.diagnosis import Diagnoser, diagnose_lines, engine, has_problems
 from console.diagnosis import catalogue as cat
+from console.diagnosis.classify import DIAGNOSIS_ANCHORS, INDEX, classify
 from console.probes.engine_log import EngineLogTracker
-from console.service.follow import fatal_of_line
+
+
+def fatal_of_line(line: str) -> tuple[str, str] | None:
+    """What the launch's log follower reads of one line: the fatal finding, through the one classifier."""
+    return classify([line]).line(0).fatal
+
 
 H = "station-a:391:512 [0] NCCL INFO "
 ANNOUNCE = H + "NET/Socket : Using [0]enp1s0f1np1:192.168.100.1<0>"
@@ -111,7 +117,7 @@ def test_oom_while_loading_weights_means_they_do_not_fit():
 def test_oom_at_run_time_gets_the_run_time_fix():
     f = diagnose_lines("a", [W + "Starting to load model x...", W + "Model loading took 218.02 GiB memory", OOM])[0]
     assert "after the weights loaded" in f.cause and "--gpu-memory-utilization" in f.fix
-    hit = fatal_of_line("A", "RuntimeError: Failed to load model - not enough GPU memory.")
+    hit = fatal_of_line("RuntimeError: Failed to load model - not enough GPU memory.")
     assert hit is not None and hit[0] == "cuda-oom" and "tensor parallelism" in hit[1]
 
 
@@ -262,7 +268,7 @@ def test_model_and_dataset_refusals_are_told_apart():
     ('FileNotFoundError: No such file or directory: "/m/model-00001-of-00004.safetensors"', "checkpoint-shard-missing"),
 ])
 def test_launch_tracker_and_diagnosis_agree_on_fatal_lines(line, fid):
-    assert fatal_of_line("A", line)[0] == fid
+    assert fatal_of_line(line)[0] == fid
     t = EngineLogTracker("vllm")
     t.feed_batch(["Loading safetensors checkpoint shards:  60% Completed | 30/50", line])
     assert t.progress.phase == "failed"
@@ -276,25 +282,22 @@ def test_launch_tracker_and_diagnosis_agree_on_fatal_lines(line, fid):
     "(APIServer pid=1) WARNING 07-15 04:35:18 [model.py:1540] Default vLLM sampling parameters have been overridden",
 ])
 def test_healthy_lines_do_not_abort_a_launch_nor_fail_the_tracker(line):
-    assert fatal_of_line("B", line) is None
+    assert fatal_of_line(line) is None
     t = EngineLogTracker("vllm")
     t.feed_batch([line])
     assert t.progress.phase != "failed"
 
 
 def test_every_anchor_is_found_through_its_key():
-    for key, group in engine._INDEX.keys.items():
+    for key, group in INDEX.keys.items():
         assert all(key in a.lower() for a in group), key
-    covered = {a for group in engine._INDEX.keys.values() for a in group}
-    assert set(engine._ANCHOR_TABLE) == covered
+    covered = {a for group in INDEX.keys.values() for a in group}
+    assert set(engine._ANCHOR_TABLE) == set(DIAGNOSIS_ANCHORS) and set(DIAGNOSIS_ANCHORS) <= covered
 
 
 def classes(line: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for rx, kind in cat.HIGHLIGHTS:
-        for m in rx.finditer(line):
-            out[m.group(0)] = kind
-    return out
+    return {line[start:end]: kind for start, end, kind in cat.highlight(line)}
+
 
 
 def test_highlight_patterns_come_from_the_catalogue():

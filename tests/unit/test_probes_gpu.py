@@ -245,21 +245,26 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
 
 
 def test_engine_log_anchors_cover_every_marker():
-    from console.probes.engine_log import _ANCHORS, _SCAN, FATAL_MARKERS, READY_MARKERS, RESET_MARKERS
+    from console.diagnosis import catalogue as cat
+    from console.diagnosis.classify import INDEX, classify
 
     phase_lines = ["Loading safetensors checkpoint shards:  2% Completed | 1/50", "Starting to load model x",
                    "Load weight begin.", "Model loading took 1 GiB", "Available KV cache memory: 1 GiB",
                    "KV Cache is allocated.", "Capturing CUDA graphs (decode, FULL)", "Capture cuda graph begin.",
                    "Graph capturing finished in 3 secs", "headless multiproc executor", "INFO:     Shutting down",
                    "NCCL INFO Using network IB", "NET/IB : Using [0]mlx5_0:1/RoCE"]
-    for text in (*READY_MARKERS.values(), *RESET_MARKERS, *phase_lines):
-        assert any(a in text for a in _ANCHORS), text
-    scanned = {a for group in _SCAN.keys.values() for a in group}
-    assert set(FATAL_MARKERS) <= scanned  # the catalogue's fatal lines are scanned for too
-    for key, group in _SCAN.keys.items():  # a line holding an anchor holds its key: nothing is missed
+    for text in (*cat.READY_MARKERS.values(), *cat.RESET_MARKERS, *phase_lines):
+        batch = classify([text])  # a marker line, or an NCCL line the batch's text tells of
+        assert 0 in batch.marks or batch.holds_any(cat.NCCL_WORDS, 0, 1), text
+    scanned = {a for group in INDEX.keys.values() for a in group}
+    assert set(cat.FATAL_ANCHORS) | set(cat.STARTUP_ANCHORS) <= scanned  # fatal lines and markers: one scan
+    for key, group in INDEX.keys.items():  # a line holding an anchor holds its key: nothing is missed
         assert all(key in a.lower() for a in group), key
     t = EngineLogTracker("vllm")
     assert not t.feed_batch(["(APIServer pid=1) INFO 11-30 14:05:21 [loggers.py:123] Engine 000: Avg prompt "
                              "throughput: 0.0 tokens/s, Running: 16 reqs"] * 100)
     assert t.feed_batch(["noise"] * 50 + ["Loading safetensors checkpoint shards:  40% Completed | 20/50"])
     assert t.progress.phase == "loading" and t.progress.load_pct == 40
+    n = EngineLogTracker("vllm")  # an NCCL line with no marker of its own: the ranks are connecting
+    assert n.feed_batch(["noise", "spark-a:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE", "noise"])
+    assert n.progress.phase == "connecting"

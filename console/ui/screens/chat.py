@@ -45,6 +45,7 @@ from console.ui.engine_state import HeadEngineChanged, why_no_api
 from console.ui.providers import ChatCommands
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
+from console.vocabulary import EnginePhase
 
 DEFAULT_MAX_TOKENS = 1000
 
@@ -153,7 +154,7 @@ class ReplyView(Vertical):
             self.tools.add_class("-shown")
         if r.error is not None:
             waiting = why_no_api(self.engine) if r.error.kind in ("connect", "unavailable") else None
-            if waiting is not None and self.engine is not None and self.engine.phase != "failed":
+            if waiting is not None and self.engine is not None and self.engine.phase != EnginePhase.FAILED:
                 self.stats.update(Text(f"◌ {waiting}: the API answers once the engine is ready; send again then"))
                 self.stats.add_class("-waiting")
             else:

@@ -35,11 +35,10 @@ from console.sanitize import clean, clip
 DISPLAY_MAX_CHARS = 4096
 MARKER_STYLE = "bold reverse yellow"
 
-# Highlight patterns come from the diagnosis catalogue (the same knowledge as the findings and the
-# launch's fatal lines); every pattern there is linear in the line length. Styles are explicit so they
-# show whatever the theme.
-_STYLES = {"prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}
-_HIGHLIGHTS = [(rx, _STYLES[kind]) for rx, kind in catalogue.HIGHLIGHTS]
+# What to colour comes from the catalogue (``catalogue.highlight``: the same knowledge as the findings and
+# the launch's fatal lines; linear in the line length). Styles are explicit so they show whatever the theme.
+_STYLES: dict[catalogue.HighlightClass, str] = {
+    "prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}
 
 
 MATCH_STYLE = "bold reverse"  # a filter's match
@@ -65,9 +64,8 @@ class EngineLogHighlighter(Highlighter):
         if plain.startswith("— ") and ": stream interrupted " in plain:
             text.stylize(MARKER_STYLE)
             return
-        for rx, style in _HIGHLIGHTS:
-            for m in rx.finditer(plain):
-                text.stylize(style, m.start(), m.end())
+        for start, end, kind in catalogue.highlight(plain):
+            text.stylize(_STYLES[kind], start, end)
         if self.match is not None:
             for m in self.match.finditer(plain):
                 if m.end() > m.start():

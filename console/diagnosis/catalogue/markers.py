@@ -1,0 +1,177 @@
+"""Start-up markers: the log lines that say how far an engine has come (started, loading, KV cache, CUDA
+graphs, ready), when a new run begins, which transport NCCL chose, which start-up events the timeline
+records, which lines a launch echoes, which lines end a start-up (fatal), and how the log pane colours
+a line.
+
+The start-up tracker, the launch follower and the log pane read these through the classifier
+(``console.diagnosis.classify``); nothing else matches them. Every literal a consumer reacts to is an
+anchor in ``STARTUP_ANCHORS``, so one scan of a batch finds every line that matters; a regex here only
+runs on a line holding one of its anchors. Every regex is linear in the line length.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from console.diagnosis.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
+from console.diagnosis.catalogue.specs import SPECS
+from console.sanitize import strip_escapes
+from console.vocabulary import EnginePhase, NcclTransport
+
+# Ready = the API serves (vLLM: uvicorn's line; SGLang says so itself).
+READY_MARKERS = {
+    "vllm": "Application startup complete.",
+    "sglang": "The server is fired up and ready to roll!",
+}
+# The first line a started rank prints: proof its process came up (a worker waits for the head).
+STARTED_MARKERS = {
+    ("vllm", True): "vLLM API server version",
+    ("vllm", False): "headless multiproc executor",
+    ("sglang", True): "server_args=ServerArgs(",
+    ("sglang", False): "server_args=ServerArgs(",
+    ("vllm-ray", True): "Ray runtime started",
+    ("vllm-ray", False): "",  # a Ray worker can only join once the head runs: nothing to wait for
+}
+# Lines that start a new run of the container: the phase starts over.
+RESET_MARKERS = ("Launching vLLM", "vLLM API server version", "server_args=ServerArgs")
+# A vLLM worker started without its own API server.
+HEADLESS_MARKER = "headless multiproc executor"
+# The engine shuts down (after ready: it stopped).
+SHUTDOWN_MARKER = "Shutting down"
+# The weights' load, with its percentage (LOAD_PCT).
+SHARDS_MARKER = "Loading safetensors checkpoint shards"
+# Start-up phases in the order they happen: (phase, literal marker); the first marker of the table a
+# line holds names its phase.
+PHASE_MARKERS: tuple[tuple[EnginePhase, str], ...] = (
+    (EnginePhase.LOADING, "Starting to load model"),
+    (EnginePhase.LOADING, "Load weight begin"),
+    (EnginePhase.LOADING, SHARDS_MARKER),
+    (EnginePhase.LOADED, "Model loading took"),
+    (EnginePhase.LOADED, "Load weight end"),
+    (EnginePhase.KV_CACHE, "Available KV cache memory"),
+    (EnginePhase.KV_CACHE, "KV Cache is allocated"),
+    (EnginePhase.GRAPHS, "Capturing CUDA graphs"),
+    (EnginePhase.GRAPHS, "Capture cuda graph begin"),
+)
+# CUDA graphs captured: the last step of a worker; the head still waits for its API server.
+GRAPHS_DONE_MARKERS = ("Graph capturing finished", "Capture cuda graph end")
+# The figures of a phase: the load percentage, the weights' size (vLLM, SGLang).
+LOAD_PCT = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
+WEIGHTS_GIB = (re.compile(r"Model loading took ([\d.]+) ?GiB"), re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB"))
+
+# ---------------------------------------------------------------- NCCL transport
+# Which transport NCCL chose (console.probes.nccl_transport reads lines with these): a channel line
+# (``via NET/IB/0/GDRDMA``) is the evidence, ``Using network`` a hint.
+TRANSPORT_VIA = re.compile(r"\bvia NET/(IB|Socket)(?:/\d+)?(/GDRDMA)?")
+TRANSPORT_NETWORK = re.compile(r"\bUsing network (IB|Socket)\b")
+TRANSPORT_ANCHORS = ("via NET/", "Using network")
+CHANNEL_MARKER = " via NET/"
+# Any NCCL line: the ranks are finding each other (the phase moves from starting to connecting).
+NCCL_WORDS = ("NCCL", "NET/")
+
+
+def transport_of_text(line: str) -> NcclTransport | None:
+    """The transport one NCCL line shows (``via NET/IB/0/GDRDMA`` -> gdrdma), or None."""
+    if "NET/" not in line and "Using network" not in line:
+        return None
+    m = TRANSPORT_VIA.search(line)
+    if m:
+        if m.group(1) == "Socket":
+            return NcclTransport.SOCKET
+        return NcclTransport.GDRDMA if m.group(2) else NcclTransport.RDMA
+    m = TRANSPORT_NETWORK.search(line)
+    if m:
+        return NcclTransport.SOCKET if m.group(1) == "Socket" else NcclTransport.RDMA
+    return None
+
+# ---------------------------------------------------------------- start-up timeline
+# (event, anchors, pattern): the first line matching an event records it (at the line's time); a later
+# match of the same event adds its values (vLLM logs the KV cache in two lines). Named groups give the
+# figures: gib, seconds, tokens, k, v. Each pattern matches only where one of its anchors is.
+TimelineEntry = tuple[str, tuple[str, ...], re.Pattern[str]]
+TIMELINE_MARKERS: tuple[TimelineEntry, ...] = tuple((e, a, re.compile(p)) for e, a, p in (
+    ("engine-up", ("vLLM API server version", HEADLESS_MARKER, "server_args=ServerArgs("),
+     r"vLLM API server version|headless multiproc executor|server_args=ServerArgs\("),
+    ("nccl-init", ("Init COMPLETE", "Init torch distributed ends"),
+     r"NCCL INFO .*Init COMPLETE|Init torch distributed ends"),
+    ("weights-start", ("Starting to load model", "Load weight begin"), r"Starting to load model|Load weight begin"),
+    ("weights-end", ("Model loading took",),
+     r"Model loading took (?P<gib>[\d.]+) ?GiB(?: memory)? and (?P<seconds>[\d.]+) seconds"),
+    ("weights-end", ("Model loading took",), r"Model loading took (?P<gib>[\d.]+) ?GiB"),
+    ("weights-end", ("Load weight end",), r"Load weight end\..*mem usage=(?P<gib>[\d.]+) GB"),
+    ("kv-cache", ("Available KV cache memory",), r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
+    ("kv-cache", ("KV cache size: ",), r"(?:GPU|CPU) KV cache size: (?P<tokens>[\d,]+) tokens"),
+    ("kv-cache", ("KV Cache is allocated",),
+     r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB"),
+    ("kv-cache", ("KV Cache is allocated",), r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), KV size: (?P<gib>[\d.]+) GB"),
+    ("cuda-graphs", ("Graph capturing finished",),
+     r"Graph capturing finished in (?P<seconds>[\d.]+) secs?(?:, took (?P<gib>[\d.]+) GiB)?"),
+    ("cuda-graphs", ("Capture cuda graph end",), r"Capture cuda graph end\. Time elapsed: (?P<seconds>[\d.]+) s"),
+))
+
+# ---------------------------------------------------------------- lines a launch echoes
+# The milestones a launch shows as they happen (progress on stderr, the actions screen).
+PROGRESS_LINE = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
+                           r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
+                           r"Graph capturing finished|Capture cuda graph end|Init COMPLETE|Using network|"
+                           r"headless multiproc executor|Starting vLLM|fired up")
+PROGRESS_ANCHORS = (SHARDS_MARKER, "Model loading took", "Load weight end",
+                    "Available KV cache memory", "Capturing CUDA graphs", "Graph capturing finished",
+                    "Capture cuda graph end", "Init COMPLETE", "Using network", HEADLESS_MARKER, "Starting vLLM",
+                    "fired up")
+
+# ---------------------------------------------------------------- fatal lines
+# Lines after which the engine is certainly not coming up on its own: the signatures of the ids whose
+# spec is ``fatal``, at error severity (these are their anchors; the signature's pattern decides).
+FATAL_ANCHORS: tuple[str, ...] = tuple(dict.fromkeys(
+    a for s in SIGNATURES if s.role is None and SPECS[s.id].fatal for a in s.anchors))
+
+
+def fatal_of_text(text: str, anchors: tuple[str, ...] | list[str] | None = None) -> tuple[str, str] | None:
+    """(finding id, fix) when this one line means the start-up cannot succeed, else None.
+
+    ``anchors``: the fatal anchors the line is known to hold (the classifier's scan found them), else
+    they are looked for here."""
+    if anchors is None:
+        anchors = [a for a in FATAL_ANCHORS if a in text]
+    if not anchors:
+        return None
+    clean = strip_escapes(text)  # an anchor a colour code split is whole again: look for them all
+    for sig, hit in signature_hits(clean, tuple(anchors) if clean is text else FATAL_ANCHORS):
+        spec = SPECS[sig.id]
+        severity = (hit and hit.severity) or sig.severity or spec.severity
+        if spec.fatal and severity == "error":
+            return sig.id, (hit and hit.fix) or sig.fix or spec.fix
+    return None
+
+
+# Every literal the start-up consumers react to (the classifier indexes them with the diagnosis anchors).
+STARTUP_ANCHORS: tuple[str, ...] = tuple(dict.fromkeys((
+    *RESET_MARKERS, *READY_MARKERS.values(), *(m for m in STARTED_MARKERS.values() if m), HEADLESS_MARKER,
+    SHUTDOWN_MARKER, *(m for _p, m in PHASE_MARKERS), *GRAPHS_DONE_MARKERS, *TRANSPORT_ANCHORS,
+    *(a for _e, anchors, _p in TIMELINE_MARKERS for a in anchors), *PROGRESS_ANCHORS, *FATAL_ANCHORS)))
+
+# ---------------------------------------------------------------- log highlighting
+# (pattern, class) for the log pane. Linear-time: literal alternations, bounded classes, possessive runs.
+HighlightClass = Literal["prefix", "transport", "ready", "warning", "error"]
+
+
+def _literals(words) -> str:
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+HIGHLIGHTS: tuple[tuple[re.Pattern[str], HighlightClass], ...] = (
+    (re.compile(r"^\(\w++ pid=\d++\)|^\[\d{4}-\d\d-\d\d [\d:]++ TP\d++\]"), "prefix"),
+    (re.compile(r"via NET/IB\w*+/\d++(?:/GDRDMA)?|GPU Direct RDMA (?:\(DMABUF\) )?\w++"), "transport"),
+    (re.compile(_literals((*READY_MARKERS.values(), "Init COMPLETE"))), "ready"),
+    (re.compile(r"\b(?:WARNING|WARN)\b|via NET/Socket\S*+|Using network Socket"), "warning"),
+    (re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|" + re.escape(TRACEBACK) + r"|" + EXCEPTION_TYPE + r"|"
+                r"\[E\d{3,4}[ \]]|" + _literals(FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed"))), "error"),
+)
+
+
+def highlight(line: str) -> list[tuple[int, int, HighlightClass]]:
+    """The spans of a (displayed) log line to colour, as (start, end, class), in the order to apply them
+    (a later span wins where two overlap). Pure: any widget calls it on the text it shows."""
+    return [(m.start(), m.end(), kind) for rx, kind in HIGHLIGHTS for m in rx.finditer(line)]
