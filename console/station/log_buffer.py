@@ -19,7 +19,6 @@ from collections.abc import Iterable, Iterator
 from console.sanitize import clean, clip
 
 DISPLAY_MAX_CHARS = 4096
-_LINE_BREAKS = str.maketrans({"\n": "␊", "\u2028": "␊", "\u2029": "␊"})
 
 
 class LogMarker(str):
@@ -31,7 +30,12 @@ def display_line(line: str) -> str:
     """What a log view shows of a log line: clipped first (bounded work whatever the line), then
     sanitized (no escape or control sequence reaches the terminal; tabs stay); a line break inside
     it (which would make one line two rows) is shown as ``␊``."""
-    return clean(clip(line, DISPLAY_MAX_CHARS)).translate(_LINE_BREAKS)
+    if line.isascii() and line.isprintable() and len(line) <= DISPLAY_MAX_CHARS:
+        return str(line)  # nearly every log line: nothing to clip or clean (and no LogMarker type kept)
+    text = clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")
+    if not text.isascii():
+        text = text.replace("\u2028", "␊").replace("\u2029", "␊")
+    return text
 
 
 class LogBuffer:
@@ -93,13 +97,13 @@ class LogBuffer:
     def extend(self, lines: Iterable[str]) -> int:
         """Add lines (each made fit to show: ``display_line``), prune to ``max_lines``; returns how
         many were added. A ``LogMarker`` stays known as one."""
-        added = 0
+        lines = lines if isinstance(lines, list) else list(lines)
         store = self._lines
-        for raw in lines:
-            added += 1
-            if isinstance(raw, LogMarker):
-                self._markers.add(self.total + added)
-            store.append(display_line(raw))
+        store.extend(map(display_line, lines))
+        for i, raw in enumerate(lines):
+            if type(raw) is LogMarker:
+                self._markers.add(self.total + 1 + i)
+        added = len(lines)
         self.total += added
         excess = len(self) - self.max_lines
         if excess > 0:

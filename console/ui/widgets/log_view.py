@@ -18,6 +18,7 @@ like changes: the filter (its matches), the widget's style (theme, focus)."""
 from __future__ import annotations
 
 import re
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 
@@ -27,15 +28,17 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.selection import Selection
 from textual.strip import Strip
+from textual.timer import Timer
 
 from console.diagnosis import catalogue
 from console.station.log_buffer import LogBuffer
 
+REPAINT_EVERY = 0.1  # s: while lines stream, a view repaints at most 10 times a second
 MARKER_STYLE = "bold reverse yellow"  # the console's own line: a stream was interrupted here
 MATCH_STYLE = "bold reverse"  # a filter's match
 MARK_STYLE = Style(bgcolor="grey35", bold=True)  # the line reached from the diagnosis
@@ -80,6 +83,16 @@ def cell_width(line: str) -> int:
     if line.isascii() and "\t" not in line:
         return len(line)
     return cell_len(line.expandtabs())
+
+
+def widest(lines: list[str]) -> int:
+    """The widest of ``lines`` in cells (0 for none); one pass in C when they are plain ASCII."""
+    if not lines:
+        return 0
+    joined = "".join(lines)
+    if joined.isascii() and "\t" not in joined:
+        return max(map(len, lines))
+    return max(map(cell_width, lines))
 
 
 class _ShownLines(Sequence[str]):
@@ -138,6 +151,9 @@ class LogView(ScrollView, can_focus=True):
         self._width = 0  # the widest row since the view was (re)built
         self._cache: LRUCache[int, Strip] = LRUCache(1024)
         self._cache_style: Style | None = None
+        self._frame_style: Style | None = None  # the widget's style while a frame is rendered
+        self._repainted_at = 0.0
+        self._repaint_timer: Timer | None = None
         self.set_reactive(ScrollView.virtual_size, self._rebuild())
 
     # ------------------------------------------------------------------ rows
@@ -183,13 +199,13 @@ class LogView(ScrollView, can_focus=True):
         self._seen = buf.total
         if self._match is None:
             self._rows, self._rows_start = [], 0
-            self._width = max(map(cell_width, buf), default=0)
+            self._width = widest(list(buf))
         else:
             match = self._match
             first = buf.first
             self._rows = [first + i for i, line in enumerate(buf) if match(line)]
             self._rows_start = 0
-            self._width = max((cell_width(buf.line(n)) for n in self._rows), default=0)
+            self._width = widest([buf.line(n) for n in self._rows])
         return Size(self._width, self.row_count)
 
     def sync(self) -> int:
@@ -210,18 +226,33 @@ class LogView(ScrollView, can_focus=True):
             match = self._match
             shown = [i for i, line in enumerate(new) if match(line)]
             self._rows.extend(start + i for i in shown)
-            widths = [cell_width(new[i]) for i in shown]
+            width = widest([new[i] for i in shown])
         else:
             shown = new
-            widths = list(map(cell_width, new)) if new else []
-        if widths:
-            self._width = max(self._width, max(widths))
+            width = widest(new)
+        self._width = max(self._width, width)
         at_end = self.is_vertical_scroll_end
         self.virtual_size = Size(self._width, self.row_count)
         if shown and at_end and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
-        self.refresh()  # pruning moved every row up: whatever is on screen may have changed
+        self._repaint_soon()  # new rows (and pruning moved every row up): what is on screen changed
         return len(shown)
+
+    def _repaint_soon(self) -> None:
+        """Repaint now, or at most ``REPAINT_EVERY`` after the last repaint while lines stream: at
+        50k lines/s nobody reads each batch, and every repaint highlights a screenful of new rows."""
+        if self._repaint_timer is not None:
+            return  # one is due
+        wait = self._repainted_at + REPAINT_EVERY - time.monotonic()
+        if wait <= 0:
+            self._repaint()
+        else:
+            self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def _repaint(self) -> None:
+        self._repaint_timer = None
+        self._repainted_at = time.monotonic()
+        self.refresh()
 
     # ------------------------------------------------------------------ mark and follow
 
@@ -280,11 +311,18 @@ class LogView(ScrollView, can_focus=True):
             strip = Strip([Segment(t, (st or Style()) + MARK_STYLE, c) for t, st, c in strip], strip.cell_length)
         return strip
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame_style = self.rich_style  # once per frame, not per row (it walks the ancestors)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.size.width
         row = scroll_y + y
-        rich_style = self.rich_style
+        rich_style = self._frame_style or self.rich_style
         if rich_style != self._cache_style:
             self._cache.clear()
             self._cache_style = rich_style
@@ -294,17 +332,15 @@ class LogView(ScrollView, can_focus=True):
         if not self.buffer.has(number):  # pruned since the last sync (a filtered view catches up there)
             return Strip.blank(width, rich_style)
         full = self._row_strip(row, number, rich_style)
-        strip = full.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, row)
-        if width < 4:
-            return strip
-        visible = min(width, self.scrollable_content_region.width or width)  # the scrollbar covers the rest
-        right, left = full.cell_length > scroll_x + visible, scroll_x > 0 and full.cell_length > 0
-        if not (right or left):
-            return strip
-        segments = list(strip.crop(1 if left else 0, visible - (1 if right else 0)))
-        if left:
-            segments.insert(0, Segment("‹", EDGE_STYLE))
-        if right:
-            segments.append(Segment("…", EDGE_STYLE))
-        segments += list(strip.crop(visible, width))
-        return Strip(segments, width).apply_offsets(scroll_x, row)
+        strip = full.crop_extend(scroll_x, scroll_x + width, rich_style)
+        if width >= 4:
+            visible = min(width, self.scrollable_content_region.width or width)  # the scrollbar covers the rest
+            right, left = full.cell_length > scroll_x + visible, scroll_x > 0 and full.cell_length > 0
+            if right or left:  # the row goes on past an edge: say so there
+                head, body, _, tail = Segment.divide(strip, [int(left), visible - int(right), visible, width])
+                segments = [Segment("‹", EDGE_STYLE)] if left else []
+                segments += body
+                if right:
+                    segments.append(Segment("…", EDGE_STYLE))
+                strip = Strip(segments + tail, width)
+        return strip.apply_offsets(scroll_x, row)
