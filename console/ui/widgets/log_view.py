@@ -86,13 +86,17 @@ def cell_width(line: str) -> int:
 
 
 def widest(lines: list[str]) -> int:
-    """The widest of ``lines`` in cells (0 for none); one pass in C when they are plain ASCII."""
-    if not lines:
-        return 0
-    joined = "".join(lines)
-    if joined.isascii() and "\t" not in joined:
-        return max(map(len, lines))
-    return max(map(cell_width, lines))
+    """The widest of ``lines`` in cells (0 for none); in C, a few thousand lines at a time, while
+    they are plain ASCII."""
+    width = 0
+    for i in range(0, len(lines), 4096):
+        chunk = lines[i:i + 4096]
+        joined = "".join(chunk)
+        if joined.isascii() and "\t" not in joined:
+            width = max(width, max(map(len, chunk)))
+        else:
+            width = max(width, max(map(cell_width, chunk)))
+    return width
 
 
 class _ShownLines(Sequence[str]):
