@@ -21,6 +21,8 @@ import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
+from typing import NamedTuple
 
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
@@ -99,6 +101,15 @@ def widest(lines: list[str]) -> int:
     return width
 
 
+class _Frame(NamedTuple):
+    scroll_x: int
+    scroll_y: int
+    width: int
+    visible: int  # columns not under the vertical scrollbar
+    rich_style: Style
+    selection: Selection | None
+
+
 class _ShownLines(Sequence[str]):
     """The rows a view shows, as text (for tests and selections): a read-only view, no copy."""
 
@@ -155,7 +166,7 @@ class LogView(ScrollView, can_focus=True):
         self._width = 0  # the widest row since the view was (re)built
         self._cache: LRUCache[int, Strip] = LRUCache(1024)
         self._cache_style: Style | None = None
-        self._frame_style: Style | None = None  # the widget's style while a frame is rendered
+        self._frame: _Frame | None = None  # while a frame is rendered: what its rows share
         self._repainted_at = 0.0
         self._repaint_timer: Timer | None = None
         self.set_reactive(ScrollView.virtual_size, self._rebuild())
@@ -290,9 +301,8 @@ class LogView(ScrollView, can_focus=True):
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
 
-    def _row_strip(self, row: int, number: int, rich_style: Style) -> Strip:
+    def _row_strip(self, row: int, number: int, rich_style: Style, selection: Selection | None) -> Strip:
         """The whole row, uncut: highlighted (cached by line number), then marked and selected."""
-        selection = self.text_selection
         strip = self._cache.get(number) if selection is None else None
         if strip is None:
             line = self.buffer.line(number)
@@ -315,18 +325,23 @@ class LogView(ScrollView, can_focus=True):
             strip = Strip([Segment(t, (st or Style()) + MARK_STYLE, c) for t, st, c in strip], strip.cell_length)
         return strip
 
+    def _frame_values(self) -> _Frame:
+        """What every row of a frame shares (each of these walks the DOM or the styles)."""
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        visible = min(width, self.scrollable_content_region.width or width)  # the scrollbar covers the rest
+        return _Frame(scroll_x, scroll_y, width, visible, self.rich_style, self.text_selection)
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame_style = self.rich_style  # once per frame, not per row (it walks the ancestors)
+        self._frame = self._frame_values()  # once per frame, not once per row
         try:
             return super().render_lines(crop)
         finally:
-            self._frame_style = None
+            self._frame = None
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.size.width
+        scroll_x, scroll_y, width, visible, rich_style, selection = self._frame or self._frame_values()
         row = scroll_y + y
-        rich_style = self._frame_style or self.rich_style
         if rich_style != self._cache_style:
             self._cache.clear()
             self._cache_style = rich_style
@@ -335,16 +350,23 @@ class LogView(ScrollView, can_focus=True):
         number = self.number_at(row)
         if not self.buffer.has(number):  # pruned since the last sync (a filtered view catches up there)
             return Strip.blank(width, rich_style)
-        full = self._row_strip(row, number, rich_style)
-        strip = full.crop_extend(scroll_x, scroll_x + width, rich_style)
-        if width >= 4:
-            visible = min(width, self.scrollable_content_region.width or width)  # the scrollbar covers the rest
-            right, left = full.cell_length > scroll_x + visible, scroll_x > 0 and full.cell_length > 0
-            if right or left:  # the row goes on past an edge: say so there
-                head, body, _, tail = Segment.divide(strip, [int(left), visible - int(right), visible, width])
-                segments = [Segment("‹", EDGE_STYLE)] if left else []
-                segments += body
-                if right:
-                    segments.append(Segment("…", EDGE_STYLE))
-                strip = Strip(segments + tail, width)
-        return strip.apply_offsets(scroll_x, row)
+        full = self._row_strip(row, number, rich_style, selection)
+        length = full.cell_length
+        segments = list(full)
+        if length < scroll_x + width:
+            segments.append(Segment(" " * (scroll_x + width - length), rich_style))
+        right = width >= 4 and length > scroll_x + visible
+        left = width >= 4 and scroll_x > 0 and length > 0
+        if not (right or left):
+            cut = next(islice(Segment.divide(segments, [scroll_x, scroll_x + width]), 1, None), [])
+            return Strip(cut, width).apply_offsets(scroll_x, row)
+        # the row goes on past an edge: say so there (the cells under the scrollbar stay as they are)
+        cuts = [scroll_x, scroll_x + left, scroll_x + visible - right, scroll_x + visible, scroll_x + width]
+        parts = list(Segment.divide(segments, cuts))
+        parts += [[]] * (len(cuts) - len(parts))  # cuts at the very end yield nothing
+        cut = [Segment("‹", EDGE_STYLE)] if left else []
+        cut += parts[2]
+        if right:
+            cut.append(Segment("…", EDGE_STYLE))
+        cut += parts[4]
+        return Strip(cut, width).apply_offsets(scroll_x, row)
