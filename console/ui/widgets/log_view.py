@@ -40,7 +40,7 @@ from textual.timer import Timer
 from console.diagnosis import catalogue
 from console.station.log_buffer import LogBuffer
 
-REPAINT_EVERY = 0.1  # s: while lines stream, a view repaints at most 10 times a second
+REPAINT_EVERY = 0.25  # s: while lines stream, a view repaints at most 4 times a second (as toolong batches)
 MARKER_STYLE = "bold reverse yellow"  # the console's own line: a stream was interrupted here
 MATCH_STYLE = "bold reverse"  # a filter's match
 MARK_STYLE = Style(bgcolor="grey35", bold=True)  # the line reached from the diagnosis
@@ -164,7 +164,7 @@ class LogView(ScrollView, can_focus=True):
         self._rows_start = 0
         self._seen = buffer.total  # the last line number taken in
         self._width = 0  # the widest row since the view was (re)built
-        self._cache: LRUCache[int, Strip] = LRUCache(1024)
+        self._cache: LRUCache[int, tuple[list[Segment], int]] = LRUCache(1024)
         self._cache_style: Style | None = None
         self._frame: _Frame | None = None  # while a frame is rendered: what its rows share
         self._repainted_at = 0.0
@@ -301,10 +301,13 @@ class LogView(ScrollView, can_focus=True):
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
 
-    def _row_strip(self, row: int, number: int, rich_style: Style, selection: Selection | None) -> Strip:
-        """The whole row, uncut: highlighted (cached by line number), then marked and selected."""
-        strip = self._cache.get(number) if selection is None else None
-        if strip is None:
+    def _row_segments(self, row: int, number: int, rich_style: Style, selection: Selection | None
+                      ) -> tuple[list[Segment], int]:
+        """The whole row, uncut, and its cells: highlighted (cached by line number, as plain segments:
+        a Strip carries eight caches of its own, garbage the collector would have to walk), then
+        marked and selected."""
+        cached = self._cache.get(number) if selection is None else None
+        if cached is None:
             line = self.buffer.line(number)
             if "\t" in line:
                 line = line.expandtabs()
@@ -318,12 +321,13 @@ class LogView(ScrollView, can_focus=True):
                 start, end = span
                 text.stylize(self.screen.get_component_rich_style("screen--selection"),
                              start, len(text) if end == -1 else end)
-            strip = Strip(text.render(self.app.console), cell_len(line))
+            cached = (list(text.render(self.app.console)), cell_len(line))
             if selection is None:
-                self._cache[number] = strip
+                self._cache[number] = cached
+        segments, length = cached
         if number == self.marked:  # the mark over the line's own style
-            strip = Strip([Segment(t, (st or Style()) + MARK_STYLE, c) for t, st, c in strip], strip.cell_length)
-        return strip
+            segments = [Segment(t, (st or Style()) + MARK_STYLE, c) for t, st, c in segments]
+        return segments, length
 
     def _frame_values(self) -> _Frame:
         """What every row of a frame shares (each of these walks the DOM or the styles)."""
@@ -350,10 +354,9 @@ class LogView(ScrollView, can_focus=True):
         number = self.number_at(row)
         if not self.buffer.has(number):  # pruned since the last sync (a filtered view catches up there)
             return Strip.blank(width, rich_style)
-        full = self._row_strip(row, number, rich_style, selection)
-        length = full.cell_length
-        segments = list(full)
+        segments, length = self._row_segments(row, number, rich_style, selection)
         if length < scroll_x + width:
+            segments = segments.copy()
             segments.append(Segment(" " * (scroll_x + width - length), rich_style))
         right = width >= 4 and length > scroll_x + visible
         left = width >= 4 and scroll_x > 0 and length > 0
