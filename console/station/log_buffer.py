@@ -4,8 +4,9 @@ own marker lines known by their type.
 
 Pure (no Textual, no I/O) and bounded: the station's state can own one and any number of views read
 it (the dashboard's log view keeps only the row numbers it shows). Lines are stored in a list with a
-start offset that is compacted now and then, so reading a line by its number is O(1) and pruning is
-amortized O(1) per line whatever ``max_lines`` is (up to ``ui.log_lines`` = 1,000,000).
+start offset, compacted once an eighth of ``max_lines`` is stale, so reading a line by its number is
+O(1) and pruning is amortized O(1) per line whatever ``max_lines`` is (up to ``ui.log_lines`` =
+1,000,000), holding at most 1/8 more lines than kept.
 
 Display only: every line is first shortened to ``DISPLAY_MAX_CHARS`` with a visible marker
 (``sanitize.clip``), then sanitized, so no single line (vLLM prints its whole argument list, request
@@ -111,7 +112,7 @@ class LogBuffer:
             if self._markers:
                 first = self.first
                 self._markers = {n for n in self._markers if n >= first}
-            if self._start >= len(store) // 2:  # compact: amortized O(1) per line
+            if self._start > self.max_lines // 8:  # compact: at most 1/8 stale lines held, O(8) a line
                 del store[:self._start]
                 self._start = 0
         return added
