@@ -212,7 +212,7 @@ async def test_many_stations_wrap_into_a_grid(n):
 
 
 async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
-    """EngineLog measures width in place (no thread worker per write): the horizontal extent must
+    """LogView measures width as lines arrive (no thread worker per write): the horizontal extent must
     still be the widest line's cells, tabs expanded and wide characters counted twice."""
     app = ConsoleApp(parse_config(SNAP_CONFIG, "snap.toml"), start_services=False, clock=False)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -16,7 +16,8 @@ from textual.selection import Selection
 from textual.widgets import Static
 
 from console.station.log_buffer import LogBuffer, LogMarker
-from console.ui.widgets.log_pane import EDGE_STYLE, MARK_STYLE, LogPane
+from console.ui.widgets.log_pane import LogPane
+from console.ui.widgets.log_view import EDGE_STYLE, MARK_STYLE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pair_app import until  # noqa: E402

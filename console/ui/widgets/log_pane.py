@@ -18,9 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from console.station.log_buffer import LogBuffer
-from console.ui.widgets.log_view import EDGE_STYLE, MARK_STYLE, LogView
-
-__all__ = ["EDGE_STYLE", "MARK_STYLE", "LogPane"]
+from console.ui.widgets.log_view import LogView
 
 
 class LogPane(Vertical):

@@ -40,6 +40,7 @@ from textual.timer import Timer
 from console.diagnosis import catalogue
 from console.station.log_buffer import LogBuffer
 
+ROW_CACHE = 256  # highlighted rows kept: a few screens (scrolling back and forth), not a history
 REPAINT_EVERY = 0.25  # s: while lines stream, a view repaints at most 4 times a second (as toolong batches)
 MARKER_STYLE = "bold reverse yellow"  # the console's own line: a stream was interrupted here
 MATCH_STYLE = "bold reverse"  # a filter's match
@@ -164,7 +165,7 @@ class LogView(ScrollView, can_focus=True):
         self._rows_start = 0
         self._seen = buffer.total  # the last line number taken in
         self._width = 0  # the widest row since the view was (re)built
-        self._cache: LRUCache[int, tuple[list[Segment], int]] = LRUCache(1024)
+        self._cache: LRUCache[int, tuple[list[Segment], int]] = LRUCache(ROW_CACHE)
         self._cache_style: Style | None = None
         self._frame: _Frame | None = None  # while a frame is rendered: what its rows share
         self._repainted_at = 0.0
