@@ -121,7 +121,8 @@ def highlight_cost() -> None:
 
     from rich.text import Text
 
-    from console.ui.widgets.log_pane import DISPLAY_MAX_CHARS, EngineLogHighlighter, display_line
+    from console.station.log_buffer import DISPLAY_MAX_CHARS, display_line
+    from console.ui.widgets.log_view import EngineLogHighlighter
 
     old = re.compile(r"\w+(Error|Exception)\b:?")
     hl = EngineLogHighlighter()

@@ -14,6 +14,7 @@ from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.station.log_buffer import LogMarker as LogMarker  # its home is the log buffer
 from console.vocabulary import ConnState
 
 if TYPE_CHECKING:
@@ -100,11 +101,6 @@ class EngineUpdate(StationMessage):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, EngineUpdate) and message.station == self.station
-
-
-class LogMarker(str):
-    """A line the console writes into a station's log view itself (where a stream was interrupted),
-    not one the container printed: shown styled, numbered like the others, never in ``--json``."""
 
 
 class LogBatch(StationMessage):

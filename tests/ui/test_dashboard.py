@@ -5,7 +5,7 @@ import time
 
 import pytest
 from rich.console import Console
-from textual.widgets import Input, Log
+from textual.widgets import Input
 
 from console.config import parse_config
 from console.probes.docker import ContainerInfo
@@ -22,6 +22,7 @@ from console.station.messages import (
     LogBatch,
 )
 from console.ui.app import ConsoleApp
+from console.ui.widgets.log_view import LogView
 from console.ui.widgets.station_pane import StationPane
 from tests.ui.pair_app import pane_text
 from tests.ui.snap_settle import settle, until
@@ -61,7 +62,7 @@ async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert len(a.log_pane.log_widget.lines) == len(a.log_pane.lines)
-        assert isinstance(app.focused, Log)
+        assert isinstance(app.focused, LogView)
 
 
 async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory):
@@ -212,7 +213,7 @@ async def test_many_stations_wrap_into_a_grid(n):
 
 
 async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
-    """EngineLog measures width in place (no thread worker per write): the horizontal extent must
+    """LogView measures width as lines arrive (no thread worker per write): the horizontal extent must
     still be the widest line's cells, tabs expanded and wide characters counted twice."""
     app = ConsoleApp(parse_config(SNAP_CONFIG, "snap.toml"), start_services=False, clock=False)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -9,10 +9,11 @@ from textual.widgets import Input
 
 from console.config import parse_config
 from console.probes.nvidia_smi import GpuReading, error_reading
+from console.station.log_buffer import DISPLAY_MAX_CHARS
 from console.station.messages import ConnectionState, GpuSample, LogBatch, LogMarker
 from console.ui import clock
 from console.ui.app import ConsoleApp
-from console.ui.widgets.log_pane import DISPLAY_MAX_CHARS, EngineLogHighlighter
+from console.ui.widgets.log_view import EngineLogHighlighter
 from tests.ui.pair_app import pane_text, until
 
 CONFIG = """

@@ -3,13 +3,21 @@ match is, the line the diagnosis pointed at, and that it stopped following after
 
 from __future__ import annotations
 
+import html
+import re
 import sys
 from pathlib import Path
 
+from rich.style import Style
 from textual.app import App, ComposeResult
+from textual.geometry import Offset
+from textual.notifications import Notify
+from textual.selection import Selection
 from textual.widgets import Static
 
-from console.ui.widgets.log_pane import EDGE_STYLE, MARK_STYLE, LogPane
+from console.station.log_buffer import LogBuffer, LogMarker
+from console.ui.widgets.log_pane import LogPane
+from console.ui.widgets.log_view import EDGE_STYLE, MARK_STYLE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pair_app import until  # noqa: E402
@@ -101,3 +109,134 @@ async def test_jump_to_marks_the_line():
         pane.add_lines([f"more {i}" for i in range(5)])  # the mark stays on its line as lines arrive
         await pilot.pause()
         assert log.index_of(log.marked) == 11
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, row by row (from the SVG screenshot: what was last painted)."""
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in re.findall(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>',
+                                 app.export_screenshot()):
+        rows.setdefault(float(y), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    return "\n".join("".join(t for _, t in sorted(parts)) for _, parts in sorted(rows.items()))
+
+
+async def test_new_lines_still_reach_the_screen_once_the_buffer_is_full():
+    """The old Log subclass stopped repainting at max_lines: the screen kept showing old lines."""
+    app = PaneApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        pane = app.query_one(LogPane)
+        for k in range(3):
+            pane.add_lines([f"old {k}-{i}" for i in range(1000)])  # max_lines=1000
+            await pilot.pause()
+        pane.add_lines([f"NEW LINE {i}" for i in range(5)])
+        await until(pilot, lambda: "NEW LINE 4" in screen_text(app), "the newest line painted")
+        assert "old 0-999" not in screen_text(app)
+
+
+async def test_errors_warnings_readiness_and_marker_lines_have_their_styles():
+    app = PaneApp()
+    async with app.run_test(size=(100, 10)) as pilot:
+        pane = app.query_one(LogPane)
+        lookalike = "— A: stream interrupted 07:17:09–07:17:41 —"
+        pane.add_lines(["(Worker_TP1 pid=412) ERROR 12-01 11:57:02 [x.py:1] WorkerProc failed to start.",
+                        "WARNING 12-01 something odd", "INFO:     Application startup complete.",
+                        LogMarker(lookalike), lookalike])
+        await pilot.pause()
+
+        def style_of(y: int, word: str) -> Style:
+            return next(s.style for s in row(pane, y)[1] if word in s.text)
+
+        assert style_of(0, "ERROR").color.name == "red" and style_of(0, "ERROR").bold
+        assert style_of(0, "(Worker_TP1 pid=412)").dim
+        assert style_of(1, "WARNING").color.name == "yellow"
+        assert style_of(2, "Application startup complete.").color.name == "green"
+        marker = style_of(3, "stream interrupted")
+        assert marker.reverse and marker.color.name == "yellow"
+        assert not style_of(4, "stream interrupted").reverse  # the same words from the container: not a marker
+
+
+async def test_the_pane_shows_a_buffer_it_is_given_and_lines_fed_to_it_elsewhere():
+    """The station's state will own the buffer: the pane reads it, whoever adds the lines."""
+    buf = LogBuffer(max_lines=50)
+    buf.extend([f"early {i}" for i in range(3)])
+
+    class Two(App):
+        def compose(self) -> ComposeResult:
+            yield LogPane(buffer=buf, id="one")
+            yield LogPane(buffer=buf, id="two")
+
+    app = Two()
+    async with app.run_test(size=(60, 20)) as pilot:
+        one, two = app.query_one("#one", LogPane), app.query_one("#two", LogPane)
+        await pilot.pause()
+        assert list(one.log_widget.lines) == ["early 0", "early 1", "early 2"] and one.total == 3
+        two.set_filter("late 1")
+        buf.extend([f"late {i}" for i in range(1, 60)])  # fed elsewhere, and past max_lines
+        one.show_new_lines()
+        two.show_new_lines()
+        await pilot.pause()
+        assert len(one.log_widget.lines) == 50 and one.log_widget.lines[-1] == "late 59"
+        assert list(two.log_widget.lines) == ["late 10", "late 11", "late 12", "late 13", "late 14", "late 15",
+                                              "late 16", "late 17", "late 18", "late 19"]  # late 1 was pruned
+        assert one.log_widget.virtual_size.height == 50 and two.log_widget.virtual_size.height == 10
+
+
+async def test_a_filtered_view_drops_pruned_lines_and_the_mark_follows_its_line():
+    app = PaneApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines([f"line {i}" for i in range(1, 901)])
+        pane.jump_to(850)
+        log = pane.log_widget
+        assert log.marked == 850 and log.index_of(850) == 849
+        pane.add_lines([f"more {i}" for i in range(200)])  # 100 pruned: the mark moves up with its line
+        assert log.index_of(850) == 749 and log.lines[749] == "line 850"
+        pane.set_filter("/line 8[5-9]0/")
+        await pilot.pause()
+        assert list(log.lines) == ["line 850", "line 860", "line 870", "line 880", "line 890"]
+        assert log.index_of(850) == 0 and log.index_of(851) is None
+        text, segs = row(pane, log.index_of(850) - int(log.scroll_offset.y))
+        assert text.startswith("line 850") and any(s.style and s.style.bgcolor == MARK_STYLE.bgcolor for s in segs)
+        pane.add_lines([f"tail {i}" for i in range(850)])  # line 850 is pruned now
+        assert list(log.lines) == [] and log.index_of(850) is None
+
+
+async def test_jump_to_a_pruned_line_says_so_and_blank_lines_keep_their_numbers():
+    app = PaneApp()
+    said: list[str] = []
+
+    def hook(message) -> None:
+        if isinstance(message, Notify):
+            said.append(message.notification.message)
+
+    async with app.run_test(size=(60, 8), message_hook=hook) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines(["a", "", "b", ""] + [f"n {i}" for i in range(1100)])
+        await pilot.pause()
+        pane.jump_to(3)
+        await until(pilot, lambda: said == ["line 3 is older than the 1000 lines kept"], "the notification")
+        pane.jump_to(1100)
+        log = pane.log_widget
+        assert log.lines[log.index_of(log.marked)] == "n 1095"  # numbered over every line, blank ones too
+
+
+async def test_the_row_cache_follows_the_theme():
+    app = PaneApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines(["a line"])
+        await pilot.pause()
+        before = row(pane, 0)[1][0].style.bgcolor
+        app.theme = "textual-light" if app.current_theme.dark else "textual-dark"
+        await pilot.pause()
+        assert row(pane, 0)[1][0].style.bgcolor != before
+
+
+async def test_a_selection_copies_the_rows_shown():
+    app = PaneApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines(["first row", "second row", "third row"])
+        await pilot.pause()
+        text, _ = pane.log_widget.get_selection(Selection(Offset(6, 0), Offset(6, 1)))
+        assert text == "row\nsecond"

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from pair_app import pair_app
-from textual.widgets._footer import FooterKey
+from pair_app import pair_app, until
 
-from console.ui.widgets.fitted_footer import FittedFooter, fitting
+from console.ui.widgets.fitted_footer import FittedFooter, KeyHint, fitting
 
 
 def footer_labels(app) -> list[str]:
     footer = app.dashboard.query_one(FittedFooter)
-    return [k.description for k in footer.query(FooterKey) if not k.has_class("-command-palette")]
+    return [k.description for k in footer.query(KeyHint) if not k.has_class("-command-palette")]
 
 
 @pytest.mark.parametrize("size,must", [
@@ -22,17 +21,15 @@ def footer_labels(app) -> list[str]:
 async def test_the_footer_keeps_the_keys_that_matter(size, must):
     app = pair_app()
     async with app.run_test(size=size) as pilot:
-        await pilot.pause(0.3)
-        labels = footer_labels(app)
-        assert must <= set(labels), labels
+        await until(pilot, lambda: must <= set(footer_labels(app)), f"the footer's keys at {size}: {must}")
         footer = app.dashboard.query_one(FittedFooter)
-        right = max(k.region.right for k in footer.query(FooterKey) if not k.has_class("-command-palette"))
-        palette = next(k for k in footer.query(FooterKey) if k.has_class("-command-palette"))
+        right = max(k.region.right for k in footer.query(KeyHint) if not k.has_class("-command-palette"))
+        palette = next(k for k in footer.query(KeyHint) if k.has_class("-command-palette"))
         assert right <= palette.region.x  # nothing cut under the palette key
 
 
 def test_fitting_keeps_priority_and_order():
-    keys = [FooterKey("q", "q", "Quit", "app.quit"), FooterKey("slash", "/", "Filter", "filter"),
-            FooterKey("f1", "f1", "Help", "app.toggle_help")]
+    keys = [KeyHint("q", "q", "Quit", "app.quit"), KeyHint("slash", "/", "Filter", "filter"),
+            KeyHint("f1", "f1", "Help", "app.toggle_help")]
     assert [k.description for k in fitting(keys, 100)] == ["Quit", "Filter", "Help"]
     assert [k.description for k in fitting(keys, 18)] == ["Filter", "Help"]  # quit is the first to go

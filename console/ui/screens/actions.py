@@ -244,7 +244,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         super().__init__()
         self.action, self._run = action, run
         self.result: ActionResult | None = None
-        self._task: asyncio.Task | None = None
+        self._drive_task: asyncio.Task | None = None
         self._rows: dict[int, object] = {}
         self._timeline_rows: dict[tuple[str, str], object] = {}
         self.timeline: list[tuple[str, str, str]] = []  # (station, event, detail) as shown
@@ -260,7 +260,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     def on_mount(self) -> None:
         self.query_one("#steps", DataTable).add_columns("station", "step", "status", "detail")
         self.query_one("#timeline", DataTable).add_columns("station", "start-up", "at", "detail")
-        self._task = asyncio.create_task(self._drive())
+        self._drive_task = asyncio.create_task(self._drive())
 
     async def _drive(self) -> None:
         try:
@@ -332,10 +332,10 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.query_one("#verdict", Static).update(t)
 
     def action_cancel(self) -> None:
-        if self._task is not None and not self._task.done():
+        if self._drive_task is not None and not self._drive_task.done():
             soft = getattr(self._run, "cancel", None)
             if soft is None or not soft():  # the action stops at its next step or wake-up
-                self._task.cancel()
+                self._drive_task.cancel()
             self.query_one("#verdict", Static).update(Text("cancelling: stopping what this run started...",
                                                            style="bold magenta"))
 
@@ -348,16 +348,16 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.app.action_doctor(f"{self.action} failed: {self.result.summary[:100]}")  # type: ignore[attr-defined]
 
     def action_close_or_cancel(self) -> None:
-        if self._task is not None and not self._task.done():
+        if self._drive_task is not None and not self._drive_task.done():
             self.action_cancel()
         else:
             self.dismiss(self.result)
 
     async def on_unmount(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self._drive_task is not None and not self._drive_task.done():
+            self._drive_task.cancel()
             with contextlib.suppress(BaseException):
-                await self._task
+                await self._drive_task
 
 
 def action_runner(config: Config, action: ActionName, plan: ActionPlan | None = None,

@@ -71,7 +71,7 @@ def css_id(name: str) -> str:
 class DashboardScreen(Screen):
     """Every station of the config; the diagnosis panel below them (``d``)."""
 
-    AUTO_FOCUS = "StationPane Log"
+    AUTO_FOCUS = "StationPane LogView"
     DEFAULT_CSS = """
     DashboardScreen #demo-banner { height: 1; background: $warning; color: $background; text-style: bold;
                                    content-align: center middle; display: none; }

@@ -1,0 +1,373 @@
+"""A station's log on Textual's Line API: a ``ScrollView`` that renders only the rows on screen
+(``render_line`` -> ``Strip``), as toolong's ``LogLines`` does, from a ``LogBuffer`` it reads but does
+not own (the station's state will own it).
+
+What the operator must be able to tell from the screen: a line cut at the view's edge ends in "…"
+(and starts with "‹" when scrolled right); errors, warnings, readiness and the NCCL transport are
+coloured; a filter's matches are in reverse video; the line reached from the diagnosis is marked;
+the console's own marker lines (a stream was interrupted) are in reverse yellow; whether the view
+still follows the end (``Following``).
+
+Cost: taking in a batch is O(batch) (a width per shown line, ``len`` for the ASCII lines nearly
+every log is made of) plus one repaint; a row is highlighted once and kept in an LRU cache keyed by
+its line number (a line's number never changes, so pruning the buffer invalidates nothing). The
+cache holds whole, uncut rows; the cut at the edge, the mark and a text selection are applied per
+frame on top, so scrolling, resizing and marking never empty it. It is emptied when what a row looks
+like changes: the filter (its matches), the widget's style (theme, focus)."""
+
+from __future__ import annotations
+
+import re
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
+from typing import NamedTuple
+
+from rich.cells import cell_len
+from rich.highlighter import Highlighter
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.timer import Timer
+
+from console.diagnosis import catalogue
+from console.station.log_buffer import LogBuffer
+
+ROW_CACHE = 256  # highlighted rows kept: a few screens (scrolling back and forth), not a history
+REPAINT_EVERY = 0.25  # s: while lines stream, a view repaints at most 4 times a second (as toolong batches)
+MARKER_STYLE = "bold reverse yellow"  # the console's own line: a stream was interrupted here
+MATCH_STYLE = "bold reverse"  # a filter's match
+MARK_STYLE = Style(bgcolor="grey35", bold=True)  # the line reached from the diagnosis
+EDGE_STYLE = Style(color="bright_white", bgcolor="grey42", bold=True)  # a line goes on past the edge
+
+# What to colour comes from the catalogue (``catalogue.highlight``: the same knowledge as the findings
+# and the launch's fatal lines; linear in the line length). Styles are explicit so they show whatever
+# the theme.
+_STYLES: dict[catalogue.HighlightClass, str] = {
+    "prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}
+
+Match = Callable[[str], object]  # truthy when a line is to be shown
+
+
+def highlight_spans(line: str) -> Iterator[tuple[int, int, str]]:
+    """Where a log line is coloured, and how: ``(start, end, style)``, from the catalogue's classes."""
+    for start, end, kind in catalogue.highlight(line):
+        yield start, end, _STYLES[kind]
+
+
+class EngineLogHighlighter(Highlighter):
+    """``highlight_spans`` on a Rich ``Text``, then the filter's matches in reverse video."""
+
+    def __init__(self) -> None:
+        self.match: re.Pattern[str] | None = None
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        for start, end, style in highlight_spans(plain):
+            text.stylize(style, start, end)
+        if self.match is not None:
+            for m in self.match.finditer(plain):
+                if m.end() > m.start():
+                    text.stylize(MATCH_STYLE, m.start(), m.end())
+
+
+def cell_width(line: str) -> int:
+    """Cells a row takes, tabs expanded (``len`` for the ASCII lines nearly every log is made of)."""
+    if line.isascii() and "\t" not in line:
+        return len(line)
+    return cell_len(line.expandtabs())
+
+
+def widest(lines: list[str]) -> int:
+    """The widest of ``lines`` in cells (0 for none); in C, a few thousand lines at a time, while
+    they are plain ASCII."""
+    width = 0
+    for i in range(0, len(lines), 4096):
+        chunk = lines[i:i + 4096]
+        joined = "".join(chunk)
+        if joined.isascii() and "\t" not in joined:
+            width = max(width, max(map(len, chunk)))
+        else:
+            width = max(width, max(map(cell_width, chunk)))
+    return width
+
+
+class _Frame(NamedTuple):
+    scroll_x: int
+    scroll_y: int
+    width: int
+    visible: int  # columns not under the vertical scrollbar
+    rich_style: Style
+    selection: Selection | None
+
+
+class _ShownLines(Sequence[str]):
+    """The rows a view shows, as text (for tests and selections): a read-only view, no copy."""
+
+    def __init__(self, view: LogView) -> None:
+        self._view = view
+
+    def __len__(self) -> int:
+        return self._view.row_count
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        return self._view.buffer.line(self._view.number_at(row))
+
+
+class LogView(ScrollView, can_focus=True):
+    """The rows of a ``LogBuffer``, all of them or those a filter matches. Feed it by adding lines to
+    the buffer and calling ``sync()`` (one call per batch)."""
+
+    ALLOW_SELECT = True
+    DEFAULT_CSS = """
+    LogView {
+        background: $surface;
+        color: $text;
+        overflow: scroll;
+        &:focus {
+            background-tint: $foreground 5%;
+        }
+    }
+    """
+
+    class Following(Message):
+        """The view started or stopped following its end (new lines scroll into view or not)."""
+
+        def __init__(self, following: bool) -> None:
+            super().__init__()
+            self.following = following
+
+    def __init__(self, buffer: LogBuffer, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.buffer = buffer
+        self.highlighter = EngineLogHighlighter()
+        self.marked: int | None = None  # the number of the marked line
+        self.following = True
+        self._match: Match | None = None
+        self._rows: list[int] = []  # filtered: the shown lines' numbers, ascending, from _rows_start
+        self._rows_start = 0
+        self._seen = buffer.total  # the last line number taken in
+        self._width = 0  # the widest row since the view was (re)built
+        self._cache: LRUCache[int, tuple[list[Segment], int]] = LRUCache(ROW_CACHE)
+        self._cache_style: Style | None = None
+        self._frame: _Frame | None = None  # while a frame is rendered: what its rows share
+        self._repainted_at = 0.0
+        self._repaint_timer: Timer | None = None
+        self.set_reactive(ScrollView.virtual_size, self._rebuild())
+
+    # ------------------------------------------------------------------ rows
+
+    @property
+    def lines(self) -> Sequence[str]:
+        """The rows shown, as text (read-only; no copy)."""
+        return _ShownLines(self)
+
+    @property
+    def row_count(self) -> int:
+        if self._match is None:
+            return len(self.buffer)
+        return len(self._rows) - self._rows_start
+
+    def number_at(self, row: int) -> int:
+        """The line number shown on ``row`` (0 = the first row)."""
+        if self._match is None:
+            return self.buffer.first + row
+        return self._rows[self._rows_start + row]
+
+    def index_of(self, number: int) -> int | None:
+        """The row where line ``number`` is shown, or None (pruned, or not matching the filter)."""
+        if not self.buffer.has(number):
+            return None
+        if self._match is None:
+            return number - self.buffer.first
+        i = bisect_left(self._rows, number, self._rows_start)
+        return i - self._rows_start if i < len(self._rows) and self._rows[i] == number else None
+
+    def set_match(self, match: Match | None, highlight: re.Pattern[str] | None = None) -> None:
+        """Show only the lines ``match`` is truthy for (None: every line), ``highlight``'s matches in
+        reverse video. Rebuilt from the buffer; scroll where you want afterwards."""
+        self._match = match
+        self.highlighter.match = highlight
+        self._cache.clear()
+        self.virtual_size = self._rebuild()
+        self.refresh()
+
+    def _rebuild(self) -> Size:
+        """Rows and width from the whole buffer; returns the virtual size."""
+        buf = self.buffer
+        self._seen = buf.total
+        if self._match is None:
+            self._rows, self._rows_start = [], 0
+            self._width = widest(list(buf))
+        else:
+            match = self._match
+            first = buf.first
+            self._rows = [first + i for i, line in enumerate(buf) if match(line)]
+            self._rows_start = 0
+            self._width = widest([buf.line(n) for n in self._rows])
+        return Size(self._width, self.row_count)
+
+    def sync(self) -> int:
+        """Take in the lines added to the buffer since the last call (some may have been pruned
+        already) and follow the end if the view was at it; returns how many new rows are shown."""
+        buf = self.buffer
+        start, new = buf.since(self._seen)
+        self._seen = buf.total
+        if not new:
+            return 0
+        if self._match is not None:
+            first = buf.first
+            if self._rows_start < len(self._rows) and self._rows[self._rows_start] < first:  # pruned
+                self._rows_start = bisect_left(self._rows, first, self._rows_start)
+                if self._rows_start >= len(self._rows) // 2:
+                    del self._rows[:self._rows_start]
+                    self._rows_start = 0
+            match = self._match
+            shown = [i for i, line in enumerate(new) if match(line)]
+            self._rows.extend(start + i for i in shown)
+            width = widest([new[i] for i in shown])
+        else:
+            shown = new
+            width = widest(new)
+        self._width = max(self._width, width)
+        at_end = self.is_vertical_scroll_end
+        self.virtual_size = Size(self._width, self.row_count)
+        if shown and at_end and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._repaint_soon()  # new rows (and pruning moved every row up): what is on screen changed
+        return len(shown)
+
+    def _repaint_soon(self) -> None:
+        """Repaint now, or at most ``REPAINT_EVERY`` after the last repaint while lines stream: at
+        50k lines/s nobody reads each batch, and every repaint highlights a screenful of new rows."""
+        if self._repaint_timer is not None:
+            return  # one is due
+        wait = self._repainted_at + REPAINT_EVERY - time.monotonic()
+        if wait <= 0:
+            self._repaint()
+        else:
+            self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def _repaint(self) -> None:
+        self._repaint_timer = None
+        self._repainted_at = time.monotonic()
+        self.refresh()
+
+    # ------------------------------------------------------------------ mark and follow
+
+    def mark(self, number: int | None) -> None:
+        """Mark line ``number`` (None: no mark); it stays marked as lines arrive."""
+        self.marked = number
+        self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._follow_check()
+
+    def on_resize(self) -> None:
+        self._follow_check()
+
+    def _follow_check(self) -> None:
+        following = self.is_vertical_scroll_end or self.max_scroll_y == 0
+        if following != self.following:
+            self.following = following
+            self.post_message(self.Following(following))
+
+    # ------------------------------------------------------------------ rendering
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self.lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
+    def _row_segments(self, row: int, number: int, rich_style: Style, selection: Selection | None
+                      ) -> tuple[list[Segment], int]:
+        """The whole row, uncut, and its cells: highlighted (cached by line number, as plain segments:
+        a Strip carries eight caches of its own, garbage the collector would have to walk), then
+        marked and selected."""
+        cached = self._cache.get(number) if selection is None else None
+        if cached is None:
+            line = self.buffer.line(number)
+            if "\t" in line:
+                line = line.expandtabs()
+            text = Text(line, no_wrap=True)
+            text.stylize(rich_style)
+            if self.buffer.is_marker(number):
+                text.stylize(MARKER_STYLE)
+            else:
+                self.highlighter.highlight(text)
+            if selection is not None and (span := selection.get_span(row)) is not None:
+                start, end = span
+                text.stylize(self.screen.get_component_rich_style("screen--selection"),
+                             start, len(text) if end == -1 else end)
+            cached = (list(text.render(self.app.console)), cell_len(line))
+            if selection is None:
+                self._cache[number] = cached
+        segments, length = cached
+        if number == self.marked:  # the mark over the line's own style
+            segments = [Segment(t, (st or Style()) + MARK_STYLE, c) for t, st, c in segments]
+        return segments, length
+
+    def _frame_values(self) -> _Frame:
+        """What every row of a frame shares (each of these walks the DOM or the styles)."""
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        visible = min(width, self.scrollable_content_region.width or width)  # the scrollbar covers the rest
+        return _Frame(scroll_x, scroll_y, width, visible, self.rich_style, self.text_selection)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame = self._frame_values()  # once per frame, not once per row
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y, width, visible, rich_style, selection = self._frame or self._frame_values()
+        row = scroll_y + y
+        if rich_style != self._cache_style:
+            self._cache.clear()
+            self._cache_style = rich_style
+        if row >= self.row_count:
+            return Strip.blank(width, rich_style)
+        number = self.number_at(row)
+        if not self.buffer.has(number):  # pruned since the last sync (a filtered view catches up there)
+            return Strip.blank(width, rich_style)
+        segments, length = self._row_segments(row, number, rich_style, selection)
+        if length < scroll_x + width:
+            segments = segments.copy()
+            segments.append(Segment(" " * (scroll_x + width - length), rich_style))
+        right = width >= 4 and length > scroll_x + visible
+        left = width >= 4 and scroll_x > 0 and length > 0
+        if not (right or left):
+            cut = next(islice(Segment.divide(segments, [scroll_x, scroll_x + width]), 1, None), [])
+            return Strip(cut, width).apply_offsets(scroll_x, row)
+        # the row goes on past an edge: say so there (the cells under the scrollbar stay as they are)
+        cuts = [scroll_x, scroll_x + left, scroll_x + visible - right, scroll_x + visible, scroll_x + width]
+        parts = list(Segment.divide(segments, cuts))
+        parts += [[]] * (len(cuts) - len(parts))  # cuts at the very end yield nothing
+        cut = [Segment("‹", EDGE_STYLE)] if left else []
+        cut += parts[2]
+        if right:
+            cut.append(Segment("…", EDGE_STYLE))
+        cut += parts[4]
+        return Strip(cut, width).apply_offsets(scroll_x, row)
