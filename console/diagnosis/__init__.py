@@ -4,7 +4,8 @@ The catalogue lives in ``console.diagnosis.catalogue``; the matcher in ``console
 """
 
 from console.diagnosis.catalogue import SEVERITIES, SPECS
-from console.diagnosis.engine import Diagnoser, Evidence, Finding, diagnose_lines, has_problems
+from console.diagnosis.engine import Diagnoser, diagnose_lines
+from console.diagnosis.findings import Evidence, Finding, has_problems
 from console.diagnosis.text import redact
 
 __all__ = ["SEVERITIES", "SPECS", "Diagnoser", "Evidence", "Finding", "diagnose_lines", "has_problems", "redact"]

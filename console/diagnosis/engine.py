@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from console.diagnosis import catalogue as cat
 from console.diagnosis.classify import ClassifiedBatch, classify
-from console.diagnosis.text import clean, redact, shorten
+from console.diagnosis.findings import (
+    Candidate,
+    CheckResultLike,
+    Contextual,
+    Evidence,
+    Finding,
+    SourceState,
+    compare,
+)
+from console.diagnosis.text import clean, message_of, redact, shorten
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
 TAIL = 256  # lines kept per source for traceback context
@@ -38,144 +44,6 @@ _CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
 _LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight")
-# Prefixes before the message (matched repeatedly at the start; each alternative is bounded):
-# Ray/vLLM process tags, torchrun ranks, docker compose, SGLang's time/rank, vLLM's level+time+source,
-# uvicorn's level.
-_PREFIX = re.compile(
-    r"^\s*+(?:\((?:\w++)(?: pid=\d++)?(?:, ip=[\d.]++)?\)\s*+"
-    r"|\[rank\d++\]:\s?"
-    r"|[\w.\-]++\s++\|\s"
-    r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]++(?: [A-Z]{2,3}\d++)*+\]\s*+"
-    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s++\d\d-\d\d\s[\d:.]++\s(?:\[[^\]]*+\]|[\w.]++:\d++\])\s?"
-    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s++)")
-
-
-def message_of(text: str) -> str:
-    """The message part of a log line: known prefixes (process, rank, time, level, source) removed."""
-    for _ in range(5):
-        m = _PREFIX.match(text)
-        if not m or not m.end():
-            break
-        text = text[m.end():]
-    return text
-
-
-@dataclass(frozen=True)
-class Evidence:
-    source: str  # station name, file path, or "check"
-    line: int | None  # 1-based line number within the source (None for check results)
-    text: str
-    context: tuple[str, ...] = ()  # traceback frames above an exception line
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"source": self.source, "line": self.line, "text": self.text}
-        if self.context:
-            d["context"] = list(self.context)
-        return d
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str
-    station: str
-    cause: str
-    remedy: str  # what to change (no console command in it: see ``next``)
-    evidence: list[Evidence] = field(default_factory=list)
-    count: int = 0
-    first_seen_line: int | None = None
-    rank: int = cat.R_ROOT
-    first_ts: str | None = None  # docker timestamp of the first evidence line, when known
-    seq: int = 0  # global arrival order of the first evidence line
-    explained_by: str | None = None  # "id@station" of the likely root cause, for symptoms
-    origin: str = "log"  # "log" or "check"
-    next: str | None = None  # a catalogue.NEXT_STEPS key: what the console itself can do next
-    _cause_rank: int = 1 << 30
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.id, self.station)
-
-    @property
-    def fix(self) -> str:
-        """The remedy and, for the command line, the console command that helps next."""
-        step = cat.NEXT_STEPS.get(self.next or "")
-        if not step or step[0] in self.remedy:
-            return self.remedy
-        return f"{self.remedy}; {step[0].replace('NAME', self.station)}"
-
-    @property
-    def next_action(self) -> str | None:
-        """The TUI's wording of the next step ("press k to run the link checks now"), or None."""
-        step = cat.NEXT_STEPS.get(self.next or "")
-        return step[1] if step else None
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "id": self.id, "severity": self.severity, "station": self.station,
-            "cause": self.cause, "fix": self.fix,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "count": self.count, "first_seen_line": self.first_seen_line,
-        }
-        if self.explained_by:
-            d["explained_by"] = self.explained_by
-        if self.first_ts:
-            d["first_seen_at"] = self.first_ts
-        return d
-
-
-class CheckResultLike(Protocol):
-    id: str
-    station: str
-    status: str
-    summary: str
-    evidence: str
-    fix: str
-
-
-@dataclass
-class _Contextual:
-    """One line of contextual evidence (a catalogue Role), judged in ``ranked()``."""
-
-    sig: cat.Signature
-    hit: cat.Hit | None
-    ev: Evidence
-    ts: str | None
-    seq: int
-    values: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Candidate:
-    """An error line no signature matched (possible evidence of ``unrecognised-error``)."""
-
-    ev: Evidence
-    summary: str
-    ts: str | None
-    seq: int
-
-
-@dataclass
-class _Source:
-    count: int = 0
-    tail: list[str] = field(default_factory=list)
-    facts: dict[str, int] = field(default_factory=dict)
-    networks: set[str] = field(default_factory=set)  # "ib" / "socket": the networks NCCL chose
-    via: set[str] = field(default_factory=set)  # channel kinds: "ib", "socket", "gdr", "local"
-    nnodes: int = 0
-    nccl: bool = False  # any NCCL line seen (this source takes part in NCCL)
-    load_start: int = 0  # last line that started loading weights
-    load_end: int = 0  # last line that finished loading weights
-    cap_hi: tuple[int, int] | None = None  # highest CUDA capability this PyTorch build supports
-    cap_list: tuple[int, ...] = ()  # "supports CUDA capabilities sm_50 ..." as numbers (50, ...)
-    gdr_on: bool = False
-    roles: dict[str, list[_Contextual]] = field(default_factory=dict)
-    role_counts: dict[str, int] = field(default_factory=dict)
-    matched: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=512))  # (line, rank)
-    candidates: list[_Candidate] = field(default_factory=list)
-    open_traceback: _Candidate | None = None
-
-
 def _worse(a: str, b: str) -> str:
     return a if cat.SEVERITY_ORDER[a] <= cat.SEVERITY_ORDER[b] else b
 
@@ -203,9 +71,9 @@ class Diagnoser:
         self.gpudirect_expected = gpudirect_expected
         self.nodes = nodes
         self._findings: dict[tuple[str, str], Finding] = {}
-        self._sources: dict[str, _Source] = {}
+        self._sources: dict[str, SourceState] = {}
         self._versions: dict[tuple[str, str], tuple[str, Evidence, str | None, int]] = {}
-        self._exits: dict[str, _Candidate] = {}
+        self._exits: dict[str, Candidate] = {}
         self._seq = 0
         self.version = 0  # bumps on any change, counts included
         self._ranked_at = -1
@@ -221,7 +89,7 @@ class Diagnoser:
             return False
         st = self._sources.get(source)
         if st is None:
-            st = self._sources[source] = _Source()
+            st = self._sources[source] = SourceState()
         batch = classified if classified is not None else classify(lines)
         lines = batch.texts  # what the lines say (escape sequences removed once, by the classifier)
         base = st.count
@@ -243,7 +111,7 @@ class Diagnoser:
         st.tail = (st.tail + lines)[-TAIL:] if len(lines) < TAIL else lines[-TAIL:]
         return changed
 
-    def _match_line(self, source: str, st: _Source, lines: list[str], idx: int, lineno: int,
+    def _match_line(self, source: str, st: SourceState, lines: list[str], idx: int, lineno: int,
                     anchors: list[str]) -> bool:
         text, ts = clean(lines[idx])
         if _CODE_LINE.search(text):  # source code quoted in a traceback frame, not the error itself
@@ -307,7 +175,7 @@ class Diagnoser:
 
     # ------------------------------------------------------------ context
 
-    def _probe(self, source: str, st: _Source, text: str, lineno: int,
+    def _probe(self, source: str, st: SourceState, text: str, lineno: int,
                probes: list[tuple[str, re.Pattern[str]]], lines: list[str], idx: int) -> bool:
         changed = False
         for fact, pat in probes:
@@ -359,7 +227,7 @@ class Diagnoser:
         self._versions[key] = (version, Evidence(source, lineno, shorten(redact(text))), None, self._seq)
         return True
 
-    def _record_role(self, source: str, st: _Source, sig: cat.Signature, hit: cat.Hit | None,
+    def _record_role(self, source: str, st: SourceState, sig: cat.Signature, hit: cat.Hit | None,
                      m: re.Match[str] | None, text: str, lineno: int, ts: str | None) -> bool:
         role = sig.role or ""
         st.role_counts[role] = st.role_counts.get(role, 0) + 1
@@ -371,10 +239,10 @@ class Diagnoser:
             return False
         self._seq += 1
         values = {k: v for k, v in m.groupdict().items() if v is not None} if m else {}
-        kept.append(_Contextual(sig, hit, Evidence(source, lineno, shorten(redact(text))), ts, self._seq, values))
+        kept.append(Contextual(sig, hit, Evidence(source, lineno, shorten(redact(text))), ts, self._seq, values))
         return len(kept) == 1  # more evidence of a known role changes counts, not the findings
 
-    def _phase_hit(self, st: _Source, sig: cat.Signature, hit: cat.Hit | None, lines: list[str],
+    def _phase_hit(self, st: SourceState, sig: cat.Signature, hit: cat.Hit | None, lines: list[str],
                    idx: int) -> cat.Hit | None:
         """An OOM while the weights load means they do not fit: another fix than an OOM at run time."""
         if sig.id != "cuda-oom" or (hit is not None and hit.cause):
@@ -391,12 +259,12 @@ class Diagnoser:
 
     # ------------------------------------------------------------ errors no entry explains
 
-    def _generic(self, source: str, st: _Source, lines: list[str], idx: int, lineno: int, text: str,
+    def _generic(self, source: str, st: SourceState, lines: list[str], idx: int, lineno: int, text: str,
                  ts: str | None) -> bool:
         if cat.TRACEBACK in text:
             if st.open_traceback is None:
                 self._seq += 1
-                st.open_traceback = _Candidate(Evidence(source, lineno, shorten(redact(text))),
+                st.open_traceback = Candidate(Evidence(source, lineno, shorten(redact(text))),
                                                "a traceback without its exception line", ts, self._seq)
             return False
         msg = message_of(text)
@@ -423,7 +291,7 @@ class Diagnoser:
         context = self._context(st, lines, idx, first=True) if ex else ()
         self._seq += 1
         self.version += 1
-        st.candidates.append(_Candidate(Evidence(source, lineno, shorten(redact(text)), context),
+        st.candidates.append(Candidate(Evidence(source, lineno, shorten(redact(text)), context),
                                         shorten(redact(summary), 200), ts, self._seq))
         return True
 
@@ -440,9 +308,9 @@ class Diagnoser:
             return False
         self._seq += 1
         self.version += 1
-        self._exits[source] = _Candidate(Evidence(source, None, f"{name} exited with code {code}{why}"),
+        self._exits[source] = Candidate(Evidence(source, None, f"{name} exited with code {code}{why}"),
                                          f"{name} exited with code {code}{why}", None, self._seq)
-        self._sources.setdefault(source, _Source())
+        self._sources.setdefault(source, SourceState())
         return True
 
     # ------------------------------------------------------------ bookkeeping
@@ -478,12 +346,12 @@ class Diagnoser:
         return changed
 
     @staticmethod
-    def _window(st: _Source, lines: list[str], idx: int, n: int) -> list[str]:
+    def _window(st: SourceState, lines: list[str], idx: int, n: int) -> list[str]:
         if idx >= n:
             return lines[idx - n:idx]
         return st.tail[len(st.tail) - (n - idx):] + lines[:idx] if st.tail else lines[:idx]
 
-    def _context(self, st: _Source, lines: list[str], idx: int, first: bool = False) -> tuple[str, ...]:
+    def _context(self, st: SourceState, lines: list[str], idx: int, first: bool = False) -> tuple[str, ...]:
         """Traceback frames above an exception line (the exception is the evidence, frames context):
         the last frames (nearest the error), or with ``first`` the lines where the traceback starts."""
         window = self._window(st, lines, idx, 200)
@@ -535,7 +403,7 @@ class Diagnoser:
 
     # ------------------------------------------------------------ decisions from context
 
-    def _multi_node(self, st: _Source) -> bool | None:
+    def _multi_node(self, st: SourceState) -> bool | None:
         """True when this source's NCCL crosses stations, False when it provably does not, else None."""
         if self.nodes is not None:
             return self.nodes > 1
@@ -547,9 +415,9 @@ class Diagnoser:
             return True
         return None
 
-    def _from_roles(self, source: str, items: list[_Contextual], count: int, severity: str | None = None,
+    def _from_roles(self, source: str, items: list[Contextual], count: int, severity: str | None = None,
                     cause: str | None = None, fix: str | None = None, rank: int | None = None,
-                    lead: _Contextual | None = None) -> Finding:
+                    lead: Contextual | None = None) -> Finding:
         """A finding from contextual evidence: ``lead`` (default: the first item) names the signature,
         the evidence is in log order."""
         items = sorted(items, key=lambda c: c.seq)
@@ -563,7 +431,7 @@ class Diagnoser:
                        [c.ev for c in items][:MAX_EVIDENCE], max(count, len(items)), first.ev.line,
                        rank if rank is not None else self._rank_of(sig, hit), first.ts, first.seq, next=spec.next)
 
-    def _contextual(self, source: str, st: _Source) -> list[Finding]:
+    def _contextual(self, source: str, st: SourceState) -> list[Finding]:
         out: list[Finding] = []
         roles = st.roles
         multi = self._multi_node(st)
@@ -604,7 +472,7 @@ class Diagnoser:
                 out.append(f)
         return out
 
-    def _capability(self, source: str, st: _Source, items: list[_Contextual]) -> Finding | None:
+    def _capability(self, source: str, st: SourceState, items: list[Contextual]) -> Finding | None:
         found: tuple[int, int] | None = None
         for c in items:
             if "major" in c.values:
@@ -654,12 +522,12 @@ class Diagnoser:
                         [ev for _src, ev, _s in versions][:MAX_EVIDENCE], len(self._versions), versions[1][1].line,
                         cat.R_SETUP + 1, None, versions[1][2], next="checks")]
 
-    def _explained(self, st: _Source, line: int | None) -> bool:
+    def _explained(self, st: SourceState, line: int | None) -> bool:
         if line is None:
             return any(rank < cat.R_DEAD for _ln, rank in st.matched)
         return any(abs(ln - line) <= EXPLAIN_WINDOW and rank < cat.R_DEAD for ln, rank in st.matched)
 
-    def _unrecognised(self, source: str, st: _Source) -> Finding | None:
+    def _unrecognised(self, source: str, st: SourceState) -> Finding | None:
         pending = list(st.candidates)
         if st.open_traceback is not None and st.count - (st.open_traceback.ev.line or 0) >= OPEN_TRACEBACK_LINES:
             pending.append(st.open_traceback)
@@ -708,7 +576,7 @@ class Diagnoser:
         """Errors and warnings first, then root-ward rank, severity, and first appearance."""
         if self._ranked_at == self.version:
             return list(self._ranked)
-        out = sorted(self._all(), key=functools.cmp_to_key(_compare))
+        out = sorted(self._all(), key=functools.cmp_to_key(compare))
         top = next((f for f in out if f.severity != "info"), None)
         for f in out:  # a symptom points at the top-ranked finding nearer the root
             f.explained_by = None
@@ -725,16 +593,6 @@ class Diagnoser:
         return st.count if st else 0
 
 
-def _compare(a: Finding, b: Finding) -> int:
-    ka = (a.severity == "info", a.rank, cat.SEVERITY_ORDER[a.severity])
-    kb = (b.severity == "info", b.rank, cat.SEVERITY_ORDER[b.severity])
-    if ka != kb:
-        return -1 if ka < kb else 1
-    if a.first_ts and b.first_ts and a.first_ts != b.first_ts:
-        return -1 if a.first_ts < b.first_ts else 1
-    return (a.seq > b.seq) - (a.seq < b.seq)
-
-
 def diagnose_lines(source: str, lines: Iterable[str], gpudirect_expected: bool | None = None,
                    batch: int = 4096, nodes: int | None = None) -> list[Finding]:
     """One-shot diagnosis of a whole log (file or stdin), ranked."""
@@ -748,7 +606,3 @@ def diagnose_lines(source: str, lines: Iterable[str], gpudirect_expected: bool |
     d.feed(source, buf)
     d.finish()
     return d.ranked()
-
-
-def has_problems(findings: Iterable[Finding]) -> bool:
-    return any(f.severity in ("error", "warning") for f in findings)

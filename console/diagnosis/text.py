@@ -33,3 +33,25 @@ def redact(text: str) -> str:
 
 def shorten(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Prefixes before the message (matched repeatedly at the start; each alternative is bounded):
+# Ray/vLLM process tags, torchrun ranks, docker compose, SGLang's time/rank, vLLM's level+time+source,
+# uvicorn's level.
+_PREFIX = re.compile(
+    r"^\s*+(?:\((?:\w++)(?: pid=\d++)?(?:, ip=[\d.]++)?\)\s*+"
+    r"|\[rank\d++\]:\s?"
+    r"|[\w.\-]++\s++\|\s"
+    r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]++(?: [A-Z]{2,3}\d++)*+\]\s*+"
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s++\d\d-\d\d\s[\d:.]++\s(?:\[[^\]]*+\]|[\w.]++:\d++\])\s?"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s++)")
+
+
+def message_of(text: str) -> str:
+    """The message part of a log line: known prefixes (process, rank, time, level, source) removed."""
+    for _ in range(5):
+        m = _PREFIX.match(text)
+        if not m or not m.end():
+            break
+        text = text[m.end():]
+    return text

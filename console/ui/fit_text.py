@@ -16,7 +16,7 @@ import re
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from console.diagnosis.engine import message_of
+from console.diagnosis.text import message_of
 from console.sanitize import one_line
 
 # glog / c10 prefixes the diagnosis keeps (it matches on them): "[E1201 11:07:44.131931664 ProcessGroupNCCL.cpp:632] "
