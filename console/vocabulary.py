@@ -94,6 +94,10 @@ TRANSPORT_TEXT: dict[NcclTransport, str] = {
 TRANSPORT_SHORT: dict[NcclTransport, str] = {
     NcclTransport.GDRDMA: "GPUDirect RDMA", NcclTransport.RDMA: "RDMA (no GDR)",
     NcclTransport.SOCKET: "TCP socket fallback", NcclTransport.UNKNOWN: "—"}
+#: The same in a table column (the fleet view's NCCL column).
+TRANSPORT_TINY: dict[NcclTransport, str] = {
+    NcclTransport.GDRDMA: "GPUDirect", NcclTransport.RDMA: "RDMA", NcclTransport.SOCKET: "TCP socket",
+    NcclTransport.UNKNOWN: "—"}
 #: The same as the launch's verdict says it (what was read, and where).
 TRANSPORT_VERDICT: dict[NcclTransport, str] = {
     NcclTransport.GDRDMA: "NCCL over RDMA with GPUDirect (NET/IB .../GDRDMA)",

@@ -32,7 +32,7 @@ from console.service.actions import (
     run_action,
 )
 from console.tasks import on_signal
-from console.vocabulary import ActionOutcome
+from console.vocabulary import ActionOutcome, NcclTransport
 
 _HELP = {
     "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
@@ -105,7 +105,7 @@ def _print_result(res: ActionResult, json_mode: bool) -> None:
         print(json.dumps(res.to_json(), indent=2))
     out = sys.stderr if json_mode else sys.stdout
     verdict = {"ok": "OK", "failed": "FAILED", "cancelled": "CANCELLED"}[res.result]
-    extra = f"; NCCL transport: {res.transport}" if res.transport != "unknown" else ""
+    extra = f"; NCCL transport: {res.transport}" if res.transport != NcclTransport.UNKNOWN else ""
     print(f"{res.action}: {verdict}: {one_line(res.summary)}{extra}", file=out)
     for station, line in res.evidence:
         print(f"    {station} | {one_line(line, 300)}", file=out)

@@ -31,6 +31,7 @@ from console.diagnosis.findings import (
     compare,
 )
 from console.diagnosis.text import clean, message_of, redact, shorten
+from console.vocabulary import CheckStatus
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
 TAIL = 256  # lines kept per source for traceback context
@@ -391,7 +392,7 @@ class Diagnoser:
             if r.status not in ("fail", "warn"):
                 continue
             self._seq += 1
-            sev = "error" if r.status == "fail" else "warning"
+            sev = "error" if r.status == CheckStatus.FAIL else "warning"
             rank = cat.CHECK_RANKS.get(r.id, cat.R_SETUP)
             spec = cat.SPECS.get(r.id)
             f = Finding(r.id, sev, r.station, r.summary or (spec.cause if spec else r.id),

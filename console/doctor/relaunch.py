@@ -33,7 +33,7 @@ from console.service.actions import (
 )
 from console.service.engines import LaunchSpec
 from console.service.follow import split_stamp
-from console.vocabulary import ActionOutcome
+from console.vocabulary import ActionOutcome, NcclTransport
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
 # What the screen offers to change (the list); any NCCL_* name is accepted from the CLI.
@@ -223,19 +223,19 @@ class DebugRelaunch:
         t0 = time.monotonic()
         res = await self._launch(self.debug)
         lines = await self._nccl_lines() if self.transports else {}
-        on_sockets = res.result == "failed" and res.transport == "socket" and "sockets" in res.summary
-        ok = res.result == "ok" or on_sockets
-        out = TryResult(number, self.changed(), "ready" if res.result == "ok" else (
+        on_sockets = res.result == ActionOutcome.FAILED and res.transport == NcclTransport.SOCKET and "sockets" in res.summary
+        ok = res.result == ActionOutcome.OK or on_sockets
+        out = TryResult(number, self.changed(), "ready" if res.result == ActionOutcome.OK else (
             "ready on sockets" if on_sockets else res.result), res.summary,
                         res.transport, {n: nccl_summary(v) for n, v in lines.items()}, list(res.evidence),
                         time.monotonic() - t0)
         if ok and not restore:
             out.restored = "kept: the try runs (the normal command is not back)"
-        elif res.result == "cancelled":
+        elif res.result == ActionOutcome.CANCELLED:
             out.restored = "cancelled: nothing restored"
         elif restore:
             back = await self._launch(self.normal)
-            out.restored = ("normal command back: " + ("serving" if back.result == "ok" else
+            out.restored = ("normal command back: " + ("serving" if back.result == ActionOutcome.OK else
                                                        f"{back.result} ({back.summary[:160]})"))
         else:
             out.restored = "not restored (--keep)"

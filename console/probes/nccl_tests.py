@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from console.probes import ParseError
 from console.probes.nccl_transport import transport_of_lines
+from console.vocabulary import NcclTransport
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class NcclInfo:
 
     @property
     def gdr_enabled(self) -> bool | None:
-        if self.transport == "gdrdma":
+        if self.transport == NcclTransport.GDRDMA:
             return True
         return None if not self.gdr else all(self.gdr.values())
 

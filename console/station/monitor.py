@@ -49,7 +49,6 @@ from console.sanitize import clip, one_line
 from console.station.messages import (
     AppsSample,
     ConnectionState,
-    ConnState,
     ContainerUpdate,
     EngineUpdate,
     GpuSample,
@@ -57,7 +56,7 @@ from console.station.messages import (
     LogBatch,
     LogMarker,
 )
-from console.vocabulary import ENDED_PHASES, EnginePhase
+from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
@@ -156,7 +155,7 @@ class StationService:
         """A sample arrived: the station is live (and the failure counters start over)."""
         self._beat = time.monotonic()
         self.last_sample_at = time.time()
-        if self.state != "live":
+        if self.state != ConnState.LIVE:
             self._auth_failures = self._errors = 0
             self._set_state("live")
 
@@ -284,7 +283,7 @@ class StationService:
             if silent > self.dead_after:
                 raise StationSilent(f"{self.station.name}: no sample for {silent:.0f} s; connection declared "
                                     "dead and dropped")
-            if silent > self.stale_after and self.state == "live":
+            if silent > self.stale_after and self.state == ConnState.LIVE:
                 self._set_state("stale", f"no sample for {silent:.0f} s")
 
     async def _forever(self, stream: Callable[[], Awaitable[None]]) -> None:

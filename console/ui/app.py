@@ -224,7 +224,7 @@ class ConsoleApp(App):
 
     def action_reconnect(self) -> None:
         for svc in self.services.values():
-            if svc.state != "live":
+            if svc.state != ConnState.LIVE:
                 svc.retry_now()
 
     def action_doctor(self, reason: str = "") -> None:

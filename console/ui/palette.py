@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from console.vocabulary import NcclTransport
+
 
 @dataclass(frozen=True)
 class Palette:
@@ -25,6 +27,16 @@ class Palette:
 
 
 DEFAULT = Palette()
+
+#: How each NCCL transport is drawn where a fixed style is used (the pane's status, the launch verdict).
+TRANSPORT_STYLE: dict[NcclTransport, str] = {NcclTransport.GDRDMA: "green", NcclTransport.RDMA: "yellow",
+                                             NcclTransport.SOCKET: "bold red", NcclTransport.UNKNOWN: "dim"}
+
+
+def transport_style(transport: NcclTransport | str, palette: Palette = DEFAULT) -> str:
+    """The transport in the theme's colours (expected, slower than it could be, broken, not seen)."""
+    return {NcclTransport.GDRDMA: palette.ok, NcclTransport.RDMA: palette.calm,
+            NcclTransport.SOCKET: f"bold {palette.error}"}.get(transport, "dim")  # type: ignore[call-overload]
 
 
 def palette_of(app: Any) -> Palette:

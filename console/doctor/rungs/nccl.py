@@ -27,7 +27,7 @@ from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info,
 from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
 from console.station.checks import StationDown, ToolMissing
-from console.vocabulary import CheckStatus
+from console.vocabulary import CheckStatus, NcclTransport
 
 ID = "nccl"
 TEST_ARGS = ["-b", "8", "-e", "1G", "-f", "2", "-g", "1"]
@@ -128,7 +128,7 @@ def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, exit_se
     if result.wrong_rows:
         return (CheckStatus.FAIL, text + f"; {len(result.wrong_rows)} rows with wrong results",
                 "A data corruption: GPU/NIC errors.")
-    if info.transport == "socket" or info.network == "Socket":
+    if info.transport == NcclTransport.SOCKET or info.network == "Socket":
         return CheckStatus.FAIL, text + ": NCCL fell back to TCP sockets", (
             "Give NCCL the RDMA devices (verbs library, /dev/infiniband, NCCL_IB_HCA) and do not set NCCL_IB_DISABLE.")
     if expected:

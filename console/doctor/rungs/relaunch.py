@@ -10,7 +10,7 @@ from console.doctor.model import RungResult
 from console.doctor.relaunch import DebugRelaunch, diff, plan_error
 from console.durations import elapsed
 from console.service.actions import ActionEvent, ActionFailed
-from console.vocabulary import CheckStatus
+from console.vocabulary import ActionOutcome, CheckStatus
 
 ID = "relaunch"
 
@@ -54,7 +54,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     evidence = tuple(diffs.values()) + tuple(f"{n}: {s}" for n, s in t.nccl.items()) + tuple(
         f"{st} | {ln}" for st, ln in t.evidence[-6:])
     status = (CheckStatus.PASS if t.result.startswith("ready")
-              else CheckStatus.SKIP if t.result == "cancelled" else CheckStatus.FAIL)
+              else CheckStatus.SKIP if t.result == ActionOutcome.CANCELLED else CheckStatus.FAIL)
     summary = (f"try {t.number} ({'; '.join(t.changed) or 'debug output only'}): {t.result} in {elapsed(t.seconds, 0)}"
                f" -- {t.summary[:200]}; {t.restored}")
     nxt = ("The change fixed it: make it permanent (config overrides / the launch script), then relaunch."

@@ -50,7 +50,8 @@ from console.service.actions import (
     require_writable,
     run_action,
 )
-from console.vocabulary import TRANSPORT_TEXT
+from console.ui.palette import TRANSPORT_STYLE
+from console.vocabulary import TRANSPORT_TEXT, ActionOutcome
 
 STATUS_STYLE = {"running": "bold cyan", "ok": "green", "warn": "yellow", "failed": "bold red",
                 "skipped": "dim", "cancelled": "magenta"}
@@ -316,7 +317,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         if self.action != "stop" and res.steps and any(s.action == "transport" for s in res.steps):
             t.append("\nNCCL transport: ", style="bold")
             t.append(TRANSPORT_TEXT[res.transport],
-                     style={"gdrdma": "green", "rdma": "yellow", "socket": "bold red"}.get(res.transport, "dim"))
+                     style=TRANSPORT_STYLE.get(res.transport, "dim"))
         for name, v in res.verified.items():
             t.append(f"\n{name} stop verified: ", style="bold")
             t.append(v.summary(), style="green" if v.clean else "bold red")
@@ -327,7 +328,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
             t.append(one_line(line, 200))
         for note in res.notes[:12]:
             t.append("\n" + one_line(note, 300), style="yellow" if "slower" in note else "")
-        t.append("\n(Escape: close" + (" · i: investigate in the NCCL workbench)" if res.result == "failed" else ")"),
+        t.append("\n(Escape: close" + (" · i: investigate in the NCCL workbench)" if res.result == ActionOutcome.FAILED else ")"),
                  style="dim")
         self.query_one("#verdict", Static).update(t)
 
@@ -341,7 +342,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
 
     def action_investigate(self) -> None:
         """A failed launch -> the NCCL workbench (issue 11's hook)."""
-        if self.result is None or self.result.result != "failed":
+        if self.result is None or self.result.result != ActionOutcome.FAILED:
             self.notify("The workbench opens from a failed action (n on the dashboard opens it any time).", timeout=4)
             return
         self.dismiss(self.result)

@@ -31,6 +31,7 @@ from console.doctor.runner import BY_ID, RUNGS, run_doctor
 from console.durations import elapsed
 from console.sanitize import clean, one_line, plain
 from console.ui.fit_text import fill_width
+from console.vocabulary import CheckStatus
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "bold cyan",
          "pending": "dim", "cancelled": "magenta"}
@@ -257,7 +258,7 @@ class DoctorScreen(Screen):
                           key=f"rung:{rung.id}")
             self._row_keys.append(f"rung:{rung.id}")
             for i, r in enumerate(results):
-                if r.status == "pass" and not self.show_passes and rung.id != "relaunch":
+                if r.status == CheckStatus.PASS and not self.show_passes and rung.id != "relaunch":
                     continue
                 key = f"res:{rung.id}:{i}"
                 table.add_row("", "", Text(MARK[r.status], style=STYLE[r.status]), one_line(r.station, 10),
@@ -291,7 +292,7 @@ class DoctorScreen(Screen):
         v = self.report.verdict
         if v == "ok":
             return
-        idx = next((i for i, r in enumerate(self.report.of(v)) if r.status == "fail"), None)
+        idx = next((i for i, r in enumerate(self.report.of(v)) if r.status == CheckStatus.FAIL), None)
         key = f"res:{v}:{idx}"
         if key in self._row_keys:
             self.query_one("#doc-table", DataTable).move_cursor(row=self._row_keys.index(key))
@@ -364,7 +365,7 @@ class DoctorScreen(Screen):
             body.append(f"{rung.number} {rung.id}: {rung.title}\n", style="bold")
             body.append_text(plain(_DOC.get(rung.id, "") + "\n"))
             if results:
-                fails = [r for r in results if r.status == "fail"]
+                fails = [r for r in results if r.status == CheckStatus.FAIL]
                 body.append(f"\n{len(results)} results, {len(fails)} failing. ", style="bold")
                 if fails and fails[0].next:
                     body.append("Next: ", style="bold green")

@@ -17,16 +17,16 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from console.durations import age as age_text
 from console.sanitize import one_line
 from console.station.state import StationState
 from console.ui import clock
 from console.ui.fit_text import error_words, fill_width
-from console.ui.palette import DEFAULT, Palette, palette_of
+from console.ui.palette import DEFAULT, Palette, palette_of, transport_style
 from console.ui.widgets.gpu_meter import bar
 from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE
-from console.vocabulary import LOADING_PHASES
+from console.vocabulary import LOADING_PHASES, TRANSPORT_TINY, NcclTransport
 
-TRANSPORT_SHORT = {"gdrdma": "GPUDirect", "rdma": "RDMA", "socket": "TCP socket", "unknown": "—"}
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
            ("NCCL", 10))  # then "last error", which takes the rest
 # Narrower terminals keep the last error readable: first util goes and the bars shrink, then the
@@ -41,13 +41,6 @@ ERROR = "last error"
 
 def layout_for(width: int) -> tuple[tuple[str, int], ...]:
     return next(cols for least, cols in LAYOUTS if width >= least)
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    s = max(0, int(seconds))
-    return f"{s} s" if s < 120 else (f"{s // 60} min" if s < 7200 else f"{s // 3600} h")
 
 
 @dataclass(frozen=True)
@@ -93,7 +86,7 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
     return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
                     p.phase if p else None, s.engine_label, sum(used) if used else None,
                     sum(total) if total else None, max(utils) if utils else None,
-                    p.transport if p else "unknown", one_line(error, 400))
+                    p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400))
 
 
 def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
@@ -117,7 +110,7 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
     name = Text(row.station, style="bold")
     name.append(f" r{row.rank}" + (" ·api" if row.head else ""), style="dim")
     state = Text(f"{icon} {row.state}", style=style)
-    age = Text(_age(row.age_s), style="yellow" if (row.age_s or 0) > 10 else "dim")
+    age = Text(age_text(row.age_s), style="yellow" if (row.age_s or 0) > 10 else "dim")
     phase_style = palette.calm if row.phase in LOADING_PHASES else PHASE_STYLE.get(row.phase or "", "dim")
     engine = Text(row.engine or "—", style=phase_style if row.engine else "dim")
     if row.used_mib is not None and row.total_mib:
@@ -132,8 +125,7 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
     else:
         mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
     util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
-    nccl_style = {"gdrdma": palette.ok, "rdma": palette.calm, "socket": f"bold {palette.error}"}.get(row.transport, "dim")
-    nccl = Text(TRANSPORT_SHORT.get(row.transport, row.transport), style=nccl_style)
+    nccl = Text(TRANSPORT_TINY.get(row.transport, row.transport), style=transport_style(row.transport, palette))
     err = Text(row.error, style=palette.error) if row.error else Text("")
     return name, state, age, engine, mem, util, nccl, err
 

@@ -23,48 +23,35 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
+from console.durations import age
+from console.durations import clock as clock_text
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
 from console.station.state import EVERY_ASPECT, Aspect, StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
-from console.ui.palette import palette_of
+from console.ui.palette import TRANSPORT_STYLE, palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.process_list import ProcessList
-from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, NcclTransport
+from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, EnginePhase, NcclTransport
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
 CONN_STYLE: dict[ConnState, tuple[str, str]] = {
-    "connecting": ("◌", "yellow"),
-    "live": ("●", "green"),
-    "stale": ("◐", "bold yellow"),
-    "unreachable": ("✖", "bold red"),
-    "host-key-unknown": ("⚠", "bold magenta"),
-    "host-key-changed": ("✖", "bold red"),
-    "error": ("✖", "bold red"),
+    ConnState.CONNECTING: ("◌", "yellow"),
+    ConnState.LIVE: ("●", "green"),
+    ConnState.STALE: ("◐", "bold yellow"),
+    ConnState.UNREACHABLE: ("✖", "bold red"),
+    ConnState.HOST_KEY_UNKNOWN: ("⚠", "bold magenta"),
+    ConnState.HOST_KEY_CHANGED: ("✖", "bold red"),
+    ConnState.ERROR: ("✖", "bold red"),
 }
-
-
-def _ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s} s" if s < 120 else (f"{s // 60} min" if s < 7200 else f"{s // 3600} h")
-PHASE_STYLE = {
-    "ready": "bold green",
-    "failed": "bold red",
-    "stopped": "dim",
-    "loading": "yellow",
-    "graphs": "yellow",
-    "kv-cache": "yellow",
-    "loaded": "yellow",
-    "connecting": "yellow",
-    "starting": "yellow",
-}
-TRANSPORT_STYLE = {NcclTransport.GDRDMA: "green", NcclTransport.RDMA: "yellow", NcclTransport.SOCKET: "bold red",
-                   NcclTransport.UNKNOWN: "dim"}
+# Every loading phase is the theme's calm colour where it is drawn; these are the rest's.
+PHASE_STYLE: dict[EnginePhase, str] = {EnginePhase.READY: "bold green", EnginePhase.FAILED: "bold red",
+                                       EnginePhase.STOPPED: "dim", **{p: "yellow" for p in LOADING_PHASES}}
 TRANSPORT_LABEL = {t: (TRANSPORT_SHORT[t], TRANSPORT_STYLE[t]) for t in NcclTransport}
 
 
@@ -78,8 +65,7 @@ def timeline_line(p: EngineProgress) -> Text:
     evs = [e for e in p.timeline if e.event in TIMELINE_SHORT]
     if not evs:
         return Text()
-    since = int(evs[-1].at - evs[0].at)
-    t = Text(f"start-up +{since // 60}:{since % 60:02d} ", style="dim")
+    t = Text(f"start-up +{clock_text(int(evs[-1].at - evs[0].at))} ", style="dim")
     shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
     for i, ev in enumerate(shown):
         if i:
@@ -87,7 +73,7 @@ def timeline_line(p: EngineProgress) -> Text:
         t.append(TIMELINE_SHORT[ev.event], style="bold")
         if ev.detail:
             t.append(f" {ev.detail}")
-    if p.phase == "failed":  # the last phase reached is where it stopped, not where it is
+    if p.phase == EnginePhase.FAILED:  # the last phase reached is where it stopped, not where it is
         t.append(" → failed", style="bold red")
     return t
 
@@ -320,17 +306,17 @@ class StationPane(Vertical):
         after: list = []
         seen = conn.last_sample_at
         if conn.state == ConnState.STALE and seen is not None:
-            state.append(f" {_ago(now - seen)}", style=style)
+            state.append(f" {age(now - seen)}", style=style)
             pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
         elif conn.down or conn.state == ConnState.CONNECTING:
             if seen is not None and conn.state != ConnState.CONNECTING:
                 pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
-                                   f"({_ago(now - seen)} ago)", style="yellow"))
+                                   f"({age(now - seen)} ago)", style="yellow"))
             elif conn.state != ConnState.CONNECTING:
                 pieces.append(Text("never seen", style="yellow"))
             if conn.next_try_at is not None:
                 wait = conn.next_try_at - now
-                pieces.append(Text(f"next try in {_ago(wait)}" if wait >= 1 else "trying again now", style="dim"))
+                pieces.append(Text(f"next try in {age(wait)}" if wait >= 1 else "trying again now", style="dim"))
         hk = conn.host_key
         if conn.state == ConnState.HOST_KEY_UNKNOWN:
             offered = getattr(hk, "offered", None)
