@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatRequest
+from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatAccumulator, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.metrics import MetricsTracker, ServingMonitor, parse_metrics
 from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, create_app, plan_reply
@@ -163,7 +164,10 @@ async def test_waiting_when_full_and_cancel_aborts(serve) -> None:
         if ev.kind == "reasoning":
             started.set()
 
-    first = asyncio.create_task(c.chat(ChatRequest(hi(), "glm-5.3"), on_event=on_event))
+    # a cancelled chat raises CancelledError (never swallowed); its partial reply is in the accumulator
+    req1 = ChatRequest(hi(), "glm-5.3")
+    acc1 = ChatAccumulator(req1, time.perf_counter())
+    first = asyncio.create_task(c.chat(req1, on_event=on_event, accumulator=acc1))
     await asyncio.wait_for(started.wait(), 10)
     second = asyncio.create_task(c.chat(ChatRequest(hi("second"), "glm-5.3")))
 
@@ -178,8 +182,10 @@ async def test_waiting_when_full_and_cancel_aborts(serve) -> None:
     assert s["running"] == 1 and s["waiting"] == 1 and s["kv_usage"] > 0
     first.cancel()
     second.cancel()
-    r1, r2 = await first, await second
-    assert r1.cancelled and r1.reasoning and r2.cancelled
+    for task in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert acc1.finish(cancelled=True).reasoning  # what streamed before the cancel is kept
 
     async def idle() -> bool:
         g = await gauges()
