@@ -31,8 +31,8 @@ time.sleep(120)
             return "gone"
 
     try:
-        await until(lambda: status() in ("gone", psutil.STATUS_ZOMBIE), what="the simulator to end with its console",
-                    timeout=20, detail=status)
+        await until(lambda: status() in ("gone", psutil.STATUS_ZOMBIE),
+                    what="the simulator to end with its console", timeout=20, detail=status)
     except AssertionError:
         os.kill(sim_pid, 9)
         raise

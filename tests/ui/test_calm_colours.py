@@ -48,7 +48,8 @@ async def test_the_expected_fill_is_calm_in_every_theme(theme):
                 GpuReading(1, "GPU-s", "NVIDIA GB300", int(231.35 * 1024), 256703, 0, 41, 165.0)]
         app.post_message(GpuSample("A", gpus, 100.0))
         pane = app.panes["A"]
-        await until(lambda: len(pane.meters) == 2 and pane.meters[1].used_mib is not None, what="the meters", pilot=pilot)
+        await until(lambda: len(pane.meters) == 2 and pane.meters[1].used_mib is not None,
+                    what="the meters", pilot=pilot)
         serving = pane.meters[1]
         assert serving.expected_frac == pytest.approx(0.93) and pane.meters[0].expected_frac is None
         text = _rendered(serving.query_one(".gpu-bar").content, 60)

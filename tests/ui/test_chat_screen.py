@@ -141,8 +141,8 @@ async def test_cancel_clear_and_copy(sim) -> None:
         screen = app.screen
         screen.query_one("#prompt", Input).value = "long one"
         await pilot.press("enter")
-        await until(lambda: screen.replies and len(screen.replies[-1].reasoning), what="the reasoning to stream",
-                    timeout=10, pilot=pilot)
+        await until(lambda: screen.replies and len(screen.replies[-1].reasoning),
+                    what="the reasoning to stream", timeout=10, pilot=pilot)
         await pilot.press("escape")  # stops the stream, stays on the screen
         await wait_idle(pilot, screen)
         reply = screen.replies[-1]

@@ -104,8 +104,8 @@ async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
             return {r.status for r in screen.results.values()}
 
         # the first finished checks appear while the others still run
-        await until(lambda: "running" in seen() and seen() & {"pass", "warn"}, what="some checks done, some running",
-                    timeout=20, pilot=pilot, detail=seen)
+        await until(lambda: "running" in seen() and seen() & {"pass", "warn"},
+                    what="some checks done, some running", timeout=20, pilot=pilot, detail=seen)
         await pilot.press("c")
         await pilot.pause()
         assert not screen.busy

@@ -113,7 +113,8 @@ async def test_palette_screenshot_goes_to_a_directory_that_exists_and_says_where
         await until(lambda: shots.is_dir() and any(shots.glob("*.svg")), what="the screenshot", pilot=pilot)
         svg = next(shots.glob("*.svg"))
         assert "<svg" in svg.read_text()[:200]
-        await until(lambda: any(str(svg) in m for m in said), what="the notice", pilot=pilot, detail=lambda: said)
+        await until(lambda: any(str(svg) in m for m in said),
+                    what="the notice", pilot=pilot, detail=lambda: said)
         assert not (home / "Downloads").exists()
 
 

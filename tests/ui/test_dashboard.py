@@ -38,8 +38,8 @@ async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
         a, b = app.panes["A"], app.panes["B"]
         assert "rank 0" in a.border_title and "API host" in a.border_title
         assert "rank 1" in b.border_title and "worker" in b.border_title
-        await until(lambda: "Application startup complete." in "\n".join(a.log_pane.lines), what="A's ready line",
-                    pilot=pilot)
+        await until(lambda: "Application startup complete." in "\n".join(a.log_pane.lines),
+                    what="A's ready line", pilot=pilot)
         await until(lambda: a.progress is not None and a.progress.phase == "ready", what="A ready", pilot=pilot)
         text = pane_text(app, "A")
         assert "live" in text and "glm53: running" in text and "ready" in text
@@ -70,7 +70,8 @@ async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory)
         await until(lambda: app.panes["A"].meters and a.traces, what="A's GPU traces", pilot=pilot)
         trace = a.traces[app.panes["A"].meters[-1].index]
         n = len(trace.times)
-        await until(lambda: len(trace.times) >= n + 3, what="3 more samples of A", pilot=pilot)  # A keeps updating
+        await until(lambda: len(trace.times) >= n + 3,
+                    what="3 more samples of A", pilot=pilot)  # A keeps updating
         assert a.conn.state == "live"
 
 
@@ -84,7 +85,8 @@ async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
     cfg = dataclasses.replace(h.config, stations=stations)
     app = ConsoleApp(cfg, gpu_interval_ms=200)
     async with app.run_test(size=(160, 45)) as pilot:
-        await until(lambda: app.panes["A"].conn_state == "host-key-unknown", what="A's unknown host key", pilot=pilot)
+        await until(lambda: app.panes["A"].conn_state == "host-key-unknown",
+                    what="A's unknown host key", pilot=pilot)
         fp = app.panes["A"].fingerprint
         assert fp and fp.startswith("SHA256:") and fp in pane_text(app, "A")
         await pilot.press("T")
@@ -159,7 +161,8 @@ def snapshot_app(theme="dgx-dark"):
         post(LogBatch("B", B_LOG))
         panes = app.panes
         await until(lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
-                    and app.stations["B"].engine is not None and app.stations["B"].host_mem is not None, what="the fed state", pilot=pilot)
+                    and app.stations["B"].engine is not None and app.stations["B"].host_mem is not None,
+                    what="the fed state", pilot=pilot)
         # the diagnosis (a 0.5 s interval) is drawn now and its toast cleared: CI once took the
         # picture before the interval fired
         await settle(pilot)
@@ -261,7 +264,8 @@ async def test_fleet_age_is_the_newest_sample_while_live():
         app.post_message(ConnectionState("A", "live", last_sample_at=now - 30))
         app.post_message(GpuSample("A", _gpus(1000), now - 1))
         state = app.stations["A"]
-        await until(lambda: state.gpus_at is not None and state.conn.state == "live", what="A's sample", pilot=pilot)
+        await until(lambda: state.gpus_at is not None and state.conn.state == "live",
+                    what="A's sample", pilot=pilot)
         assert fleet_row(state, now).age_s == pytest.approx(1.0)
         app.post_message(ConnectionState("A", "stale", last_sample_at=now - 1))
         await until(lambda: state.conn.state == "stale", what="A stale", pilot=pilot)

@@ -150,4 +150,5 @@ async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
         down = "No findings in the logs read — B's log not read (unreachable)"
         await until(lambda: summary() == down, what="the summary naming B", pilot=pilot, detail=summary)
         app.post_message(ConnectionState("B", "live"))
-        await until(lambda: summary() == "No findings", what="the summary once B is back", pilot=pilot, detail=summary)
+        await until(lambda: summary() == "No findings",
+                    what="the summary once B is back", pilot=pilot, detail=summary)

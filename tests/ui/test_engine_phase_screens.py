@@ -80,7 +80,8 @@ async def test_chat_says_still_loading_instead_of_unreachable(tmp_path):
         assert "engine still loading (capturing CUDA graphs)" in str(chat.query_one("#chat-title", Static).content)
         chat.query_one("#prompt", Input).value = "hello"
         await pilot.press("enter")
-        await until(lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy, what="reply", pilot=pilot)
+        await until(lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy,
+                    what="reply", pilot=pilot)
         stats = str(chat.replies[-1].stats.content)
         assert stats.startswith("◌ still loading (capturing CUDA graphs)") and "unreachable" not in stats
         assert chat.replies[-1].stats.has_class("-waiting") and not chat.replies[-1].stats.has_class("-error")

@@ -25,7 +25,8 @@ async def test_a_click_on_a_key_runs_it():
         await until(lambda: laid_out(app), what="the footer's keys", pilot=pilot)
         assert not app.dashboard.has_class("-show-diagnosis")
         await pilot.click(keys(app)["Diagnosis"])
-        await until(lambda: app.dashboard.has_class("-show-diagnosis"), what="the diagnosis panel open", pilot=pilot)
+        await until(lambda: app.dashboard.has_class("-show-diagnosis"),
+                    what="the diagnosis panel open", pilot=pilot)
 
 
 async def test_the_keys_are_the_screens_shown_bindings_with_the_palette_on_the_right():

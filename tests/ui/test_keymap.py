@@ -43,7 +43,8 @@ async def test_remapped_keys_open_the_screens_and_the_old_keys_do_not(tmp_path):
         await pilot.press("escape")
         await until(lambda: not isinstance(app.screen, ChatScreen), what="back", pilot=pilot)
         await pilot.press("ctrl+b")
-        await until(lambda: isinstance(app.screen, BenchScreen), what="the bench on its second key", pilot=pilot)
+        await until(lambda: isinstance(app.screen, BenchScreen),
+                    what="the bench on its second key", pilot=pilot)
 
 
 def test_every_key_of_the_app_has_an_id_to_remap():

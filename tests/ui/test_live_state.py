@@ -81,7 +81,8 @@ async def test_a_gpu_that_fell_off_the_bus_is_a_row_in_error_next_to_the_good_on
         assert "GPU1 NVIDIA GB300" in text and "231.3/250.7 GiB" in text
         app.post_message(GpuSample("A", [], time.time(), error="nvidia-smi: NVIDIA-SMI has failed because it "
                                                                "couldn't communicate with the NVIDIA driver."))
-        await until(lambda: "NVIDIA-SMI has failed" in pane_text(app, "A"), what="the nvidia-smi error", pilot=pilot)
+        await until(lambda: "NVIDIA-SMI has failed" in pane_text(app, "A"),
+                    what="the nvidia-smi error", pilot=pilot)
         text = pane_text(app, "A")
         assert "NVIDIA-SMI has failed" in text and "GPU1 NVIDIA GB300" in text  # last readings kept
 
@@ -106,15 +107,18 @@ async def test_hostile_log_lines_keep_the_pane_streaming_and_the_ui_answering():
         await pilot.pause()
         t0 = time.monotonic()
         await pilot.press("slash")  # the app still answers keys...
-        await until(lambda: isinstance(app.focused, Input), what="the UI to answer a key", timeout=1.0, pilot=pilot)
+        await until(lambda: isinstance(app.focused, Input),
+                    what="the UI to answer a key", timeout=1.0, pilot=pilot)
         n = len(ticks)
-        await until(lambda: len(ticks) >= n + 3, what="the UI timer to tick", timeout=max(0.0, t0 + 1.0 - time.monotonic()),
+        await until(lambda: len(ticks) >= n + 3,
+                    what="the UI timer to tick", timeout=max(0.0, t0 + 1.0 - time.monotonic()),
                     pilot=pilot)  # ...and its timers keep ticking, within the same second
         await pilot.press("escape")
         app.post_message(LogBatch("A", ["INFO:     Application startup complete.", LogMarker(
             "— A: stream interrupted 07:17:09–07:17:41 —")]))
         pane = app.panes["A"].log_pane
-        await until(lambda: len(pane.log_widget.lines) == len(HOSTILE) + 2, what="the last two lines", pilot=pilot)
+        await until(lambda: len(pane.log_widget.lines) == len(HOSTILE) + 2,
+                    what="the last two lines", pilot=pilot)
         shown = list(pane.log_widget.lines)
         assert shown[-2] == "INFO:     Application startup complete."  # still streaming
         big = shown[0]
@@ -154,7 +158,8 @@ async def test_changed_host_key_is_red_with_both_keys_and_replaced_only_by_typin
     real = asyncssh.read_private_key(str(h.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
     app = ConsoleApp(cfg, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(lambda: app.panes["A"].conn_state == "host-key-changed", what="A's changed host key", pilot=pilot)
+        await until(lambda: app.panes["A"].conn_state == "host-key-changed",
+                    what="A's changed host key", pilot=pilot)
         text = " ".join(pane_text(app, "A").split())  # a fingerprint may wrap at the pane's edge
         assert "HOST KEY CHANGED" in text and f"ED25519 {old.get_fingerprint('sha256')}" in text
         assert f"offered ED25519 {real}" in text

@@ -210,7 +210,8 @@ async def test_jump_to_a_pruned_line_says_so_and_blank_lines_keep_their_numbers(
         pane.add_lines(["a", "", "b", ""] + [f"n {i}" for i in range(1100)])
         await pilot.pause()
         pane.jump_to(3)
-        await until(lambda: said == ["line 3 is older than the 1000 lines kept"], what="the notification", pilot=pilot)
+        await until(lambda: said == ["line 3 is older than the 1000 lines kept"],
+                    what="the notification", pilot=pilot)
         pane.jump_to(1100)
         log = pane.log_widget
         assert log.lines[log.index_of(log.marked)] == "n 1095"  # numbered over every line, blank ones too

@@ -22,7 +22,8 @@ def footer_labels(app) -> list[str]:
 async def test_the_footer_keeps_the_keys_that_matter(size, must):
     app = pair_app()
     async with app.run_test(size=size) as pilot:
-        await until(lambda: must <= set(footer_labels(app)), what=f"the footer's keys at {size}: {must}", pilot=pilot)
+        await until(lambda: must <= set(footer_labels(app)),
+                    what=f"the footer's keys at {size}: {must}", pilot=pilot)
         footer = app.dashboard.query_one(FittedFooter)
         right = max(k.region.right for k in footer.query(KeyHint) if not k.has_class("-command-palette"))
         palette = next(k for k in footer.query(KeyHint) if k.has_class("-command-palette"))

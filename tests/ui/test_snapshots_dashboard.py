@@ -119,7 +119,8 @@ async def _pair(pilot, a: EngineProgress, b: EngineProgress, a_log, b_log, servi
     panel = app.dashboard.query_one(ServingPanel)
     await until(lambda: panes["A"].log_pane.total == len(a_log) and panes["B"].log_pane.total == len(b_log)
                 and panes["A"].progress == a and panes["B"].progress == b and panel.snapshot == serving
-                and all(len(p.meters) == 2 and p.meters[1].used_mib for p in panes.values()), what="the fed state", pilot=pilot)
+                and all(len(p.meters) == 2 and p.meters[1].used_mib for p in panes.values()),
+                what="the fed state", pilot=pilot)
     await settle(pilot)
 
 
@@ -151,7 +152,8 @@ async def _failed(pilot) -> None:
 async def _diagnosis(pilot) -> None:
     await _failed(pilot)
     await pilot.press("d")
-    await until(lambda: pilot.app.dashboard.has_class("-show-diagnosis"), what="the diagnosis panel", pilot=pilot)
+    await until(lambda: pilot.app.dashboard.has_class("-show-diagnosis"),
+                what="the diagnosis panel", pilot=pilot)
     await settle(pilot)
 
 
@@ -201,7 +203,8 @@ async def _fleet(pilot) -> None:
     panes = app.panes
     await until(lambda: all(panes[f"S{i}"].progress is not None for i in range(5))
                 and panes["S5"].conn_state == "unreachable" and panes["S3"].conn_state == "stale"
-                and all(panes[f"S{i}"].meters and panes[f"S{i}"].meters[-1].used_mib for i in range(5)), what="the fleet", pilot=pilot)
+                and all(panes[f"S{i}"].meters and panes[f"S{i}"].meters[-1].used_mib for i in range(5)),
+                what="the fleet", pilot=pilot)
     app.dashboard.query_one(FleetTable).update_from(app.stations.by_rank())  # what the dashboard's 0.5 s timer does
     await settle(pilot)
 

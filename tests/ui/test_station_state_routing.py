@@ -31,7 +31,8 @@ async def test_panes_fleet_and_diagnosis_render_the_apps_states():
         app.post_message(EngineUpdate("B", EngineProgress("ready", transport="rdma")))
         app.post_message(ConnectionState("B", "unreachable", "no answer from 127.0.0.2:22"))
         a, b = app.stations["A"], app.stations["B"]
-        await until(lambda: a.conn.live and b.conn.down and b.engine is not None, what="the states", pilot=pilot)
+        await until(lambda: a.conn.live and b.conn.down and b.engine is not None,
+                    what="the states", pilot=pilot)
         await until(lambda: "120.0/250.7 GiB" in pane_text(app, "A"), what="A's meter", pilot=pilot)
         assert "no answer from 127.0.0.2:22" in pane_text(app, "B")
         summary = str(app.dashboard.query_one(DiagnosisPanel).query_one("#diag-summary").content)
@@ -45,7 +46,8 @@ async def test_panes_fleet_and_diagnosis_render_the_apps_states():
         assert "unreachable" in row_b and "no answer from 127.0.0.2:22" in row_b
         app.post_message(ConnectionState("B", "live", last_sample_at=101.0))
         await until(lambda: "unreachable" not in str(
-            app.dashboard.query_one(DiagnosisPanel).query_one("#diag-summary").content), what="B's log readable again", pilot=pilot)
+            app.dashboard.query_one(DiagnosisPanel).query_one("#diag-summary").content),
+            what="B's log readable again", pilot=pilot)
 
 
 async def test_the_head_engine_reaches_an_open_chat_without_probing_screens():
@@ -60,5 +62,6 @@ async def test_the_head_engine_reaches_an_open_chat_without_probing_screens():
         chat = app.screen
         assert chat.head_engine is None and app.head_engine is None
         app.post_message(EngineUpdate("A", EngineProgress("kv-cache")))
-        await until(lambda: chat.head_engine is not None and chat.head_engine.phase == "kv-cache", what="the phase", pilot=pilot)
+        await until(lambda: chat.head_engine is not None and chat.head_engine.phase == "kv-cache",
+                    what="the phase", pilot=pilot)
         assert app.head_engine is app.stations["A"].engine
