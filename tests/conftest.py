@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import tomli_w
 
+import console
 from console.config import Config, parse_config
 from console.sim.server import SimServer, start_service
 from console.sim.world import World
@@ -25,6 +28,14 @@ class SimHandle:
 
     def start_service(self, gap_s: float = 0.2) -> None:
         start_service(self.world, gap_s=gap_s)
+
+
+def pytest_configure(config) -> None:
+    """Compile the package once per run where nothing else would (PYTHONDONTWRITEBYTECODE set): the
+    simulated stations run one Python per command line (the shims) and some tests run the CLI as a
+    process, and each of them compiled every console module it imported from source again."""
+    if sys.dont_write_bytecode:
+        compileall.compile_dir(os.path.dirname(console.__file__), quiet=2)
 
 
 @pytest.fixture(autouse=True)

@@ -85,6 +85,11 @@ class SimServer:
         self._handlers: set[asyncio.Task] = set()
         self._mounts: dict[str, station_shell.Mounts] = {}
 
+    @property
+    def children(self) -> frozenset[int]:
+        """The process ids of the command lines still running (a closed channel must end its own)."""
+        return frozenset(self._children)
+
     # ---------------------------------------------------------------- keys
 
     def _keys(self) -> tuple[Path, Path]:

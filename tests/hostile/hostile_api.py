@@ -187,6 +187,6 @@ async def start_hostile() -> tuple[HostileServer, web.AppRunner]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     srv.url = f"http://127.0.0.1:{port}"
     return srv, runner

@@ -5,7 +5,6 @@ and none of the payloads (no OSC 52 clipboard write, no title change)."""
 
 from __future__ import annotations
 
-import asyncio
 import tracemalloc
 
 from hostile_api import MODEL_ID, PAYLOAD_MARKERS, terminal_dirty
@@ -16,6 +15,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.ui.screens.chat import ChatScreen
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
+from tests.waiting import until
 
 
 def terminal_output(app: App) -> str:
@@ -46,12 +46,8 @@ class ChatApp(App):
 async def _reply(pilot, screen: ChatScreen, text: str) -> None:
     screen.query_one("#prompt", Input).value = text
     await pilot.press("enter")
-    for _ in range(400):
-        await pilot.pause()
-        if not screen.busy and screen.replies and screen.replies[-1].result is not None:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the reply did not finish")
+    await until(lambda: not screen.busy and screen.replies and screen.replies[-1].result is not None,
+                what="the reply to finish", pilot=pilot)
 
 
 async def test_chat_pane_shows_hostile_reply_as_plain_text(hostile):

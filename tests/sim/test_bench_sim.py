@@ -20,6 +20,7 @@ from console.serving.chat import ChatRequest
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
+from tests.waiting import until
 
 
 @dataclass
@@ -39,7 +40,7 @@ async def api() -> AsyncIterator:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         client = ApiClient(f"http://127.0.0.1:{port}", api_key=kw.get("api_key"), timeout=5, stream_timeout=30)
         clients.append(client)
         return client
@@ -120,19 +121,22 @@ async def test_cancel_closes_the_streams_and_keeps_finished_levels(api):
                          on_progress=lambda p: in_c4.set() if (p.concurrency, p.phase) == (4, "measure") else None)
     task = asyncio.create_task(runner.run())
     await asyncio.wait_for(in_c4.wait(), 30)
-    await asyncio.sleep(0.15)  # four streams open and generating
+
+    async def running_is(n: int) -> bool:
+        return parse_metrics(await client.metrics_text()).gauges["running"] == n
+
+    await until(lambda: running_is(4), what="four streams open and generating", timeout=10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert runner.report.cancelled
     assert [lv.concurrency for lv in runner.report.levels] == [1]  # C1 finished and stays
     assert runner.report.levels[0].output_tokens == 1600
-    for _ in range(50):  # the server saw the streams close and freed its slots
-        running = parse_metrics(await client.metrics_text()).gauges["running"]
-        if running == 0:
-            break
-        await asyncio.sleep(0.1)
-    assert running == 0
+    await until(lambda: running_is(0), what="the server to see the streams close and free its slots", timeout=5)
+
+
+async def healthy(client: ApiClient) -> bool:
+    return (await client.health()).ok
 
 
 def _cli(*argv: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -144,12 +148,7 @@ async def test_cli_json_against_the_simulated_pair(sim_factory):
     h = await sim_factory(running=True, time_scale=0.005)
     client = ApiClient(h.config.api_url(), timeout=2)
     try:
-        for _ in range(200):
-            if (await client.health()).ok:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the simulated API never became healthy")
+        await until(lambda: healthy(client), what="the simulated API healthy", timeout=20)
     finally:
         await client.aclose()
     proc = await asyncio.to_thread(_cli, "bench", "--config", str(h.config_path), "--concurrency", "1,17",

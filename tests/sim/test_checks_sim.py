@@ -101,21 +101,12 @@ async def test_checkpoint_and_model_config_differences(sim):
     assert by(results, "model-config", "A").status == "pass"
 
 
-def test_check_cli_json_contract_and_exit_codes(sim, capsys):
-    # (the fixture's server runs in this test's loop; the CLI runs its own loop in a thread)
+async def test_check_cli_json_contract_and_exit_codes(sim, capsys):
     import asyncio
-    import threading
 
-    out: dict = {}
-
-    def cli():
-        out["rc"] = main(["check", "--json", "--config", str(sim.config_path)])
-
-    t = threading.Thread(target=cli)
-    t.start()
-    while t.is_alive():
-        asyncio.get_event_loop().run_until_complete(asyncio.sleep(0.05))
-    assert out["rc"] == 0
+    # the fixture's server runs in this test's loop; the CLI runs its own loop in a thread
+    rc = await asyncio.to_thread(main, ["check", "--json", "--config", str(sim.config_path)])
+    assert rc == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"checks"}
     for c in data["checks"]:

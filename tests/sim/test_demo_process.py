@@ -1,14 +1,16 @@
 """The demo's simulator (a child process) ends with its console, even after a SIGKILL."""
 
+import asyncio
 import os
 import subprocess
 import sys
-import time
 
 import psutil
 
+from tests.waiting import until
 
-def test_demo_simulator_ends_when_its_console_dies(tmp_path):
+
+async def test_demo_simulator_ends_when_its_console_dies(tmp_path):
     console = subprocess.Popen([sys.executable, "-c", f"""
 import subprocess, sys, time
 p = subprocess.Popen([sys.executable, '-m', 'console', 'sim', '--write-config', r'{tmp_path}/c.toml',
@@ -17,23 +19,20 @@ p = subprocess.Popen([sys.executable, '-m', 'console', 'sim', '--write-config', 
 print(p.pid, flush=True)
 time.sleep(120)
 """], stdout=subprocess.PIPE, text=True)
-    sim_pid = int(console.stdout.readline())
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "ready").exists():
-        assert time.monotonic() < deadline, "simulator did not start"
-        time.sleep(0.1)
+    sim_pid = int(await asyncio.to_thread(console.stdout.readline))
+    await until(lambda: (tmp_path / "ready").exists(), what="the simulator to start", timeout=60)
     console.kill()  # no cleanup, as when a terminal is closed under it
-    console.wait()
-    deadline = time.monotonic() + 20
-    status = None
-    while time.monotonic() < deadline:
+    await asyncio.to_thread(console.wait)
+
+    def status() -> str:
         try:
-            status = psutil.Process(sim_pid).status()
+            return psutil.Process(sim_pid).status()
         except psutil.NoSuchProcess:
-            status = "gone"
-        if status in ("gone", psutil.STATUS_ZOMBIE):
-            break
-        time.sleep(0.1)
-    else:
+            return "gone"
+
+    try:
+        await until(lambda: status() in ("gone", psutil.STATUS_ZOMBIE),
+                    what="the simulator to end with its console", timeout=20, detail=status)
+    except AssertionError:
         os.kill(sim_pid, 9)
-    assert status in ("gone", psutil.STATUS_ZOMBIE)
+        raise

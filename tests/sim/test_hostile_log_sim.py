@@ -11,6 +11,7 @@ import re
 
 from console.cli import main
 from console.sim.timelines import HOSTILE_LOG_LINES
+from tests.waiting import until
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -29,13 +30,14 @@ async def run_cli(capsys, *argv):
 
 async def test_diagnose_prints_hostile_station_lines_clean(sim_factory, capsys):
     sim = await sim_factory(n=2, faults=["hostile-log@B"], running=True, time_scale=0.005)
-    for _ in range(200):  # until B's log holds the hostile block (a condition, not a fixed wait)
-        rc, out, err = await run_cli(capsys, "diagnose", "--config", str(sim.config_path), "--station", "B")
-        if "gloo-interface" in out:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"no finding: {out[-500:]} {err[-500:]}")
+    last: list = []
+
+    async def diagnosed() -> tuple | None:  # B's log holds the hostile block
+        last[:] = await run_cli(capsys, "diagnose", "--config", str(sim.config_path), "--station", "B")
+        return tuple(last) if "gloo-interface" in last[1] else None
+
+    rc, out, err = await until(diagnosed, what="the gloo-interface finding on B", timeout=60,
+                               detail=lambda: f"{last[1][-500:]} {last[2][-500:]}" if last else "no run")
     assert rc == 1
     assert not CONTROL.search(out) and not CONTROL.search(err)
     assert "cHduZWQgY2xpcGJvYXJk" not in out and "owned terminal title" not in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +13,11 @@ import httpx
 import pytest
 from aiohttp import web
 
-from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatRequest
+from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatAccumulator, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.metrics import MetricsTracker, ServingMonitor, parse_metrics
 from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, create_app, plan_reply
+from tests.waiting import until
 
 
 @dataclass
@@ -40,7 +42,7 @@ async def serve() -> AsyncIterator[Serve]:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         c = ApiClient(f"http://127.0.0.1:{port}", api_key=key or b.api_key, timeout=5)
         clients.append(c)
         return b, c
@@ -162,26 +164,34 @@ async def test_waiting_when_full_and_cancel_aborts(serve) -> None:
         if ev.kind == "reasoning":
             started.set()
 
-    first = asyncio.create_task(c.chat(ChatRequest(hi(), "glm-5.3"), on_event=on_event))
+    # a cancelled chat raises CancelledError (never swallowed); its partial reply is in the accumulator
+    req1 = ChatRequest(hi(), "glm-5.3")
+    acc1 = ChatAccumulator(req1, time.perf_counter())
+    first = asyncio.create_task(c.chat(req1, on_event=on_event, accumulator=acc1))
     await asyncio.wait_for(started.wait(), 10)
     second = asyncio.create_task(c.chat(ChatRequest(hi("second"), "glm-5.3")))
-    s = None
-    for _ in range(100):
-        s = parse_metrics(await c.metrics_text())
-        if s.gauges["waiting"] == 1:
-            break
-        await asyncio.sleep(0.05)
-    assert s.gauges["running"] == 1 and s.gauges["waiting"] == 1 and s.gauges["kv_usage"] > 0
+
+    async def gauges() -> dict:
+        return parse_metrics(await c.metrics_text()).gauges
+
+    async def one_waiting() -> dict | None:
+        g = await gauges()
+        return g if g["waiting"] == 1 else None
+
+    s = await until(one_waiting, what="the second request waiting", timeout=5)
+    assert s["running"] == 1 and s["waiting"] == 1 and s["kv_usage"] > 0
     first.cancel()
     second.cancel()
-    r1, r2 = await first, await second
-    assert r1.cancelled and r1.reasoning and r2.cancelled
-    for _ in range(100):
-        s = parse_metrics(await c.metrics_text())
-        if s.gauges["running"] == 0 and s.gauges["waiting"] == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert s.gauges["running"] == 0 and s.gauges["waiting"] == 0
+    for task in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert acc1.finish(cancelled=True).reasoning  # what streamed before the cancel is kept
+
+    async def idle() -> bool:
+        g = await gauges()
+        return g["running"] == 0 and g["waiting"] == 0
+
+    await until(idle, what="no request running or waiting", timeout=5)
     # both requests end as aborts (the queued one is dropped when it reaches the engine)
     assert 'finished_reason="abort",model_name="glm-5.3"} 2.0' in await c.metrics_text()
 

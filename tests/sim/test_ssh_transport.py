@@ -8,6 +8,7 @@ import asyncssh
 import pytest
 
 from console.remote.transport import HostKeyError, SSHTransport, Unreachable
+from tests.waiting import until
 
 
 def transport_for(handle, name="A", **changes):
@@ -79,11 +80,9 @@ async def test_closing_a_stream_ends_the_remote_process(sim):
             break
     await stream.aclose()
     assert lines[:2] == ["0", "1"]
-    for _ in range(50):  # the server kills the process group when the channel closes
-        if not sim.server._children:
-            break
-        await asyncio.sleep(0.1)
-    assert not sim.server._children
+    # the server kills the process group when the channel closes
+    await until(lambda: not sim.server.children, what="the remote process to end", timeout=5,
+                detail=lambda: sim.server.children)
     await t.close()
 
 

@@ -8,16 +8,17 @@ import json
 
 from console.cli import main
 from console.station.status import collect_status
+from tests.waiting import until
 
 
 async def test_status_while_loading_says_the_engine_is_still_starting(sim_factory, capsys):
     h = await sim_factory(running=True, time_scale=0.1)  # a 420 s load takes 42 s: still loading below
-    for _ in range(100):
-        data = await collect_status(h.config)
-        head = data["stations"][0]
-        if head["engine"] and head["engine"]["phase"] not in ("starting",):
-            break
-        await asyncio.sleep(0.2)
+
+    async def head_phase() -> dict | None:
+        head = (await collect_status(h.config))["stations"][0]
+        return head if head["engine"] and head["engine"]["phase"] not in ("starting",) else None
+
+    head = await until(head_phase, what="the head's engine phase past starting", timeout=20)
     assert head["api"]["healthy"] is False
     assert head["engine"]["phase"] in ("connecting", "loading", "loaded", "kv-cache", "graphs")
     assert set(head["engine"]) == {"phase", "load_pct", "transport", "fatal"} and head["engine"]["fatal"] is None
@@ -29,13 +30,12 @@ async def test_status_while_loading_says_the_engine_is_still_starting(sim_factor
 
 async def test_status_of_a_failed_launch_names_the_failure(sim_factory, capsys):
     h = await sim_factory(running=True, faults=["oom@B"], time_scale=0.005)
-    for _ in range(150):
-        data = await collect_status(h.config)
-        b = data["stations"][1]
-        if b["engine"] and b["engine"]["phase"] == "failed":
-            break
-        await asyncio.sleep(0.2)
-    assert b["engine"]["phase"] == "failed" and "out of memory" in b["engine"]["fatal"].lower()
+    async def b_failed() -> dict | None:
+        b = (await collect_status(h.config))["stations"][1]
+        return b if b["engine"] and b["engine"]["phase"] == "failed" else None
+
+    b = await until(b_failed, what="B's engine to fail", timeout=30)
+    assert "out of memory" in b["engine"]["fatal"].lower()
     rc = await asyncio.to_thread(main, ["status", "--config", str(h.config_path), "--json"])
     got = json.loads(capsys.readouterr().out)
     assert rc == 0 and got["stations"][1]["engine"]["phase"] == "failed"
@@ -43,10 +43,9 @@ async def test_status_of_a_failed_launch_names_the_failure(sim_factory, capsys):
 
 async def test_status_of_a_healthy_service_reads_no_log(sim_factory):
     h = await sim_factory(running=True, time_scale=0.005)
-    for _ in range(150):
+    async def healthy() -> dict | None:
         data = await collect_status(h.config)
-        if data["stations"][0]["api"]["healthy"]:
-            break
-        await asyncio.sleep(0.2)
-    assert data["stations"][0]["api"]["healthy"] is True
+        return data if data["stations"][0]["api"]["healthy"] is True else None
+
+    data = await until(healthy, what="the head's API healthy", timeout=30)
     assert [st["engine"] for st in data["stations"]] == [None, None]

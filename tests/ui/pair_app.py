@@ -4,7 +4,6 @@ services would): shared by the screen tests of issue 15 (engine phase, conventio
 from __future__ import annotations
 
 import io
-import time
 
 from rich.console import Console
 
@@ -28,14 +27,6 @@ def pair_config(tmp_path=None, **kw) -> Config:
 
 def pair_app(tmp_path=None, theme: str | None = None, **kw) -> ConsoleApp:
     return ConsoleApp(pair_config(tmp_path, **kw), start_services=False, clock=False, theme=theme)
-
-
-async def until(pilot, cond, what: str, timeout: float = 20.0) -> None:
-    """Wait for a condition of the UI (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def pane_text(app, name) -> str:

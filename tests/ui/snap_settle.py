@@ -6,17 +6,7 @@ or switched off, so a slow CI runner and a fast laptop draw the same frame."""
 
 from __future__ import annotations
 
-import time
-
 from textual.widgets import Input
-
-
-async def until(pilot, cond, what: str, timeout: float = 30.0) -> None:
-    """Wait for a condition of the UI (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 async def settle(pilot) -> None:

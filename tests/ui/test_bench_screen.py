@@ -6,7 +6,6 @@ the levels typed."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import json
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
 from console.ui.screens.bench import BenchScreen, ThroughputFigure, figure_points, knee_line
+from tests.waiting import until
 
 Backend = FixedBackend
 
@@ -51,7 +51,7 @@ async def api_url() -> AsyncIterator[str]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
 
@@ -71,13 +71,8 @@ def _text(renderable) -> str:
     return c.export_text()
 
 
-async def _until(pilot, cond, what: str, tries: int = 600) -> None:
-    for _ in range(tries):
-        await pilot.pause()
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+async def healthy(client: ApiClient) -> bool:
+    return (await client.health()).ok
 
 
 def _set(screen: BenchScreen, **values: str) -> None:
@@ -103,7 +98,7 @@ async def test_sweep_fills_table_figure_and_files(api_url, tmp_path):
         reference = _text(screen.query_one("#reference", Static).render())
         assert "NOT COMPARABLE: max tokens 30 (reference 8,192)" in reference
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
         assert screen.state == "done", _text(screen.query_one("#status", Static).render())
         table = screen.query_one("#results", DataTable)
         assert table.row_count == 2
@@ -132,7 +127,7 @@ async def test_comparable_settings_put_the_reference_beside_ours(api_url, tmp_pa
     async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
         _set(screen, concurrency="1", requests="1", warmup="0")  # NVIDIA's 8,192-token cap
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
         row = [str(c) for c in screen.query_one("#results", DataTable).get_row("1")]
         assert row[2] == "107.4" and row[4] == "115.3"  # NVIDIA's C1 beside ours
         assert "INDICATIVE" in _text(screen.query_one("#reference", Static).render())  # other prompts
@@ -147,7 +142,7 @@ async def test_short_level_and_short_replies_are_not_reported_as_if_measured(api
         warning = _text(screen.query_one("#warning", Static).render())
         assert "C4: only 2 measured requests per level, so at most 2 in flight" in warning
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
         table = screen.query_one("#results", DataTable)
         assert str(table.get_row("4")[0]) == "4 (2)"  # the concurrency reached, not C4
         assert str(table.get_row("1")[2]) == "n/m"  # 9-token replies: no per-user figure
@@ -167,18 +162,18 @@ async def test_cancel_stops_the_streams(api_url, tmp_path):
         _set(screen, concurrency="4", requests="8", warmup="0", max_tokens="5000")
         screen.query_one("#ignore-eos", Switch).value = True  # 5,000 tokens each: long enough to cancel
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: "measuring" in _text(screen.query_one("#status", Static).render()), "streams")
-        await asyncio.sleep(0.2)
-        assert parse_metrics(await client.metrics_text()).gauges["running"] == 4
+        await until(lambda: "measuring" in _text(screen.query_one("#status", Static).render()), what="streams",
+                    pilot=pilot)
+
+        async def running_is(n: int) -> bool:
+            return parse_metrics(await client.metrics_text()).gauges["running"] == n
+
+        await until(lambda: running_is(4), what="four streams running on the server", pilot=pilot)
         await pilot.press("ctrl+b")
-        await _until(pilot, lambda: not screen.running, "the cancel")
+        await until(lambda: not screen.running, what="the cancel", pilot=pilot)
         assert screen.state == "cancelled" and screen.levels == []
         assert "cancelled" in _text(screen.query_one("#status", Static).render())
-        for _ in range(50):
-            if parse_metrics(await client.metrics_text()).gauges["running"] == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert parse_metrics(await client.metrics_text()).gauges["running"] == 0
+        await until(lambda: running_is(0), what="the server to free every slot", timeout=5)
 
 
 async def test_bad_settings_say_why_and_start_nothing(api_url, tmp_path):
@@ -218,21 +213,18 @@ async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim
     app = ConsoleApp(h.config, gpu_interval_ms=500)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("b")
-        await _until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench screen")
+        await until(lambda: isinstance(app.screen, BenchScreen), what="the bench screen", pilot=pilot)
         screen = app.screen
         assert screen.url == h.config.api_url()
         async with ApiClient(screen.url) as client:
-            for _ in range(200):
-                if (await client.health()).ok:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: healthy(client), what="the simulated API", timeout=20)
         _set(screen, concurrency="2", requests="2", warmup="0", max_tokens="8")
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: screen.state not in ("idle", "running"), "the sweep")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
         assert screen.state == "done" and screen.levels[0].server_tokens == screen.levels[0].output_tokens
         assert screen.saved[0].parent == tmp_path / "data" / "dgx-console" / "bench"
         await pilot.press("escape")
-        await _until(pilot, lambda: not isinstance(app.screen, BenchScreen), "back to the dashboard")
+        await until(lambda: not isinstance(app.screen, BenchScreen), what="back to the dashboard", pilot=pilot)
 
 
 async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
@@ -245,7 +237,7 @@ async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")
     async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: screen.state != "running" and not screen.running, "the failure")
+        await until(lambda: screen.state != "running" and not screen.running, what="the failure", pilot=pilot)
         assert screen.state == "error"
         assert "cannot reach" in _text(screen.query_one("#status", Static).render())
         assert screen.saved is None and not (tmp_path / "results").exists()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from pair_app import GB10, GB300, pair_app, pair_config, until
+from pair_app import GB10, GB300, pair_app, pair_config
 from rich.console import Console
 
 from console.probes.engine_log import EngineProgress
@@ -16,6 +16,7 @@ from console.station.messages import EngineUpdate, GpuSample
 from console.ui.palette import fill_level
 from console.ui.screens.dashboard import expected_gpu_fill
 from console.ui.widgets.gpu_meter import GpuMeter, bar, history_label, sparkline
+from tests.waiting import until
 
 
 def _rendered(renderable, width: int = 90):
@@ -47,7 +48,8 @@ async def test_the_expected_fill_is_calm_in_every_theme(theme):
                 GpuReading(1, "GPU-s", "NVIDIA GB300", int(231.35 * 1024), 256703, 0, 41, 165.0)]
         app.post_message(GpuSample("A", gpus, 100.0))
         pane = app.panes["A"]
-        await until(pilot, lambda: len(pane.meters) == 2 and pane.meters[1].used_mib is not None, "the meters")
+        await until(lambda: len(pane.meters) == 2 and pane.meters[1].used_mib is not None,
+                    what="the meters", pilot=pilot)
         serving = pane.meters[1]
         assert serving.expected_frac == pytest.approx(0.93) and pane.meters[0].expected_frac is None
         text = _rendered(serving.query_one(".gpu-bar").content, 60)
@@ -61,7 +63,7 @@ async def test_rdma_without_gdr_is_expected_on_a_gb10_pair_and_loading_is_calm()
         async with app.run_test(size=(200, 50)) as pilot:
             app.post_message(EngineUpdate("B", EngineProgress(phase="loading", load_pct=30, transport="rdma")))
             pane = app.panes["B"]
-            await until(pilot, lambda p=pane: p.progress is not None, "the phase")
+            await until(lambda p=pane: p.progress is not None, what="the phase", pilot=pilot)
             status = pane.query_one(".status").content.joined
             rdma = next(s for s in status.spans if status.plain[s.start:s.end] == "RDMA (no GDR)")
             loading = next(s for s in status.spans if status.plain[s.start:s.end].startswith("loading weights"))
@@ -87,9 +89,10 @@ async def test_meter_time_scale_comes_from_the_samples_clock():
     async with app.run_test(size=(200, 50)) as pilot:
         g = [GpuReading(1, "GPU-s", "NVIDIA GB300", 1000, 256703, 0, 41, 165.0)]
         t0 = time.time()
-        for k in range(3):  # three samples 30 s apart by their own clock, posted at once
+        state = app.stations["A"]
+        for k in range(3):  # three samples 30 s apart by their own clock (each taken before the next replaces it)
             app.post_message(GpuSample("A", g, t0 + 30 * k))
-            await pilot.pause(0.05)
+            await until(lambda: state.gpus_at == t0 + 30 * k, what=f"sample {k}", pilot=pilot)  # noqa: B023
         meter: GpuMeter = app.panes["A"].meters[0]
         assert list(app.stations["A"].traces[meter.index].times) == [t0, t0 + 30, t0 + 60]
         assert _rendered(meter.query_one(".gpu-hist").content).plain.endswith(" last 60 s · 3 samples")

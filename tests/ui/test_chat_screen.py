@@ -3,7 +3,6 @@ settings, stats, the budget trap, the tool test, errors, cancel, clear and copy.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from textual.widgets import Input, Select, Switch
 from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, plan_reply
 from console.sim.api import create_app as sim_app
 from console.ui.screens.chat import ChatScreen, ReplyView
+from tests.waiting import until
 
 
 @dataclass
@@ -40,18 +40,13 @@ async def sim() -> AsyncIterator[tuple[Backend, str]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     yield b, f"http://127.0.0.1:{port}"
     await runner.cleanup()
 
 
-async def wait_idle(pilot, screen: ChatScreen, limit: float = 20.0) -> None:
-    for _ in range(int(limit / 0.05)):
-        await pilot.pause()
-        if not screen.busy:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the reply did not finish")
+async def wait_idle(pilot, screen: ChatScreen) -> None:
+    await until(lambda: not screen.busy, what="the reply to finish", timeout=20, pilot=pilot)
 
 
 async def send(pilot, screen: ChatScreen, text: str) -> ReplyView:
@@ -146,11 +141,8 @@ async def test_cancel_clear_and_copy(sim) -> None:
         screen = app.screen
         screen.query_one("#prompt", Input).value = "long one"
         await pilot.press("enter")
-        for _ in range(200):
-            await pilot.pause()
-            if screen.replies and len(screen.replies[-1].reasoning):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: screen.replies and len(screen.replies[-1].reasoning),
+                    what="the reasoning to stream", timeout=10, pilot=pilot)
         await pilot.press("escape")  # stops the stream, stays on the screen
         await wait_idle(pilot, screen)
         reply = screen.replies[-1]

@@ -71,7 +71,7 @@ async def test_monitor_to_panel_then_stale() -> None:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     app = PanelApp()
     async with app.run_test(size=(100, 12)) as pilot, ApiClient(f"http://127.0.0.1:{port}", timeout=2) as c:
         mon = ServingMonitor(c, lambda s: app.post_message(ServingUpdate(s)))

@@ -7,20 +7,15 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
-from console.ui.widgets.stream_text import RESERVE, StreamText, wrap_tail
-
-
-def rows_of(w: StreamText) -> list[str]:
-    return [*w._rows, w._tail] if w.row_count else []
+from console.ui.widgets.stream_text import RESERVE, StreamText, WrappedRows, wrap_tail
+from tests.waiting import until
 
 
 def fed(chunks: list[str], width: int) -> list[str]:
-    w = StreamText()
-    w._width = width
+    w = WrappedRows(width)
     for c in chunks:
-        w._feed(c)
-        w._parts.append(c)
-    return rows_of(w)
+        w.feed(c)
+    return w.lines()
 
 
 @settings(max_examples=300, deadline=None)
@@ -86,13 +81,13 @@ async def test_live_stream_batches_appends_claims_a_row_and_seal_gives_it_back()
         for word in words:
             w.append(word)
         assert layouts <= 1  # one burst: at most the first flush lays out
-        for _ in range(100):  # the deferred flushes run on timers
-            await pilot.pause(0.05)
-            if w.row_count and w.size.height == w.row_count + RESERVE and not w._pending:
-                break
-        assert w.size.height == w.row_count + RESERVE  # rows claimed under the text
-        painted = " ".join(w.render_line(y).text.strip() for y in range(w.row_count))
-        assert painted.split() == "".join(words).split()
+        def painted() -> list[str]:
+            return " ".join(w.render_line(y).text.strip() for y in range(w.row_count)).split()
+
+        # the deferred flushes run on timers: until every word is painted and the rows are claimed
+        await until(lambda: painted() == "".join(words).split() and w.size.height == w.row_count + RESERVE,
+                    what="the whole text painted", timeout=5, pilot=pilot,
+                    detail=lambda: (w.size.height, w.row_count, painted()[-3:]))
         assert layouts < w.row_count / 4  # rows arrived in batches, not a layout per row
         w.seal()
         await pilot.pause()

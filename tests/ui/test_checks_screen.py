@@ -3,7 +3,6 @@ selected check, rerun one / all, RDMA validation, and the summary posted to the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from textual.app import App
@@ -11,6 +10,7 @@ from textual.widgets import DataTable, Static
 
 from console.station.checks import CHECK_IDS, CheckResult
 from console.ui.screens.checks import ChecksDone, ChecksScreen
+from tests.waiting import until
 
 
 class Host(App):
@@ -26,13 +26,10 @@ class Host(App):
         self.done.append(msg)
 
 
-async def settle(pilot, screen: ChecksScreen, n_done: int, app: Host, limit: float = 60.0) -> None:
-    for _ in range(int(limit / 0.05)):
-        await pilot.pause()
-        if not screen.busy and len(app.done) >= n_done:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("checks did not finish")
+async def settle(pilot, screen: ChecksScreen, n_done: int, app: Host) -> None:
+    """The checks have finished and the app has had the ``n_done``-th summary."""
+    await until(lambda: not screen.busy and len(app.done) >= n_done, what=f"checks run {n_done} to finish",
+                timeout=60, pilot=pilot, detail=lambda: {k: r.status for k, r in screen.results.items()})
 
 
 def detail_text(screen: ChecksScreen) -> str:
@@ -103,13 +100,12 @@ async def test_rows_fill_in_as_checks_finish_and_cancel_marks_the_rest(sim):
         await pilot.pause()
         statuses = {r.status for r in screen.results.values()}
         assert "running" in statuses  # placeholders for every planned check
-        for _ in range(400):  # the first finished checks appear while the others still run
-            await pilot.pause()
-            seen = {r.status for r in screen.results.values()}
-            if "running" in seen and seen & {"pass", "warn"}:
-                break
-            await asyncio.sleep(0.02)
-        assert "running" in seen and seen & {"pass", "warn"}
+        def seen() -> set[str]:
+            return {r.status for r in screen.results.values()}
+
+        # the first finished checks appear while the others still run
+        await until(lambda: "running" in seen() and seen() & {"pass", "warn"},
+                    what="some checks done, some running", timeout=20, pilot=pilot, detail=seen)
         await pilot.press("c")
         await pilot.pause()
         assert not screen.busy

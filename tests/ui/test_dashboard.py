@@ -25,43 +25,38 @@ from console.ui.app import ConsoleApp
 from console.ui.widgets.log_view import LogView
 from console.ui.widgets.station_pane import StationPane
 from tests.ui.pair_app import pane_text
-from tests.ui.snap_settle import settle, until
-
-
-async def wait_until(pilot, pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "UI condition not reached"
-        await pilot.pause(0.1)
+from tests.ui.snap_settle import settle
+from tests.waiting import until
 
 
 async def test_demo_shows_both_stations_with_gpu_memory_and_logs(sim_factory):
     h = await sim_factory(running=True, time_scale=0.005)
     app = ConsoleApp(h.config, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: all(app.stations[n].gpus and p.meters for n, p in app.panes.items()))
+        await until(lambda: all(app.stations[n].gpus and p.meters for n, p in app.panes.items()),
+                    what="both stations' GPUs", pilot=pilot)
         a, b = app.panes["A"], app.panes["B"]
         assert "rank 0" in a.border_title and "API host" in a.border_title
         assert "rank 1" in b.border_title and "worker" in b.border_title
-        await wait_until(pilot, lambda: "Application startup complete." in "\n".join(a.log_pane.lines))
-        await wait_until(pilot, lambda: a.progress is not None and a.progress.phase == "ready")
+        await until(lambda: "Application startup complete." in "\n".join(a.log_pane.lines),
+                    what="A's ready line", pilot=pilot)
+        await until(lambda: a.progress is not None and a.progress.phase == "ready", what="A ready", pilot=pilot)
         text = pane_text(app, "A")
         assert "live" in text and "glm53: running" in text and "ready" in text
         assert "GPUDirect RDMA" in text
         assert "/250.7 GiB" in text  # the GB300's memory, used/total
-        await wait_until(pilot, lambda: any("headless multiproc executor" in ln for ln in b.log_pane.lines))
+        await until(lambda: any("headless multiproc executor" in ln for ln in b.log_pane.lines),
+                    what="B's worker line", pilot=pilot)
         assert "DEMO" in app.sub_title
         # The log filter narrows the pane to matching lines and Esc restores them.
         await pilot.press("slash")
-        await pilot.pause(0.2)
-        assert isinstance(app.focused, Input)
+        await until(lambda: isinstance(app.focused, Input), what="the filter's input", pilot=pilot)
         await pilot.press(*"GDRDMA")
-        await pilot.pause(0.2)
-        shown = list(a.log_pane.log_widget.lines)
-        assert shown and all("GDRDMA" in ln for ln in shown)
+        await until(lambda: (shown := list(a.log_pane.log_widget.lines)) and all("GDRDMA" in ln for ln in shown),
+                    what="only the matching lines", pilot=pilot, detail=lambda: list(a.log_pane.log_widget.lines)[:5])
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert len(a.log_pane.log_widget.lines) == len(a.log_pane.lines)
+        await until(lambda: len(a.log_pane.log_widget.lines) == len(a.log_pane.lines), what="every line again",
+                    pilot=pilot)
         assert isinstance(app.focused, LogView)
 
 
@@ -69,13 +64,14 @@ async def test_unreachable_station_is_shown_while_the_other_updates(sim_factory)
     h = await sim_factory(running=True, faults=["station-unreachable@B"], time_scale=0.005)
     app = ConsoleApp(h.config, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_until(pilot, lambda: app.panes["B"].conn_state == "unreachable")
+        await until(lambda: app.panes["B"].conn_state == "unreachable", what="B unreachable", pilot=pilot)
         assert "no answer" in pane_text(app, "B")
         a = app.stations["A"]
-        await wait_until(pilot, lambda: app.panes["A"].meters and a.traces)
+        await until(lambda: app.panes["A"].meters and a.traces, what="A's GPU traces", pilot=pilot)
         trace = a.traces[app.panes["A"].meters[-1].index]
         n = len(trace.times)
-        await wait_until(pilot, lambda: len(trace.times) >= n + 3)  # A keeps updating
+        await until(lambda: len(trace.times) >= n + 3,
+                    what="3 more samples of A", pilot=pilot)  # A keeps updating
         assert a.conn.state == "live"
 
 
@@ -89,14 +85,15 @@ async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
     cfg = dataclasses.replace(h.config, stations=stations)
     app = ConsoleApp(cfg, gpu_interval_ms=200)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_until(pilot, lambda: app.panes["A"].conn_state == "host-key-unknown")
+        await until(lambda: app.panes["A"].conn_state == "host-key-unknown",
+                    what="A's unknown host key", pilot=pilot)
         fp = app.panes["A"].fingerprint
         assert fp and fp.startswith("SHA256:") and fp in pane_text(app, "A")
         await pilot.press("T")
-        await pilot.pause(0.3)
-        assert app.screen.__class__.__name__ == "TrustHostKeyScreen"
+        await until(lambda: app.screen.__class__.__name__ == "TrustHostKeyScreen", what="the trust dialog",
+                    pilot=pilot)
         await pilot.click("#yes")
-        await wait_until(pilot, lambda: app.panes["A"].conn_state == "live")
+        await until(lambda: app.panes["A"].conn_state == "live", what="A live", pilot=pilot)
         assert fp.removeprefix("SHA256:") not in empty.read_text()  # the key itself is stored, not the hash
         assert "ssh-ed25519" in empty.read_text()
 
@@ -137,7 +134,8 @@ def _gpus(used):
             GpuReading(1, "GPU-1", "NVIDIA GB300", used, 256703, 0, 41, 165.4)]
 
 
-def snapshot_app(theme="dgx-dark") -> ConsoleApp:
+def snapshot_app(theme="dgx-dark"):
+    """The app and what to run before its snapshot (feeding it what the station services would post)."""
     cfg = parse_config(SNAP_CONFIG, "snap.toml")
     app = ConsoleApp(cfg, start_services=False, clock=False, theme=theme)
 
@@ -162,24 +160,24 @@ def snapshot_app(theme="dgx-dark") -> ConsoleApp:
         post(LogBatch("A", A_LOG))
         post(LogBatch("B", B_LOG))
         panes = app.panes
-        await until(pilot, lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
-                    and app.stations["B"].engine is not None and app.stations["B"].host_mem is not None, "the fed state")
+        await until(lambda: all(panes[n].log_pane.total == len(log) for n, log in (("A", A_LOG), ("B", B_LOG)))
+                    and app.stations["B"].engine is not None and app.stations["B"].host_mem is not None,
+                    what="the fed state", pilot=pilot)
         # the diagnosis (a 0.5 s interval) is drawn now and its toast cleared: CI once took the
         # picture before the interval fired
         await settle(pilot)
 
-    app._snapshot_feed = feed
-    return app
+    return app, feed
 
 
 def test_snapshot_dashboard_dark(snap_compare):
-    app = snapshot_app()
-    assert snap_compare(app, terminal_size=(160, 40), run_before=app._snapshot_feed)
+    app, feed = snapshot_app()
+    assert snap_compare(app, terminal_size=(160, 40), run_before=feed)
 
 
 def test_snapshot_dashboard_light(snap_compare):
-    app = snapshot_app("dgx-light")
-    assert snap_compare(app, terminal_size=(160, 40), run_before=app._snapshot_feed)
+    app, feed = snapshot_app("dgx-light")
+    assert snap_compare(app, terminal_size=(160, 40), run_before=feed)
 
 
 async def test_gb10_pane_shows_process_memory_in_unified_memory():
@@ -190,9 +188,9 @@ async def test_gb10_pane_shows_process_memory_in_unified_memory():
         app.post_message(GpuSample("A", [GpuReading(0, "GPU-x", "NVIDIA GB10", None, None, 0, 35, 11.2)], 0))
         app.post_message(HostMemSample("A", HostMemory(123904, 20000), 0))
         app.post_message(AppsSample("A", [ComputeApp("GPU-x", 114687, "python", 92672)], 0))
-        await pilot.pause(0.3)
-        text = pane_text(app, "A")
-        assert "90.5/121.0 GiB" in text and "unified" in text
+        await until(lambda: "90.5/121.0 GiB" in pane_text(app, "A"), what="A's process memory", pilot=pilot,
+                    detail=lambda: pane_text(app, "A"))
+        assert "unified" in pane_text(app, "A")
 
 
 @pytest.mark.parametrize("n", [3, 4, 8])
@@ -220,13 +218,13 @@ async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
         await pilot.pause()
         log = app.panes["A"].log_pane.log_widget
         app.post_message(LogBatch("A", ["x" * 300, "short"]))
-        await pilot.pause(0.2)
-        assert log.virtual_size.width == 300 and log.virtual_size.height == 2
+        await until(lambda: log.virtual_size.height == 2, what="two lines", pilot=pilot)
+        assert log.virtual_size.width == 300
         app.post_message(LogBatch("A", ["\t" + "y" * 300]))  # a tab expands to 8 cells
-        await pilot.pause(0.2)
+        await until(lambda: log.virtual_size.height == 3, what="the tab line", pilot=pilot)
         assert log.virtual_size.width == 308
         app.post_message(LogBatch("A", ["模型" * 160]))  # 320 double-width characters
-        await pilot.pause(0.2)
+        await until(lambda: log.virtual_size.height == 4, what="the wide line", pilot=pilot)
         assert log.virtual_size.width == 640
 
 
@@ -239,19 +237,20 @@ async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):
     async with app.run_test(size=(200, 50)) as pilot:
         pane = app.panes["A"]
         state = app.stations["A"]
-        await wait_until(pilot, lambda: state.apps_seen and state.apps)
+        await until(lambda: state.apps_seen and state.apps, what="A's GPU processes", pilot=pilot)
         procs = pane.query_one(ProcessList)
         assert not procs.display or not procs.has_class("-shown")
         pane.log_pane.log_widget.focus()
         await pilot.press("p")
-        await wait_until(pilot, lambda: procs.has_class("-shown") and procs.region.height > 1)
+        await until(lambda: procs.has_class("-shown") and procs.region.height > 1, what="the process list",
+                    pilot=pilot)
         app_row = max(state.apps, key=lambda a: a.used_memory_mib or 0)
         console = Console(width=90, record=True, file=io.StringIO(), color_system=None)
         console.print(procs.content)
         text = console.export_text()
         assert "PID" in text and str(app_row.pid) in text and "GiB" in text
         await pilot.press("p")
-        await wait_until(pilot, lambda: not procs.has_class("-shown"))
+        await until(lambda: not procs.has_class("-shown"), what="the process list hidden", pilot=pilot)
 
 
 async def test_fleet_age_is_the_newest_sample_while_live():
@@ -265,8 +264,9 @@ async def test_fleet_age_is_the_newest_sample_while_live():
         app.post_message(ConnectionState("A", "live", last_sample_at=now - 30))
         app.post_message(GpuSample("A", _gpus(1000), now - 1))
         state = app.stations["A"]
-        await until(pilot, lambda: state.gpus_at is not None and state.conn.state == "live", "A's sample")
+        await until(lambda: state.gpus_at is not None and state.conn.state == "live",
+                    what="A's sample", pilot=pilot)
         assert fleet_row(state, now).age_s == pytest.approx(1.0)
         app.post_message(ConnectionState("A", "stale", last_sample_at=now - 1))
-        await until(pilot, lambda: state.conn.state == "stale", "A stale")
+        await until(lambda: state.conn.state == "stale", what="A stale", pilot=pilot)
         assert fleet_row(state, now + 20).age_s == pytest.approx(21.0)

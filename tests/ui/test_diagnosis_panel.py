@@ -7,6 +7,7 @@ from textual.widgets import OptionList, Static
 
 from console.diagnosis import Diagnoser
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
+from tests.waiting import until
 
 WATCHDOG = ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600059 "
@@ -139,11 +140,15 @@ async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
     async with app.run_test(size=(160, 40)) as pilot:
         app.post_message(ConnectionState("A", "live"))
         app.post_message(ConnectionState("B", "unreachable", "no answer from 127.0.0.2 within 3 s"))
-        await pilot.pause(0.2)
+        await until(lambda: app.stations["B"].conn.state == "unreachable", what="B unreachable", pilot=pilot)
         await pilot.press("d")
-        await pilot.pause(0.2)
-        summary = text_of(app.screen.query_one("#diag-summary", Static))
-        assert summary == "No findings in the logs read — B's log not read (unreachable)"
+
+        def summary() -> str | None:
+            found = app.screen.query("#diag-summary")
+            return text_of(found.first(Static)) if found else None
+
+        down = "No findings in the logs read — B's log not read (unreachable)"
+        await until(lambda: summary() == down, what="the summary naming B", pilot=pilot, detail=summary)
         app.post_message(ConnectionState("B", "live"))
-        await pilot.pause(0.2)
-        assert text_of(app.screen.query_one("#diag-summary", Static)) == "No findings"
+        await until(lambda: summary() == "No findings",
+                    what="the summary once B is back", pilot=pilot, detail=summary)

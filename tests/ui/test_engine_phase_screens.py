@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 
-from pair_app import pair_app, until
+from pair_app import pair_app
 from rich.console import Console
 from textual.widgets import Input, Label, Select, Static
 
@@ -18,6 +18,7 @@ from console.ui.app import ConsoleApp
 from console.ui.screens.chat import ChatScreen
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
 from console.ui.widgets.settings_bar import SettingsBar
+from tests.waiting import until
 
 
 def _dead_port() -> int:
@@ -55,14 +56,16 @@ async def test_serving_box_is_calm_while_the_head_engine_loads(tmp_path):
     async with app.run_test(size=(200, 50)) as pilot:
         panel = app.panes["A"].query_one(ServingPanel)
         app.post_message(ServingUpdate(UNREACHABLE))
-        await until(pilot, lambda: panel.snapshot is not None, "the snapshot")
+        await until(lambda: panel.snapshot is not None, what="the snapshot", pilot=pilot)
         assert panel.has_class("-down")  # no engine phase known: not answering is a failure
         app.post_message(EngineUpdate("A", EngineProgress(phase="loading", load_pct=40)))
-        await until(pilot, lambda: panel.engine is not None, "the head's phase")
+        await until(lambda: panel.engine is not None, what="the head's phase", pilot=pilot)
         assert panel.has_class("-starting") and not panel.has_class("-down")
         assert "starting (engine loading weights 40%)" in _text(panel.content)
         app.post_message(EngineUpdate("B", EngineProgress(phase="failed")))  # a worker's phase is not the API's
-        await pilot.pause(0.2)
+        b = app.stations["B"]
+        await until(lambda: b.engine is not None and b.engine.phase == "failed", what="B's phase", pilot=pilot)
+        await pilot.pause()  # whatever B's update would have made the app post has been handled
         assert panel.engine.phase == "loading"
 
 
@@ -70,25 +73,26 @@ async def test_chat_says_still_loading_instead_of_unreachable(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(120, 35)) as pilot:
         app.post_message(EngineUpdate("A", EngineProgress(phase="graphs")))
-        await until(pilot, lambda: app.head_engine is not None, "the head's phase")
+        await until(lambda: app.head_engine is not None, what="the head's phase", pilot=pilot)
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(lambda: isinstance(app.screen, ChatScreen), what="the chat", pilot=pilot)
         chat = app.screen
         assert "engine still loading (capturing CUDA graphs)" in str(chat.query_one("#chat-title", Static).content)
         chat.query_one("#prompt", Input).value = "hello"
         await pilot.press("enter")
-        await until(pilot, lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy, "reply")
+        await until(lambda: chat.replies and chat.replies[-1].result is not None and not chat.busy,
+                    what="reply", pilot=pilot)
         stats = str(chat.replies[-1].stats.content)
         assert stats.startswith("◌ still loading (capturing CUDA graphs)") and "unreachable" not in stats
         assert chat.replies[-1].stats.has_class("-waiting") and not chat.replies[-1].stats.has_class("-error")
         # the engine is up now (the app hands the phase over while the chat is open): a refusal is an error
         app.post_message(EngineUpdate("A", EngineProgress(phase="ready")))
-        await until(pilot, lambda: chat.head_engine.phase == "ready", "the new phase")
+        await until(lambda: chat.head_engine.phase == "ready", what="the new phase", pilot=pilot)
         assert "still loading" not in str(chat.query_one("#chat-title", Static).content)
         chat.query_one("#prompt", Input).value = "again"
         await pilot.press("enter")
-        await until(pilot, lambda: len(chat.replies) == 2 and chat.replies[-1].result is not None
-                     and not chat.busy, "the second reply")
+        await until(lambda: len(chat.replies) == 2 and chat.replies[-1].result is not None
+                     and not chat.busy, what="the second reply", pilot=pilot)
         assert str(chat.replies[-1].stats.content).startswith("✖ unreachable")
 
 
@@ -96,7 +100,7 @@ async def test_chat_settings_fit_at_80_columns_and_show_1000_and_the_focus(tmp_p
     app = _app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat")
+        await until(lambda: isinstance(app.screen, ChatScreen), what="the chat", pilot=pilot)
         chat = app.screen
         bar = chat.query_one(SettingsBar)
         assert bar.has_class("-compact")  # one line a row on a 24-row terminal
@@ -116,7 +120,7 @@ async def test_chat_settings_fit_at_80_columns_and_show_1000_and_the_focus(tmp_p
         assert labels["Effort"].has_class("-focused") and not labels["Max tokens"].has_class("-focused")
     async with _app(tmp_path).run_test(size=(200, 50)) as pilot:  # wide: one row of tall fields
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(pilot.app.screen, ChatScreen), "the chat")
+        await until(lambda: isinstance(pilot.app.screen, ChatScreen), what="the chat", pilot=pilot)
         bar = pilot.app.screen.query_one(SettingsBar)
         assert not bar.has_class("-compact") and bar.per_row == 5
         max_tokens = pilot.app.screen.query_one("#max-tokens", Input)
@@ -132,11 +136,11 @@ async def test_bench_says_still_loading_instead_of_cannot_reach(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(150, 45)) as pilot:
         app.post_message(EngineUpdate("A", EngineProgress(phase="kv-cache")))
-        await until(pilot, lambda: app.head_engine is not None, "the head's phase")
+        await until(lambda: app.head_engine is not None, what="the head's phase", pilot=pilot)
         await pilot.press("b")
-        await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench")
+        await until(lambda: isinstance(app.screen, BenchScreen), what="the bench", pilot=pilot)
         bench = app.screen
         await pilot.press("ctrl+r")
-        await until(pilot, lambda: bench.state == "error" and not bench.running, "the refusal")
+        await until(lambda: bench.state == "error" and not bench.running, what="the refusal", pilot=pilot)
         status = str(bench.query_one("#status", Static).content)
         assert status.startswith("◌ still loading (allocating KV cache)") and "cannot reach" not in status

@@ -3,9 +3,10 @@ runs the key, the command palette's key on the right."""
 
 from __future__ import annotations
 
-from pair_app import pair_app, until
+from pair_app import pair_app
 
 from console.ui.widgets.fitted_footer import FittedFooter, KeyHint
+from tests.waiting import until
 
 
 def keys(app) -> dict[str, KeyHint]:
@@ -21,16 +22,17 @@ def laid_out(app) -> bool:
 async def test_a_click_on_a_key_runs_it():
     app = pair_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(pilot, lambda: laid_out(app), "the footer's keys")
+        await until(lambda: laid_out(app), what="the footer's keys", pilot=pilot)
         assert not app.dashboard.has_class("-show-diagnosis")
         await pilot.click(keys(app)["Diagnosis"])
-        await until(pilot, lambda: app.dashboard.has_class("-show-diagnosis"), "the diagnosis panel open")
+        await until(lambda: app.dashboard.has_class("-show-diagnosis"),
+                    what="the diagnosis panel open", pilot=pilot)
 
 
 async def test_the_keys_are_the_screens_shown_bindings_with_the_palette_on_the_right():
     app = pair_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(pilot, lambda: laid_out(app), "the footer's keys")
+        await until(lambda: laid_out(app), what="the footer's keys", pilot=pilot)
         shown = keys(app)
         hidden = {b.description for _, b, _, _ in app.screen.active_bindings.values() if not b.show}
         assert "Investigate" in hidden and "Investigate" not in shown  # show=False bindings stay out

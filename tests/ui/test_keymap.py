@@ -4,7 +4,6 @@ starts (an unknown id, a key Textual cannot name, a clash on one screen: one lin
 from __future__ import annotations
 
 import pytest
-from pair_app import until
 
 from console.cli import main
 from console.config import parse_config
@@ -12,6 +11,7 @@ from console.ui.app import ConsoleApp
 from console.ui.keymap import binding_table, check_keymap, key_problem, known_bindings
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.chat import ChatScreen
+from tests.waiting import until
 
 BASE = """\
 profile = "glm53-nvfp4-2x-gb300-vllm"
@@ -34,16 +34,17 @@ async def test_remapped_keys_open_the_screens_and_the_old_keys_do_not(tmp_path):
     app = ConsoleApp(cfg, start_services=False, clock=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("c")  # no longer the chat's key
-        await pilot.pause(0.2)
+        await pilot.pause(0.2)  # a fixed interval is the point here: nothing may open during it
         assert not isinstance(app.screen, ChatScreen)
         await pilot.press("f6")
-        await until(pilot, lambda: isinstance(app.screen, ChatScreen), "the chat on F6")
+        await until(lambda: isinstance(app.screen, ChatScreen), what="the chat on F6", pilot=pilot)
         footer_keys = {b.binding.id: k for k, b in app.screen.active_bindings.items() if b.binding.id}
         assert footer_keys["chat-clear"] == "f8"
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, ChatScreen), "back")
+        await until(lambda: not isinstance(app.screen, ChatScreen), what="back", pilot=pilot)
         await pilot.press("ctrl+b")
-        await until(pilot, lambda: isinstance(app.screen, BenchScreen), "the bench on its second key")
+        await until(lambda: isinstance(app.screen, BenchScreen),
+                    what="the bench on its second key", pilot=pilot)
 
 
 def test_every_key_of_the_app_has_an_id_to_remap():

@@ -14,7 +14,8 @@ from console.station.messages import ConnectionState, GpuSample, LogBatch, LogMa
 from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.log_view import EngineLogHighlighter
-from tests.ui.pair_app import pane_text, until
+from tests.ui.pair_app import pane_text
+from tests.waiting import until
 
 CONFIG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
@@ -46,25 +47,25 @@ async def test_stale_and_down_keep_the_last_values_with_their_age_and_the_next_t
         app.post_message(ConnectionState("B", "live", last_sample_at=now))
         app.post_message(GpuSample("B", gpus(), now))
         b = app.panes["B"]
-        await until(pilot, lambda: "● live" in pane_text(app, "B"), "B live")
+        await until(lambda: "● live" in pane_text(app, "B"), what="B live", pilot=pilot)
         assert not b.has_class("-stale")
         app.post_message(ConnectionState("B", "stale", "no sample for 4 s", last_sample_at=now - 4))
-        await until(pilot, lambda: b.conn_state == "stale", "B stale")
+        await until(lambda: b.conn_state == "stale", what="B stale", pilot=pilot)
         text = pane_text(app, "B")
         assert "stale 4 s" in text and b.has_class("-stale")
         assert "231.3/250.7 GiB" in text  # the values stay on screen, dimmed
         seen = time.strftime("%H:%M:%S", time.localtime(now - 12))
         app.post_message(ConnectionState("B", "unreachable", "B: no sample for 12 s; connection declared dead",
                                          last_sample_at=now - 12, next_try_at=now + 1.4))
-        await until(pilot, lambda: b.conn_state == "unreachable", "B down")
+        await until(lambda: b.conn_state == "unreachable", what="B down", pilot=pilot)
         text = pane_text(app, "B")
         assert f"last seen {seen} (12 s ago)" in text and "next try in 1 s" in text
         assert "declared dead" in text and "231.3/250.7 GiB" in text and b.has_class("-stale")
         clock_now[0] += 1.0  # the age moves by itself (the app ticks the panes every second)
-        await until(pilot, lambda: "(13 s ago)" in pane_text(app, "B"), "the age to move")
+        await until(lambda: "(13 s ago)" in pane_text(app, "B"), what="the age to move", pilot=pilot)
         app.post_message(ConnectionState("B", "error", "RuntimeError: boom", last_sample_at=now - 12,
                                          next_try_at=clock_now[0] + 5))
-        await until(pilot, lambda: "✖ error" in pane_text(app, "B"), "B error")
+        await until(lambda: "✖ error" in pane_text(app, "B"), what="B error", pilot=pilot)
         assert "RuntimeError: boom" in pane_text(app, "B")
 
 
@@ -74,13 +75,14 @@ async def test_a_gpu_that_fell_off_the_bus_is_a_row_in_error_next_to_the_good_on
         await pilot.pause()
         lost = error_reading(0, "Unable to determine the device handle for GPU00000000:01:00.0: Unknown Error")
         app.post_message(GpuSample("A", [lost, gpus()[1]], time.time()))
-        await pilot.pause(0.3)
+        await until(lambda: "GPU1 NVIDIA GB300" in pane_text(app, "A"), what="A's GPU rows", pilot=pilot)
         text = pane_text(app, "A")
         assert "GPU0 ✖ Unable to determine the device handle for GPU00000000:01:00.0" in text
         assert "GPU1 NVIDIA GB300" in text and "231.3/250.7 GiB" in text
         app.post_message(GpuSample("A", [], time.time(), error="nvidia-smi: NVIDIA-SMI has failed because it "
                                                                "couldn't communicate with the NVIDIA driver."))
-        await pilot.pause(0.3)
+        await until(lambda: "NVIDIA-SMI has failed" in pane_text(app, "A"),
+                    what="the nvidia-smi error", pilot=pilot)
         text = pane_text(app, "A")
         assert "NVIDIA-SMI has failed" in text and "GPU1 NVIDIA GB300" in text  # last readings kept
 
@@ -105,18 +107,18 @@ async def test_hostile_log_lines_keep_the_pane_streaming_and_the_ui_answering():
         await pilot.pause()
         t0 = time.monotonic()
         await pilot.press("slash")  # the app still answers keys...
-        while not isinstance(app.focused, Input):
-            await pilot.pause(0.02)
-            assert time.monotonic() - t0 < 1.0, "the UI did not answer within 1 s"
+        await until(lambda: isinstance(app.focused, Input),
+                    what="the UI to answer a key", timeout=1.0, pilot=pilot)
         n = len(ticks)
-        while len(ticks) < n + 3:  # ...and its timers keep ticking
-            await pilot.pause(0.02)
-            assert time.monotonic() - t0 < 1.0, "the UI timer stopped"
+        await until(lambda: len(ticks) >= n + 3,
+                    what="the UI timer to tick", timeout=max(0.0, t0 + 1.0 - time.monotonic()),
+                    pilot=pilot)  # ...and its timers keep ticking, within the same second
         await pilot.press("escape")
         app.post_message(LogBatch("A", ["INFO:     Application startup complete.", LogMarker(
             "— A: stream interrupted 07:17:09–07:17:41 —")]))
-        await pilot.pause(0.3)
         pane = app.panes["A"].log_pane
+        await until(lambda: len(pane.log_widget.lines) == len(HOSTILE) + 2,
+                    what="the last two lines", pilot=pilot)
         shown = list(pane.log_widget.lines)
         assert shown[-2] == "INFO:     Application startup complete."  # still streaming
         big = shown[0]
@@ -156,27 +158,23 @@ async def test_changed_host_key_is_red_with_both_keys_and_replaced_only_by_typin
     real = asyncssh.read_private_key(str(h.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
     app = ConsoleApp(cfg, gpu_interval_ms=200)
     async with app.run_test(size=(200, 50)) as pilot:
-        deadline = time.monotonic() + 30
-        while app.panes["A"].conn_state != "host-key-changed":
-            assert time.monotonic() < deadline
-            await pilot.pause(0.1)
+        await until(lambda: app.panes["A"].conn_state == "host-key-changed",
+                    what="A's changed host key", pilot=pilot)
         text = " ".join(pane_text(app, "A").split())  # a fingerprint may wrap at the pane's edge
         assert "HOST KEY CHANGED" in text and f"ED25519 {old.get_fingerprint('sha256')}" in text
         assert f"offered ED25519 {real}" in text
         await pilot.press("T")
-        await pilot.pause(0.3)
-        assert app.screen.__class__.__name__ == "ReplaceHostKeyScreen"
+        await until(lambda: app.screen.__class__.__name__ == "ReplaceHostKeyScreen", what="the replace dialog",
+                    pilot=pilot)
         yes = app.screen.query_one("#yes", Button)
         assert yes.disabled
         app.screen.query_one(Input).value = "SHA256:wrong"
-        await pilot.pause(0.1)
+        await pilot.pause()  # the dialog has handled the change
         assert yes.disabled  # a click is never enough: the new fingerprint must be typed
         app.screen.query_one(Input).value = real
-        await pilot.pause(0.1)
-        assert not yes.disabled
+        await until(lambda: not yes.disabled, what="Yes enabled by the typed fingerprint", pilot=pilot)
         await pilot.click("#yes")
-        while app.panes["A"].conn_state != "live":
-            assert time.monotonic() < deadline + 30
-            await pilot.pause(0.1)
+        await until(lambda: app.panes["A"].conn_state == "live", what="A live with the new key", timeout=60,
+                    pilot=pilot)
         assert old.export_public_key().decode().split()[1] not in kh.read_text()
         assert kh.read_text().count("ssh-ed25519") == 1

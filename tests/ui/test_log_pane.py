@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import html
 import re
-import sys
-from pathlib import Path
 
 from rich.style import Style
 from textual.app import App, ComposeResult
@@ -18,9 +16,7 @@ from textual.widgets import Static
 from console.station.log_buffer import LogBuffer, LogMarker
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.log_view import EDGE_STYLE, MARK_STYLE
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pair_app import until  # noqa: E402
+from tests.waiting import until
 
 
 class PaneApp(App):
@@ -57,7 +53,7 @@ async def test_a_filter_match_is_highlighted_and_scrolled_into_view():
         far = "station-b:412:530 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
         pane.add_lines(["boot", far, "other"])
         pane.set_filter("gdrdma")
-        await until(pilot, lambda: pane.log_widget.scroll_offset.x > 0, "scrolled to the match")
+        await until(lambda: pane.log_widget.scroll_offset.x > 0, what="scrolled to the match", pilot=pilot)
         assert list(pane.log_widget.lines) == [far]
         assert pane.log_widget.scroll_offset.x > 0
         text, segs = row(pane, 0)
@@ -77,14 +73,14 @@ async def test_after_home_the_pane_says_it_stopped_following_and_end_follows_aga
         await pilot.pause()
         assert not pane.has_class("-paused")
         await pilot.press("home")
-        await until(pilot, lambda: pane.has_class("-paused"), "paused")
+        await until(lambda: pane.has_class("-paused"), what="paused", pilot=pilot)
         pane.add_lines(["new 1", "new 2"])
         await pilot.pause()
         note = str(pane.query_one("#log-paused", Static).render())
         assert "paused — End to follow" in note and "2 new lines below" in note
         assert pane.log_widget.scroll_offset.y == 0  # it did not jump to the end
         await pilot.press("end")
-        await until(pilot, lambda: not pane.has_class("-paused"), "following again")
+        await until(lambda: not pane.has_class("-paused"), what="following again", pilot=pilot)
         pane.add_lines(["new 3"])
         await pilot.pause()
         assert pane.log_widget.is_vertical_scroll_end
@@ -129,7 +125,7 @@ async def test_new_lines_still_reach_the_screen_once_the_buffer_is_full():
             pane.add_lines([f"old {k}-{i}" for i in range(1000)])  # max_lines=1000
             await pilot.pause()
         pane.add_lines([f"NEW LINE {i}" for i in range(5)])
-        await until(pilot, lambda: "NEW LINE 4" in screen_text(app), "the newest line painted")
+        await until(lambda: "NEW LINE 4" in screen_text(app), what="the newest line painted", pilot=pilot)
         assert "old 0-999" not in screen_text(app)
 
 
@@ -214,7 +210,8 @@ async def test_jump_to_a_pruned_line_says_so_and_blank_lines_keep_their_numbers(
         pane.add_lines(["a", "", "b", ""] + [f"n {i}" for i in range(1100)])
         await pilot.pause()
         pane.jump_to(3)
-        await until(pilot, lambda: said == ["line 3 is older than the 1000 lines kept"], "the notification")
+        await until(lambda: said == ["line 3 is older than the 1000 lines kept"],
+                    what="the notification", pilot=pilot)
         pane.jump_to(1100)
         log = pane.log_widget
         assert log.lines[log.index_of(log.marked)] == "n 1095"  # numbered over every line, blank ones too

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from pair_app import pair_app, until
+from pair_app import pair_app
 
 from console.ui.widgets.fitted_footer import FittedFooter, KeyHint, fitting
+from tests.waiting import until
 
 
 def footer_labels(app) -> list[str]:
@@ -21,7 +22,8 @@ def footer_labels(app) -> list[str]:
 async def test_the_footer_keeps_the_keys_that_matter(size, must):
     app = pair_app()
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: must <= set(footer_labels(app)), f"the footer's keys at {size}: {must}")
+        await until(lambda: must <= set(footer_labels(app)),
+                    what=f"the footer's keys at {size}: {must}", pilot=pilot)
         footer = app.dashboard.query_one(FittedFooter)
         right = max(k.region.right for k in footer.query(KeyHint) if not k.has_class("-command-palette"))
         palette = next(k for k in footer.query(KeyHint) if k.has_class("-command-palette"))

@@ -31,9 +31,11 @@ from console.station.messages import (
 )
 from console.ui import clock
 from console.ui.app import ConsoleApp
+from console.ui.widgets.fleet_table import FleetTable
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
 from tests.ui.pair_app import pair_config
-from tests.ui.snap_settle import settle, until
+from tests.ui.snap_settle import settle
+from tests.waiting import until
 
 SIZES = [(200, 50), (120, 35), (80, 24)]
 IDS = [f"{w}x{h}" for w, h in SIZES]
@@ -115,9 +117,10 @@ async def _pair(pilot, a: EngineProgress, b: EngineProgress, a_log, b_log, servi
     post(ServingUpdate(serving))
     panes = app.panes
     panel = app.dashboard.query_one(ServingPanel)
-    await until(pilot, lambda: panes["A"].log_pane.total == len(a_log) and panes["B"].log_pane.total == len(b_log)
+    await until(lambda: panes["A"].log_pane.total == len(a_log) and panes["B"].log_pane.total == len(b_log)
                 and panes["A"].progress == a and panes["B"].progress == b and panel.snapshot == serving
-                and all(len(p.meters) == 2 and p.meters[1].used_mib for p in panes.values()), "the fed state")
+                and all(len(p.meters) == 2 and p.meters[1].used_mib for p in panes.values()),
+                what="the fed state", pilot=pilot)
     await settle(pilot)
 
 
@@ -149,7 +152,8 @@ async def _failed(pilot) -> None:
 async def _diagnosis(pilot) -> None:
     await _failed(pilot)
     await pilot.press("d")
-    await until(pilot, lambda: pilot.app.dashboard.has_class("-show-diagnosis"), "the diagnosis panel")
+    await until(lambda: pilot.app.dashboard.has_class("-show-diagnosis"),
+                what="the diagnosis panel", pilot=pilot)
     await settle(pilot)
 
 
@@ -197,10 +201,11 @@ async def _fleet(pilot) -> None:
         post(EngineUpdate(st, EngineProgress(phase, load_pct=45 if phase == "loading" else None, transport="gdrdma",
                                              fatal=OOM if phase == "failed" else None)))
     panes = app.panes
-    await until(pilot, lambda: all(panes[f"S{i}"].progress is not None for i in range(5))
+    await until(lambda: all(panes[f"S{i}"].progress is not None for i in range(5))
                 and panes["S5"].conn_state == "unreachable" and panes["S3"].conn_state == "stale"
-                and all(panes[f"S{i}"].meters and panes[f"S{i}"].meters[-1].used_mib for i in range(5)), "the fleet")
-    app.dashboard._refresh_fleet()  # what its 0.5 s timer does
+                and all(panes[f"S{i}"].meters and panes[f"S{i}"].meters[-1].used_mib for i in range(5)),
+                what="the fleet", pilot=pilot)
+    app.dashboard.query_one(FleetTable).update_from(app.stations.by_rank())  # what the dashboard's 0.5 s timer does
     await settle(pilot)
 
 
@@ -236,7 +241,7 @@ async def _doctor(pilot) -> None:
     for rid in ("links", "rdma", "nccl", "env", "addresses", "hang"):
         screen._on_rung(rid, "done", [r for r in DOCTOR_RESULTS if r.id == rid])
     screen._focus_verdict()
-    await until(pilot, lambda: screen.report.verdict == "rdma", "the verdict")
+    await until(lambda: screen.report.verdict == "rdma", what="the verdict", pilot=pilot)
     await settle(pilot)
 
 

@@ -21,6 +21,7 @@ from console.ui.screens.bench import BenchScreen, BenchUpdate
 from console.ui.screens.chat import ChatScreen, chat_session
 from console.ui.screens.checks import ChecksScreen
 from tests.ui.pair_app import pair_config
+from tests.waiting import until
 
 SIZES = [(200, 50), (120, 35), (80, 24)]
 T0 = 1764590400.0  # 2025-12-01 12:00:00 UTC: every time shown is fixed
@@ -182,10 +183,7 @@ def _scripted_launch():
 
 async def _launched(pilot) -> None:
     screen = pilot.app.screen
-    for _ in range(100):
-        await pilot.pause()
-        if screen.result is not None:
-            break
+    await until(lambda: screen.result is not None, what="the launch's result", pilot=pilot)
     await _still(pilot)
 
 

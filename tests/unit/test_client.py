@@ -101,7 +101,7 @@ async def replay() -> AsyncIterator[tuple[Replay, Callable[..., ApiClient]]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     clients: list[ApiClient] = []
 
     def make(**kw: Any) -> ApiClient:

@@ -29,7 +29,7 @@ async def api() -> AsyncIterator[tuple[Backend, str]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    yield b, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    yield b, f"http://127.0.0.1:{runner.addresses[0][1]}"
     await runner.cleanup()
 
 

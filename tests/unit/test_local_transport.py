@@ -8,6 +8,7 @@ from console.config import Config, Station, load_profile
 from console.remote.transport import CommandTimeout, LocalTransport
 from console.station.messages import HostMemSample
 from console.station.monitor import StationService
+from tests.waiting import until
 
 STATION = Station(name="local", host="localhost", rank=0, local=True)
 
@@ -19,16 +20,23 @@ async def test_run_and_exit_status_and_stdin():
     assert (await t.run("cat", input="x\n")).stdout == "x\n"
 
 
-async def test_timeout_kills_the_process_group():
-    t = LocalTransport(STATION, command_timeout=0.5)
+def gone(pid: int) -> bool:
     try:
-        await t.run("sleep 30 & echo $! > /tmp/dgx-lt-pid; wait")
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_timeout_kills_the_process_group(tmp_path):
+    t = LocalTransport(STATION, command_timeout=0.5)
+    pidfile = tmp_path / "pid"
+    try:
+        await t.run(f"sleep 30 & echo $! > {pidfile}; wait")
         raise AssertionError("expected a timeout")
     except CommandTimeout as exc:
         assert "timed out" in str(exc)
-    pid = int(open("/tmp/dgx-lt-pid").read())
-    await asyncio.sleep(0.2)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    pid = int(pidfile.read_text())
+    await until(lambda: gone(pid), what="the timed-out command's child to end", timeout=5)
 
 
 async def test_a_cancelled_command_ends_its_process_group(tmp_path):
@@ -36,10 +44,7 @@ async def test_a_cancelled_command_ends_its_process_group(tmp_path):
     t = LocalTransport(STATION, command_timeout=60)
     pidfile = tmp_path / "pid"
     task = asyncio.create_task(t.run(f"sleep 30 & echo $! > {pidfile}; wait"))
-    for _ in range(200):  # until the child is there
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        await asyncio.sleep(0.02)
+    await until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the child", timeout=5)
     pid = int(pidfile.read_text())
     task.cancel()
     try:
@@ -47,8 +52,7 @@ async def test_a_cancelled_command_ends_its_process_group(tmp_path):
         raise AssertionError("expected the cancel to propagate")
     except asyncio.CancelledError:
         pass
-    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert gone, "the cancelled command's child outlived it"
+    assert gone(pid), "the cancelled command's child outlived it"
 
 
 async def test_stream_lines_and_close_ends_the_process():
@@ -58,8 +62,7 @@ async def test_stream_lines_and_close_ends_the_process():
     got = [await stream.__anext__() for _ in range(3)]
     assert got == ["line0", "line1", "line2"]
     await stream.aclose()
-    await asyncio.sleep(0.2)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    await until(lambda: gone(pid), what="the stream's process to end", timeout=5)
 
 
 async def test_local_station_host_memory_comes_from_psutil():
@@ -67,10 +70,7 @@ async def test_local_station_host_memory_comes_from_psutil():
     got = []
     svc = StationService(cfg, STATION, got.append)
     task = asyncio.create_task(svc._meminfo_stream())
-    for _ in range(50):
-        if got:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: got, what="a host memory sample", timeout=5)
     task.cancel()
     (msg,) = [m for m in got if isinstance(m, HostMemSample)][:1]
     assert msg.memory.total_mib == psutil.virtual_memory().total // 2**20

@@ -16,17 +16,18 @@ async def test_work_that_ends_returns_its_result():
 
 
 async def test_a_stop_cancels_the_child_and_waits_for_its_clean_up():
-    stop, cleaned = asyncio.Event(), []
+    stop, cleaned, started = asyncio.Event(), [], asyncio.Event()
 
     async def work():
+        started.set()
         try:
             await asyncio.sleep(30)
         finally:
             await asyncio.sleep(0.01)  # clean-up that awaits
             cleaned.append(True)
 
-    async def press_stop():
-        await asyncio.sleep(0.05)
+    async def press_stop():  # while the work runs
+        await started.wait()
         stop.set()
 
     asyncio.get_running_loop().create_task(press_stop())

@@ -64,6 +64,41 @@ def wrap_tail(tail: str, width: int) -> tuple[list[str], str]:
             start = cut
 
 
+class WrappedRows:
+    """Text wrapped at ``width`` that grows by appending: finished rows are frozen strings, an append
+    re-wraps only the unfinished last row plus the new text (pure: no widget, no terminal)."""
+
+    def __init__(self, width: int = 0) -> None:
+        self.width = width
+        self.rows: list[str] = []  # finished rows
+        self.tail = ""  # the unfinished last row
+
+    def __len__(self) -> int:
+        return len(self.rows) + 1 if (self.tail or self.rows) else 0
+
+    def lines(self) -> list[str]:
+        """Every row, the unfinished one last."""
+        return [*self.rows, self.tail] if len(self) else []
+
+    def feed(self, text: str) -> None:
+        """Append ``text``; O(len(text) + the unfinished row)."""
+        pieces = text.split("\n")
+        for i, piece in enumerate(pieces):
+            if i:
+                self.rows.append(self.tail)  # a newline closes the row
+                self.tail = ""
+            if piece:
+                rows, self.tail = wrap_tail(self.tail + piece, self.width)
+                self.rows.extend(rows)
+
+    def reset(self, width: int | None = None) -> None:
+        """Drop every row (at a new ``width`` when given)."""
+        if width is not None:
+            self.width = width
+        self.rows.clear()
+        self.tail = ""
+
+
 class StreamText(Widget):
     """Append-only wrapped text (chat replies, reasoning). ``live``: a stream is feeding it
     (appends are batched; ``seal()`` when it ends)."""
@@ -78,9 +113,7 @@ class StreamText(Widget):
         self._live = live
         self._alloc = 0  # rows claimed in the layout (>= row_count)
         self._parts: list[str] = []
-        self._rows: list[str] = []  # frozen rows at self._width
-        self._tail = ""  # the unfinished last row
-        self._width = 0
+        self._wrapped = WrappedRows()  # the text wrapped at the widget's width
         self._chars = 0
         self._row_style: Style | None = None
         self._pending: list[str] = []  # appended, not yet wrapped into rows
@@ -99,7 +132,7 @@ class StreamText(Widget):
 
     @property
     def row_count(self) -> int:
-        return len(self._rows) + 1 if (self._tail or self._rows) else 0
+        return len(self._wrapped)
 
     def __len__(self) -> int:
         return self._chars
@@ -163,7 +196,7 @@ class StreamText(Widget):
 
     def _take_pending(self) -> None:
         pending, self._pending = "".join(self._pending), []
-        self._feed(pending)
+        self._wrapped.feed(pending)
 
     def clear(self) -> None:
         if self._flush_timer is not None:
@@ -171,28 +204,15 @@ class StreamText(Widget):
             self._flush_timer = None
         self._pending.clear()
         self._parts.clear()
-        self._rows.clear()
-        self._tail = ""
+        self._wrapped.reset()
         self._chars = 0
         self.dropped = 0
         self.refresh(layout=True)
 
-    def _feed(self, text: str) -> None:
-        pieces = text.split("\n")
-        for i, piece in enumerate(pieces):
-            if i:
-                self._rows.append(self._tail)  # a newline closes the row
-                self._tail = ""
-            if piece:
-                rows, self._tail = wrap_tail(self._tail + piece, self._width)
-                self._rows.extend(rows)
-
     def _rewrap(self, width: int) -> None:
-        self._width = width
         self._pending.clear()  # the whole text is wrapped again
-        self._rows.clear()
-        self._tail = ""
-        self._feed(self.text)
+        self._wrapped.reset(width)
+        self._wrapped.feed(self.text)
 
     # ------------------------------------------------------------------ Textual hooks
 
@@ -200,7 +220,7 @@ class StreamText(Widget):
         return container.width
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        if width != self._width:
+        if width != self._wrapped.width:
             self._rewrap(width)
         elif self._pending:  # a layout for another reason: take what is waiting now
             self._take_pending()
@@ -217,15 +237,16 @@ class StreamText(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if width != self._width:
+        if width != self._wrapped.width:
             self._rewrap(width)
         style = self._row_style
         if style is None:  # rich_style walks the ancestors: once per style change, not per row
             style = self._row_style = self.rich_style
-        if y < len(self._rows):
-            row = self._rows[y]
-        elif y == len(self._rows):
-            row = self._tail
+        rows = self._wrapped.rows
+        if y < len(rows):
+            row = rows[y]
+        elif y == len(rows):
+            row = self._wrapped.tail
         else:
             row = ""
         return Strip([Segment(row, style)]).adjust_cell_length(width, style)
