@@ -1,6 +1,6 @@
 """Log ingestion through the real app, headless: two stations offering lines at a fixed rate.
 
-Batched path (what the console does): lines go through ``StationService._ingest`` and are posted
+Batched path (what the console does): lines go through the station's ``LogStream.ingest`` and are posted
 as one ``LogBatch`` per ~50 ms per station. Baseline measured in the same run: one message per
 line. Reports delivered lines/s (lines that reached the Log widgets) and the p99 lag of a 10 ms
 UI timer, median over ``--runs``, after ``--warmup`` seconds of load (the Log filling up to its
@@ -82,8 +82,8 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
                         if long:
                             for length, per_s in LONG_MIX:
                                 if k % max(1, rate // per_s) == 0:
-                                    svc._ingest(long_line(length, k))
-                        svc._ingest(f"{LINE} #{k}")
+                                    svc.logs.ingest(long_line(length, k))
+                        svc.logs.ingest(f"{LINE} #{k}")
                 else:
                     for i in range(n):
                         app.post_message(LogBatch(name, [f"{LINE} #{sent + i}"]))
@@ -93,7 +93,7 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
         async def flusher(name: str) -> None:
             while not stop.is_set():
                 await asyncio.sleep(0.05)
-                services[name].flush_logs()
+                services[name].logs.flush()
 
         tasks = [asyncio.create_task(producer(n)) for n in services]
         if mode == "batched":

@@ -5,21 +5,15 @@ from __future__ import annotations
 import re
 
 from console.config.secrets import redact_text
+from console.probes.docker import split_timestamp
 from console.sanitize import strip_escapes
 
-# `docker logs --timestamps` prefix: RFC3339 with nanoseconds, then one space.
-_DOCKER_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})) ")
 MAX_TEXT = 400
 
 
 def clean(line: str) -> tuple[str, str | None]:
     """(message text without docker timestamp / colour codes / line end, the timestamp or None)."""
-    ts = None
-    if line[:1].isdigit():
-        m = _DOCKER_TS.match(line)
-        if m:
-            ts = m.group(1)
-            line = line[m.end():]
+    ts, line = split_timestamp(line)
     if "\x1b" in line or not line.isascii():
         line = strip_escapes(line)
     return line.rstrip("\r\n"), ts

@@ -19,6 +19,7 @@ from typing import Any
 
 from console.config import Config
 from console.doctor.context import RelaunchPlan
+from console.probes.docker import split_timestamp
 from console.probes.nccl_tests import parse_nccl_info
 from console.remote import cmdlines as rc
 from console.remote.transport import Transport, TransportError
@@ -32,7 +33,7 @@ from console.service.actions import (
     run_action,
 )
 from console.service.engines import LaunchSpec
-from console.service.follow import split_stamp
+from console.service.follow import LogSource
 from console.vocabulary import ActionOutcome, NcclTransport
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
@@ -155,9 +156,11 @@ class DebugRelaunch:
     """Plan (the exact commands and their diff), then run one try and restore the normal command."""
 
     def __init__(self, config: Config, transports: dict[str, Transport] | None = None,
-                 on_event: Callable[[ActionEvent], None] | None = None, ready_timeout_s: float | None = None):
+                 on_event: Callable[[ActionEvent], None] | None = None, ready_timeout_s: float | None = None,
+                 log_source: LogSource | None = None):
         self.config = config
         self.transports = transports
+        self.log_source = log_source  # the console's log streams (else the launch follows the logs itself)
         self.on_event = on_event or (lambda ev: None)
         self.ready_timeout_s = ready_timeout_s
         self.normal: dict[str, LaunchSpec] = {}
@@ -165,7 +168,8 @@ class DebugRelaunch:
         self._cancel: CancelToken | None = None
 
     def _settings(self) -> dict[str, Any]:
-        return {"transports": self.transports, "on_event": self.on_event, "ready_timeout_s": self.ready_timeout_s}
+        return {"transports": self.transports, "on_event": self.on_event, "ready_timeout_s": self.ready_timeout_s,
+                "log_source": self.log_source}
 
     async def plan(self, plan: RelaunchPlan) -> dict[str, str]:
         """The normal and the debug launch per station; returns the unified diff per station."""
@@ -212,7 +216,7 @@ class DebugRelaunch:
                     res = await tr.run(rc.nccl_log_lines(name), timeout=30)
                 except TransportError:
                     break
-                lines = [split_stamp(ln)[1] for ln in res.stdout.splitlines()]
+                lines = [split_timestamp(ln)[1] for ln in res.stdout.splitlines()]
                 if lines:
                     out[st.name] = lines
                     break

@@ -1,8 +1,10 @@
-"""docker inspect / docker events output (Go-template formats we request)."""
+"""docker inspect / docker events output (Go-template formats we request), and docker's timestamps."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 
 from console.probes import ParseError
@@ -120,10 +122,44 @@ def parse_event(line: str) -> ContainerEvent | None:
     return ContainerEvent(parts[0], parts[1], t)
 
 
+# ``docker logs --timestamps`` prefix: RFC3339 (docker writes UTC with nine fraction digits; other
+# writers of the same form, e.g. saved logs, may use fewer digits or an offset), then one space.
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) ")
+_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?$")
+
+
 def split_timestamp(line: str) -> tuple[str | None, str]:
-    """``docker logs --timestamps`` prefixes RFC3339Nano and a space."""
-    if len(line) > 20 and line[4] == "-" and line[10] == "T":
-        ts, sep, rest = line.partition(" ")
-        if sep:
-            return ts, rest
+    """``docker logs --timestamps`` line -> (its RFC3339 timestamp, the text), or (None, line) when it
+    has none. The one parser of that prefix (the monitor, the diagnosis, the launch, the workbench).
+    Hot path: docker's own fixed-width form is recognised by its punctuation without a regex."""
+    if (line[30:31] == " " and line[29] == "Z" and line[19] == "." and line[10] == "T" and line[4] == "-"
+            and line[13] == ":" and line[16] == ":"):
+        return line[:30], line[31:]
+    if line[:1].isdigit() and (m := _STAMP.match(line)):
+        return m.group(1), line[m.end():]
     return None, line
+
+
+def parse_time(value: str) -> float | None:
+    """An RFC3339 time with up to nanoseconds (a log line's stamp, ``StartedAt``) -> Unix seconds;
+    None for anything else and for docker's zero time (``0001-01-01T00:00:00Z``: never started)."""
+    m = _TIME.match(value.strip())
+    if not m or m.group(1).startswith("0001"):
+        return None
+    tz = m.group(3) or "Z"
+    if tz != "Z" and ":" not in tz:
+        tz = tz[:3] + ":" + tz[3:]
+    base = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz)).timestamp()
+    return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
+
+
+def time_key(ts: str) -> tuple[str, str]:
+    """A docker log timestamp (UTC, ``Z``) as a sortable key without parsing it: the seconds, then the
+    fraction padded to nanoseconds (``...09.5Z`` and ``...09.500000000Z`` are one instant)."""
+    base, _, frac = ts.partition(".")
+    digits = ""
+    for ch in frac:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return base[:19], digits.ljust(9, "0")

@@ -108,18 +108,25 @@ class EngineLogTracker:
         transport, the fatal line or the timeline changed."""
         return self.feed_classified(classify([line]), at)
 
-    def feed_classified(self, batch: ClassifiedBatch, at: float | None = None) -> bool:
+    def feed_classified(self, batch: ClassifiedBatch, at: float | None = None, start: int = 0,
+                        stop: int | None = None) -> bool:
         """A classified batch (``at``: the time of its lines, else now); True when the phase, the
         transport, the fatal line or the timeline changed. Only the lines holding a start-up marker are
         read one by one; between them only an NCCL line can matter (the ranks are connecting), and the
-        batch's text says whether there is one."""
+        batch's text says whether there is one. ``start``/``stop``: only those lines (a launch reads a
+        batch line range by line range, each at its own docker time)."""
+        stop = len(batch.lines) if stop is None else stop
         changed = False
-        done = 0
+        done = start
         for idx, marks in batch.marks.items():
+            if idx < start:
+                continue
+            if idx >= stop:
+                break
             changed |= self._connecting(batch, done, idx)
             changed |= self._apply(marks, at)
             done = idx + 1
-        return self._connecting(batch, done, len(batch.lines)) or changed
+        return self._connecting(batch, done, stop) or changed
 
     def _connecting(self, batch: ClassifiedBatch, start: int, stop: int) -> bool:
         p = self.progress

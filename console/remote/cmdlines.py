@@ -99,11 +99,6 @@ def docker_rm(container: str) -> str:
     return f"docker rm {q(container)}"
 
 
-def docker_logs_since(container: str, since: str, follow: bool = True) -> str:
-    """Only this run's lines (``docker start`` keeps the previous runs' log)."""
-    return "exec docker logs --timestamps" + (" -f" if follow else "") + f" --since {q(since)} {q(container)} 2>&1"
-
-
 def docker_rename(container: str, new_name: str) -> str:
     """Keep the previous run (and its log, the evidence of what went wrong) under another name."""
     return f"docker rename {q(container)} {q(new_name)}"

@@ -1,5 +1,6 @@
 """What every part of one action shares: the config, the stations' transports, the timeouts, the step
-log, the followers, the cancel, and what the run has done so far (started, stopped, baseline).
+log, the followers (and where they read the logs), the cancel, and what the run has done so far
+(started, stopped, baseline).
 
 The plan, gates, run and verify modules are functions over one ``ActionContext``; the facade
 (``console.service.actions``) makes one per action run and closes it after.
@@ -19,8 +20,9 @@ from console.probes.engine_log import TimelineEvent
 from console.remote import cmdlines as rc
 from console.remote.transport import CommandResult, Transport
 from console.service import history as launch_history
-from console.service.follow import Followers, LogSource, docker_log_source
+from console.service.follow import Followers, LogSource
 from console.service.steps import ActionFailed, CancelToken, StepLog
+from console.station.logstream import HeadlessLogs
 
 if TYPE_CHECKING:
     from console.service.fit_inputs import FitReport, MemoryReading
@@ -46,8 +48,12 @@ class ActionContext:
         self.cancel: CancelToken = log.cancel
         self.api_key = api_key
         self.history = history
-        self.follow = Followers(cfg, log_source or docker_log_source(transports), log.emit, self.check_cancel,
-                                self.container_state)
+        # The logs come from the stations' one LogStream each: the console's monitors (given), else
+        # headless streams of our own over these transports (one per followed station, closed with us).
+        self._own_logs: HeadlessLogs | None = None
+        if log_source is None:
+            log_source = self._own_logs = HeadlessLogs(transports)
+        self.follow = Followers(cfg, log_source, log.emit, self.check_cancel, self.container_state)
         self.cancel.on_request(self.follow.changed.set)  # a cancel wakes every wait at once
         self.scripts: dict[str, ScriptInfo] = {}
         self.fit: FitReport | None = None
@@ -135,6 +141,8 @@ class ActionContext:
     async def close(self, own_transports: bool) -> None:
         await self.follow.close_all()
         self.follow.by_station.clear()
+        if self._own_logs is not None:
+            await self._own_logs.close()
         if own_transports:
             for t in self.transports.values():
                 with contextlib.suppress(Exception):

@@ -1,33 +1,34 @@
 """Following the containers an action started: their log lines, the markers seen, fatal lines, the
 start-up timeline, and the waits that end on them (never a fixed sleep).
 
-Each station's lines come from a ``LogSource``: today ``docker logs -f`` over the station's own
-session (``docker_log_source``); the station monitor's log batches can feed the same ``Follower``
-by supplying another source (one place to swap). A fatal line on any station, or a container that
-exits, ends a wait at once with that line as evidence.
+Each station's log comes from a ``LogSource``: a subscription to the station's one ``LogStream``
+(console/station/logstream.py) — the monitor's in the console, a headless one over the action's
+session otherwise — so a launch never opens a second ``docker logs -f``. The follower reads the
+stream's batches as they were classified once (markers, timeline, fatal finding, progress lines),
+keeps only this run's lines (stamped from the container's start on), and takes each timeline event
+at its line's docker time. A fatal line on any station, or a container that exits, ends a wait at
+once with that line as evidence; a stream that was cut resumes by itself (``--since``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from console.config import Config, Station
 from console.diagnosis import catalogue
-from console.diagnosis.classify import ClassifiedBatch, classify
 from console.probes import docker as docker_probe
+from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker
 from console.probes.nccl_transport import transport_of_lines, worse
-from console.remote import cmdlines as rc
-from console.remote.transport import Transport, TransportError
 from console.service import engines
-from console.service.steps import ActionEvent, ActionFailed, last_line, timeline_text
+from console.service.steps import ActionEvent, ActionFailed, timeline_text
+from console.station.logstream import LogEnded, LogInterrupted, LogSkipped, LogSubscription
+from console.station.messages import LogBatch, LogMarker
 from console.vocabulary import NcclTransport
 
 # The finding ids that only say "the engine died, root cause above" (the cause is another line, often on
@@ -35,38 +36,14 @@ from console.vocabulary import NcclTransport
 # within CONSEQUENCE_GRACE_S). They come from the diagnosis catalogue, as the fatal lines do.
 CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (.*)$")
+START_SLACK_S = 0.001  # a line stamped this close before StartedAt still belongs to the run
 
 
 class LogSource(Protocol):
-    """One station's container log from ``since`` (Unix seconds) on, as raw lines
-    (``RFC3339-timestamp text``, docker's ``--timestamps`` form). The iterator ends when the stream
-    does and raises ``TransportError`` when it is lost; it is opened again after a dropped stream."""
+    """One station's container log for the run ``run`` (its inspect, just after the start), from
+    ``since`` (Unix seconds) on: a subscription to the station's one ``LogStream``."""
 
-    def __call__(self, station: Station, since: float) -> AsyncIterator[str]: ...
-
-
-def docker_log_source(transports: Mapping[str, Transport]) -> LogSource:
-    """``docker logs -f --since`` over each station's transport."""
-    def open_log(station: Station, since: float) -> AsyncIterator[str]:
-        return transports[station.name].stream(rc.docker_logs_since(station.container, f"{since:.6f}"))
-
-    return open_log
-
-
-def parse_docker_time(value: str) -> float | None:
-    """RFC3339 with up to nanoseconds (docker's StartedAt) -> Unix seconds."""
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$", value.strip())
-    if not m or m.group(1).startswith("0001"):
-        return None
-    tz = m.group(3) or "Z"
-    base = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz)).timestamp()
-    return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
-
-
-def split_stamp(line: str) -> tuple[str | None, str]:
-    m = _STAMP.match(line)
-    return (m.group(1), m.group(2)) if m else (None, line)
+    def __call__(self, station: Station, run: ContainerInfo, since: float) -> LogSubscription: ...
 
 
 def most_telling(finding_ids: list[str]) -> int:
@@ -78,65 +55,110 @@ def most_telling(finding_ids: list[str]) -> int:
 
 
 class Follower:
-    """One station's container log: lines, the markers seen, fatal lines, and the start-up timeline
-    (the tracker survives a restarted stream). Each line is read through the one classifier
-    (``console.diagnosis.classify``): markers, timeline, fatal finding, progress lines."""
+    """One station's run: its lines, the markers seen, fatal lines, and the start-up timeline, read
+    from the stream's batches (classified once, by the stream): markers, timeline, fatal finding,
+    progress lines. Lines stamped before ``since`` (an older run's) are not this run's."""
 
-    def __init__(self, station: Station, open_lines: Callable[[], AsyncIterator[str]], ready: str, started: str,
+    def __init__(self, station: Station, log: LogSubscription, since: float, ready: str, started: str,
                  changed: asyncio.Event, emit: Callable[[ActionEvent], None], tracker: EngineLogTracker):
-        self.station, self.open_lines = station, open_lines
+        self.station, self.log, self.since = station, log, since
         self.ready_marker, self.started_marker = ready, started
         self.lines: list[str] = []
         self.ready = self.started = self.ended = False
         self.fatal: tuple[str, str] | None = None  # (finding id, line)
         self.fatal_fix: str | None = None
         self.fatal_context: list[str] = []
-        self.error: str | None = None
-        self.restarts = 0
+        self.error: str | None = None  # the stream was cut (it resumes) or closed
+        self.skipped = 0  # lines this follower fell behind by (never in practice: see LogSubscription)
         self.tracker = tracker
+        self._in_run = False
         self._changed, self._emit = changed, emit
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         try:
-            async for raw in self.open_lines():
-                ts, text = split_stamp(raw)
-                self.lines.append(text)
-                batch = classify([text])
-                line = batch.line(0)
-                self._timeline(batch, parse_docker_time(ts) if ts else None)
-                if line.holds(self.started_marker):
-                    self.started = True
-                    self._changed.set()
-                if self.station.is_head and line.holds(self.ready_marker):
-                    self.ready = True
-                    self._changed.set()
-                if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
-                    try:
-                        hit = line.fatal
-                    except Exception:  # a bug in the catalogue must not break a launch
-                        hit = None
-                    if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
-                        self.fatal, self.fatal_fix = (hit[0], text), hit[1]
-                        self.fatal_context = self.lines[-5:]
+            async for item in self.log:
+                if isinstance(item, LogBatch):
+                    self._take(item)
+                elif isinstance(item, LogEnded):
+                    started = parse_time(item.info.started_at or "")
+                    if started is not None and started >= self.since:  # this run ended (not an older one)
+                        self.ended = True
                         self._changed.set()
-                if line.progress:
-                    self._emit(ActionEvent("log", self.station.name, text))
-        except TransportError as exc:
-            self.error = str(exc)
+                elif isinstance(item, LogInterrupted):
+                    self.error = item.reason
+                    self._changed.set()
+                elif isinstance(item, LogSkipped):
+                    self.skipped += item.lines or 0
+                    self._emit(ActionEvent("note", self.station.name, "fell behind the log: "
+                                           + (f"{item.lines} lines" if item.lines else "some lines") + " not read"))
+            self.error = self.error or "the log stream closed"
         finally:
             self.ended = True
             self._changed.set()
 
-    def _timeline(self, batch: ClassifiedBatch, at: float | None) -> None:
+    def _first_of_run(self, batch: LogBatch) -> int | None:
+        """Index of the batch's first line of this run (None: none yet)."""
+        for i, ts in enumerate(batch.stamps):
+            t = parse_time(ts) if ts else None
+            if t is not None and t >= self.since:
+                return i
+        return None
+
+    def _take(self, batch: LogBatch) -> None:
+        cb = batch.classified
+        if cb is None:
+            return
+        start = 0 if self._in_run else self._first_of_run(batch)
+        if start is None:
+            return
+        self._in_run = True
+        lines, stamps = batch.lines, batch.stamps
+        n = len(lines)
+        if not self.started and cb.holds_any((self.started_marker,), start, n):
+            self.started = True
+            self._changed.set()
+        if self.station.is_head and not self.ready and cb.holds_any((self.ready_marker,), start, n):
+            self.ready = True
+            self._changed.set()
+        done = start
+        for idx, marks in cb.marks.items():
+            if idx < start:
+                continue
+            self._keep(lines, done, idx + 1)
+            at = parse_time(stamps[idx]) if idx < len(stamps) and stamps[idx] else None
+            self._timeline(cb, done, idx + 1, at)
+            done = idx + 1
+            text = lines[idx]
+            if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
+                try:
+                    hit = marks.fatal
+                except Exception:  # a bug in the catalogue must not break a launch
+                    hit = None
+                if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
+                    self.fatal, self.fatal_fix = (hit[0], text), hit[1]
+                    self.fatal_context = self.lines[-5:]
+                    self._changed.set()
+            if marks.progress:
+                self._emit(ActionEvent("log", self.station.name, text))
+        self._keep(lines, done, n)
+        self._timeline(cb, done, n, None)
+
+    def _keep(self, lines: list[str], start: int, stop: int) -> None:
+        self.lines.extend(ln for ln in lines[start:stop] if not isinstance(ln, LogMarker))
+
+    def _timeline(self, batch, start: int, stop: int, at: float | None) -> None:
+        if start >= stop:
+            return
         before = {e.event: e for e in self.tracker.progress.timeline}
-        if not self.tracker.feed_classified(batch, at):
+        if not self.tracker.feed_classified(batch, at, start, stop):
             return
         for ev in self.tracker.progress.timeline:
             if before.get(ev.event) != ev:
                 self._emit(ActionEvent("timeline", self.station.name, timeline_text(ev), timeline=ev))
 
     async def close(self) -> None:
+        self.log.close()
         if not self.task.done():
             self.task.cancel()
         with contextlib.suppress(BaseException):
@@ -169,27 +191,18 @@ class Followers:
         """A new action: a consequence seen by the last one no longer counts."""
         self._consequence_at = None
 
-    async def start(self, s: Station, started_at: float) -> Follower:
-        """Follow the run that started at ``started_at`` (a fresh tracker: this run's timeline only)."""
+    async def start(self, s: Station, run: ContainerInfo, started_at: float) -> Follower:
+        """Follow the run ``run`` that started at ``started_at`` (its StartedAt; a fresh tracker: this
+        run's timeline only)."""
         old = self.by_station.pop(s.name, None)
         if old:
             await old.close()
         self.trackers[s.name] = tracker = EngineLogTracker(self.cfg.profile.engine, head=s.is_head)
-        since = started_at - 0.001
-        f = Follower(s, lambda: self.source(s, since), engines.ready_marker(self.cfg),
+        since = started_at - START_SLACK_S
+        f = Follower(s, self.source(s, run, since), since, engines.ready_marker(self.cfg),
                      engines.started_marker(self.cfg, s), self.changed, self._emit, tracker)
         self.by_station[s.name] = f
         return f
-
-    def _restart(self, s: Station) -> None:
-        """The log stream ended but the container runs (a dropped channel): follow again, a few times."""
-        old = self.by_station[s.name]
-        if old.restarts >= 3:
-            raise ActionFailed(f"the log stream of {s.name} keeps ending: {last_line(chr(10).join(old.lines))}")
-        f = Follower(s, old.open_lines, old.ready_marker, old.started_marker,
-                     self.changed, lambda ev: None, old.tracker)  # lines already shown are not re-emitted
-        f.started, f.ready, f.restarts = old.started, old.ready, old.restarts + 1
-        self.by_station[s.name] = f
 
     async def close_all(self) -> None:
         for f in list(self.by_station.values()):
@@ -202,25 +215,24 @@ class Followers:
         return NcclTransport(functools.reduce(worse, known)) if known else NcclTransport.UNKNOWN
 
     async def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
-        """Until ``done()``; a fatal line or an ended log stream on any station fails at once."""
+        """Until ``done()``; a fatal line or an exited container on any station fails at once."""
         deadline = time.monotonic() + timeout
         while True:
             self.raise_if_fatal()
             if done():
                 return
             for name, f in self.by_station.items():
-                if f.ended:
+                if f.ended or f.error:  # the run ended, or its stream was cut: what does docker say?
                     await asyncio.sleep(0)
                     if f.fatal:
                         break
-                    st = self.cfg.station(name)
-                    info = await self._container_state(st)
-                    if f.error:
-                        raise ActionFailed(f"lost the log stream of {name}: {f.error}")
+                    info = await self._container_state(self.cfg.station(name))  # (a dead station fails here)
                     if info.state != "running":
                         raise ActionFailed(f"{name}: the container exited (code {info.exit_code}) while waiting for "
                                            f"{what}", [(name, ln) for ln in f.lines[-5:]])
-                    self._restart(st)
+                    if f.task.done():
+                        raise ActionFailed(f"lost the log stream of {name}: {f.error}")
+                    f.ended, f.error = False, None  # it runs: the stream resumes by itself (--since)
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:

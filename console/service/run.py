@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from console.config import Station
 from console.probes import docker as docker_probe
+from console.probes.docker import parse_time
 from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
 from console.sanitize import clean as sanitize
@@ -26,7 +27,6 @@ from console.sanitize import one_line
 from console.service import engines, gates, verify
 from console.service import history as launch_history
 from console.service.context import ActionContext
-from console.service.follow import parse_docker_time
 from console.service.plan import launch_specs, prev_name, read_scripts, service_running
 from console.service.steps import (
     ActionCancelled,
@@ -305,12 +305,12 @@ async def docker_start(ctx: ActionContext, s: Station) -> None:
 async def _follow_new_run(ctx: ActionContext, s: Station, st: Step) -> None:
     """Follow the run just started from its own start time (the container keeps older runs' logs)."""
     info = await ctx.container_state(s)
-    started = parse_docker_time(info.started_at or "")
+    started = parse_time(info.started_at or "")
     if started is None:
         raise ActionFailed(f"{s.name}: container has no start time ({info.state})")
     ctx.log.events.pop(s.name, None)
     ctx.log.record(s.name, "container-started", started, f"{s.container} {info.state}")
-    await ctx.follow.start(s, started)
+    await ctx.follow.start(s, info, started)
     st.detail = f"{s.container} {info.state} since {info.started_at}"
     if info.state != "running":
         await ctx.follow.wait(lambda: False, 5.0, f"{s.name} to report why it stopped")

@@ -105,13 +105,16 @@ class EngineUpdate(StationMessage):
 
 class LogBatch(StationMessage):
     """Lines gathered over ~50 ms: one message per batch, never one per line. A line may be a
-    ``LogMarker``. ``at``: wall time of the batch (default: now)."""
+    ``LogMarker``. ``at``: wall time of the batch (default: now). ``stamps``: each line's docker
+    timestamp (RFC3339, as docker printed it; None for a marker), for a reader that needs the
+    line's own time (a launch's timeline and its "this run only" cut); empty when not known."""
 
     def __init__(self, station: str, lines: list[str], classified: ClassifiedBatch | None = None,
-                 at: float | None = None) -> None:
+                 at: float | None = None, stamps: list[str | None] | None = None) -> None:
         super().__init__(station)
         self.lines, self.at = lines, time.time() if at is None else at
         self.classified = classified  # the monitor's one scan of these lines (the diagnosis reads it)
+        self.stamps: list[str | None] = stamps if stamps is not None else []
 
 
 class ServingUpdate(Message):

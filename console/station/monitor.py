@@ -8,8 +8,10 @@ interval) of silence (values kept, with their age), and declared dead after twic
 connection is dropped and re-opened without waiting for SSH keepalive. While it is down a TCP
 probe runs every second, so it is live again within seconds of coming back; only repeated login
 or host-key refusals back off. Anything unexpected becomes an ``error`` state with its reason and
-the service restarts. Container logs resume with ``--since`` (inclusive in docker) and the
-boundary is de-duplicated by timestamp and content; an interruption leaves a marker line.
+the service restarts. The container log is the station's ``LogStream`` (console/station/logstream.py:
+``--since`` resume, boundary de-duplication, interruption marker, one classification per batch); the
+service runs it as two of its jobs and is its owner (the tracker, the ``LogBatch`` messages), and a
+launch subscribes to the same stream (``logs``) instead of following the log a second time.
 One dead station never blocks another.
 """
 
@@ -19,7 +21,6 @@ import asyncio
 import contextlib
 import time
 import traceback
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -27,7 +28,6 @@ import psutil
 from textual.message import Message
 
 from console.config import Config, Station
-from console.diagnosis.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
@@ -45,7 +45,8 @@ from console.remote.transport import (
     ssh_of,
     tcp_probe,
 )
-from console.sanitize import clip, one_line
+from console.sanitize import one_line
+from console.station.logstream import LogStream
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -54,15 +55,9 @@ from console.station.messages import (
     GpuSample,
     HostMemSample,
     LogBatch,
-    LogMarker,
 )
 from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
 
-LOG_FLUSH_S = 0.05
-LOG_BATCH_MAX = 5000
-LOG_LINE_CAP = 16 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
-# (16 KiB: vLLM's argument list fits; the worst catalogue pattern costs ~13 ms on a hostile line this long)
-RECHECK_STOPPED_S = 60.0
 WATCHDOG_TICK_S = 0.25
 PROBE_EVERY_S = 1.0
 PROBE_TIMEOUT_S = 1.5
@@ -102,9 +97,6 @@ class StationService:
         self.tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self._log_buf: list[str] = []
-        self._container_running = asyncio.Event()
-        self._container_state: str | None = None
         self._gpu_count = 1
         self._apps: dict[int, tuple[smi.ComputeApp, float]] = {}
         self._wake = asyncio.Event()
@@ -118,12 +110,10 @@ class StationService:
         self._beat = time.monotonic()
         self._auth_failures = 0
         self._errors = 0
-        # log continuity across reconnects and stream restarts
-        self._last_log_ts: str | None = None
-        self._last_log_key: tuple[str, str] | None = None
-        self._boundary: list[int] = []  # hashes of the lines carrying the last timestamp
-        self._replay: Counter[int] | None = None
-        self._gap_from: float | None = None
+        # the container log: followed once, read by this service and by any launch (subscribe)
+        self.logs = LogStream(station, self.transport, config.ui.log_lines, refresh=self._refresh_container,
+                              on_batches=self._logs_flushed, on_stopped=self._engine_stopped,
+                              last_heard=lambda: self.last_sample_at)
 
     # ------------------------------------------------------------------ control
 
@@ -238,11 +228,7 @@ class StationService:
         except ParseError as exc:
             info = docker_probe.ContainerInfo(self.station.container, "absent")
             self.last_error = str(exc)
-        self._container_state = info.state
-        if info.state == "running":
-            self._container_running.set()
-        else:
-            self._container_running.clear()
+        self.logs.container(info)
         self.post(ContainerUpdate(self.station.name, info))
         return info
 
@@ -252,8 +238,8 @@ class StationService:
             self._forever(self._gpu_stream),
             self._forever(self._meminfo_stream),
             self._forever(self._events_stream),
-            self._log_stream(),
-            self._log_flusher(),
+            self.logs.follow(),
+            self.logs.flush_every(),
             self._watchdog(),
             # every station: the pane's process list (p); GB10's memory, which nvidia-smi reads as [N/A]
             self._forever(self._apps_stream),
@@ -355,115 +341,24 @@ class StationService:
             if docker_probe.parse_event(line):
                 await self._refresh_container()
 
-    # ------------------------------------------------------------------ logs
+    # ------------------------------------------------------------------ logs (the owner's side)
 
-    def _ingest(self, line: str) -> None:
-        """Hot path (every log line): strip the docker timestamp, drop what a ``--since`` resume
-        replays (inclusive: the boundary lines come again), clip a giant line, buffer. Parsing for
-        the engine phase happens once per batch in ``flush_logs``."""
-        ts, text = docker_probe.split_timestamp(line)
-        if ts:
-            key = _ts_key(ts)
-            if self._replay is not None and self._last_log_key is not None:
-                if key < self._last_log_key:
-                    return
-                if key == self._last_log_key:
-                    h = hash(text)
-                    if self._replay[h] > 0:
-                        self._replay[h] -= 1
-                        return
-                else:
-                    self._replay = None
-            if key != self._last_log_key:
-                self._last_log_key, self._boundary = key, []
-            self._boundary.append(hash(text))
-            self._last_log_ts = ts
-        if len(text) > LOG_LINE_CAP:
-            text = clip(text, LOG_LINE_CAP)
-        self._log_buf.append(text)
+    def _logs_flushed(self, batches: list[LogBatch]) -> None:
+        """The stream's batches, classified once: the tracker reads the classification here, the
+        diagnosis and the log view from the ``LogBatch`` messages that carry it."""
+        changed = False
+        for batch in batches:
+            changed |= self.tracker.feed_classified(batch.classified)  # type: ignore[arg-type]
+        if changed:
+            self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
+        for batch in batches:
+            self.post(batch)
 
-    def _resume_marker(self) -> None:
-        """Where the stream was interrupted, a line of our own (the lines printed meanwhile follow)."""
-        if self._gap_from is None:
-            return
-        start, end = time.strftime("%H:%M:%S", time.localtime(self._gap_from)), time.strftime("%H:%M:%S")
-        self._log_buf.append(LogMarker(f"— {self.station.name}: stream interrupted {start}–{end} —"))
-        self._gap_from = None
-
-    def _start_resume(self) -> None:
-        """A ``--since`` read begins: the lines at the last timestamp will come again."""
-        self._replay = Counter(self._boundary) if self._last_log_ts else None
-
-    async def _log_stream(self) -> None:
-        """Follow the container log; when it ends (container stopped) wait for the next start.
-
-        A container that already exited before we connected still shows its last lines: the
-        crash that brought the operator here is usually in them. After an interruption the log
-        resumes where it stopped, including what the container printed before it exited.
-        """
-        while True:
-            if not self._container_running.is_set():
-                catch_up = self._gap_from is not None and self._last_log_ts is not None
-                if catch_up or (self._last_log_ts is None and self._container_state not in (None, "absent")):
-                    self._start_resume()
-                    res = await self.transport.run(
-                        cmdlines.docker_logs(self.station.container, tail=self.config.ui.log_lines, follow=False,
-                                             since=self._last_log_ts))
-                    self._resume_marker()
-                    for line in res.stdout.splitlines():
-                        self._ingest(line)
-                    self.flush_logs()
-                    # The container may have started between the first inspect and the moment the
-                    # events stream subscribed: look again before waiting for an event.
-                    info = await self._refresh_container()
-                    if info.state != "running":
-                        if self.tracker.progress.phase not in ENDED_PHASES:
-                            self.tracker.progress.phase = EnginePhase.STOPPED
-                        self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
-                while not self._container_running.is_set():
-                    try:  # an event normally wakes us; the slow re-check only bounds a missed one
-                        await asyncio.wait_for(self._container_running.wait(), RECHECK_STOPPED_S)
-                    except TimeoutError:
-                        await self._refresh_container()
-            cmd = cmdlines.docker_logs(self.station.container, tail=self.config.ui.log_lines,
-                                       since=self._last_log_ts)
-            self._start_resume()
-            self._resume_marker()
-            try:
-                async for line in self.transport.stream(cmd):
-                    self._ingest(line)
-            except BaseException:  # connection lost, service restarted: the next read marks the gap
-                if self._gap_from is None:
-                    self._gap_from = self.last_sample_at or time.time()
-                raise
-            self.flush_logs()
-            # Stream ended: the container stopped or exited. Refresh and wait for the next start.
-            info = await self._refresh_container()
-            if info.state != "running":
-                prog = self.tracker.progress
-                if prog.phase != EnginePhase.FAILED:
-                    prog.phase = EnginePhase.STOPPED
-                self.post(EngineUpdate(self.station.name, _copy(prog)))
-                self._container_running.clear()
-
-    async def _log_flusher(self) -> None:
-        while True:
-            await asyncio.sleep(LOG_FLUSH_S)
-            self.flush_logs()
-
-    def flush_logs(self) -> None:
-        """Classify the buffered lines once (one scan): the tracker reads the classification here, the
-        diagnosis from the ``LogBatch`` that carries it."""
-        if self._log_buf:
-            buf, self._log_buf = self._log_buf, []
-            batches = [classify(buf[i:i + LOG_BATCH_MAX]) for i in range(0, len(buf), LOG_BATCH_MAX)]
-            changed = False
-            for batch in batches:
-                changed |= self.tracker.feed_classified(batch)
-            if changed:
-                self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
-            for batch in batches:
-                self.post(LogBatch(self.station.name, batch.lines, batch))
+    def _engine_stopped(self, info: docker_probe.ContainerInfo) -> None:
+        """The container stopped: the engine did too (a failure stays a failure)."""
+        if self.tracker.progress.phase not in ENDED_PHASES:
+            self.tracker.progress.phase = EnginePhase.STOPPED
+        self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
 
 
 async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
@@ -480,17 +375,6 @@ async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
     for t in tasks:
         if t.done() and not t.cancelled():
             t.exception()  # retrieved: never "exception was never retrieved" at exit
-
-
-def _ts_key(ts: str) -> tuple[str, str]:
-    """An RFC3339Nano docker timestamp as a sortable key (seconds, then nanoseconds padded)."""
-    base, _, frac = ts.partition(".")
-    digits = ""
-    for ch in frac:
-        if not ch.isdigit():
-            break
-        digits += ch
-    return base[:19], digits.ljust(9, "0")
 
 
 def _copy(p):

@@ -27,6 +27,7 @@ from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.station.logstream import StreamSource
 from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
 from console.station.monitor import StationService
 from console.station.state import Aspect, Stations
@@ -80,6 +81,15 @@ class ConsoleApp(App):
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
         self.sessions = SessionRegistry(config, self._transports)
         self._sessions_active = None
+
+    @property
+    def log_source(self) -> StreamSource | None:
+        """Where a launch, restart or relaunch started here reads the container logs: the monitors'
+        own streams (one ``docker logs -f`` per station, one scan per batch). None while the services
+        do not run (the action then follows the logs itself)."""
+        if not self.services:
+            return None
+        return StreamSource({name: svc.logs for name, svc in self.services.items()})
 
     @property
     def head_engine(self) -> EngineProgress | None:

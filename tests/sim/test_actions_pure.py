@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from console.diagnosis.classify import classify
-from console.service.follow import most_telling, parse_docker_time, split_stamp
+from console.probes.docker import parse_time, split_timestamp
+from console.service.follow import most_telling
 from console.service.steps import ActionResult, Step
 
 
@@ -65,12 +66,12 @@ def test_healthy_or_transport_lines_do_not_abort(line):
 
 
 def test_docker_times_and_stamps():
-    assert parse_docker_time("2026-11-30T14:17:29.603093123Z") == pytest.approx(1796048249.603093123, abs=1e-5)
-    assert parse_docker_time("0001-01-01T00:00:00Z") is None
-    assert parse_docker_time("garbage") is None
-    assert split_stamp("2026-11-30T14:17:29.603093000Z INFO:     Started") == (
+    assert parse_time("2026-11-30T14:17:29.603093123Z") == pytest.approx(1796048249.603093123, abs=1e-5)
+    assert parse_time("0001-01-01T00:00:00Z") is None
+    assert parse_time("garbage") is None
+    assert split_timestamp("2026-11-30T14:17:29.603093000Z INFO:     Started") == (
         "2026-11-30T14:17:29.603093000Z", "INFO:     Started")
-    assert split_stamp("no stamp here") == (None, "no stamp here")
+    assert split_timestamp("no stamp here") == (None, "no stamp here")
 
 
 def test_result_json_shape_and_exit_code():

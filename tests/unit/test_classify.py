@@ -69,8 +69,8 @@ def test_the_monitor_classifies_once_and_the_batch_carries_it():
     posted: list = []
     svc = StationService(cfg, cfg.stations[0], posted.append)
     for text in ("Loading safetensors checkpoint shards:  20% Completed | 10/50", "noise", OOM):
-        svc._ingest("2026-12-01T07:17:09.5Z " + text)
-    svc.flush_logs()
+        svc.logs.ingest("2026-12-01T07:17:09.5Z " + text)
+    svc.logs.flush()
     (update,) = [m for m in posted if isinstance(m, EngineUpdate)]
     (batch,) = [m for m in posted if isinstance(m, LogBatch)]
     assert update.progress.phase == "failed" and batch.classified is not None

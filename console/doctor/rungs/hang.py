@@ -17,8 +17,8 @@ from console.doctor.model import RungResult
 from console.probes import ParseError, pyspy
 from console.probes import activity as act
 from console.probes import kernel_log as kl
+from console.probes.docker import parse_time
 from console.remote import cmdlines as rc
-from console.service.follow import parse_docker_time
 from console.station.checks import ToolMissing
 from console.vocabulary import CheckStatus
 
@@ -67,7 +67,7 @@ async def _station(ctx: DoctorContext, st: Station) -> dict:
                 got["dumps"] = pyspy.parse_pyspy(text)
             except ParseError:
                 got["pyspy"] = "unreadable"
-    since = parse_docker_time(c.runtime.started_at or "") if c.runtime else None
+    since = parse_time(c.runtime.started_at or "") if c.runtime else None
     since = since or time.time() - 3600
     cmd = rc.kernel_log_since(since)
     res = await ctx.run(st.name, cmd)

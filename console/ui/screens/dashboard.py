@@ -275,4 +275,5 @@ class DashboardScreen(Screen):
     def action_service(self, action: str) -> None:
         from console.ui.screens.actions import start_action
 
-        start_action(self.app, self.config, action, read_only=getattr(self.app, "read_only", False))
+        start_action(self.app, self.config, action, read_only=getattr(self.app, "read_only", False),
+                     log_source=getattr(self.app, "log_source", None))  # the monitors' log streams

@@ -126,7 +126,7 @@ class DebugRelaunchScreen(ModalScreen[RelaunchPlan | None]):
             out.update(plain(f"not a valid value: {', '.join(bad)}", "bold red"))
             return
         out.update(Text("building the launch commands on the stations...", style="italic"))
-        dr = DebugRelaunch(self.config)
+        dr = DebugRelaunch(self.config, log_source=getattr(self.app, "log_source", None))
         try:
             diffs = await dr.plan(plan)
         except Exception as exc:  # noqa: BLE001 - shown in the dialog, never a crash
