@@ -42,8 +42,11 @@ async def until(pilot, cond, limit: float = 90.0, what: str = "condition") -> No
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def idle(screen: DoctorScreen) -> bool:
-    return screen.finished
+async def ladder_run(pilot, screen: DoctorScreen, before=None, limit: float = 90.0) -> None:
+    """Until the ladder's run (a worker of the screen; a new one after ``before``) has ended."""
+    await until(pilot, lambda: screen.job is not None and screen.job is not before, limit, "the run to start")
+    await asyncio.wait_for(screen.job.wait(), limit)
+    await pilot.pause()
 
 
 def started(h) -> None:
@@ -57,7 +60,7 @@ async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):
     started(h)
     screen = DoctorScreen(h.config, options=FAST, reason="nccl-timeout on A")
     async with Host(screen).run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: idle(screen), what="the ladder")
+        await ladder_run(pilot, screen)
         status = str(screen.query_one("#doc-status", Static).render())
         assert "verdict: nccl" in status and "cause: env B: GID index 3 in use" in status
         assert "investigating nccl-timeout on A" in status
@@ -75,9 +78,10 @@ async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):
         # re-run only the env rung: its results come back, the others stay
         env_key = next(k for k in screen._row_keys if k.startswith("res:env:"))
         table.move_cursor(row=screen._row_keys.index(env_key))
-        before = len(screen.report.of("rdma"))
+        before, first = len(screen.report.of("rdma")), screen.job
         await pilot.press("r")
-        await until(pilot, lambda: idle(screen) and screen.rung_state["env"] == "done", what="the env rerun")
+        await ladder_run(pilot, screen, before=first)
+        assert screen.rung_state["env"] == "done"
         assert screen.report.of("env") and len(screen.report.of("rdma")) == before
         # the debug relaunch dialog: prefilled from the cause, diff shown before anything runs
         await pilot.press("x")
@@ -105,7 +109,7 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         screen._start(["nccl"])
         await until(pilot, lambda: "all_reduce_perf" in screen.progress_text, what="nccl-tests to start")
         await pilot.press("c")
-        await until(pilot, lambda: idle(screen), limit=30, what="the cancel")
+        await asyncio.wait_for(screen.job.wait(), 30)  # the stop ends the run with its report (not a cancel)
         assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
         assert "cancelled after" in screen.report.of("nccl")[0].summary
 
