@@ -57,7 +57,6 @@ from console.station.messages import (
     LogBatch,
     LogMarker,
 )
-from console.tasks import cancel_and_wait
 from console.vocabulary import ENDED_PHASES, EnginePhase
 
 LOG_FLUSH_S = 0.05
@@ -480,6 +479,22 @@ class StationService:
                 self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
             for batch in batches:
                 self.post(LogBatch(self.station.name, batch.lines, batch))
+
+
+async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
+    """Cancel tasks and wait for them, cancelling again while one is left: in Python 3.11
+    ``asyncio.wait_for`` can swallow a cancellation that races its inner future (gh-86296), and a
+    task that survived one cancel must not keep the console (or a test) waiting forever."""
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(tries):
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: never "exception was never retrieved" at exit
 
 
 def _ts_key(ts: str) -> tuple[str, str]:

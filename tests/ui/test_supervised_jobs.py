@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import httpx
 from rich.console import Console
@@ -20,9 +21,16 @@ from console.serving.metrics import ServingMonitor
 from console.ui.app import SERVING_JOB, ConsoleApp
 from console.ui.widgets.serving_panel import ServingPanel
 from tests.ui.pair_app import pane_text
-from tests.ui.snap_settle import until
 
 INTERVAL_MS = 200
+
+
+async def until(pilot, cond, what: str, timeout: float = 30.0) -> None:
+    """Wait for a state of the UI (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
 
 
 class GpuStreamBreaksOnce:
