@@ -60,6 +60,15 @@ async def wait_for(pilot, cond, limit: float = 60.0) -> None:
         await pilot.pause(0.05)
 
 
+async def launch_until_ready(app: App, pilot, sim) -> ActionProgressScreen:
+    """A launch on its progress screen, once its steps wait for the head to be ready (both started)."""
+    screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
+    await app.push_screen(screen)
+    table = screen.query_one(DataTable)
+    await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+    return screen
+
+
 async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_factory, monkeypatch):
     monkeypatch.setenv("DGX_UI_KEY", "sk-ui-secret")
     sim = await sim_factory(n=2, time_scale=0.01)
@@ -115,10 +124,7 @@ async def test_cancel_key_stops_what_started(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.02)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
-        await app.push_screen(screen)
-        table = screen.query_one(DataTable)
-        await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+        screen = await launch_until_ready(app, pilot, sim)
         await pilot.press("c")
         res = await screen.job.wait()  # c asks the action to stop: it ends with its verdict, not a cancel
         assert res.result == "cancelled"
@@ -132,10 +138,7 @@ async def test_closing_the_progress_screen_cancels_the_run_and_the_guard_stops_w
     sim = await sim_factory(n=2, time_scale=0.02)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
-        await app.push_screen(screen)
-        table = screen.query_one(DataTable)
-        await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+        screen = await launch_until_ready(app, pilot, sim)
         assert state(sim, "A") == "running" and state(sim, "B") == "running"
         await app.pop_screen()  # unmounted once its run has ended, clean-up included
         assert screen.job.state == WorkerState.CANCELLED
