@@ -8,9 +8,9 @@ and makes the fit estimate), shows ``ConfirmActionScreen`` with every command th
 key as ``***``), the estimate, and what is running now: replacing a running service or launching
 against the estimate needs a ticked box of its own. ``ActionProgressScreen`` then runs
 ``run_action``, the entry point the CLI uses, as its worker ``job`` (all I/O is awaited; nothing
-blocks; closing the screen cancels it: the action's guard cleans up, the cancel propagates): the steps, the
-start-up timeline per station as it happens, then the verdict with the stop's verification and
-the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
+blocks; closing the screen cancels it: the action's guard cleans up, the cancel propagates): the
+steps, the start-up timeline per station as it happens, then the verdict with the stop's
+verification and the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
 what started. The verdict is posted to the app as ``ActionFinished``.
 Step details, evidence and log lines quote the stations: sanitized, shown as ``Text``, never markup.
 """
