@@ -148,6 +148,25 @@ async def test_closing_the_progress_screen_cancels_the_run_and_the_guard_stops_w
         assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
 
 
+async def test_a_run_that_raises_is_a_failed_verdict_not_a_dead_screen():
+    """An unexpected error of the run is the screen's verdict and the app is told; the worker ends
+    normally (nothing is left to a log nobody reads)."""
+
+    async def broken(progress, ask):
+        raise RuntimeError("injected: the run broke")
+
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = ActionProgressScreen("stop", broken)
+        await app.push_screen(screen)
+        res = await screen.job.wait()
+        assert res.result == "failed" and res.summary == "internal error: injected: the run broke"
+        assert screen.job.state == WorkerState.SUCCESS
+        assert plain(screen.query_one("#verdict", Static)).startswith("FAILED - internal error: injected: the run broke")
+        await wait_for(pilot, lambda: app.finished)
+        assert app.finished == [res]
+
+
 async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.01, faults=["kv-too-small"])
     app = Host()

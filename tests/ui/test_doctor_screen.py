@@ -12,6 +12,7 @@ from textual.app import App
 from textual.widgets import Button, DataTable, Input, Static
 
 from console.doctor import DoctorOptions
+from console.doctor.runner import RUNGS
 from console.sim.engine import start_container
 from console.ui.screens.doctor import DebugRelaunchScreen, DoctorScreen
 
@@ -114,6 +115,40 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         assert "cancelled after" in screen.report.of("nccl")[0].summary
 
 
+class BrokenSession:
+    """A station session whose every command raises what no code expects."""
+
+    def __init__(self, station) -> None:
+        self.station = station
+
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None):
+        raise RuntimeError("injected: the session broke")
+
+    def stream(self, command: str):
+        return self._broken()
+
+    async def _broken(self):
+        raise RuntimeError("injected: the session broke")
+        yield  # (an async generator, as a stream is)
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_rung_that_raises_is_a_failed_row_and_the_ladder_goes_on(sim_factory):
+    h = await sim_factory()
+    transports = {s.name: BrokenSession(s) for s in h.config.stations}
+    screen = DoctorScreen(h.config, options=FAST, transports=transports)
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        await ladder_run(pilot, screen)
+        assert screen.rung_state == {r.id: "done" for r in RUNGS}  # every rung ran: one failure hides no other
+        links = screen.report.of("links")
+        assert links[0].status == "fail" and links[0].summary == "the rung failed: RuntimeError: injected: the session broke"
+        table = screen.query_one("#doc-table", DataTable)
+        shown = [str(table.get_row(r.value)[-1]) for r in table.rows if r.value.startswith("res:links:")]
+        assert shown and "the rung failed: RuntimeError" in shown[0]
+
+
 async def test_dashboard_keys_open_the_workbench(sim_factory):
     from console.ui.app import ConsoleApp
 
@@ -142,8 +177,8 @@ async def test_a_failed_launch_offers_the_workbench(sim_factory):
     app = ConsoleApp(h.config, start_services=False, clock=False)
     async with app.run_test(size=(120, 35)) as pilot:
         progress = ActionProgressScreen("launch", failed)
-        app.push_screen(progress)
-        await until(pilot, lambda: progress.result is not None, what="the failed launch")
+        await app.push_screen(progress)
+        await progress.job.wait()
         assert "i: investigate" in str(progress.query_one("#verdict", Static).render())
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="the workbench")
