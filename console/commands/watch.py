@@ -1,6 +1,7 @@
 """``dgx-console watch [--json] [--logs] [--seconds N] [--interval S]``: the live view, headless.
 
-Built on the TUI's own per-station services (``StationService`` over the session registry): the
+Built on the TUI's own per-station services (``StationService`` over the session registry, started
+and stopped as jobs of a ``Supervisor`` exactly as the TUI does: console/station/services.py): the
 same messages the panes render are folded into the same ``StationState`` per station
 (console/station/state.py) and printed every interval (console/station/snapshot.py), so what
 ``watch`` says is what the screen says. ``--json`` prints NDJSON, one object per
@@ -31,9 +32,10 @@ from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip
 from console.station.messages import LogBatch, LogMarker
-from console.station.monitor import StationService
+from console.station.services import start_station_services
 from console.station.snapshot import watch_json, watch_line
 from console.station.state import Stations
+from console.supervisor import Supervisor
 
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
@@ -64,38 +66,32 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             out.flush()
 
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
-    async with SessionRegistry(config) as sessions:
+    async with SessionRegistry(config) as sessions, Supervisor() as jobs:
         # a refusal is left to the service, which shows the station's state
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
                              config.connect_timeout_s + 2)
-        services = [StationService(config, st, post, sessions.transport(st.name), sample_ms)
-                    for st in config.stations]
-        for svc in services:
-            svc.start()
+        start_station_services(jobs, config, post, sessions, sample_ms)
         start = time.monotonic()
-        try:
-            while not stop.is_set():
-                wait = interval
-                if seconds is not None:
-                    wait = min(wait, max(0.0, start + seconds - time.monotonic()))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), wait)
-                now = time.time()
-                if as_json:
-                    for state in stations.values():
-                        emit(json.dumps(watch_json(state, now)))
-                else:
-                    if tty and drawn:
-                        out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
-                    lines = [watch_line(state, now) for state in stations.values()]
-                    for ln in lines:
-                        emit(ln)
-                    drawn = len(lines)
-                out.flush()
-                if seconds is not None and time.monotonic() - start >= seconds:
-                    break
-        finally:
-            await asyncio.gather(*(s.stop() for s in services), return_exceptions=True)
+        while not stop.is_set():
+            wait = interval
+            if seconds is not None:
+                wait = min(wait, max(0.0, start + seconds - time.monotonic()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)
+            now = time.time()
+            if as_json:
+                for state in stations.values():
+                    emit(json.dumps(watch_json(state, now)))
+            else:
+                if tty and drawn:
+                    out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
+                lines = [watch_line(state, now) for state in stations.values()]
+                for ln in lines:
+                    emit(ln)
+                drawn = len(lines)
+            out.flush()
+            if seconds is not None and time.monotonic() - start >= seconds:
+                break
 
 
 def run(args: argparse.Namespace) -> int:

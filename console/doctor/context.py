@@ -14,6 +14,7 @@ from console.config import Config, Station
 from console.remote.transport import CommandResult, Transport
 from console.station.checks import StationDown, ToolMissing
 from console.station.checks.context import CheckRun
+from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus
 
 ProgressFn = Callable[[str, str], None]  # (rung id, text)
@@ -98,7 +99,7 @@ class DoctorContext:
         return await asyncio.shield(self._facts[key])
 
     async def close(self) -> None:
-        for task in list(self._facts.values()) + list(self.cmd._memo.values()) + list(self.cmd._reach.values()):
-            task.cancel()
-        await asyncio.gather(*self._facts.values(), *self.cmd._memo.values(), *self.cmd._reach.values(),
-                             return_exceptions=True)
+        """Cancel and wait for the facts and commands still being read (a fact outlives the rung
+        that asked for it: the run owns it)."""
+        await cancel_and_wait(list(self._facts.values()))
+        await self.cmd.close()

@@ -56,6 +56,7 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
+from console.tasks import cancel_and_wait
 from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
 
 WATCHDOG_TICK_S = 0.25
@@ -118,8 +119,22 @@ class StationService:
     # ------------------------------------------------------------------ control
 
     def start(self) -> None:
+        """Run the service as a task of its own (tests; the app and ``watch`` run ``run`` as a job of
+        their supervisor: console/station/services.py)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._supervise(), name=f"station-{self.station.name}")
+            self._task = asyncio.create_task(self.run(), name=f"station-{self.station.name}")
+
+    async def run(self) -> None:
+        """The station's own supervisor loop (connect, stream, every failure a state, retry) until
+        cancelled or stopped."""
+        await self._supervise()
+
+    def show_failure(self, detail: str, retry_in_s: float, trace: str = "") -> None:
+        """The job running ``run`` died (its owner restarts it in ``retry_in_s``): the station's
+        ``error`` state says why."""
+        self.restarts += 1
+        self.last_traceback = trace or self.last_traceback
+        self._set_state("error", detail, next_try_at=time.time() + retry_in_s)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -359,22 +374,6 @@ class StationService:
         if self.tracker.progress.phase not in ENDED_PHASES:
             self.tracker.progress.phase = EnginePhase.STOPPED
         self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
-
-
-async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
-    """Cancel tasks and wait for them, cancelling again while one is left: in Python 3.11
-    ``asyncio.wait_for`` can swallow a cancellation that races its inner future (gh-86296), and a
-    task that survived one cancel must not keep the console (or a test) waiting forever."""
-    pending = {t for t in tasks if not t.done()}
-    for _ in range(tries):
-        if not pending:
-            break
-        for t in pending:
-            t.cancel()
-        _, pending = await asyncio.wait(pending, timeout=0.5)
-    for t in tasks:
-        if t.done() and not t.cancelled():
-            t.exception()  # retrieved: never "exception was never retrieved" at exit
 
 
 def _copy(p):

@@ -25,6 +25,7 @@ from console.probes import rdma as rdma_probe
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
 from console.remote.transport import Transport, TransportError
+from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus
 
 READY_TIMEOUT_S = 20.0
@@ -143,20 +144,17 @@ class _Server:
                 await agen.aclose()
 
     async def wait_ready(self, timeout: float) -> bool:
-        waiters = {asyncio.ensure_future(self.ready.wait()), asyncio.ensure_future(self.ended.wait())}
+        waiters = [asyncio.ensure_future(self.ready.wait()), asyncio.ensure_future(self.ended.wait())]
         try:
             await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for t in waiters:
-                t.cancel()
+            await cancel_and_wait(waiters)
         return self.ready.is_set()
 
     async def cleanup(self) -> None:
-        """Close the channel (sshd hangs up the process) and kill the pid it printed."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+        """Close the channel (sshd hangs up the process), wait for that, and kill the pid it printed."""
+        if self._task is not None:
+            await cancel_and_wait([self._task])  # (waited for, its error retrieved)
         if self.pid is not None:
             with contextlib.suppress(TransportError, asyncio.TimeoutError, TimeoutError):
                 await asyncio.wait_for(self.transport.run(rc.kill_pid(self.pid), timeout=10), 12)

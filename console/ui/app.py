@@ -1,7 +1,9 @@
 """ConsoleApp: the services, the stations' states and the screens.
 
 The app holds no I/O of its own: each ``StationService`` owns its station's connection and
-posts messages. The app owns every station's ``StationState`` (console/station/state.py, one
+posts messages. Every long-lived job (a service per station, the serving monitor) is a named job of
+the app's ``Supervisor`` (console/supervisor.py): a job that dies is shown (the station's ``error``
+state; a notice for the serving monitor) and restarts. The app owns every station's ``StationState`` (console/station/state.py, one
 place) and routes each station message one way: applied once to its station's state, then the
 dashboard (the app's default screen, which owns its keys: ``console/ui/screens/dashboard.py``)
 is told which station and which aspects changed, and the panes and the fleet table redraw from
@@ -11,9 +13,9 @@ reaches the chat and bench screens as a ``HeadEngineChanged`` message.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
+import httpx
 from textual import on
 from textual.app import App
 from textual.binding import Binding
@@ -30,7 +32,9 @@ from console.serving.metrics import ServingMonitor
 from console.station.logstream import StreamSource
 from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
 from console.station.monitor import StationService
+from console.station.services import start_station_services
 from console.station.state import Aspect, Stations
+from console.supervisor import JobFailure, Supervisor
 from console.ui.engine_state import HeadEngineChanged
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
@@ -61,7 +65,8 @@ class ConsoleApp(App):
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
                  transports: dict[str, Transport] | None = None, gpu_interval_ms: int | None = None,
-                 start_services: bool = True, clock: bool = True) -> None:
+                 start_services: bool = True, clock: bool = True,
+                 serving_transport: httpx.AsyncBaseTransport | None = None) -> None:
         super().__init__()
         self._start_services = start_services
         self._clock = clock
@@ -76,8 +81,9 @@ class ConsoleApp(App):
         self.last_checks: list | None = None  # the checks screen reopens with them
         self._diag_alerted: set[str] = set()
         self.stations = Stations.for_config(config)  # every fact about every station: the one place
-        self._serving_task: asyncio.Task | None = None
+        self.jobs = Supervisor()  # the app's long-lived jobs: named, restarted, stopped on unmount
         self._serving_client: ApiClient | None = None
+        self._serving_transport = serving_transport
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
         self.sessions = SessionRegistry(config, self._transports)
         self._sessions_active = None
@@ -122,38 +128,23 @@ class ConsoleApp(App):
         self.sub_title = setup_title(self.config, self.read_only)
         self._sessions_active = self.sessions.active()
         self._sessions_active.__enter__()
-        for st in self.config.stations if self._start_services else ():
-            svc = StationService(self.config, st, self.post_message, self.sessions.transport(st.name),
-                                 self._gpu_interval_ms)
-            self.services[st.name] = svc
-            svc.start()
         if self._start_services:
+            self.services = start_station_services(self.jobs, self.config, self.post_message, self.sessions,
+                                                   self._gpu_interval_ms)
             self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
-                                             timeout=self.config.api.timeout_s)
+                                             timeout=self.config.api.timeout_s, transport=self._serving_transport)
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
-            self._serving_task = asyncio.create_task(self._supervised("serving monitor", monitor.run))
+            self.jobs.start(SERVING_JOB, monitor.run, on_failure=self._job_failed)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
 
-    async def _supervised(self, what: str, job) -> None:
-        """A background job that must not die silently: an unexpected error is shown, then it restarts."""
-        delay = 1.0
-        while True:
-            try:
-                await job()
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.notify(f"{what} failed ({type(exc).__name__}: {one_line(str(exc), 120)}); restarting in {delay:g} s",
-                            severity="error", timeout=8, markup=False)
-            await asyncio.sleep(delay)
-            delay = min(30.0, delay * 2)
+    def _job_failed(self, failure: JobFailure) -> None:
+        """A job of the app died (the supervisor restarts it): never silent."""
+        self.notify(f"{failure.job} failed ({type(failure.error).__name__}: {one_line(str(failure.error), 120)}); "
+                    f"restarting in {failure.retry_in_s:g} s", severity="error", timeout=8, markup=False)
 
     async def on_unmount(self) -> None:
-        if self._serving_task:
-            self._serving_task.cancel()
-        await asyncio.gather(*(s.stop() for s in self.services.values()), return_exceptions=True)
+        await self.jobs.stop()  # every service ends and closes its connection
         if self._serving_client:
             await self._serving_client.aclose()
         if self._sessions_active is not None:
@@ -279,6 +270,9 @@ class ConsoleApp(App):
                 target = Path.cwd()
             path = str(target)
         return super().deliver_screenshot(filename, path, time_format)
+
+
+SERVING_JOB = "serving monitor"  # the supervisor's name for the API poll (its notice says it)
 
 
 def screenshot_dir() -> Path:

@@ -4,10 +4,12 @@ the verdicts per fault, and the server process cleaned up on success, failure an
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
 from console.station.rdma import overall, validate_rdma
+from tests.sim.leaks import cancel_when_under_way, tasks_left
 
 
 async def _alive(cfg, station: str, pid: int) -> bool:
@@ -72,23 +74,63 @@ async def test_connect_error_cleans_up_the_waiting_server(sim_factory):
 
 
 async def test_cancel_cleans_up_the_server(sim):
-    ready = asyncio.Event()
     seen: dict = {}
 
-    def on_event(kind, detail):
-        if kind == "server-ready":
-            seen["pid"] = detail["pid"]
-            ready.set()
+    def run(under_way: asyncio.Event):
+        def on_event(kind, detail):
+            if kind == "server-ready":
+                seen["pid"] = detail["pid"]
+                under_way.set()
+        return validate_rdma(sim.config, on_event=on_event, gpu=False)
 
-    task = asyncio.create_task(validate_rdma(sim.config, on_event=on_event, gpu=False))
-    await asyncio.wait_for(ready.wait(), 30)
-    assert await _alive(sim.config, "B", seen["pid"])
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
+    assert await cancel_when_under_way(run, limit=30) == []  # the server's stream and waiters: ended, awaited
     assert not await _alive(sim.config, "B", seen["pid"])
+
+
+class ServerStreamBreaks:
+    """B's real session, but the perftest server's stream raises what no code expects."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.station = inner, inner.station
+
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None):
+        return await self.inner.run(command, timeout=timeout, input=input)
+
+    def stream(self, command: str):
+        return self._broken() if "ib_write_bw" in command else self.inner.stream(command)
+
+    async def _broken(self):
+        raise RuntimeError("injected: the server's stream broke")
+        yield  # (an async generator, as a stream is)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_a_server_stream_that_raises_is_a_verdict_and_its_error_is_retrieved(sim, monkeypatch):
+    """The perftest server's follower dies of an unexpected error: the run ends with a verdict, the
+    follower is awaited (no "Task exception was never retrieved" later) and nothing is left running."""
+    import console.station.rdma as rdma
+
+    monkeypatch.setattr(rdma, "READY_TIMEOUT_S", 5.0)
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    cfg = sim.config
+    tr = {s.name: make_transport(s, cfg.connect_timeout_s, cfg.command_timeout_s) for s in cfg.stations}
+    tr["B"] = ServerStreamBreaks(tr["B"])
+    before = asyncio.all_tasks()
+    try:
+        runs = await validate_rdma(cfg, tr, gpu=False)
+    finally:
+        await asyncio.gather(*(t.close() for t in tr.values()))
+    assert runs and runs[0].status == "fail" and "never became ready" in runs[0].summary
+    assert tasks_left(before) == []
+    gc.collect()  # a task whose exception nobody retrieved reports it when it is collected
+    try:
+        assert not [c for c in unretrieved if "never retrieved" in str(c.get("message"))], unretrieved
+    finally:
+        loop.set_exception_handler(None)
 
 
 async def test_server_that_never_gets_ready_times_out_and_is_killed(sim, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 
 from console.cli import main
 from console.station.checks import CHECK_IDS, run_checks
+from tests.sim.leaks import cancel_when_under_way
 
 
 def by(results, id_, station):
@@ -74,6 +75,13 @@ async def test_unreachable_station_fails_reachable_skips_the_rest_and_never_hang
     assert overall(results) == 1  # `check` exits 1: an unreachable station is not a pass
     assert by(results, "link-down", "A").status == "pass"
     assert by(results, "ssh-a-to-b", "A->B").status == "fail"  # A really cannot reach B's sshd
+
+
+async def test_a_cancelled_pass_leaves_no_command_running(sim):
+    """Cancelled once the first check is in (the others' commands in flight): every command of the
+    pass is cancelled and waited for, and the cancel propagates."""
+    left = await cancel_when_under_way(lambda under_way: run_checks(sim.config, on_result=lambda r: under_way.set()))
+    assert left == []
 
 
 async def test_only_runs_the_named_checks(sim):

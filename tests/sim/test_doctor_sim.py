@@ -5,6 +5,7 @@ cause and restores the normal command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -14,6 +15,7 @@ from console.cli import main
 from console.doctor import DoctorOptions, RelaunchPlan, run_doctor
 from console.doctor import store as doctor_store
 from console.sim.engine import start_container
+from tests.sim.leaks import cancel_when_under_way
 
 FAST = DoctorOptions(nccl_timeout_s=20.0, counter_interval_s=1.0, rdma_latency=False)
 
@@ -104,6 +106,20 @@ async def test_collective_hang_both_ranks_in_one_all_reduce(sim_factory):
     assert "pynccl.py" in stacks.summary
     assert find(rep, "hang", "warn", "a silent hang").station in ("A", "B")
     assert find(rep, "hang", "warn", "no memory traffic in both samples")
+
+
+async def test_a_cancelled_run_leaves_no_task_behind(sim_factory):
+    """Cancelled as nccl-tests starts (the caller's cancel, not the stop key): the stream is closed and
+    waited for, the run's facts and commands cancelled and waited for, and the cancel propagates."""
+    h = await sim_factory(faults=["mtu-mismatch"])  # nccl-tests hangs after init: it streams until cancelled
+
+    def run(under_way: asyncio.Event):
+        def progress(rung: str, text: str) -> None:
+            if text.startswith("all_reduce_perf across"):
+                under_way.set()
+        return run_doctor(h.config, rungs=["nccl"], options=DoctorOptions(nccl_timeout_s=60.0), on_progress=progress)
+
+    assert await cancel_when_under_way(run) == []
 
 
 async def test_healthy_pair_passes_every_rung(sim_factory):

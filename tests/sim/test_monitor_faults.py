@@ -14,9 +14,12 @@ import time
 
 from test_monitor import Collector
 
+from console.remote.session import SessionRegistry
 from console.sim.world import append_log
 from console.station.messages import ConnectionState, GpuSample, LogMarker
 from console.station.monitor import StationService
+from console.station.services import job_name, start_station_services
+from console.supervisor import Supervisor
 
 
 def states(sink, station="A"):
@@ -46,6 +49,33 @@ async def test_an_exception_in_the_service_is_an_error_state_and_it_restarts(sim
         assert svc.restarts == 1 and "RuntimeError" in svc.last_traceback
     finally:
         await svc.stop()
+
+
+async def test_a_service_loop_that_dies_is_the_stations_error_state_and_its_job_restarts(sim):
+    """The loop that shows every failure can itself fail (here: the first state it reports cannot be
+    delivered): the supervisor the TUI and ``watch`` share turns that into the station's ``error`` state,
+    with the reason and the restart time, and runs the service again."""
+    sink = Collector()
+    broken = [True]
+
+    def post(msg):
+        if broken[0] and isinstance(msg, ConnectionState) and msg.station == "A":
+            broken[0] = False
+            raise RuntimeError("injected: the state could not be delivered")
+        sink(msg)
+
+    async with SessionRegistry(sim.config) as sessions, Supervisor() as jobs:
+        services = start_station_services(jobs, sim.config, post, sessions, 200)
+        await sink.wait_for(lambda: "error" in states(sink))
+        err = next(m for m in sink.of(ConnectionState, "A") if m.state == "error")
+        assert err.detail == "RuntimeError: injected: the state could not be delivered"
+        assert err.next_try_at is not None and err.next_try_at > time.time()
+        await sink.wait_for(lambda: states(sink)[-1] == "live" and len(sink.of(GpuSample, "A")) > 2)
+        job = jobs[job_name("A")]
+        assert job.restarts == 1 and job.state == "running" and services["A"].restarts == 1
+        assert "RuntimeError" in services["A"].last_traceback
+        assert jobs[job_name("B")].restarts == 0 and "error" not in states(sink, "B")
+    assert {j.state for j in jobs.jobs.values()} == {"stopped"}
 
 
 async def test_silent_samples_turn_stale_then_the_connection_is_dropped_and_reopened(sim):

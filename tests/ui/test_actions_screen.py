@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
 from textual.app import App
 from textual.widgets import Button, DataTable, Static
+from textual.worker import WorkerCancelled, WorkerState
 
 from console.config import ApiSettings
 from console.service.actions import PlannedCommand
@@ -58,6 +60,15 @@ async def wait_for(pilot, cond, limit: float = 60.0) -> None:
         await pilot.pause(0.05)
 
 
+async def launch_until_ready(app: App, pilot, sim) -> ActionProgressScreen:
+    """A launch on its progress screen, once its steps wait for the head to be ready (both started)."""
+    screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
+    await app.push_screen(screen)
+    table = screen.query_one(DataTable)
+    await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+    return screen
+
+
 async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_factory, monkeypatch):
     monkeypatch.setenv("DGX_UI_KEY", "sk-ui-secret")
     sim = await sim_factory(n=2, time_scale=0.01)
@@ -86,10 +97,11 @@ async def test_progress_screen_runs_the_launch_and_shows_the_transport(sim_facto
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
         screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
-        app.push_screen(screen)
-        await wait_for(pilot, lambda: app.finished)
-        res = app.finished[0]
-        assert res.result == "ok" and res.transport == "gdrdma"
+        await app.push_screen(screen)
+        res = await screen.job.wait()  # the action's run, a worker of the screen
+        assert res.result == "ok" and res.transport == "gdrdma" and screen.result is res
+        await wait_for(pilot, lambda: app.finished)  # ... and the app is told
+        assert app.finished == [res]
         table = screen.query_one(DataTable)
         rows = [tuple(str(c) for c in table.get_row_at(i)[:3]) for i in range(table.row_count)]
         assert ("B", "run", "ok") in rows and ("A", "ready", "ok") in rows
@@ -112,16 +124,47 @@ async def test_cancel_key_stops_what_started(sim_factory):
     sim = await sim_factory(n=2, time_scale=0.02)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
-        screen = ActionProgressScreen("launch", action_runner(relaxed(sim.config), "launch", ready_timeout_s=60))
-        app.push_screen(screen)
-        await pilot.pause()
-        table = screen.query_one(DataTable)
-        await wait_for(pilot, lambda: any(str(table.get_row_at(i)[1]) == "ready" for i in range(table.row_count)))
+        screen = await launch_until_ready(app, pilot, sim)
         await pilot.press("c")
-        await wait_for(pilot, lambda: app.finished)
-        assert app.finished[0].result == "cancelled"
+        res = await screen.job.wait()  # c asks the action to stop: it ends with its verdict, not a cancel
+        assert res.result == "cancelled"
         assert plain(screen.query_one("#verdict", Static)).startswith("CANCELLED")
     assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
+
+
+async def test_closing_the_progress_screen_cancels_the_run_and_the_guard_stops_what_started(sim_factory):
+    """The screen's removal (the app quitting does the same) cancels its worker: the action's guard
+    stops what the run started, then the cancel propagates (the worker ends cancelled, no verdict)."""
+    sim = await sim_factory(n=2, time_scale=0.02)
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = await launch_until_ready(app, pilot, sim)
+        assert state(sim, "A") == "running" and state(sim, "B") == "running"
+        await app.pop_screen()  # unmounted once its run has ended, clean-up included
+        assert screen.job.state == WorkerState.CANCELLED
+        with pytest.raises(WorkerCancelled):
+            await screen.job.wait()
+        assert screen.result is None and not app.finished
+        assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
+
+
+async def test_a_run_that_raises_is_a_failed_verdict_not_a_dead_screen():
+    """An unexpected error of the run is the screen's verdict and the app is told; the worker ends
+    normally (nothing is left to a log nobody reads)."""
+
+    async def broken(progress, ask):
+        raise RuntimeError("injected: the run broke")
+
+    app = Host()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = ActionProgressScreen("stop", broken)
+        await app.push_screen(screen)
+        res = await screen.job.wait()
+        assert res.result == "failed" and res.summary == "internal error: injected: the run broke"
+        assert screen.job.state == WorkerState.SUCCESS
+        assert plain(screen.query_one("#verdict", Static)).startswith("FAILED - internal error: injected: the run broke")
+        await wait_for(pilot, lambda: app.finished)
+        assert app.finished == [res]
 
 
 async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory):
@@ -129,13 +172,14 @@ async def test_failed_start_asks_and_leave_running_keeps_the_worker(sim_factory)
     app = Host()
     async with app.run_test(size=(160, 60)) as pilot:
         runner = action_runner(relaxed(sim.config), "launch", choice=Confirmed(skip_fit=True), ready_timeout_s=60)
-        app.push_screen(ActionProgressScreen("launch", runner))
+        progress = ActionProgressScreen("launch", runner)
+        await app.push_screen(progress)
         await wait_for(pilot, lambda: isinstance(app.screen, StopOnFailureScreen) and app.screen.query("#keep"))
         await pilot.pause()
         assert "kv-cache-too-small" in plain(app.screen.query_one("#failure", Static))
         await pilot.click("#keep")
-        await wait_for(pilot, lambda: app.finished)
-        assert app.finished[0].result == "failed" and "left running" in app.finished[0].summary
+        res = await progress.job.wait()
+        assert res.result == "failed" and "left running" in res.summary
     assert state(sim, "B") == "running"
 
 
@@ -159,10 +203,11 @@ async def test_stop_flow_confirm_then_run(sim_factory):
         plan_text = plain(app.screen.query_one("#plan", Static))
         assert plan_text.index("[A] stop") < plan_text.index("[B] stop")
         await pilot.click("#yes")
-        await wait_for(pilot, lambda: app.finished)
+        await wait_for(pilot, lambda: isinstance(app.screen, ActionProgressScreen))
+        res = await app.screen.job.wait()
         await pilot.press("escape")  # the flow ends when its progress screen closes
         await worker.wait()
-        assert app.finished[0].result == "ok"
+        assert res.result == "ok"
     assert state(sim, "A") == "exited" and state(sim, "B") == "exited"
 
 

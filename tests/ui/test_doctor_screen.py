@@ -12,8 +12,10 @@ from textual.app import App
 from textual.widgets import Button, DataTable, Input, Static
 
 from console.doctor import DoctorOptions
+from console.doctor.runner import RUNGS
 from console.sim.engine import start_container
 from console.ui.screens.doctor import DebugRelaunchScreen, DoctorScreen
+from tests import waiting
 
 FAST = DoctorOptions(nccl_timeout_s=20.0, counter_interval_s=1.0, rdma_latency=False, rdma_gpu=False)
 
@@ -33,17 +35,15 @@ class Host(App):
 
 
 async def until(pilot, cond, limit: float = 90.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        await pilot.pause()
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    """The suite's one wait (tests/waiting.py), positional for these tests' calls."""
+    await waiting.until(cond, what=what, pilot=pilot, timeout=limit)
 
 
-def idle(screen: DoctorScreen) -> bool:
-    return screen.finished
+async def ladder_run(pilot, screen: DoctorScreen, before=None, limit: float = 90.0) -> None:
+    """Until the ladder's run (a worker of the screen; a new one after ``before``) has ended."""
+    await until(pilot, lambda: screen.job is not None and screen.job is not before, limit, "the run to start")
+    await asyncio.wait_for(screen.job.wait(), limit)
+    await pilot.pause()
 
 
 def started(h) -> None:
@@ -57,7 +57,7 @@ async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):
     started(h)
     screen = DoctorScreen(h.config, options=FAST, reason="nccl-timeout on A")
     async with Host(screen).run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: idle(screen), what="the ladder")
+        await ladder_run(pilot, screen)
         status = str(screen.query_one("#doc-status", Static).render())
         assert "verdict: nccl" in status and "cause: env B: GID index 3 in use" in status
         assert "investigating nccl-timeout on A" in status
@@ -75,9 +75,10 @@ async def test_ladder_cause_detail_rerun_and_relaunch_dialog(sim_factory):
         # re-run only the env rung: its results come back, the others stay
         env_key = next(k for k in screen._row_keys if k.startswith("res:env:"))
         table.move_cursor(row=screen._row_keys.index(env_key))
-        before = len(screen.report.of("rdma"))
+        before, first = len(screen.report.of("rdma")), screen.job
         await pilot.press("r")
-        await until(pilot, lambda: idle(screen) and screen.rung_state["env"] == "done", what="the env rerun")
+        await ladder_run(pilot, screen, before=first)
+        assert screen.rung_state["env"] == "done"
         assert screen.report.of("env") and len(screen.report.of("rdma")) == before
         # the debug relaunch dialog: prefilled from the cause, diff shown before anything runs
         await pilot.press("x")
@@ -105,9 +106,43 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         screen._start(["nccl"])
         await until(pilot, lambda: "all_reduce_perf" in screen.progress_text, what="nccl-tests to start")
         await pilot.press("c")
-        await until(pilot, lambda: idle(screen), limit=30, what="the cancel")
+        await asyncio.wait_for(screen.job.wait(), 30)  # the stop ends the run with its report (not a cancel)
         assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
         assert "cancelled after" in screen.report.of("nccl")[0].summary
+
+
+class BrokenSession:
+    """A station session whose every command raises what no code expects."""
+
+    def __init__(self, station) -> None:
+        self.station = station
+
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None):
+        raise RuntimeError("injected: the session broke")
+
+    def stream(self, command: str):
+        return self._broken()
+
+    async def _broken(self):
+        raise RuntimeError("injected: the session broke")
+        yield  # (an async generator, as a stream is)
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_rung_that_raises_is_a_failed_row_and_the_ladder_goes_on(sim_factory):
+    h = await sim_factory()
+    transports = {s.name: BrokenSession(s) for s in h.config.stations}
+    screen = DoctorScreen(h.config, options=FAST, transports=transports)
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        await ladder_run(pilot, screen)
+        assert screen.rung_state == {r.id: "done" for r in RUNGS}  # every rung ran: one failure hides no other
+        links = screen.report.of("links")
+        assert links[0].status == "fail" and links[0].summary == "the rung failed: RuntimeError: injected: the session broke"
+        table = screen.query_one("#doc-table", DataTable)
+        shown = [str(table.get_row(r.value)[-1]) for r in table.rows if r.value.startswith("res:links:")]
+        assert shown and "the rung failed: RuntimeError" in shown[0]
 
 
 async def test_dashboard_keys_open_the_workbench(sim_factory):
@@ -138,8 +173,8 @@ async def test_a_failed_launch_offers_the_workbench(sim_factory):
     app = ConsoleApp(h.config, start_services=False, clock=False)
     async with app.run_test(size=(120, 35)) as pilot:
         progress = ActionProgressScreen("launch", failed)
-        app.push_screen(progress)
-        await until(pilot, lambda: progress.result is not None, what="the failed launch")
+        await app.push_screen(progress)
+        await progress.job.wait()
         assert "i: investigate" in str(progress.query_one("#verdict", Static).render())
         await pilot.press("i")
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="the workbench")

@@ -27,6 +27,7 @@ from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info,
 from console.remote import cmdlines as rc
 from console.remote.transport import TransportError
 from console.station.checks import StationDown, ToolMissing
+from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus, NcclTransport
 
 ID = "nccl"
@@ -41,11 +42,11 @@ HANG_NEXT = ("A hang after init: compare the MTU at both ends and the RoCE GID i
 
 
 async def _stream(ctx: DoctorContext, station: str, cmd: str, timeout: float) -> tuple[list[str], bool, int | None]:
-    """(lines, finished, pid): follow the command; past ``timeout`` close it and kill its process group."""
+    """(lines, finished, pid): follow the command; past ``timeout`` (or when the caller is cancelled)
+    close it, wait for that, and kill its process group."""
     transport = ctx.transports[station]
     lines: list[str] = []
     pid: int | None = None
-    done = asyncio.Event()
 
     async def drain() -> None:
         nonlocal pid
@@ -59,24 +60,20 @@ async def _stream(ctx: DoctorContext, station: str, cmd: str, timeout: float) ->
                 if len(lines) % 20 == 0:
                     ctx.progress(ID, f"{len(lines)} lines, last: {line[:100]}")
         finally:
-            done.set()
             with contextlib.suppress(Exception):
                 await agen.aclose()
 
     task = asyncio.ensure_future(drain())
     try:
-        await asyncio.wait_for(asyncio.shield(done.wait()), timeout)
-        finished = True
-    except TimeoutError:
-        finished = False
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        finished = bool(done)
     finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        if pid is not None:  # mpirun and its ranks: the channel close hangs up the session; make sure
-            with contextlib.suppress(TransportError, TimeoutError):
-                await asyncio.wait_for(transport.run(rc.kill_pid(pid), timeout=10), 12)
+        try:
+            await cancel_and_wait([task])  # (ended already: nothing to do)
+        finally:
+            if pid is not None:  # mpirun and its ranks: the channel close hangs up the session; make sure
+                with contextlib.suppress(TransportError, TimeoutError):
+                    await asyncio.wait_for(transport.run(rc.kill_pid(pid), timeout=10), 12)
     if task.done() and not task.cancelled() and task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
     return lines, finished, pid

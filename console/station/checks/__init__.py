@@ -13,7 +13,6 @@ its SSH login to it) still run and say what they see. A channel the station refu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -224,10 +223,7 @@ async def run_checks(config: Config, transports: dict[str, Transport] | None = N
 
         return list(await asyncio.gather(*(report(j) for j in jobs)))
     finally:
-        for task in list(run._memo.values()) + list(run._reach.values()):
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await run.close()
         if own:
             await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
 

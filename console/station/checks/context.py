@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from console.config import Config, Station
 from console.remote import cmdlines as rc
 from console.remote.transport import ChannelRefused, CommandResult, Transport, TransportError
+from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus
 
 STATUSES = tuple(CheckStatus)
@@ -114,6 +115,11 @@ class CheckRun:
             tool = cmd.split()[0] if cmd.split() else cmd
             raise ToolMissing(f"{tool} not found on {name}")
         return res
+
+    async def close(self) -> None:
+        """End the pass: every command still running is cancelled and waited for (a cancelled or
+        failed caller leaves none behind; each one's error is retrieved)."""
+        await cancel_and_wait([*self._memo.values(), *self._reach.values()])
 
     async def quiet(self, limit_s: float = 10.0) -> None:
         """Wait until the other commands of this pass are done (a busy link widens round trips)."""

@@ -7,10 +7,10 @@ inspects the containers, resolves GPUs and the image digest, reads the operator'
 and makes the fit estimate), shows ``ConfirmActionScreen`` with every command that will run (API
 key as ``***``), the estimate, and what is running now: replacing a running service or launching
 against the estimate needs a ticked box of its own. ``ActionProgressScreen`` then runs
-``run_action``, the entry point the CLI uses, as an asyncio task of the app's loop (all I/O is
-awaited; nothing blocks): the steps, the
-start-up timeline per station as it happens, then the verdict with the stop's verification and
-the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
+``run_action``, the entry point the CLI uses, as its worker ``job`` (all I/O is awaited; nothing
+blocks; closing the screen cancels it: the action's guard cleans up, the cancel propagates): the
+steps, the start-up timeline per station as it happens, then the verdict with the stop's
+verification and the comparison with the last launches. ``c`` / Escape cancels; a failed start asks whether to stop
 what started. The verdict is posted to the app as ``ActionFinished``.
 Step details, evidence and log lines quote the stations: sanitized, shown as ``Text``, never markup.
 """
@@ -31,7 +31,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Label, RichLog, Static
-from textual.worker import Worker, get_current_worker
+from textual.worker import Worker, WorkerCancelled, WorkerFailed, get_current_worker
 
 from console.config import Config
 from console.probes.engine_log import TIMELINE_LABELS
@@ -245,7 +245,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         super().__init__()
         self.action, self._run = action, run
         self.result: ActionResult | None = None
-        self._drive_task: asyncio.Task | None = None
+        self.job: Worker[ActionResult] | None = None  # the action's run, a worker of this screen
         self._rows: dict[int, object] = {}
         self._timeline_rows: dict[tuple[str, str], object] = {}
         self.timeline: list[tuple[str, str, str]] = []  # (station, event, detail) as shown
@@ -261,9 +261,15 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
     def on_mount(self) -> None:
         self.query_one("#steps", DataTable).add_columns("station", "step", "status", "detail")
         self.query_one("#timeline", DataTable).add_columns("station", "start-up", "at", "detail")
-        self._drive_task = asyncio.create_task(self._drive())
+        self.job = self.run_worker(self._drive(), name=f"{self.action} run", group="action-run", exclusive=True,
+                                   exit_on_error=False, description=f"The {self.action}'s steps")
 
-    async def _drive(self) -> None:
+    @property
+    def running(self) -> bool:
+        """The action is still running (its verdict is not in)."""
+        return self.job is not None and not self.job.is_finished
+
+    async def _drive(self) -> ActionResult:
         try:
             res = await self._run(lambda ev: self.post_message(ActionProgress(ev)), self._ask_on_failure)
         except Exception as exc:  # noqa: BLE001 - shown, never a crash of the console
@@ -271,6 +277,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.result = res
         self._show_verdict(res)
         self.app.post_message(ActionFinished(res))
+        return res
 
     async def _ask_on_failure(self, res: ActionResult) -> bool:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -333,10 +340,10 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.query_one("#verdict", Static).update(t)
 
     def action_cancel(self) -> None:
-        if self._drive_task is not None and not self._drive_task.done():
+        if self.job is not None and self.running:
             soft = getattr(self._run, "cancel", None)
             if soft is None or not soft():  # the action stops at its next step or wake-up
-                self._drive_task.cancel()
+                self.job.cancel()
             self.query_one("#verdict", Static).update(Text("cancelling: stopping what this run started...",
                                                            style="bold magenta"))
 
@@ -349,16 +356,18 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
         self.app.action_doctor(f"{self.action} failed: {self.result.summary[:100]}")  # type: ignore[attr-defined]
 
     def action_close_or_cancel(self) -> None:
-        if self._drive_task is not None and not self._drive_task.done():
+        if self.running:
             self.action_cancel()
         else:
             self.dismiss(self.result)
 
     async def on_unmount(self) -> None:
-        if self._drive_task is not None and not self._drive_task.done():
-            self._drive_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._drive_task
+        """Leaving the screen cancels the run and waits for the guard's clean-up (it stops what
+        this run started) before the screen is gone."""
+        if self.job is not None and self.running:
+            self.job.cancel()
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await self.job.wait()
 
 
 def action_runner(config: Config, action: ActionName, plan: ActionPlan | None = None,

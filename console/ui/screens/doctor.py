@@ -408,6 +408,11 @@ class DoctorScreen(Screen):
                                     group="doctor", exit_on_error=False)
 
     @property
+    def job(self) -> Worker | None:
+        """The latest run of the ladder (a worker of this screen: ``await screen.job.wait()``)."""
+        return self._job
+
+    @property
     def running(self) -> bool:
         """A run of the ladder is under way."""
         return self._job is not None and not self._job.is_finished
