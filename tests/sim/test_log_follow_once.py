@@ -12,7 +12,7 @@ from textual.widgets import Button
 
 from console.ui.app import ConsoleApp
 from console.ui.screens.actions import ActionProgressScreen, ConfirmActionScreen
-from tests.ui.snap_settle import until
+from tests.waiting import until
 
 
 def follows(sim, since: int) -> Counter[str]:
@@ -30,14 +30,15 @@ async def test_a_launch_in_the_console_reads_the_monitors_stream_not_a_second_on
     cfg = dataclasses.replace(sim.config, connect_timeout_s=20.0, command_timeout_s=60.0)
     app = ConsoleApp(cfg, gpu_interval_ms=200, clock=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        await until(pilot, lambda: all(app.stations[n].conn.state == "live" for n in ("A", "B")), "both live", 60)
+        await until(lambda: all(app.stations[n].conn.state == "live" for n in ("A", "B")), what="both live",
+                    timeout=60, pilot=pilot)
         mark = len(sim.server.command_log)
         await pilot.press("L")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and bool(app.screen.query("#yes")),
-                    "the confirmation", 60)
+        await until(lambda: isinstance(app.screen, ConfirmActionScreen) and bool(app.screen.query("#yes")),
+                    what="the confirmation", timeout=60, pilot=pilot)
         app.screen.query_one("#yes", Button).press()  # (a click can land before the first layout)
-        await until(pilot, lambda: isinstance(app.screen, ActionProgressScreen) and app.screen.result is not None,
-                    "the launch's result", 180)
+        await until(lambda: isinstance(app.screen, ActionProgressScreen) and app.screen.result is not None,
+                    what="the launch's result", timeout=180, pilot=pilot)
         screen = app.screen
         res = screen.result
         assert res is not None and res.result == "ok", res.summary
