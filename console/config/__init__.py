@@ -16,7 +16,9 @@ from console.config.errors import ConfigError
 from console.config.export import (
     config_to_dict,
     masked_overrides,
+    masker,
     save_config,
+    secret_env_keys,
     secret_env_names,
     secret_values,
 )
@@ -63,6 +65,6 @@ __all__ = [
     "ApiSettings", "BenchRow", "Config", "ConfigError", "GpuProfile", "LinkProfile", "Profile", "Station",
     "UiSettings", "builtin_profiles", "check_host", "check_timeout", "check_url", "config_to_dict",
     "field_error", "find_config", "gpus_per_station", "is_secret_name", "load_config", "load_profile",
-    "masked_overrides", "parse_config", "save_config", "secret_env_names", "secret_values",
+    "masked_overrides", "masker", "parse_config", "save_config", "secret_env_keys", "secret_env_names", "secret_values",
     "tensor_parallel_for", "weights_per_gpu_gib", "xdg_config_path", "xdg_data_dir",
 ]

@@ -11,7 +11,7 @@ import tomli_w
 
 from console.config.fields import to_toml
 from console.config.schema import Config
-from console.config.secrets import MASK, is_secret_name, masked_env
+from console.config.secrets import MASK, is_secret_name, is_secret_value, masked_env, text_masker, url_secrets
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:
@@ -30,16 +30,31 @@ def secret_env_names(cfg: Config) -> tuple[str, ...]:
     return tuple(cfg.overrides.get("secret_env") or ())
 
 
-def secret_values(cfg: Config) -> list[str]:
-    """Every secret value the config can reach (extra_env secrets, the API key): the bundle masks
-    each one wherever it appears."""
+def secret_env_keys(cfg: Config) -> list[str]:
+    """Names in ``[overrides.extra_env]`` whose value is secret: by name (the rule, ``secret_env``) or
+    by value (a URL with credentials). Their values travel on stdin, never in an argv."""
     listed = secret_env_names(cfg)
-    out = [str(v) for k, v in (cfg.overrides.get("extra_env") or {}).items()
-           if is_secret_name(str(k), listed) and str(v)]
+    return [str(k) for k, v in (cfg.overrides.get("extra_env") or {}).items()
+            if is_secret_name(str(k), listed) or is_secret_value(v)]
+
+
+def secret_values(cfg: Config) -> list[str]:
+    """Every secret value the config can reach (extra_env secrets, the API key, the password in a URL's
+    userinfo): logs, previews and bundles mask each one wherever it appears."""
+    extra = cfg.overrides.get("extra_env") or {}
+    out = [str(extra[k]) for k in secret_env_keys(cfg) if str(extra[k])]
+    for v in extra.values():
+        out += url_secrets(str(v))
+    out += url_secrets(cfg.api.url or "")
     key = cfg.api_key()
     if key:
         out.append(key)
     return sorted(set(out), key=len, reverse=True)
+
+
+def masker(cfg: Config | None):
+    """The config's one masking function for outside text (see ``secrets.text_masker``)."""
+    return text_masker(secret_values(cfg) if cfg is not None else ())
 
 
 def masked_overrides(cfg: Config) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from console.config import validate as v
 from console.config.errors import ConfigError
 from console.config.fields import setting
 from console.config.paths import MAX_KEY_FILE_BYTES
+from console.config.secrets import mask_url
 from console.safe_files import FileProblem, expand, read_text
 from console.sanitize import is_clean
 
@@ -195,6 +196,10 @@ class Config:
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         return f"http://{host}:{self.profile.api_port}"
+
+    def api_url_shown(self) -> str:
+        """``api_url()`` as it may be printed: a password in its userinfo as ``***``."""
+        return mask_url(self.api_url())
 
     def api_key(self) -> str | None:
         """The API key from the environment or a file; never stored in the config itself."""

@@ -19,11 +19,17 @@ fits env names (``HF_TOKEN``), engine flags (``--api-key``), TOML/JSON keys (``a
 * a last word PWD or AUTH after another word (``MYSQL_PWD`` is MySQL's documented password variable,
   ``REDISCLI_AUTH`` redis-cli's); never ``PWD``/``OLDPWD`` (the shell's directories) nor
   ``SSH_AUTH_SOCK`` (a socket path);
+* a last word PROXY after another word (``HTTPS_PROXY``, ``all_proxy``: a proxy URL routinely carries
+  ``user:password@``); never ``NO_PROXY`` (a host list);
 * but never a name whose last word says it holds a reference to the secret, not the secret itself:
   ``..._FILE``, ``..._PATH``, ``..._DIR``, ``..._ENV``, ``..._NAME`` (``API_KEY_FILE``,
   ``MYSQL_ROOT_PASSWORD_FILE`` as docker's convention, ``HF_TOKEN_PATH``, our own ``api_key_env``
   and ``secret_env``);
 * any name the operator lists in ``overrides.secret_env`` (over every rule above).
+
+Secrets by value: a URL's userinfo (``http://user:password@host``) is a secret wherever it appears
+(``mask_url``, and ``redact_text`` for free text); ``is_secret_value`` says a value carries one, so
+that value travels and shows like a secret-named one.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ MASK = "***"
 _WORDS = re.compile(r"[_\-.\s]+")
 _ANYWHERE = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL")
 _KEY_ENDINGS = ("APIKEY", "PRIVATEKEY", "ACCESSKEY")
-_AFTER_A_WORD = ("PWD", "AUTH")
+_AFTER_A_WORD = ("PWD", "AUTH", "PROXY")
+_NOT_AFTER = {"NO"}  # NO_PROXY
 _REFERENCE = ("FILE", "PATH", "DIR", "ENV", "NAME")
 
 
@@ -54,12 +61,52 @@ def is_secret_name(name: str, listed: Collection[str] = ()) -> bool:
     if last == "ID" and len(words) > 1 and words[-2] == "KEY":
         return True
     return (last.endswith("TOKEN") or last in ("KEY", "KEYS") or last.endswith(_KEY_ENDINGS)
-            or last.endswith("PASS") or (last in _AFTER_A_WORD and len(words) > 1))
+            or last.endswith("PASS")
+            or (last in _AFTER_A_WORD and len(words) > 1 and words[-2] not in _NOT_AFTER))
+
+
+# scheme://userinfo@ : the userinfo (no "/", "@" or whitespace; "user:password" or a bare token)
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,20}://)(?P<user>[^\s/@:'\"<>]*)"
+                           r"(?::(?P<password>[^\s/@'\"<>]*))?@")
+
+
+def _userinfo(m: re.Match[str]) -> str:
+    if m.group("password") is not None:
+        return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
+    if m.group("scheme").lower().startswith("http") and m.group("user"):
+        return f"{m.group('scheme')}{MASK}@"  # https://<token>@host: the bare user is the credential
+    return m.group(0)  # ssh://root@host: a user name, no secret
+
+
+def mask_url(text: str) -> str:
+    """``text`` with the password of every URL's userinfo (``http://user:***@host``) masked, and a bare
+    http(s) userinfo (a token as the user name) too. ``ssh://root@host`` is left as it is."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _URL_USERINFO.sub(_userinfo, text)
+
+
+def url_secrets(text: str) -> list[str]:
+    """The secret parts of the URL userinfo in ``text`` (passwords; bare http(s) tokens)."""
+    if "@" not in text or "://" not in text:
+        return []
+    out = []
+    for m in _URL_USERINFO.finditer(text):
+        if m.group("password"):
+            out.append(m.group("password"))
+        elif m.group("password") is None and m.group("scheme").lower().startswith("http") and m.group("user"):
+            out.append(m.group("user"))
+    return out
+
+
+def is_secret_value(value: object) -> bool:
+    """True when ``value`` carries a secret whatever its name: a URL with credentials in its userinfo."""
+    return isinstance(value, str) and bool(url_secrets(value))
 
 
 def masked_env(env: Mapping[str, object], listed: Collection[str] = (), mask: str = MASK) -> dict[str, object]:
     """``env`` with the value of every secret name replaced by ``mask``."""
-    return {k: mask if is_secret_name(str(k), listed) else v for k, v in env.items()}
+    return {k: mask if is_secret_name(str(k), listed) or is_secret_value(v) else v for k, v in env.items()}
 
 
 _ENV_LINE = re.compile(r"^(\s*(?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -72,7 +119,7 @@ def redact_env_lines(text: str, mask: str = "<redacted>") -> str:
         m = _ENV_LINE.match(line)
         if m and is_secret_name(m.group(2)):
             line = f"{m.group(1)}{m.group(2)}={mask}"
-        out.append(line)
+        out.append(mask_url(line))
     return "\n".join(out)
 
 
@@ -93,9 +140,9 @@ _ASSIGNMENT = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*
 # --flag value, --flag=value
 _FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<q>['\"]?)(?P<value>[^\s'\"]+)")
 # Every secret name holds one of these (a quick test before the name-by-name one).
-_HINT = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|PWD|AUTH", re.I)
+_HINT = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|PWD|AUTH|PROXY", re.I)
 # Bare words too common in prose to mask after ("Missing key: ...", "unexpected token: '<'").
-_PROSE_WORDS = frozenset({"KEY", "KEYS", "TOKEN", "PASS", "AUTH"})
+_PROSE_WORDS = frozenset({"KEY", "KEYS", "TOKEN", "PASS", "AUTH", "PROXY"})
 
 
 def _prose_secret(name: str) -> bool:
@@ -104,7 +151,9 @@ def _prose_secret(name: str) -> bool:
 
 def redact_text(text: str) -> str:
     """Mask what looks like a secret in free text: hub tokens (``hf_...``), Bearer credentials, the
-    value after a secret name (``HF_TOKEN=...``, ``'api_key': '...'``, ``--api-key ...``)."""
+    value after a secret name (``HF_TOKEN=...``, ``'api_key': '...'``, ``--api-key ...``), URL userinfo
+    (``http://user:***@host``)."""
+    text = mask_url(text)
     if "hf_" in text:
         text = _HUB_TOKEN.sub("hf_***", text)
     if "earer" in text:
@@ -119,3 +168,19 @@ def redact_text(text: str) -> str:
                                or m.group("value") == MASK
                                else f"{m.group('name')}{m.group('sep')}{MASK}", text)
     return text
+
+
+def text_masker(values: Collection[str] = ()):
+    """The one masking function for text that leaves the console's hands (log lines on the screen, in
+    ``watch --logs`` and a launch's progress; bundles): every known secret ``values`` (the config's,
+    ``console.config.secret_values``) and then ``redact_text``. Values shorter than 4 characters are
+    not masked by value (they would mask ordinary words); the name rule still covers them."""
+    known = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for v in known:
+            if v in text:
+                text = text.replace(v, MASK)
+        return redact_text(text)
+
+    return mask

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.config import Config, Station
+from console.config import Config, Station, masker
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes.engine_log import TimelineEvent
@@ -52,7 +52,7 @@ class ActionContext:
         # headless streams of our own over these transports (one per followed station, closed with us).
         self._own_logs: HeadlessLogs | None = None
         if log_source is None:
-            log_source = self._own_logs = HeadlessLogs(transports)
+            log_source = self._own_logs = HeadlessLogs(transports, mask=masker(cfg))
         self.follow = Followers(cfg, log_source, log.emit, self.check_cancel, self.container_state)
         self.cancel.on_request(self.follow.changed.set)  # a cancel wakes every wait at once
         self.scripts: dict[str, ScriptInfo] = {}

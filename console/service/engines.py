@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.config import Config, Profile, Station, secret_env_names
-from console.config.secrets import is_secret_name
+from console.config import Config, Profile, Station, secret_env_keys
+from console.config.secrets import is_secret_name, is_secret_value
 from console.diagnosis import catalogue
 
 # Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.
@@ -125,20 +125,23 @@ def serving_settings(profile: Profile, overrides: Mapping[str, Any]) -> dict[str
 def _no_secret_flags(settings: Mapping[str, Any], extra_args: list[Any]) -> None:
     """A secret as an engine flag (``--api-key``, ``--hf-token``: a secret name) would sit in the
     server's argv: say where it belongs instead."""
-    for key in settings:
-        if is_secret_name(key):
+    for key, value in settings.items():
+        if is_secret_name(key) or is_secret_value(value):
             raise EngineConfigError(f"overrides.{key}: a secret never goes on a command line; put it in "
                                     f"[overrides.extra_env] (e.g. HF_TOKEN, VLLM_API_KEY) or api.api_key_env")
-    for a in extra_args:
+    for i, a in enumerate(extra_args):
         if str(a).startswith("--") and is_secret_name(str(a).split("=", 1)[0]):
             raise EngineConfigError(f"overrides.extra_args: {str(a).split('=', 1)[0]} carries a secret on the "
                                     "command line; use [overrides.extra_env] or api.api_key_env")
+        if is_secret_value(str(a)):
+            raise EngineConfigError(f"overrides.extra_args[{i}]: a URL with a password never goes on a command "
+                                    "line; use [overrides.extra_env] (its value travels on stdin)")
 
 
 def secret_extra_env(cfg: Config) -> list[str]:
-    """Names in ``[overrides.extra_env]`` that are secret (by name pattern or ``secret_env``)."""
-    listed = secret_env_names(cfg)
-    return [str(k) for k in (cfg.overrides.get("extra_env") or {}) if is_secret_name(str(k), listed)]
+    """Names in ``[overrides.extra_env]`` that are secret (by name pattern, ``secret_env``, or by value:
+    a URL with credentials)."""
+    return secret_env_keys(cfg)
 
 
 def secret_input(cfg: Config, spec: LaunchSpec, api_key: str | None) -> str | None:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from console.config import Station
 from console.probes import docker as docker_probe
@@ -38,7 +39,7 @@ async def serving(ctx: ActionContext) -> None:
     await first_token(ctx)
     await transport(ctx)
     compare_kv(ctx)
-    ctx.log.res.summary = (f"serving {ctx.cfg.profile.served_model_name} at {ctx.cfg.api_url()} "
+    ctx.log.res.summary = (f"serving {ctx.cfg.profile.served_model_name} at {ctx.cfg.api_url_shown()} "
                            f"({len(ctx.cfg.stations)} stations)")
 
 
@@ -48,7 +49,7 @@ async def health(ctx: ActionContext) -> None:
     head = ctx.cfg.head.name
     limit = ctx.timeouts.health_s
     async with ctx.log.step(head, "health") as st:
-        url = ctx.cfg.api_url()
+        url, shown = ctx.cfg.api_url(), ctx.cfg.api_url_shown()
         deadline = time.monotonic() + limit
         port_seen = False
         async with ApiClient(url, None, timeout=min(5.0, ctx.cfg.api.timeout_s)) as client:
@@ -57,13 +58,13 @@ async def health(ctx: ActionContext) -> None:
                 h = await client.health()
                 if not port_seen and (h.ok or h.status is not None):  # an HTTP answer: the port is open
                     port_seen = True
-                    ctx.log.record(head, "port-open", detail=url)
+                    ctx.log.record(head, "port-open", detail=shown)
                 if h.ok:
-                    ctx.log.record(head, "health-ok", detail=f"GET {url}/health -> 200")
-                    st.detail = f"GET {url}/health -> 200"
+                    ctx.log.record(head, "health-ok", detail=f"GET {shown}/health -> 200")
+                    st.detail = f"GET {shown}/health -> 200"
                     return
                 if time.monotonic() + delay > deadline:
-                    raise ActionFailed(f"GET {url}/health never returned 200 within {limit:g} s: {h.error}")
+                    raise ActionFailed(f"GET {shown}/health never returned 200 within {limit:g} s: {h.error}")
                 # the server binds its port just after the ready line: a short, bounded retry
                 ctx.follow.raise_if_fatal()
                 await asyncio.sleep(delay)
@@ -140,7 +141,7 @@ async def stopped(ctx: ActionContext, stations: list[Station], states: dict[str,
     """Prove the stop on every station: poll until clean or the verify timeout (memory can take
     a few seconds to come back after the container exits)."""
     unified = ctx.cfg.profile.gpu.unified_memory
-    api = ctx.cfg.api_url().split("://", 1)[-1].rstrip("/")
+    api = urlsplit(ctx.cfg.api_url()).netloc.rpartition("@")[2]  # host:port, never the userinfo
     limit = ctx.timeouts.verify_s
     ctx.last_readings = {}
 

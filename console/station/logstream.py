@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from console.config import Station
+from console.config.secrets import redact_text
 from console.diagnosis.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
@@ -178,14 +179,18 @@ class LogStream:
     every classified batch of a flush (the owner's path: never dropped); ``on_stopped`` is told when
     the followed container stopped; ``last_heard`` is when the station was last heard from (where an
     interruption begins). ``since``: where the first read starts (RFC3339 or Unix seconds; default:
-    the last ``tail`` lines). The owner runs ``follow()`` and ``flush_every()`` (or ``run()``, both)."""
+    the last ``tail`` lines). ``mask``: every line passes it before anything reads it (the config's secret
+values and the secret-name rule: SGLang prints its server args with the API key). The owner runs
+``follow()`` and ``flush_every()`` (or ``run()``, both)."""
 
     def __init__(self, station: Station, transport: Transport, tail: int, *,
                  refresh: Callable[[], Awaitable[ContainerInfo]] | None = None,
                  on_batches: Callable[[list[LogBatch]], None] | None = None,
                  on_stopped: Callable[[ContainerInfo], None] | None = None,
-                 last_heard: Callable[[], float | None] | None = None, since: str | None = None) -> None:
+                 last_heard: Callable[[], float | None] | None = None, since: str | None = None,
+                 mask: Callable[[str], str] = redact_text) -> None:
         self.station = station
+        self._mask = mask  # secrets out of every line, here where log text enters (config.masker)
         self.transport = transport
         self.tail = tail
         self._refresh = refresh or self._inspect
@@ -326,7 +331,7 @@ class LogStream:
             self.last_ts = ts
         if len(text) > LOG_LINE_CAP:
             text = clip(text, LOG_LINE_CAP)
-        self._buf.append(text)
+        self._buf.append(self._mask(text))
         self._stamps.append(ts)
 
     def interrupted(self, at: float | None = None) -> None:
@@ -479,9 +484,11 @@ class HeadlessLogs:
 
     It is a ``LogSource`` (``console.service.follow``): ``source(station, run, since)``."""
 
-    def __init__(self, transports: Mapping[str, Transport], tail: int = 1000) -> None:
+    def __init__(self, transports: Mapping[str, Transport], tail: int = 1000,
+                 mask: Callable[[str], str] = redact_text) -> None:
         self.transports = transports
         self.tail = tail
+        self.mask = mask
         self.streams: dict[str, LogStream] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._ending: list[asyncio.Task] = []
@@ -489,7 +496,8 @@ class HeadlessLogs:
     def __call__(self, station: Station, run: ContainerInfo, since: float) -> LogSubscription:
         stream = self.streams.get(station.name)
         if stream is None:
-            stream = LogStream(station, self.transports[station.name], self.tail, since=f"{since:.6f}")
+            stream = LogStream(station, self.transports[station.name], self.tail, since=f"{since:.6f}",
+                               mask=self.mask)
             stream.container(run)
             stream.on_idle = lambda: self._release(station.name)
             self.streams[station.name] = stream

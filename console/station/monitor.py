@@ -27,7 +27,7 @@ from dataclasses import replace
 import psutil
 from textual.message import Message
 
-from console.config import Config, Station
+from console.config import Config, Station, masker
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
@@ -114,7 +114,7 @@ class StationService:
         # the container log: followed once, read by this service and by any launch (subscribe)
         self.logs = LogStream(station, self.transport, config.ui.log_lines, refresh=self._refresh_container,
                               on_batches=self._logs_flushed, on_stopped=self._engine_stopped,
-                              last_heard=lambda: self.last_sample_at)
+                              last_heard=lambda: self.last_sample_at, mask=masker(config))
 
     # ------------------------------------------------------------------ control
 

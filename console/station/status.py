@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from console.config import Config, Station
+from console.config.secrets import mask_url, redact_text
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
@@ -164,7 +165,9 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
     for state, failure in read:
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
         # Workers serve no API: their fields are null (unknown), never invented.
-        st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": api["url"], "error": api["error"]}
+        # the URL's userinfo and any secret in the error are masked (console.config.secrets)
+        st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": mask_url(api["url"] or ""),
+                      "error": api["error"] and redact_text(api["error"])}
                      if st["name"] == head else {"healthy": None, "model": None, "url": None, "error": None})
         stations.append(st)
     return {"profile": config.profile.name, "simulated": config.simulated, "stations": stations}

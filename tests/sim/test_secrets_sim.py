@@ -89,3 +89,42 @@ async def test_the_api_key_alone_still_works_and_stays_out(sim_factory, monkeypa
     res = await run_action(cfg, "launch", ActionOptions(skip_checks=True), ready_timeout_s=60)
     assert res.result == "ok", res.summary
     assert all(API_KEY not in line for _s, line in sim.server.command_log)
+
+
+BY_VALUE = {"HTTPS_PROXY": "http://puser:proxy-pw-5521@proxy.example:3128", "DB_PASSWD": "db-passwd-7781"}
+URL_PW = "url-pw-9931"
+
+
+def no_value_in(text: str) -> bool:
+    return not any(v in text for v in ("proxy-pw-5521", "db-passwd-7781", URL_PW))
+
+
+async def test_secrets_by_value_stay_out_of_launch_status_and_every_command(sim_factory, capsys):
+    """Issue 22 item 5: a password in api.url's userinfo, a proxy variable and a *PASSWD* value never show
+    in the launch's progress, its result, ``status`` (text and JSON) or any command a station ran."""
+    sim = await sim_factory(n=2, time_scale=0.01)
+    text = sim.config_path.read_text().replace('url = "http://', f'url = "http://apiuser:{URL_PW}@', 1)
+    text += "\n[overrides.extra_env]\n" + "".join(f'{k} = "{v}"\n' for k, v in BY_VALUE.items())
+    sim.config_path.write_text(text)
+    cfg = parse_config(text, str(sim.config_path))
+    assert URL_PW in cfg.api_url()
+    events: list = []
+    res = await run_action(cfg, "launch", ActionOptions(skip_checks=True), ready_timeout_s=60, on_event=events.append)
+    assert res.result == "ok", res.summary
+    assert all(no_value_in(e.text) for e in events) and no_value_in(json.dumps(res.to_json()))
+    assert "apiuser:***@" in res.summary
+    ran = [line for _station, line in sim.server.command_log]
+    assert ran and all(no_value_in(line) for line in ran)
+    assert any("-e HTTPS_PROXY " in line for line in ran)
+
+    def cli(*argv):
+        try:
+            return main(list(argv))
+        except SystemExit as exc:
+            return exc.code
+
+    for extra in ([], ["--json"]):
+        rc = await asyncio.to_thread(cli, "status", "--config", str(sim.config_path), *extra)
+        cap = capsys.readouterr()
+        assert rc == 0, cap.err
+        assert no_value_in(cap.out + cap.err) and "apiuser:***@" in cap.out
