@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from console import __version__
-from console.commands.args import add_config_args
+from console.commands.args import add_config_args, check_common
 from console.config import ConfigError
 from console.errors import UsageError
 from console.sanitize import clean, is_clean, one_line
@@ -117,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not tui:
         sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]
     try:
+        check_common(args)
         return int(args.func(args) or 0)
     except (ConfigError, UsageError) as exc:
         return _error(exc)

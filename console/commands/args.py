@@ -6,11 +6,28 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from console.errors import UsageError
 from console.sanitize import one_line
 
-__all__ = ["UsageError", "add_config_args", "check_api_key_arg", "check_seconds", "check_url_arg"]
+__all__ = ["UsageError", "add_config_args", "check_api_key_arg", "check_common", "check_fingerprint_arg",
+           "check_seconds", "check_url_arg"]
+
+# What ``ssh-keygen -lf`` prints for a key: SHA256: and 43 characters of unpadded base64.
+_FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+
+
+def check_fingerprint_arg(value: str | None, flag: str = "--replace-host-key") -> None:
+    """A host-key fingerprint as ``ssh-keygen -lf`` prints it (``SHA256:`` + 43 base64 characters)."""
+    if value is not None and not _FINGERPRINT.fullmatch(value.strip()):
+        raise UsageError(f"{flag} must be a fingerprint as ssh-keygen -lf prints it on the station "
+                         f"(SHA256: and 43 base64 characters), got {one_line(repr(value), 80)}")
+
+
+def check_common(args: argparse.Namespace) -> None:
+    """The checks every subcommand's shared flags get before it runs (``cli.main``)."""
+    check_fingerprint_arg(getattr(args, "replace_host_key", None))
 
 
 def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:

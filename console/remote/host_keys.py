@@ -3,8 +3,9 @@
 An UNKNOWN key is added to known_hosts only when the operator says so (``--trust-host-key``, or
 the TUI's trust dialog after showing its fingerprint); a CHANGED key is never trusted that way:
 only the fingerprint the station offers now, read there by the operator and given back
-(``--replace-host-key SHA256:...`` or typed in the TUI), replaces the old line(s). A local
-station has no host key: nothing to do.
+(``--replace-host-key SHA256:...`` or typed in the TUI), replaces the old line(s). A key marked
+``@revoked`` in known_hosts is refused always (as OpenSSH does): neither trust nor replace takes it.
+A local station has no host key: nothing to do.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ async def connect_with_trust(transport: Transport, trust: bool, replace: str | N
     try:
         await ssh.connect()
     except HostKeyError as exc:
+        if exc.revoked:
+            raise
         if exc.changed and replace:
             if exc.fingerprint != replace.strip():
                 raise HostKeyError(exc.station, exc.host, exc.port, exc.kind, exc.offered, exc.known,

@@ -97,7 +97,18 @@ def key_id(key: asyncssh.SSHKey) -> KeyId:
     return KeyId(kind, key.get_fingerprint("sha256"))
 
 
-HostKeyKind = Literal["unknown", "changed"]
+HostKeyKind = Literal["unknown", "changed", "revoked"]
+
+# Where the station keeps each host key's public half (OpenSSH's defaults), for the operator to read there.
+_HOST_KEY_FILE = {"ED25519": "ssh_host_ed25519_key.pub", "ECDSA": "ssh_host_ecdsa_key.pub",
+                  "RSA": "ssh_host_rsa_key.pub"}
+
+
+def read_it_there(offered: KeyId | None) -> str:
+    """How the operator reads the station's real fingerprint on the station itself (its console, not
+    this connection, which may be the attacker's)."""
+    name = _HOST_KEY_FILE.get(offered.type if offered else "", "ssh_host_ed25519_key.pub")
+    return f"ssh-keygen -lf /etc/ssh/{name}"
 
 
 class HostKeyError(TransportError):
@@ -110,13 +121,18 @@ class HostKeyError(TransportError):
         self.known_hosts = known_hosts
         self.key: asyncssh.SSHKey | None = None  # the offered key, when it could be fetched
         where = f"{station} ({host}:{port})"
-        if kind == "changed":
+        if kind == "revoked":
+            msg = (f"host key of {where} is REVOKED: {offered} is marked @revoked in {known_hosts}{note}. "
+                   f"Refused, always (--trust-host-key and --replace-host-key never take a revoked key): the "
+                   f"station needs a new host key (its administrator regenerates it), then trust the new one")
+        elif kind == "changed":
             was = ", ".join(str(k) for k in known)
             now = str(offered) if offered else "?"
             msg = (f"host key of {where} has CHANGED: known {was}, offered {now}. It may be an attack "
-                   f"(REMOTE HOST IDENTIFICATION HAS CHANGED) or a reinstall; verify it on the station{note}, then "
-                   f"replace it (--replace-host-key {offered.fingerprint if offered else 'SHA256:...'}, or T in "
-                   f"the console); --trust-host-key does not replace a changed key")
+                   f"(REMOTE HOST IDENTIFICATION HAS CHANGED) or a reinstall{note}. Read the real fingerprint on "
+                   f"the station itself, at its console (`{read_it_there(offered)}` run there), and only if it "
+                   f"is the same give it back (--replace-host-key <that fingerprint>, or T in the console); "
+                   f"--trust-host-key does not replace a changed key")
         else:
             fp = str(offered) if offered else "fingerprint unknown (key could not be fetched)"
             msg = (f"host key of {where} is unknown: {fp}{note}; verify it, then trust it "
@@ -129,7 +145,12 @@ class HostKeyError(TransportError):
 
     @property
     def changed(self) -> bool:
-        return self.kind == "changed"
+        """A key ``--trust-host-key`` never takes: CHANGED, or REVOKED (``revoked`` says which)."""
+        return self.kind in ("changed", "revoked")
+
+    @property
+    def revoked(self) -> bool:
+        return self.kind == "revoked"
 
 
 class Transport(Protocol):
@@ -146,14 +167,40 @@ def default_known_hosts() -> str:
     return str(Path("~/.ssh/known_hosts").expanduser())
 
 
-def _known_host_keys(path: str, host: str, port: int) -> tuple[list[asyncssh.SSHKey], bool]:
-    """(host keys known for host:port, whether CA keys are known) read with asyncssh's parser."""
+@dataclass(frozen=True)
+class KnownKeys:
+    """What known_hosts says about one host:port, read with asyncssh's parser (as OpenSSH reads it)."""
+
+    keys: tuple[asyncssh.SSHKey, ...] = ()  # plain trusted host keys
+    ca: tuple[asyncssh.SSHKey, ...] = ()  # @cert-authority keys: a certificate they signed is trusted
+    revoked: tuple[asyncssh.SSHKey, ...] = ()  # @revoked keys: refused, always
+
+    def is_revoked(self, key: asyncssh.SSHKey) -> bool:
+        return any(k.public_data == key.public_data for k in self.revoked)
+
+
+def known_host_keys(path: str, host: str, port: int) -> KnownKeys:
     try:
         kh = asyncssh.read_known_hosts(path)
     except (OSError, ValueError):
-        return [], False
-    found = kh.match(host, "", port if port != 22 else None)
-    return list(found[0]), bool(found[1])
+        return KnownKeys()
+    port_or_none = port if port != 22 else None
+    found = kh.match(host, "", port_or_none)
+    revoked = list(found[2])
+    # asyncssh's match() retries without the port when no *trusted* key names [host]:port, and so
+    # drops an "@revoked [host]:port" line; OpenSSH never forgets a revocation: read it directly too.
+    exact = getattr(kh, "_match", None)
+    if port_or_none and callable(exact):
+        with contextlib.suppress(Exception):
+            revoked += [k for k in exact(host, "", port_or_none)[2]
+                        if not any(k.public_data == r.public_data for r in revoked)]
+    return KnownKeys(tuple(found[0]), tuple(found[1]), tuple(revoked))
+
+
+def _known_host_keys(path: str, host: str, port: int) -> tuple[list[asyncssh.SSHKey], bool]:
+    """(host keys known for host:port, whether CA keys are known) read with asyncssh's parser."""
+    k = known_host_keys(path, host, port)
+    return list(k.keys), bool(k.ca)
 
 
 def host_key_algs(known: list[asyncssh.SSHKey]) -> list[str]:
@@ -212,13 +259,20 @@ class SSHTransport:
         async with self._lock:
             if self._conn is not None:
                 return self._conn
-            known, ca = _known_host_keys(self.known_hosts, self.station.host, self.port)
+            kk = known_host_keys(self.known_hosts, self.station.host, self.port)
             try:
                 conn = await asyncio.wait_for(
-                    asyncssh.connect(self.station.host, **self._options(known, ca)), self.connect_timeout + 1
-                )
+                    asyncssh.connect(self.station.host, **self._options(list(kk.keys), bool(kk.ca))),
+                    self.connect_timeout + 1)
             except asyncssh.HostKeyNotVerifiable:
                 raise await self.host_key_problem() from None
+            except asyncssh.KeyExchangeFailed as exc:
+                # @revoked / @cert-authority lines narrow the algorithms asyncssh asks for: a station
+                # whose only key is revoked (or that offers no certificate) fails here, not as "unknown"
+                if kk.ca or kk.revoked:
+                    raise await self.host_key_problem() from None
+                raise Unreachable(f"{self.station.name}: cannot connect to {self.station.host}: "
+                                  f"{_one_line(exc)}") from None
             except asyncssh.PermissionDenied as exc:
                 raise AuthRefused(f"{self.station.name}: SSH login refused ({exc.reason})") from None
             except TimeoutError:
@@ -227,6 +281,13 @@ class SSHTransport:
             except (OSError, asyncssh.Error) as exc:
                 raise Unreachable(f"{self.station.name}: cannot connect to {self.station.host}: "
                                   f"{_one_line(exc)}") from None
+            offered = conn.get_server_host_key()
+            if offered is not None and kk.is_revoked(offered):  # accepted by a no-port line: still revoked
+                conn.close()
+                err = HostKeyError(self.station.name, self.station.host, self.port, "revoked", key_id(offered), (),
+                                   self.known_hosts)
+                err.key = offered
+                raise err
             self._conn = conn
             self.connects += 1
             return conn
@@ -236,11 +297,17 @@ class SSHTransport:
     async def host_key_problem(self) -> HostKeyError:
         """What is wrong with the station's host key: unknown, or changed (with both keys). The
         offered key itself rides along as ``.key`` (for trusting or replacing exactly that key)."""
-        known, _ca = _known_host_keys(self.known_hosts, self.station.host, self.port)
+        kk = known_host_keys(self.known_hosts, self.station.host, self.port)
+        known = list(kk.keys)
         key = await self._fetch_key(host_key_algs(known))
         offered = key_id(key) if key else None
         same_type = [k for k in known if key is not None and k.algorithm == key.algorithm]
-        if key is not None and same_type and not any(k.public_data == key.public_data for k in same_type):
+        ca_note = (" (known_hosts trusts a @cert-authority for this host, but the station offered no "
+                   "certificate that authority signed)") if kk.ca else ""
+        if key is not None and kk.is_revoked(key):
+            err = HostKeyError(self.station.name, self.station.host, self.port, "revoked", offered, (),
+                               self.known_hosts)
+        elif key is not None and same_type and not any(k.public_data == key.public_data for k in same_type):
             err = HostKeyError(self.station.name, self.station.host, self.port, "changed", offered,
                                tuple(key_id(k) for k in same_type), self.known_hosts)
         else:
@@ -248,7 +315,7 @@ class SSHTransport:
             if known and key is not None and not same_type:
                 note = f" (known for this host under other key types: {', '.join(str(key_id(k)) for k in known)})"
             err = HostKeyError(self.station.name, self.station.host, self.port, "unknown", offered, (),
-                               self.known_hosts, note)
+                               self.known_hosts, note + ca_note)
         err.key = key
         return err
 
@@ -288,6 +355,8 @@ class SSHTransport:
         (the operator read it on the station); every old line for this host is removed."""
         want = new_fingerprint.strip()
         problem = await self.host_key_problem()
+        if problem.revoked:
+            raise problem
         key = problem.key
         if key is None:
             raise Unreachable(f"{self.station.name}: cannot fetch the host key from {self.station.host}")

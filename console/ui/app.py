@@ -175,8 +175,10 @@ class ConsoleApp(App):
                                      f"container {info.name}", oom_killed=info.oom_killed)
         elif isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:
             what = "CHANGED" if msg.state == ConnState.HOST_KEY_CHANGED else "unknown"
+            if getattr(msg.host_key, "revoked", False):
+                what = "REVOKED"
             self.notify(f"{msg.station}: host key {what} ({msg.fingerprint}); press T to review",
-                        severity="error" if what == "CHANGED" else "warning", timeout=8, markup=False)
+                        severity="warning" if what == "unknown" else "error", timeout=8, markup=False)
         if not self.screen_stack:  # (a message can still arrive while the app shuts down)
             return
         if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench

@@ -171,3 +171,64 @@ async def test_ed25519_is_preferred_and_shown_with_its_type(tmp_path):
         assert ei.value.fingerprint == ed.get_fingerprint("sha256")
     finally:
         server.close()
+
+
+def _host_pub(sim, name="A") -> str:
+    return asyncssh.read_private_key(str(sim.world.root / "keys" / f"host_{name}_ed25519")).export_public_key().decode()
+
+
+async def test_a_revoked_key_is_refused_in_its_own_words_and_never_trusted_or_replaced(sim, tmp_path):
+    """Issue 22 item 7: ``@revoked`` is refused always (OpenSSH: REVOKED HOST KEY DETECTED), never reported as
+    unknown, and neither --trust-host-key nor --replace-host-key appends it."""
+    from console.remote.host_keys import connect_with_trust
+
+    ep = sim.server.endpoints["A"]
+    real = asyncssh.read_private_key(str(sim.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
+    for line in (f"@revoked [127.0.0.1]:{ep.port} {_host_pub(sim)}",  # for this host
+                 f"@revoked * {_host_pub(sim)}",  # for every host
+                 # trusted for the host without a port, revoked for host:port (asyncssh's match() alone
+                 # would accept it: it falls back to the no-port line and forgets the revocation)
+                 f"127.0.0.1 {_host_pub(sim)}@revoked [127.0.0.1]:{ep.port} {_host_pub(sim)}"):
+        kh = tmp_path / "known_hosts"
+        kh.write_text(line)
+        before = kh.read_text()
+        t = transport_for(sim, known_hosts=str(kh))
+        with pytest.raises(HostKeyError) as ei:
+            await t.run("true")
+        assert ei.value.revoked and "REVOKED" in str(ei.value) and "unknown" not in str(ei.value)
+        for trust, replace in ((True, None), (False, real), (True, real)):
+            with pytest.raises(HostKeyError, match="REVOKED"):
+                await connect_with_trust(t, trust=trust, replace=replace, say=lambda _s: None)
+        with pytest.raises(HostKeyError, match="REVOKED"):
+            await t.trust_host_key(real)
+        with pytest.raises(HostKeyError, match="REVOKED"):
+            await t.replace_host_key(real)
+        assert kh.read_text() == before
+        await t.close()
+
+
+async def test_the_changed_key_message_sends_the_operator_to_the_station_not_to_a_ready_command(sim, tmp_path):
+    ep = sim.server.endpoints["A"]
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
+    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{ep.port} {other}\n")
+    t = transport_for(sim, known_hosts=str(tmp_path / "known_hosts"))
+    real = asyncssh.read_private_key(str(sim.world.root / "keys" / "host_A_ed25519")).get_fingerprint("sha256")
+    with pytest.raises(HostKeyError, match="has CHANGED") as ei:
+        await t.run("true")
+    msg = str(ei.value)
+    assert f"--replace-host-key {real}" not in msg and "--replace-host-key SHA256" not in msg
+    assert "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub" in msg and "run there" in msg
+    await t.close()
+
+
+async def test_a_cert_authority_line_is_understood_and_said(sim, tmp_path):
+    """An @cert-authority line for the host: a station that offers no certificate it signed is refused as
+    unknown, and the message says a CA is trusted for this host (not a silent "unknown")."""
+    ca = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    ep = sim.server.endpoints["A"]
+    (tmp_path / "known_hosts").write_text(f"@cert-authority [127.0.0.1]:{ep.port} {ca}")
+    t = transport_for(sim, known_hosts=str(tmp_path / "known_hosts"))
+    with pytest.raises(HostKeyError, match="@cert-authority") as ei:
+        await t.run("true")
+    assert ei.value.kind == "unknown"
+    await t.close()

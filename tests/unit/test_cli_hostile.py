@@ -171,3 +171,15 @@ def test_random_flags_never_raise(name, world, capsys, monkeypatch):
         assert Path(world["link"]).is_symlink()
 
     prop()
+
+
+@pytest.mark.parametrize("value", ["", "nonsense", "SHA256:", "SHA256:" + "A" * 42, "SHA256:" + "A" * 44,
+                                   "MD5:aa:bb", "SHA256:" + "!" * 43, "sha256:" + "A" * 43, "SHA256:" + "A" * 42 + "\x1b"])
+@pytest.mark.parametrize("command", ["status", "check", "watch"])
+def test_replace_host_key_rejects_what_is_no_fingerprint(command, value, capsys, monkeypatch, tmp_path):
+    """Issue 22 item 7/10: ``--replace-host-key`` must look like what ``ssh-keygen -lf`` prints; else exit 2
+    with one line, before any config is read or any station is contacted."""
+    rc, _out, err = run_main([command, "--config", str(tmp_path / "none.toml"), "--replace-host-key", value],
+                             capsys, monkeypatch)
+    assert rc == 2 and "--replace-host-key must be a fingerprint" in err and err.count("\n") == 1, err
+    assert "\x1b" not in err

@@ -127,6 +127,9 @@ def review_host_key(app: App, station: str, host: str, transport: Transport | No
         app.run_worker(decide(fingerprint, replace), name=f"host-key {station}", group="host-key",
                        exit_on_error=False)
 
+    if error.revoked:  # refused always: nothing to trust or replace here
+        app.notify(one_line(str(error), 400), severity="error", timeout=15, markup=False)
+        return
     if error.changed:
         app.push_screen(ReplaceHostKeyScreen(station, host, error), lambda fp: run(fp, True) if fp else None)
         return

@@ -322,6 +322,9 @@ class StationPane(Vertical):
             offered = getattr(hk, "offered", None)
             after.append(Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
                                       style="magenta"), 2))
+        elif conn.state == ConnState.HOST_KEY_CHANGED and getattr(hk, "revoked", False):
+            after.append(Clipped(Text(f"HOST KEY REVOKED: {getattr(hk, 'offered', None) or '?'} is @revoked in "
+                                      "known_hosts — refused", style="bold red"), 6))
         elif conn.state == ConnState.HOST_KEY_CHANGED:
             known = ", ".join(str(k) for k in getattr(hk, "known", ()))
             after.append(Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
