@@ -10,6 +10,7 @@ from typing import Any
 from console.config.errors import ConfigError, Locator, check_type, key_path, one, parse_toml, show, type_name
 from console.config.fields import checks, kinds, table
 from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
+from console.config.engine_flags import serving_problem
 from console.config.profiles import DEFAULT_PROFILE, load_profile
 from console.config.schema import ApiSettings, Config, Station, UiSettings
 from console.config.validate import check_path, check_timeout, overrides_problem
@@ -76,6 +77,9 @@ def parse_config(text: str, path: str | None = None) -> Config:
     if problem:
         key, msg = problem
         raise err("overrides", None, key.split(".")[0], f"overrides.{key}", msg)
+    if problem := serving_problem(profile.engine, overrides):  # the engine flags (console.config.engine_flags)
+        key, msg = problem
+        raise err("overrides", None, key, f"overrides.{key_path(key)}", msg)
     for key in ("connect_timeout_s", "command_timeout_s"):
         if key in data and (problem := check_timeout(data[key])):
             raise err(None, None, key, key, problem)

@@ -10,7 +10,8 @@ import re
 from importlib import resources
 from typing import Any
 
-from console.config.errors import NUMBER, ConfigError, Locator, check_type, parse_toml, show, type_name
+from console.config.engine_flags import serving_problem
+from console.config.errors import NUMBER, ConfigError, Locator, check_type, key_path, parse_toml, show, type_name
 from console.config.fields import build, table
 from console.config.paths import MAX_CONFIG_BYTES
 from console.config.schema import BenchRow, GpuProfile, LinkProfile, Profile, ReferenceMethod
@@ -72,6 +73,11 @@ def _profile_from_dict(d: dict[str, Any], src: str, text: str = "") -> Profile:
     for key in ("nnodes", "tensor_parallel"):
         if d.get(key, 1) < 1:
             raise err(None, None, key, key, "must be >= 1")
+    serving = d.get("serving", {})
+    if not isinstance(serving, dict):
+        raise err(None, None, "serving", "serving", "must be a table")
+    if problem := serving_problem(d["engine"], serving):
+        raise err("serving", None, problem[0], f"serving.{key_path(problem[0])}", problem[1])
     g, lk = d["gpu"], d["link"]
     check(g, GpuProfile, "gpu", None, "gpu.")
     check(lk, LinkProfile, "link", None, "link.")

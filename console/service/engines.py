@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.config import Config, Profile, Station, secret_env_keys
+from console.config import Config, Profile, Station, engine_flags, secret_env_keys
 from console.config.secrets import is_secret_name, is_secret_value
 from console.diagnosis import catalogue
 
@@ -37,11 +37,10 @@ API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 20000
 
-# Override keys that are not engine flags (everything else in ``config.overrides`` is a flag).
-CONTAINER_KEYS = {"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env", "extra_args",
-                  "secret_env"}
-# Serving keys consumed by the builders themselves, never passed through as flags.
-_CONSUMED = {"dist_init_port"}
+# Override keys that are not engine flags, and serving keys the builders consume themselves: the other
+# keys of ``config.overrides`` are flags the config checked against ``console.config.engine_flags``.
+CONTAINER_KEYS = engine_flags.CONTAINER_KEYS
+_CONSUMED = engine_flags.CONSUMED
 SGLANG_KEY_FILE = "/tmp/dgx-console-sglang-secrets.yaml"  # inside the container, mode 0600
 
 

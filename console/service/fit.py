@@ -35,6 +35,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from console.config import engine_flags
 from console.probes.model_config import ModelShape
 
 GIB = float(1 << 30)
@@ -359,17 +360,35 @@ def settings_from_flags(engine: str, flags: dict[str, Any], tensor_parallel: int
     with the engines' defaults where a value is not given."""
     notes: list[str] = []
     eng: Engine = "sglang" if engine == "sglang" else "vllm"
+
+    def num(name: str) -> float | None:
+        """A number the engine would take (the config's rule, console.config.engine_flags); a launch
+        script's value it would refuse (-1, 1.5 sequences, 2.0 of the memory) is said and not used."""
+        raw = flags.get(name)
+        value = _num(raw)
+        if value is None:
+            if raw not in (None, True, False, ""):
+                notes.append(f"{name} = {str(raw)[:40]} is not a number: not used")
+            return None
+        flag = engine_flags.FLAGS[eng].get(name)
+        typed: Any = int(value) if flag and flag.kind == "int" and value.is_integer() else value
+        problem = flag.problem(typed) if flag else None
+        if problem or not math.isfinite(value):
+            notes.append(f"{name} = {str(raw)[:40]} is not valid ({problem or 'not finite'}): not used")
+            return None
+        return value
+
     if eng == "vllm":
-        frac = _num(flags.get("gpu_memory_utilization"))
-        mml = _num(flags.get("max_model_len"))
-        seqs = _num(flags.get("max_num_seqs"))
-        tp = _num(flags.get("tensor_parallel_size"))
+        frac = num("gpu_memory_utilization")
+        mml = num("max_model_len")
+        seqs = num("max_num_seqs")
+        tp = num("tensor_parallel_size")
         mtp = _mtp(flags.get("speculative_config"))
     else:
-        frac = _num(flags.get("mem_fraction_static"))
-        mml = _num(flags.get("context_length"))
-        seqs = _num(flags.get("max_running_requests"))
-        tp = _num(flags.get("tp") or flags.get("tp_size"))
+        frac = num("mem_fraction_static")
+        mml = num("context_length")
+        seqs = num("max_running_requests")
+        tp = num("tp") or num("tp_size")
         mtp = str(flags.get("speculative_algorithm") or "").upper() in ("NEXTN", "EAGLE", "EAGLE3")
     if frac is None:
         frac = VLLM_DEFAULT_UTIL if eng == "vllm" else SGLANG_DEFAULT_FRACTION

@@ -79,7 +79,7 @@ theme = "dgx-light"
 refresh_ms = 500
 log_lines = 900
 [overrides]
-max_num_seqs = 8
+max_running_requests = 8
 [keys]
 chat = "f6"
 [[stations]]

@@ -271,7 +271,9 @@ def test_golden_command_lines(profile, extra, key, rt, station, golden):
 
 
 def test_every_argument_is_quoted_and_round_trips():
-    c = cfg(VLLM, '[overrides]\nserved_model_name = "glm 5.3; rm -rf /"\nextra_args = ["--uvicorn-log-level", "$(id)"]\n')
+    # (an override value must be one word since issue 22 item 9: the hostile words travel in extra_args)
+    c = cfg(VLLM, '[overrides]\nextra_args = ["--served-model-name", "glm 5.3; rm -rf /", "--uvicorn-log-level", '
+                  '"$(id)"]\n')
     spec = engines.build_launch(c, c.head, RT_VLLM)
     assert shlex.split(spec.command()) == list(spec.argv)
     assert "'glm 5.3; rm -rf /'" in spec.command() and "'$(id)'" in spec.command()
