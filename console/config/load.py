@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from console.config.engine_flags import serving_problem
 from console.config.errors import ConfigError, Locator, check_type, key_path, one, parse_toml, show, type_name
 from console.config.fields import checks, kinds, table
 from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
-from console.config.engine_flags import serving_problem
 from console.config.profiles import DEFAULT_PROFILE, load_profile
 from console.config.schema import ApiSettings, Config, Station, UiSettings
 from console.config.validate import check_path, check_timeout, overrides_problem

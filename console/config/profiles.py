@@ -11,7 +11,16 @@ from importlib import resources
 from typing import Any
 
 from console.config.engine_flags import serving_problem
-from console.config.errors import NUMBER, ConfigError, Locator, check_type, key_path, parse_toml, show, type_name
+from console.config.errors import (
+    NUMBER,
+    ConfigError,
+    Locator,
+    check_type,
+    key_path,
+    parse_toml,
+    show,
+    type_name,
+)
 from console.config.fields import build, table
 from console.config.paths import MAX_CONFIG_BYTES
 from console.config.schema import BenchRow, GpuProfile, LinkProfile, Profile, ReferenceMethod
