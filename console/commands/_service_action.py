@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from console.commands.args import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args, check_seconds
 from console.config import Config, load_config
 from console.remote.host_keys import HostKeyChoice
 from console.sanitize import one_line
@@ -33,6 +33,9 @@ from console.service.actions import (
 )
 from console.tasks import on_signal
 from console.vocabulary import ActionOutcome, NcclTransport
+
+MAX_READY_S = 86400.0  # --timeout: a cold load is minutes; a day is a typo's ceiling
+MAX_VERIFY_S = 3600.0  # --verify-timeout: memory comes back in seconds
 
 _HELP = {
     "launch": "start the service: workers first, then the head; ready once /health is 200 and the head "
@@ -163,10 +166,10 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
         require_writable(getattr(args, "read_only", False))
     except ReadOnlyError as exc:
         raise UsageError(str(exc)) from None
-    if getattr(args, "timeout", None) is not None and args.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    if getattr(args, "verify_timeout", 1.0) is not None and getattr(args, "verify_timeout", 1.0) < 0:
-        raise UsageError("--verify-timeout must be zero or more seconds")
+    if getattr(args, "timeout", None) is not None:
+        check_seconds("--timeout", args.timeout, limit=MAX_READY_S)
+    if getattr(args, "verify_timeout", None) is not None:
+        check_seconds("--verify-timeout", args.verify_timeout, limit=MAX_VERIFY_S)
     cfg = load_config(args.config)
     plan = None
     if args.dry_run or not args.yes:

@@ -12,7 +12,7 @@ from console.errors import UsageError
 from console.sanitize import one_line
 
 __all__ = ["UsageError", "add_config_args", "check_api_key_arg", "check_common", "check_fingerprint_arg",
-           "check_seconds", "check_url_arg"]
+           "check_count", "check_seconds", "check_url_arg"]
 
 # What ``ssh-keygen -lf`` prints for a key: SHA256: and 43 characters of unpadded base64.
 _FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
@@ -34,6 +34,12 @@ def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:
     """A timeout flag: a finite number of seconds, > 0 (``nan``, ``inf``, ``0``, ``-1`` are refused)."""
     if not math.isfinite(value) or not 0 < value <= limit:
         raise UsageError(f"{flag} must be a number of seconds > 0 and <= {limit:g}, got {value:g}")
+
+
+def check_count(flag: str, value: int | None, lo: int = 1, hi: int = 1_000_000) -> None:
+    """A count flag (requests, tokens, lines): an integer in ``lo..hi`` (a 1e20-request sweep is a typo)."""
+    if value is not None and not lo <= value <= hi:
+        raise UsageError(f"{flag} must be an integer {lo:,}..{hi:,}, got {value:,}")
 
 
 def check_url_arg(url: str, flag: str = "--url") -> None:

@@ -17,7 +17,14 @@ from typing import Any
 
 import httpx
 
-from console.commands.args import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
+from console.commands.args import (
+    UsageError,
+    add_config_args,
+    check_api_key_arg,
+    check_count,
+    check_seconds,
+    check_url_arg,
+)
 from console.config import BenchRow, load_config
 from console.safe_files import MIB, FileProblem, read_bytes
 from console.sanitize import one_line
@@ -41,6 +48,8 @@ from console.serving.errors import ApiError
 from console.tasks import on_signal, stoppable
 
 MAX_PROMPTS_BYTES = 256 * MIB
+MAX_REQUESTS = 100_000  # per level: hours of a sweep at any real rate
+MAX_TOKENS = 10_000_000  # an output cap beyond any model's context
 
 DESCRIPTION = """\
 A concurrency sweep against the served model, measured the way AIPerf measures (TTFT, ITL,
@@ -76,19 +85,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _positive(name: str, value: int | None, zero_ok: bool = False) -> None:
-    if value is not None and (value < 0 or (value == 0 and not zero_ok)):
-        raise UsageError(f"{name} must be a {'non-negative' if zero_ok else 'positive'} integer")
-
-
 def _settings(args: argparse.Namespace) -> BenchSettings:
     try:
         levels = parse_concurrency(args.concurrency)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    _positive("--requests-per-level", args.requests_per_level)
-    _positive("--warmup", args.warmup, zero_ok=True)
-    _positive("--max-tokens", args.max_tokens)
+    check_count("--requests-per-level", args.requests_per_level, 1, MAX_REQUESTS)
+    check_count("--warmup", args.warmup, 0, MAX_REQUESTS)
+    check_count("--max-tokens", args.max_tokens, 1, MAX_TOKENS)
     check_seconds("--timeout", args.timeout)
     check_api_key_arg(args.api_key)
     return BenchSettings(levels, args.requests_per_level, args.warmup, args.max_tokens, args.effort,

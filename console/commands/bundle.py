@@ -30,7 +30,7 @@ from typing import Any
 import tomli_w
 
 from console import __version__
-from console.commands.args import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args, check_count
 from console.config import (
     MAX_CONFIG_BYTES,
     Config,
@@ -187,8 +187,7 @@ def _check_path(arg: str, path: Path, force: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.tail < 1:
-        raise UsageError(f"--tail must be >= 1, got {args.tail}")
+    check_count("--tail", args.tail, 1, 10_000_000)
     try:
         path = expand(args.path)
         _check_path(args.path, path, args.force)  # before the minutes of collecting

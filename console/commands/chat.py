@@ -15,7 +15,14 @@ import json
 import os
 import sys
 
-from console.commands.args import UsageError, add_config_args, check_api_key_arg, check_seconds, check_url_arg
+from console.commands.args import (
+    UsageError,
+    add_config_args,
+    check_api_key_arg,
+    check_count,
+    check_seconds,
+    check_url_arg,
+)
 from console.sanitize import clean, one_line
 from console.serving.chat import EFFORTS, SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatEvent, ChatRequest, ChatResult
 from console.serving.client import ApiClient
@@ -48,8 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
     """URL, API key and model hint from the arguments, else from the config."""
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be a positive integer")
+    check_count("--max-tokens", args.max_tokens, 1, 10_000_000)
     if args.temperature is not None and not 0.0 <= args.temperature <= 2.0:
         raise UsageError("--temperature must be between 0 and 2")
     check_seconds("--timeout", args.timeout)

@@ -33,8 +33,10 @@ async def _run(config, trust: bool, only: list[str] | None, replace: str | None 
 
 def run(args: argparse.Namespace) -> int:
     only = None
-    if args.only:
+    if args.only is not None:
         only = [x.strip() for item in args.only for x in item.split(",") if x.strip()]
+        if not only:  # --only '' would run nothing and say all passed
+            raise UsageError("--only needs at least one check id (e.g. --only mtu or --only mtu@A)")
         bad = unknown_selection(None, only)  # an unknown id is wrong whatever the config
         if bad:
             raise UsageError(f"--only: {bad}")

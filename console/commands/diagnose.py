@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from console.commands.args import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args, check_count
 from console.config import Config, ConfigError, find_config, load_config
 from console.diagnosis import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
@@ -57,6 +57,30 @@ def _feed(d: Diagnoser, source: str, lines) -> int:
     return n + len(buf)
 
 
+# What a log is not: compressed archives (by their magic bytes) and binary data (a NUL in the first 8 KiB).
+_MAGIC = ((b"\x1f\x8b", "gzip-compressed"), (b"PK\x03\x04", "a zip archive"), (b"\xfd7zXZ\x00", "xz-compressed"),
+          (b"BZh", "bzip2-compressed"), (b"\x28\xb5\x2f\xfd", "zstd-compressed"))
+
+
+def binary_kind(head: bytes) -> str | None:
+    """Why ``head`` (a file's first bytes) is no log text, or None: reading a .tgz as text finds nothing
+    and says "no findings", which would be a lie."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if b"\x00" in head or head[257:262] == b"ustar":
+        return "binary (not text)"
+    return None
+
+
+def _refuse_binary(name: str, p: Path) -> None:
+    with p.open("rb") as fh:
+        kind = binary_kind(fh.read(8192))
+    if kind:
+        raise UsageError(f"{name}: {kind}, not a log; give the log text (e.g. zcat FILE | dgx-console diagnose -, "
+                         f"or extract the archive first)")
+
+
 def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
     sources = []
     for name in inputs:
@@ -70,6 +94,7 @@ def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
                 raise UsageError(f"{name}: no such file")
             if not p.is_file():
                 raise UsageError(f"{name}: not a regular file (a directory, FIFO or device)")
+            _refuse_binary(one_line(name, 200), p)
             with p.open(encoding="utf-8", errors="replace") as fh:
                 sources.append({"source": name, "lines": _feed(d, name, bounded_lines(fh)), "error": None})
         except OSError as exc:
@@ -121,8 +146,7 @@ def format_finding(f: Finding) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.tail < 1:
-        raise UsageError(f"--tail must be >= 1, got {args.tail}")
+    check_count("--tail", args.tail, 1, 10_000_000)
     stations = list(args.station)
     if not args.inputs and not stations:  # a config's stations, all of them
         try:

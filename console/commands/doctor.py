@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from console.commands.args import UsageError, add_config_args
+from console.commands.args import UsageError, add_config_args, check_seconds
 from console.commands.check import MARK
 from console.config import Config, load_config
 from console.doctor import store
@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
         chosen = [r.id for r in select(args.rung)]
     except ValueError as exc:
         raise UsageError(f"--rung: {exc}") from None
-    for name, value in (("--nccl-timeout", args.nccl_timeout), ("--interval", args.interval)):
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be a positive number of seconds")
+    for name, value, limit in (("--nccl-timeout", args.nccl_timeout, 3600.0), ("--interval", args.interval, 3600.0),
+                               ("--timeout", args.timeout, 86400.0)):
+        if value is not None:
+            check_seconds(name, value, limit)
     config = load_config(args.config)
     names = [s.name for s in config.stations]
     try:

@@ -7,7 +7,8 @@ Why: an override key becomes an engine flag (``max_num_seqs = 16`` -> ``--max-nu
 is refused at load, with its field and line. Anything else the engine takes goes in ``extra_args``
 (a list passed as it is): the explicit way, never a guessed flag.
 
-Pure: no I/O; the one other module it reads is ``secrets`` (a secret-named key is refused as such).
+Pure: no I/O; the one other module it reads is ``secrets`` (a secret-named key is left to the command
+builder, which refuses it as a secret: the config still loads, so ``bundle`` can mask and collect it).
 """
 
 from __future__ import annotations
@@ -138,9 +139,6 @@ def setting_name(key: str) -> str:
 
 def setting_problem(engine: str, key: str, value: Any) -> str | None:
     """What is wrong with the serving setting ``key = value`` for ``engine`` (None: fine)."""
-    if is_secret_name(key):
-        return ("a secret never goes on a command line; put it in [overrides.extra_env] (e.g. HF_TOKEN, "
-                "VLLM_API_KEY) or api.api_key_env")
     known = FLAGS.get(engine, {})
     flag = known.get(setting_name(key))
     if flag is None:
@@ -155,8 +153,8 @@ def serving_problem(engine: str, settings: dict[str, Any], skip: frozenset[str] 
     """(key, message) for the first setting of ``settings`` (an [overrides] or [serving] table) that
     ``engine`` cannot take; keys in ``skip`` are not engine settings."""
     for key, value in settings.items():
-        if key in skip:
-            continue
+        if key in skip or is_secret_name(key):  # a secret-named key: the command builder refuses it, in
+            continue  # its own words, and the config still loads (a support bundle masks its value)
         if problem := setting_problem(engine, key, value):
             return key, problem
     return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import re
 import socket
@@ -183,3 +184,71 @@ def test_replace_host_key_rejects_what_is_no_fingerprint(command, value, capsys,
                              capsys, monkeypatch)
     assert rc == 2 and "--replace-host-key must be a fingerprint" in err and err.count("\n") == 1, err
     assert "\x1b" not in err
+
+
+ISSUE22_FLAGS = [
+    (["check", "--only", ""], "--only needs at least one check id"),
+    (["check", "--only", " , "], "--only needs at least one check id"),
+    (["stop", "--dry-run", "--verify-timeout", "0"], "--verify-timeout must be"),
+    (["stop", "--dry-run", "--verify-timeout", "1e20"], "--verify-timeout must be"),
+    (["restart", "--dry-run", "--verify-timeout", "-1"], "--verify-timeout must be"),
+    (["launch", "--dry-run", "--timeout", "1e20"], "--timeout must be"),
+    (["launch", "--dry-run", "--timeout", "-1"], "--timeout must be"),
+    (["restart", "--dry-run", "--timeout", "0"], "--timeout must be"),
+    (["bench", "--url", "http://127.0.0.1:9", "--requests-per-level", "100000000000000000000"],
+     "--requests-per-level must be an integer 1..100,000"),
+    (["bench", "--url", "http://127.0.0.1:9", "--requests-per-level", "1e20"], "invalid int value"),
+    (["bench", "--url", "http://127.0.0.1:9", "--warmup", "100000000000000000000"], "--warmup must be an integer 0..100,000"),
+    (["bench", "--url", "http://127.0.0.1:9", "--max-tokens", "100000000000"], "--max-tokens must be an integer"),
+    (["bench", "--url", "http://127.0.0.1:9", "--timeout", "1e20"], "--timeout must be"),
+    (["chat", "--url", "http://127.0.0.1:9", "-m", "hi", "--max-tokens", "0"], "--max-tokens must be an integer"),
+    (["doctor", "--timeout", "1e20"], "--timeout must be"),
+    (["doctor", "--nccl-timeout", "-1"], "--nccl-timeout must be"),
+    (["bundle", "x.tgz", "--tail", "0"], "--tail must be an integer"),
+    (["diagnose", "-", "--tail", "100000000000"], "--tail must be an integer"),
+]
+
+
+@pytest.mark.parametrize("argv,words", ISSUE22_FLAGS, ids=[" ".join(a) for a, _w in ISSUE22_FLAGS])
+def test_issue22_flags_are_refused_with_their_range(argv, words, capsys, monkeypatch, tmp_path):
+    """Issue 22 item 10: before, each of these ran (check --only '' ran nothing and exited 0) or waited
+    forever; now one line naming the flag (and its range), exit 2."""
+    monkeypatch.chdir(tmp_path)
+    rc, _out, err = run_main([*argv, "--config", str(tmp_path / "none.toml")], capsys, monkeypatch)
+    assert rc == 2 and words in err and "Traceback" not in err, err
+    assert err.count("\n") == 1 or "usage:" in err, err  # argparse's own type errors keep their usage line
+
+
+@pytest.mark.parametrize("content,kind", [
+    (None, "gzip-compressed"), (b"PK\x03\x04rest", "a zip archive"), (b"BZh91AY", "bzip2-compressed"),
+    (b"(\xb5/\xfd", "zstd-compressed"), (b"NCCL INFO a\x00b\n", "binary (not text)"),
+])
+def test_diagnose_refuses_a_binary_file(content, kind, capsys, monkeypatch, tmp_path):
+    """Before: ``diagnose bundle.tgz`` said "no findings" and exited 0."""
+    import gzip
+
+    path = tmp_path / "logs.tgz"
+    path.write_bytes(content if content is not None else gzip.compress(b"NCCL WARN Call to ibv_reg_mr failed\n"))
+    rc, out, err = run_main(["diagnose", str(path)], capsys, monkeypatch)
+    assert rc == 2 and kind in err and "no findings" not in out and err.count("\n") == 1, err
+
+
+NUMERIC = [("launch", "--timeout", 0, 86400), ("stop", "--verify-timeout", 0, 3600),
+           ("bench", "--timeout", 0, 86400), ("watch", "--interval", 0, 3600)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(NUMERIC),
+       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**30), 10**30)))
+def test_any_number_out_of_range_is_refused_in_one_line(which, value, capsys, monkeypatch, tmp_path):
+    command, flag, lo, hi = which
+    extra = ["--dry-run"] if command in ("launch", "stop") else (["--url", "http://127.0.0.1:9"] if command == "bench"
+                                                                  else [])
+    rc, _out, err = run_main([command, *extra, flag, repr(value) if isinstance(value, float) else str(value),
+                              "--config", str(tmp_path / "none.toml")], capsys, monkeypatch)
+    assert "Traceback" not in err and err.count("\n") <= 3
+    in_range = isinstance(value, (int, float)) and math.isfinite(value) and lo < value <= hi
+    if not in_range:
+        assert rc == 2 and (flag in err or "usage:" in err), err
+    else:
+        assert f"{flag} must be" not in err, err

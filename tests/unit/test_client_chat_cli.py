@@ -77,7 +77,7 @@ async def test_server_problems_exit_1(api) -> None:
 @pytest.mark.parametrize("args, msg", [
     (["--url", "http://127.0.0.1:9"], "--message TEXT is required"),
     (["--url", "ftp://x", "-m", "hi"], "--url must start with http"),
-    (["--url", "http://127.0.0.1:9", "-m", "hi", "--max-tokens", "0"], "--max-tokens must be a positive"),
+    (["--url", "http://127.0.0.1:9", "-m", "hi", "--max-tokens", "0"], "--max-tokens must be an integer 1..10,000,000"),
     (["--url", "http://127.0.0.1:9", "-m", "hi", "--effort", "huge"], "invalid choice"),
     (["-m", "hi", "--config", "/nonexistent/dgx-console.toml"], "nonexistent"),
 ])

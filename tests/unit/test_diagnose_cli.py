@@ -97,7 +97,7 @@ def test_json_contract_and_ranking_across_two_files(capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["diagnose", "/no/such.log"], "/no/such.log: no such file"),
     (["diagnose"], "needs FILE"),
-    (["diagnose", "x.log", "--tail", "0"], "--tail must be >= 1"),
+    (["diagnose", "x.log", "--tail", "0"], "--tail must be an integer 1..10,000,000"),
 ])
 def test_usage_errors_one_line_exit_2(argv, msg, capsys):
     assert main(argv) == 2

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from console.config import ConfigError, masked_overrides, parse_config, secret_values
+from console.config import masked_overrides, parse_config, secret_values
 from console.config.secrets import is_secret_name
 from console.service import engines
 
@@ -134,8 +134,9 @@ def test_sglang_api_key_goes_through_a_0600_config_file_not_argv(tmp_path, monke
 
 
 def test_secret_engine_flags_are_refused():
-    with pytest.raises(ConfigError, match="overrides.hf_token: a secret never goes on a command line"):
-        cfg(VLLM, 'hf_token = "hf_abc"')  # refused at load since issue 22 item 9 (was: at the build)
+    c = cfg(VLLM, 'hf_token = "hf_abc"')
+    with pytest.raises(engines.EngineConfigError, match="overrides.hf_token: a secret never goes on a command line"):
+        engines.build_launch(c, c.head, RT)
     c = cfg(VLLM, 'extra_args = ["--api-key=abc"]')
     with pytest.raises(engines.EngineConfigError, match="--api-key carries a secret"):
         engines.build_launch(c, c.head, RT)

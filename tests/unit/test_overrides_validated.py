@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from console.cli import main
 from console.config import ConfigError, parse_config
 from console.config.engine_flags import FLAGS
+from console.config.secrets import is_secret_name
 from console.service import engines, fit
 
 VLLM, SGLANG = "glm53-nvfp4-2x-gb300-vllm", "glm53-flash-nvfp4-2x-gb10-sglang"
@@ -60,13 +61,19 @@ def config(override: str, profile: str = VLLM):
     ('kv_cache_dtype = "--api-key=x"', "one word"),
     ('speculative_config = "[1]"', "JSON object"),
     ("enforce_eager = 1", "true or false"),
-    ("hf_token = \"hf_x\"", "a secret never goes on a command line"),
 ])
 def test_bad_overrides_are_refused_with_line_and_field(override, words):
     with pytest.raises(ConfigError) as ei:
         config(override)
     msg = str(ei.value)
     assert words in msg and msg.startswith("x.toml:3: overrides.") and "\n" not in msg, msg
+
+
+def test_a_secret_named_override_loads_but_never_becomes_a_flag():
+    """The config loads (a bundle can still mask and collect it); the command builder refuses it."""
+    c = config('hf_token = "hf_x"')
+    with pytest.raises(engines.EngineConfigError, match="a secret never goes on a command line"):
+        engines.build_launch(c, c.head, RT)
 
 
 def test_engine_flags_are_per_engine():
@@ -136,6 +143,10 @@ def test_any_override_is_refused_or_becomes_a_known_flag_in_range(key, value):
         assert "\n" not in str(exc)
         return
     if key in engines.CONTAINER_KEYS:
+        return
+    if is_secret_name(key):
+        with pytest.raises(engines.EngineConfigError):
+            engines.build_launch(c, c.head, RT)
         return
     assert key in FLAGS["vllm"], key
     argv = engines.build_launch(c, c.head, RT).argv

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.config import ConfigError, masked_overrides, parse_config, secret_values
+from console.config import masked_overrides, parse_config, secret_values
 from console.config.envfile_import import config_from_envs
 from console.config.secrets import (
     MASK,
@@ -107,11 +107,10 @@ def test_engine_flags_by_the_same_rule():
                                                     'extra_args = ["--return-tokens-as-token-ids"]\n'))
     spec = engines.build_launch(cfg, cfg.head, engines.StationRuntime(("GPU-1",), "img@sha256:" + "a" * 64))
     assert "--max-num-batched-tokens" in spec.argv and "--return-tokens-as-token-ids" in spec.argv
-    with pytest.raises(ConfigError, match="secret"):  # refused at load (issue 22 item 9)
-        parse_config(CFG.replace("[overrides]\n", '[overrides]\ndb_password = "x"\n'))
-    cfg = parse_config(CFG.replace("[overrides]\n", '[overrides]\nextra_args = ["--admin-api-key=abc"]\n'))
-    with pytest.raises(engines.EngineConfigError, match="secret"):
-        engines.build_launch(cfg, cfg.head, engines.StationRuntime(("GPU-1",), "img@sha256:" + "a" * 64))
+    for extra in ('db_password = "x"', 'extra_args = ["--admin-api-key=abc"]'):
+        cfg = parse_config(CFG.replace("[overrides]\n", f"[overrides]\n{extra}\n"))
+        with pytest.raises(engines.EngineConfigError, match="secret"):
+            engines.build_launch(cfg, cfg.head, engines.StationRuntime(("GPU-1",), "img@sha256:" + "a" * 64))
 
 
 def test_env_file_evidence_masks_credentials_and_passwd():
