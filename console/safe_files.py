@@ -5,7 +5,7 @@ size that is UTF-8 text: ``--config /dev/zero`` must not read forever, a FIFO mu
 console, ``import-env /bin/ls`` is one line, not a traceback. The file is opened non-blocking and
 checked with ``fstat`` on the open descriptor (no check-then-open race).
 
-Writes (``bundle``, ``import-env --out``) never follow a symlink and never replace anything but a
+Writes (``bundle``, ``import-env --out``, ``bench --out``) never follow a symlink and never replace anything but a
 regular file: the data goes to a fresh temporary file created with ``O_EXCL|O_NOFOLLOW`` in the
 target's directory, which is then renamed over the target (``rename`` replaces a name, it never
 writes through a link at it).
@@ -149,3 +149,25 @@ def write_replacing(path: str | os.PathLike, write: Callable[[BinaryIO], None], 
         except OSError:
             pass
         raise
+
+
+def prepare_target(path: str | os.PathLike, force: bool = False) -> Path:
+    """Check, before the work that produces it (a sweep, a collection), that ``path`` can be written by
+    ``write_replacing``: its directory exists (never created silently) and takes a new file (a probe
+    file is created and removed: root passes every permission test but a read-only mount), and the
+    target itself passes ``check_target``. Returns the path; FileProblem says why not."""
+    target = expand(path)
+    directory = target.parent
+    try:
+        if not directory.is_dir():
+            raise FileProblem(f"directory {directory} does not exist (create it first)")
+        check_target(target, force)
+        probe = directory / f".{target.name}.{secrets.token_hex(6)}.probe"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        os.close(os.open(probe, flags, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise FileProblem(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL
+        raise FileProblem("the path is not valid") from None
+    return target

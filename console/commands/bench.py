@@ -36,6 +36,7 @@ from console.serving.bench_model import (
     BenchSettings,
     LevelResult,
     ReferenceComparison,
+    check_report_paths,
     compare_to_reference,
     configured_max_num_seqs,
     max_num_seqs_warning,
@@ -78,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ignore-eos", action="store_true", help="generate exactly --max-tokens per request")
     p.add_argument("--prompts", metavar="FILE.jsonl", help="prompts, one JSON object a line "
                    '({"prompt": ...} or {"messages": [...]}); default: built-in coding prompts')
-    p.add_argument("--out", metavar="PATH", help="also write PATH.json and PATH.csv")
+    p.add_argument("--out", metavar="PATH", help="also write PATH.json and PATH.csv (checked before the sweep: "
+                                                 "the directory must exist; never through a symlink)")
+    p.add_argument("--force", action="store_true", help="replace PATH.json/PATH.csv if they exist")
     p.add_argument("--timeout", type=float, default=900.0, metavar="S",
                    help="longest wait for the next chunk (queued requests wait long at high concurrency)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -135,8 +138,19 @@ def _resolve(args: argparse.Namespace, settings: BenchSettings) -> _Target:
     return _Target(url, key, model, warnings)
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """``--out`` is checked before the sweep (minutes of work must not end in 'cannot write')."""
+    if not args.out:
+        return
+    try:
+        check_report_paths(args.out, args.force)
+    except FileProblem as exc:
+        raise UsageError(f"--out {one_line(args.out, 200)}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _check_out(args)
     prompts = None
     if args.prompts:
         try:  # a regular file of bounded size first: --prompts /dev/zero must not read forever
@@ -245,9 +259,9 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
     report = runner.report
     if args.out:
         try:
-            jpath, cpath = save_report(report, args.out)
-        except OSError as exc:
-            print(f"dgx-console: bench: cannot write {args.out}: {exc}", file=sys.stderr)
+            jpath, cpath = save_report(report, args.out, force=args.force, make_dirs=False)
+        except (OSError, FileProblem) as exc:
+            print(f"dgx-console: bench: cannot write {one_line(args.out, 200)}: {exc}", file=sys.stderr)
             return 1
         print(f"saved {jpath} and {cpath}", file=sys.stderr)
     if args.json:

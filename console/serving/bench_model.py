@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from console.safe_files import FileProblem, expand, prepare_target, write_replacing
 from console.serving.metrics import MetricsSample
 
 DEFAULT_CONCURRENCY = (1, 8, 16, 32)
@@ -444,15 +445,39 @@ def to_csv(levels: Sequence[LevelResult]) -> str:
     return buf.getvalue()
 
 
-def save_report(report: BenchReport, path: str | Path) -> tuple[Path, Path]:
-    """Write ``PATH.json`` (levels, settings, every request) and ``PATH.csv`` (one row a level)."""
-    base = Path(path)
+def report_paths(path: str | Path) -> tuple[Path, Path]:
+    """``PATH.json`` and ``PATH.csv`` for ``--out PATH`` (``PATH.json``/``PATH.csv`` given: the same)."""
+    base = expand(path)
     if base.suffix in (".json", ".csv"):
         base = base.with_suffix("")
-    base.parent.mkdir(parents=True, exist_ok=True)
-    jpath, cpath = base.with_name(base.name + ".json"), base.with_name(base.name + ".csv")
-    jpath.write_text(json.dumps(report.to_json(with_requests=True), indent=2) + "\n")
-    cpath.write_text(to_csv(report.levels))
+    return base.with_name(base.name + ".json"), base.with_name(base.name + ".csv")
+
+
+def check_report_paths(path: str | Path, force: bool = False) -> tuple[Path, Path]:
+    """Before the sweep: both files can be written (``safe_files.prepare_target``); FileProblem if not."""
+    out = []
+    for p in report_paths(path):
+        try:
+            out.append(prepare_target(p, force))
+        except FileProblem as exc:
+            raise FileProblem(f"{p.name}: {exc}") from None
+    return out[0], out[1]
+
+
+def save_report(report: BenchReport, path: str | Path, force: bool = True, make_dirs: bool = True
+                ) -> tuple[Path, Path]:
+    """Write ``PATH.json`` (levels, settings, every request) and ``PATH.csv`` (one row a level) with the
+    safe writer (``safe_files.write_replacing``: never through a symlink, never into a FIFO or over
+    anything but a regular file; without ``force`` never over an existing file). ``make_dirs``: the
+    console's own results directory (the TUI) is created; the CLI's ``--out`` directory must exist.
+    Raises FileProblem or OSError."""
+    jpath, cpath = report_paths(path)
+    if make_dirs:
+        jpath.parent.mkdir(parents=True, exist_ok=True)
+    data = (json.dumps(report.to_json(with_requests=True), indent=2) + "\n").encode()
+    write_replacing(jpath, lambda fh: fh.write(data), force=force, mode=0o644)
+    rows = to_csv(report.levels).encode()
+    write_replacing(cpath, lambda fh: fh.write(rows), force=force, mode=0o644)
     return jpath, cpath
 
 

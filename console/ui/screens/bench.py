@@ -31,6 +31,7 @@ from textual_plotext import PlotextPlot
 
 from console.config import BenchRow, Config, xdg_data_dir
 from console.probes.engine_log import EngineProgress
+from console.safe_files import FileProblem
 from console.sanitize import one_line
 from console.serving.bench import BenchRunner, parse_concurrency, resolve_model
 from console.serving.bench_model import (
@@ -393,7 +394,7 @@ class BenchScreen(Screen):
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(self.runner.report.started_at))
         try:
             self.saved = await asyncio.to_thread(save_report, self.runner.report, self.results_dir / f"bench-{stamp}")
-        except OSError as exc:
+        except (OSError, FileProblem) as exc:
             self.notify(f"cannot save the results: {one_line(str(exc), 200)}", severity="error", markup=False)
 
     def _summary(self) -> str:
