@@ -13,6 +13,7 @@ from typing import Any
 
 from console.sanitize import clip, one_line
 
+BOM = "\ufeff"
 NUMBER = (int, float)  # a TOML number: an integer or a float (never a bool)
 Kind = type | tuple[type, ...]
 
@@ -38,7 +39,7 @@ class Locator:
     """Finds the line of a field in TOML text (tomllib keeps no positions)."""
 
     def __init__(self, text: str):
-        self.lines = text.splitlines()
+        self.lines = text.removeprefix(BOM).splitlines()
 
     def _table_start(self, table: str, index: int | None) -> int | None:
         header = re.compile(r"^\s*\[\[\s*" + re.escape(table) + r"\s*\]\]" if index is not None
@@ -67,13 +68,20 @@ class Locator:
                 break
             if key_re and key_re.match(line):
                 return i + 1
+        if key and not table:  # a top-level key written as a table: [zzz], [[zzz]], [zzz.sub]
+            head = re.compile(r"^\s*\[\[?\s*" + re.escape(key) + r"\s*[\].]")
+            for i, line in enumerate(self.lines):
+                if head.match(line):
+                    return i + 1
         return start or None
 
 
 def parse_toml(text: str, src: str | os.PathLike | None) -> dict[str, Any]:
     """tomllib with every failure as a ConfigError (a deeply nested document overflows its stack)."""
     try:
-        return tomllib.loads(text)
+        # a byte-order mark (Windows editors write one): not TOML, but nothing else either; line
+        # numbers stay the same
+        return tomllib.loads(text.removeprefix(BOM))
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc).split(" (at ")[0]
         raise ConfigError(src, _toml_error_line(exc), "", f"invalid TOML: {msg}") from None

@@ -218,8 +218,13 @@ def _check_files(cfg: Config, text: str) -> None:
             files.append((s.identity_file, "stations", i, "identity_file", f"stations[{i}].identity_file", MIB))
     if cfg.api.api_key_file:
         files.append((cfg.api.api_key_file, "api", None, "api_key_file", "api.api_key_file", MAX_KEY_FILE_BYTES))
+    key_file_needed = bool(cfg.api.api_key_file) and not (cfg.api.api_key_env and os.environ.get(cfg.api.api_key_env))
     for name, tbl, index, key, fpath, limit in files:
         p = expand(name)
+        if key == "api_key_file" and key_file_needed:  # configured and no env var wins: it must give a key
+            if problem := _key_file_problem(p):
+                raise ConfigError(cfg.path, loc.line_of(tbl, index, key), fpath, f"{p}: {problem}")
+            continue
         if not os.path.exists(p):
             continue  # created on first trust / read when the key is needed
         try:
@@ -229,6 +234,26 @@ def _check_files(cfg: Config, text: str) -> None:
                 read_text(p, limit)
         except FileProblem as exc:
             raise ConfigError(cfg.path, loc.line_of(tbl, index, key), fpath, f"{p}: {exc}") from None
+
+
+def _key_file_problem(p: Path) -> str | None:
+    """Why the API key file gives no key (a missing, looping or empty file silently meant "no key":
+    every request then failed with 401 far from the cause)."""
+    try:
+        text = read_text(p, MAX_KEY_FILE_BYTES).strip()
+    except FileProblem as exc:
+        if os.path.islink(p) and not os.path.exists(p):
+            return "a symlink that leads nowhere (dangling or looping); the API key is read from this file"
+        return f"{exc}; the API key is read from this file (remove api_key_file for no key)"
+    except OSError as exc:  # ELOOP and the like from the path itself
+        return f"cannot read: {exc.strerror or exc}; the API key is read from this file"
+    if not text:
+        return "is empty; the API key is read from this file (remove api_key_file for no key)"
+    if "\n" in text:
+        return "must hold the key on one line"
+    if not is_clean(text):
+        return "holds control characters, not an API key"
+    return None
 
 
 def _check_private_key(p: Path) -> None:

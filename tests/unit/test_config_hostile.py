@@ -375,3 +375,59 @@ def test_profile_values_that_would_reach_a_command_line_are_checked(tmp_path, ol
     cfg = write(tmp_path / "c.toml", good_text(profile="p.toml"))
     with pytest.raises(ConfigError, match=r"p\.toml:\d+: " + expect):
         load_config(str(cfg))
+
+
+# ---------------------------------------------------------------- issue 22 item 12 (the config part)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    """Before: ':1: Invalid statement' (Windows editors write a BOM)."""
+    p = write(tmp_path / "bom.toml", "\ufeff" + good_text())
+    cfg = load_config(str(p))
+    assert cfg.profile.name == GOOD["profile"] and len(cfg.stations) == 2
+    # line numbers still count from the first line
+    bad = write(tmp_path / "bom2.toml", "\ufeff" + good_text(connect_timeout_s=-1.0))
+    with pytest.raises(ConfigError) as ei:
+        load_config(str(bad))
+    line = next(i for i, ln in enumerate(bad.read_text().splitlines(), 1) if ln.startswith("connect_timeout_s"))
+    assert f"bom2.toml:{line}: connect_timeout_s" in one_line_error(ei.value)
+
+
+@pytest.mark.parametrize("header", ["[zzz]", "[[zzz]]", "[zzz.sub]"])
+def test_an_unknown_table_has_its_line(header):
+    text = good_text() + f"\n{header}\na = 1\n"
+    line = text.splitlines().index(header) + 1
+    msg = refuse(text, "zzz: unknown field")
+    assert msg.startswith(f"x.toml:{line}: zzz"), msg
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda p: None, "file not found"),
+    (lambda p: p.symlink_to(p), "leads nowhere"),
+    (lambda p: p.symlink_to(p.parent / "gone"), "leads nowhere"),
+    (lambda p: p.write_text(""), "is empty"),
+    (lambda p: p.write_text("  \n\n"), "is empty"),
+    (lambda p: p.write_text("a\nb\n"), "one line"),
+    (lambda p: p.mkdir(), "directory"),
+])
+def test_an_api_key_file_that_gives_no_key_says_so(tmp_path, monkeypatch, make, words):
+    """Before: a missing, looping or empty api_key_file silently meant "no key" (then 401s far away)."""
+    monkeypatch.delenv("DGX_NO_SUCH_KEY_ENV", raising=False)
+    key = tmp_path / "key"
+    make(key)
+    p = write(tmp_path / "c.toml", good_text(api__api_key_file=str(key)))
+    with pytest.raises(ConfigError) as ei:
+        load_config(str(p))
+    msg = one_line_error(ei.value)
+    assert "api.api_key_file" in msg and words in msg, msg
+
+
+def test_an_api_key_file_is_not_needed_when_the_env_var_gives_the_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("DGX_KEY_FROM_ENV", "sk-1")
+    p = write(tmp_path / "c.toml", good_text(api__api_key_file=str(tmp_path / "missing"),
+                                             api__api_key_env="DGX_KEY_FROM_ENV"))
+    assert load_config(str(p)).api_key() == "sk-1"
+    (tmp_path / "k").write_text("sk-2\n")
+    monkeypatch.delenv("DGX_KEY_FROM_ENV")
+    p.write_text(good_text(api__api_key_file=str(tmp_path / "k"), api__api_key_env="DGX_KEY_FROM_ENV"))
+    assert load_config(str(p)).api_key() == "sk-2"
