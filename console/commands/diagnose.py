@@ -57,7 +57,7 @@ def _feed(d: Diagnoser, source: str, lines) -> int:
     return n + len(buf)
 
 
-# What a log is not: compressed archives (by their magic bytes) and binary data (a NUL in the first 8 KiB).
+# What a log is not: compressed archives (by their magic bytes), a tar, binary data (NULs all over the first 8 KiB).
 _MAGIC = ((b"\x1f\x8b", "gzip-compressed"), (b"PK\x03\x04", "a zip archive"), (b"\xfd7zXZ\x00", "xz-compressed"),
           (b"BZh", "bzip2-compressed"), (b"\x28\xb5\x2f\xfd", "zstd-compressed"))
 
@@ -68,7 +68,7 @@ def binary_kind(head: bytes) -> str | None:
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
-    if b"\x00" in head or head[257:262] == b"ustar":
+    if head[257:262] == b"ustar" or head.count(b"\x00") > 8 + len(head) // 100:  # a stray NUL in a log is no binary
         return "binary (not text)"
     return None
 

@@ -221,7 +221,7 @@ def test_issue22_flags_are_refused_with_their_range(argv, words, capsys, monkeyp
 
 @pytest.mark.parametrize("content,kind", [
     (None, "gzip-compressed"), (b"PK\x03\x04rest", "a zip archive"), (b"BZh91AY", "bzip2-compressed"),
-    (b"(\xb5/\xfd", "zstd-compressed"), (b"NCCL INFO a\x00b\n", "binary (not text)"),
+    (b"(\xb5/\xfd", "zstd-compressed"), (b"\x7fELF\x02\x01\x01" + b"\x00" * 64, "binary (not text)"),
 ])
 def test_diagnose_refuses_a_binary_file(content, kind, capsys, monkeypatch, tmp_path):
     """Before: ``diagnose bundle.tgz`` said "no findings" and exited 0."""
