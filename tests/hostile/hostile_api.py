@@ -244,10 +244,12 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
     await resp.prepare(request)
     line = 'vllm:generation_tokens_total{model_name="m%d"} 1e15\n'
     block = "".join(line % i for i in range(2000)).encode()
+    sent = 0  # this answer's; metrics_sent counts every answer's
     try:
         await resp.write(METRICS_HEAD.encode())
-        while srv.metrics_sent < srv.metrics_mb * 1024 * 1024:
+        while sent < srv.metrics_mb * 1024 * 1024:
             await resp.write(block)
+            sent += len(block)
             srv.metrics_sent += len(block)
     except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
         pass
