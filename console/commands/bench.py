@@ -240,7 +240,8 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
     top = max(settings.concurrency)
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=top + 4,
                                                              max_keepalive_connections=top + 4))
-    async with ApiClient(t.url, api_key=t.key, timeout=10.0, stream_timeout=args.timeout,
+    # GETs (the model list, /metrics) whole within min(10 s, --timeout): a dripping /metrics never holds the sweep
+    async with ApiClient(t.url, api_key=t.key, timeout=min(10.0, args.timeout), stream_timeout=args.timeout,
                          total_timeout=max(3600.0, 4 * args.timeout), transport=transport) as client:
         try:
             model = args.model or await resolve_model(client, t.model)

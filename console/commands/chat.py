@@ -2,9 +2,11 @@
 
 Streams reasoning (dimmed when stdout is a terminal) and content as they arrive, then prints TTFT,
 output tokens and tokens/s on stderr; ``--json`` prints the contract object instead. Exit 0 on a
-reply (warnings included), 1 when the server is unhealthy or errors, 2 on usage errors.
+reply (warnings included), 1 when the server is unhealthy or errors or the reply was cut (the
+stream ended before ``[DONE]`` and any finish reason), 2 on usage errors.
 The reply is outside text: printed sanitized (``--json`` keeps it raw, JSON-escaped); ``--timeout``
-bounds the gap between data events, ``--max-time`` the whole reply.
+bounds the wait for the headers and the gap between data events (and the model list, at most
+10 s), ``--max-time`` the whole reply.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint: str | None) -> int:
     tty = sys.stdout.isatty() and not args.json and not os.environ.get("NO_COLOR")
-    async with ApiClient(url, api_key=key, timeout=10.0, stream_timeout=args.timeout,
+    async with ApiClient(url, api_key=key, timeout=min(10.0, args.timeout), stream_timeout=args.timeout,
                          total_timeout=args.max_time) as client:
         model = args.model
         if not model:

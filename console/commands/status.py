@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             api = st.get("api") or {}
             if api.get("url"):
                 state = "healthy" if api["healthy"] else api_down_words(api, eng)
+                if api["healthy"] and api.get("error"):  # healthy, but the model list is not one
+                    state += f"; {one_line(api['error'])}"
                 print(f"    API {api['url']}: {state}" + (f", model {one_line(api['model'])}" if api.get("model") else ""))
     return 0 if all(st["reachable"] for st in data["stations"]) else 1
 

@@ -151,6 +151,7 @@ class BenchRunner:
         self._chunks = 0  # token chunks received, in-flight requests included
         self._done_chunks = 0  # ... by finished requests
         self._done_tokens = 0  # usage tokens of finished requests
+        self.metrics_error: str | None = None  # why /metrics could not be read, if it could not
 
     def _request(self) -> ChatRequest:
         msgs = self.prompts[self._next_prompt % len(self.prompts)]
@@ -231,10 +232,12 @@ class BenchRunner:
         return self._done_tokens + (self._chunks - self._done_chunks) * per_chunk
 
     async def server_tokens(self) -> int | None:
-        """The server's generation-token counter, or None when /metrics has none."""
+        """The server's generation-token counter, or None when /metrics has none (or cannot be
+        read: ``metrics_error`` says why, and the report says it once)."""
         try:
             return generation_tokens(parse_metrics(await self.client.metrics_text()))
-        except (ApiError, ValueError):
+        except (ApiError, ValueError) as exc:
+            self.metrics_error = str(exc)
             return None
 
     async def _settled(self, expected: int | None = None) -> int | None:
@@ -269,6 +272,9 @@ class BenchRunner:
         if s.warmup_for(c):
             await self._phase(index, c, s.warmup_for(c), "warmup")
         before = await self._settled()
+        if before is None and self.metrics_error and not any("token counter" in w for w in self.report.warnings):
+            self.report.warnings.append(f"the server's token counter could not be read ({self.metrics_error}): "
+                                        "the server column is n/a, the token counts are unchecked")
         peaks: dict[str, float] = {}
         watch = asyncio.create_task(self._watch(peaks)) if before is not None else None
         try:

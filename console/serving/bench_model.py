@@ -371,6 +371,8 @@ def queue_warning(lv: LevelResult) -> str | None:
 def generation_tokens(sample: MetricsSample) -> int | None:
     """The generation-token counter of one scrape. An engine's scrape without it has generated
     nothing yet (SGLang creates counters on first use); no engine metrics at all is unknown."""
+    if "generation_tokens" in sample.invalid:  # out of range: unknown, never a 0 to compare with
+        return None
     value = sample.counters.get("generation_tokens")
     if value is None:
         return 0 if sample.engine is not None else None

@@ -7,7 +7,7 @@ from typing import Literal
 from console.sanitize import one_line
 
 ErrorKind = Literal["unauthorized", "unavailable", "timeout", "connect", "http", "stream", "cancelled",
-                    "too-large"]
+                    "too-large", "cut"]  # cut: the stream ended before [DONE] and before any finish reason
 
 
 class ApiError(Exception):

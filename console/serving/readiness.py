@@ -72,7 +72,7 @@ async def first_token(client: ApiClient, model: str, deadline: float,
             err = exc
         finally:
             await stream.aclose()
-        if err is None:
+        if err is None or err.kind == "cut":  # a 200 whose stream carried no token
             raise NotReady(f"the server answered the chat request with no token at all ({model})", False)
         if not retryable(err):
             raise NotReady(f"healthy but refuses a chat request: {err}", False)

@@ -10,8 +10,6 @@ import asyncio
 import time
 from typing import Any
 
-import httpx
-
 from console.config import Config, Station
 from console.config.secrets import mask_url, redact_text
 from console.probes import ParseError
@@ -23,6 +21,7 @@ from console.remote import cmdlines
 from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
 from console.remote.transport import HostKeyError, Transport, TransportError
+from console.serving.probe import api_status as serving_api_status
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -107,27 +106,8 @@ async def engine_status(config: Config, station: Station, transport: Transport) 
 
 
 async def api_status(config: Config) -> dict[str, Any]:
-    url = config.api_url()
-    res: dict[str, Any] = {"url": url, "healthy": False, "model": None, "error": None}
-    headers = {}
-    key = config.api_key()
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    try:
-        async with httpx.AsyncClient(timeout=config.api.timeout_s, headers=headers) as client:
-            h = await client.get(url + "/health")
-            res["healthy"] = h.status_code == 200
-            if h.status_code != 200:
-                res["error"] = f"/health returned {h.status_code}"
-            m = await client.get(url + "/v1/models")
-            if m.status_code == 200:
-                data = m.json().get("data") or []
-                res["model"] = data[0].get("id") if data else None
-            elif m.status_code == 401:
-                res["error"] = "/v1/models returned 401: API key missing or wrong (api.api_key_env)"
-    except httpx.HTTPError as exc:
-        res["error"] = f"{type(exc).__name__}: {exc}".strip(": ") or "connection failed"
-    return res
+    """The head's API through the one bounded client (console/serving/probe.py)."""
+    return await serving_api_status(config.api_url(), config.api_key(), config.api.timeout_s)
 
 
 async def collect_status(config: Config, trust: bool = False, transports: dict[str, Transport] | None = None,

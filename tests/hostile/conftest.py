@@ -12,4 +12,6 @@ from hostile_api import HostileServer, start_hostile
 async def hostile() -> AsyncIterator[HostileServer]:
     srv, runner = await start_hostile()
     yield srv
+    if srv.raw is not None:
+        await srv.raw.stop()
     await runner.cleanup()

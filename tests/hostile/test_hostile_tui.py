@@ -110,7 +110,8 @@ class PanelApp(App):
 
 async def test_serving_panel_hostile_ids_labels_and_a_huge_metrics_body(hostile):
     app = PanelApp()
-    async with app.run_test(size=(120, 14)) as pilot, ApiClient(hostile.url, timeout=5) as client:
+    # timeout bounds the whole request: generous, the cap (not the clock) must end the 50 MB read
+    async with app.run_test(size=(120, 14)) as pilot, ApiClient(hostile.url, timeout=20) as client:
         mon = ServingMonitor(client, lambda s: app.post_message(ServingUpdate(s)))
         mon.post(await mon.poll_once())  # small /metrics with escapes and markup in labels
         await pilot.pause()

@@ -73,7 +73,8 @@ async def test_monitor_to_panel_then_stale() -> None:
     await site.start()
     port = runner.addresses[0][1]
     app = PanelApp()
-    async with app.run_test(size=(100, 12)) as pilot, ApiClient(f"http://127.0.0.1:{port}", timeout=2) as c:
+    # timeout: the whole request now (connect + headers + body); 2 s flaked on a loaded 2-core box
+    async with app.run_test(size=(100, 12)) as pilot, ApiClient(f"http://127.0.0.1:{port}", timeout=10) as c:
         mon = ServingMonitor(c, lambda s: app.post_message(ServingUpdate(s)))
         mon.post(await mon.poll_once())
         await c.chat(ChatRequest(({"role": "user", "content": "hi"},), "glm-5.3"))

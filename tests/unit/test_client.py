@@ -321,3 +321,28 @@ async def test_connect_timeout_is_named_as_such() -> None:
         for f in fillers:
             f.close()
         srv.close()
+
+
+def test_sse_parser_line_ends_split_anywhere() -> None:
+    """LF, CRLF and CR line ends, split at every byte (a CRLF across two chunks is one line end);
+    comments dropped, multi-line data joined, an unfinished event at the end is no event."""
+    from console.serving.client import _SseParser
+
+    raw = b": keep-alive\r\ndata: {\"a\": 1}\r\n\r\ndata: x\rdata: y\r\rid: 3\nevent: e\ndata:z\n\ndata: unfinished"
+    for step in (1, 2, 3, len(raw)):
+        p = _SseParser()
+        got = [d for i in range(0, len(raw), step) for d in p.feed(raw[i:i + step])]
+        assert got == ['{"a": 1}', "x\ny", "z"], step
+
+
+def test_gzip_is_decoded_a_slice_at_a_time() -> None:
+    """A 64 MB gzip bomb fed as one 64 KB wire chunk never becomes one 64 MB piece."""
+    import zlib
+
+    from console.serving.client import INFLATE_SLICE, _Inflate
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = b"".join(z.compress(b"\0" * 1024 * 1024) for _ in range(64)) + z.flush()
+    inflate = _Inflate("gzip")
+    sizes = [len(p) for p in inflate.decode(bomb)] + [len(p) for p in inflate.flush()]
+    assert max(sizes) <= INFLATE_SLICE and sum(sizes) == 64 * 1024 * 1024

@@ -215,3 +215,29 @@ def test_rate_when_counter_appears_between_scrapes() -> None:
     tr.add(parse_metrics("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 0\n", 0))
     tr.add(parse_metrics(SGLANG_TEXT, 4))
     assert tr.derive()["gen_tok_s"] == 1000.0  # 4000 tokens in 4 s, preferred over the gauge
+
+
+def test_incremental_parse_equals_whole_at_any_chunk_size() -> None:
+    """The monitor feeds /metrics chunk by chunk as it arrives: any split gives the same sample."""
+    from pathlib import Path
+
+    from console.serving.metrics import MetricsParser
+
+    text = (Path(__file__).parent.parent / "fixtures" / "vllm-0.32-cpu-metrics.txt").read_bytes()
+    whole = parse_metrics(text)
+    assert whole.engine == "vllm" and whole.histograms["ttft"] and whole.counters["generation_tokens"] >= 0
+    for size in (1, 7, 100, 4096):
+        p = MetricsParser()
+        for i in range(0, len(text), size):
+            p.feed(text[i:i + size])
+        assert p.sample() == whole, size
+
+
+def test_values_out_of_range_are_invalid_not_dropped_silently() -> None:
+    s = parse_metrics(vllm_text(gen=5, running=-5))
+    assert "running" in s.invalid and "running" not in s.gauges and s.gauges["waiting"] == 2
+    t = MetricsTracker()
+    t.add(s)
+    assert math.isnan(t.derive()["running"]) and t.derive()["waiting"] == 2
+    nan = parse_metrics("vllm:num_requests_running NaN\nvllm:num_requests_waiting 1\n")
+    assert nan.invalid == frozenset() and "running" not in nan.gauges  # NaN is Prometheus' "no value"

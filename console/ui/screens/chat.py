@@ -48,6 +48,8 @@ from console.ui.widgets.stream_text import StreamText
 from console.vocabulary import EnginePhase
 
 DEFAULT_MAX_TOKENS = 1000
+STREAM_TIMEOUT_S = 120.0  # the longest wait for the headers and for each data event (chat --timeout's default)
+TOTAL_TIMEOUT_S = 900.0  # the longest whole reply (chat --max-time's default)
 
 
 @dataclass
@@ -173,7 +175,7 @@ class ReplyView(Vertical):
 def _error_line(e: ApiError) -> str:
     label = {"unauthorized": "API key", "unavailable": "engine down", "timeout": "timeout",
              "connect": "unreachable", "stream": "server error", "http": "request failed",
-             "too-large": "reply too large"}.get(e.kind, e.kind)
+             "too-large": "reply too large", "cut": "reply cut short"}.get(e.kind, e.kind)
     return f"✖ {label}: {e}"
 
 
@@ -202,7 +204,8 @@ class ChatScreen(Screen):
     ]
 
     def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
-                 head_engine: EngineProgress | None = None, name: str | None = None, id: str | None = None) -> None:
+                 head_engine: EngineProgress | None = None, name: str | None = None, id: str | None = None,
+                 stream_timeout: float = STREAM_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S) -> None:
         super().__init__(name=name, id=id)
         if isinstance(config_or_url, Config):
             self.url = config_or_url.api_url()
@@ -213,7 +216,10 @@ class ChatScreen(Screen):
             self._config_key = api_key
             self._model_hint = model
         self.model: str | None = model
-        self.client = ApiClient(self.url, api_key=self._config_key, timeout=10.0, stream_timeout=300.0)
+        # bounded like ``dgx-console chat``: headers and each data event within stream_timeout, the
+        # whole reply within total_timeout, the model list within 10 s (a dripping server ends in words)
+        self.client = ApiClient(self.url, api_key=self._config_key, timeout=10.0, stream_timeout=stream_timeout,
+                                total_timeout=total_timeout)
         self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False

@@ -7,10 +7,13 @@ last values stay, dimmed, with their age, so the operator sees what they were an
 are; a dash means unknown, never zero. Everything the server said (model id, version, error
 bodies) is outside text: sanitized, one line, never markup. While the engine loads the API
 cannot answer, and the panel says "starting (engine loading …)" in a calm colour instead of a
-red "not answering".
+red "not answering". A value the server sent out of range shows as "invalid", never raw; a poll
+that is late says how old the last answer is instead of a "● healthy" that is no longer known.
 """
 
 from __future__ import annotations
+
+import math
 
 from rich.table import Table
 from rich.text import Text
@@ -27,20 +30,40 @@ from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
 
 STALE_AFTER_S = 10.0
+LATE_AFTER_S = 10.0  # no finished poll for this long: the health shown is no longer known
+INVALID_TEXT = "invalid"
+_NAMES = {"running": "running", "waiting": "waiting", "kv_usage": "KV", "gen_throughput": "gen rate",
+          "cache_hit_rate": "prefix hits", "spec_accept_length": "MTP length", "spec_accept_rate": "MTP accepted",
+          "ttft": "TTFT", "itl": "ITL", "generation_tokens": "generated tokens", "prompt_tokens": "prompt tokens"}
+
+
+def _bad(x: float | None) -> bool:
+    return x is not None and math.isnan(x)
 
 
 def _num(x: float | None, fmt: str, unit: str = "") -> str:
-    return "—" if x is None else format(x, fmt) + unit
+    return "—" if x is None else INVALID_TEXT if _bad(x) else format(x, fmt) + unit
 
 
 def _ms(x: float | None) -> str:
     if x is None:
         return "—"
+    if _bad(x):
+        return INVALID_TEXT
     return f"{x * 1000:,.0f} ms" if x >= 0.1 else f"{x * 1000:.1f} ms"
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x * 100:.1f} %"
+    return "—" if x is None else INVALID_TEXT if _bad(x) else f"{x * 100:.1f} %"
+
+
+def _suffix(x: float | None, text: str) -> str:
+    return text if x is not None and not _bad(x) else ""
+
+
+def stale_after(snap: ServingSnapshot) -> float:
+    """A large /metrics is read seldom: its values are stale only after two of its periods."""
+    return max(STALE_AFTER_S, 2 * (snap.metrics_every_s or 0.0))
 
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
@@ -54,12 +77,14 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     pal = palette
     if snap is None:
         return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
-    stale = snap.is_stale(now, STALE_AFTER_S)
+    stale = snap.is_stale(now, stale_after(snap))
     expect = api_expectation(engine)
     loading = snap.status in ("unreachable", "unhealthy") and expect == "loading"
+    code = snap.http_status or 503
     health = {
         "ok": Text("● healthy", style=pal.ok),
-        "unhealthy": Text("● unhealthy (503)", style=f"bold {pal.error}"),
+        "unhealthy": Text(f"● unhealthy ({code}{' redirect' if 300 <= code < 400 else ''})",
+                          style=f"bold {pal.error}"),
         "unreachable": Text("● not answering", style=f"bold {pal.error}"),
         "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
@@ -67,6 +92,11 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
     elif snap.status == "unreachable" and expect == "stopped":
         health = Text("○ stopped (the engine is not running)", style="dim")
+    poll_age = None if snap.polled_at is None else max(0.0, now - snap.polled_at)
+    if poll_age is not None and poll_age > LATE_AFTER_S and snap.status != "unreachable":
+        # the poll is late: what it last said is old news ("not answering" stays true)
+        health = Text(f"◌ no answer for {span(poll_age)} (last: {health.plain.lstrip('●◌○ ')})",
+                      style=f"bold {pal.warn}")
     engine_name = f"{snap.engine or '?'} {snap.version or ''}".strip()
     val = "dim" if stale else ""
     rows = [
@@ -74,14 +104,15 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         [("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val)),
          ("KV", Text(_pct(snap.kv_usage), style=val))],
         [("Gen", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val)),
-         ("Prefix", Text(_pct(snap.prefix_hit_rate) + (" hit" if snap.prefix_hit_rate is not None else ""),
-                         style=val))],
-        [("TTFT", Text(_ms(snap.ttft_p50_s) + (" p50" if snap.ttft_p50_s is not None else ""), style=val)),
-         ("ITL", Text(_ms(snap.itl_p50_s) + (" p50" if snap.itl_p50_s is not None else ""), style=val))],
+         ("Prefix", Text(_pct(snap.prefix_hit_rate) + _suffix(snap.prefix_hit_rate, " hit"), style=val))],
+        [("TTFT", Text(_ms(snap.ttft_p50_s) + _suffix(snap.ttft_p50_s, " p50"), style=val)),
+         ("ITL", Text(_ms(snap.itl_p50_s) + _suffix(snap.itl_p50_s, " p50"), style=val))],
     ]
     if snap.spec_accept_rate is not None or snap.spec_mean_len is not None:
-        rows.append([("MTP", Text(_pct(snap.spec_accept_rate) + " accepted", style=val)),
-                     ("Len", Text(_num(snap.spec_mean_len, ".2f") + " tok/step", style=val))])
+        rows.append([("MTP", Text(_pct(snap.spec_accept_rate) + _suffix(snap.spec_accept_rate, " accepted"),
+                                  style=val)),
+                     ("Len", Text(_num(snap.spec_mean_len, ".2f") + _suffix(snap.spec_mean_len, " tok/step"),
+                                  style=val))])
     age = snap.age_s(now)
     error = one_line(snap.error, 300) if snap.error else None
     if loading:
@@ -96,6 +127,12 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text(f"updated {span(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
+    if snap.invalid:
+        names = ", ".join(_NAMES.get(k, k) for k in snap.invalid)
+        foot.append(f" — out of range from the server: {names} (shown as invalid)", style=pal.warn)
+    if snap.metrics_every_s and snap.metrics_size:
+        foot.append(f" — /metrics is {snap.metrics_size / 2**20:.1f} MB: read every {span(snap.metrics_every_s)}",
+                    style="dim")
     return ServingView(rows, foot, max_lines)
 
 
@@ -180,8 +217,9 @@ class ServingPanel(Static):
         now = clock.now()
         down = snap is not None and snap.status in ("unhealthy", "unreachable")
         starting = down and api_expectation(self.engine) in ("loading", "stopped")
-        self.set_class(snap is not None and snap.is_stale(now, STALE_AFTER_S) and snap.updated_at is not None
-                       and not starting, "-stale")
+        late = snap is not None and snap.polled_at is not None and now - snap.polled_at > LATE_AFTER_S
+        self.set_class(snap is not None and (snap.is_stale(now, stale_after(snap)) or late)
+                       and snap.updated_at is not None and not starting, "-stale")
         self.set_class(down and not starting, "-down")
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
