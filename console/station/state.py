@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -201,6 +201,11 @@ class StationState:
         self.container: ContainerInfo | None = None
         self.engine: EngineProgress | None = None
         self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
+        # what the serving panel may show of it: figures from this container's run only (derived)
+        self.serving_shown: ServingSnapshot | None = None
+        self._run: str | None = None  # the container run being watched (its started_at)
+        self._run_from: float | None = None  # when that run was first seen running (wall time)
+        self._run_last: ServingSnapshot | None = None  # the last poll with figures of that run
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
@@ -238,7 +243,9 @@ class StationState:
                 return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
             case ContainerUpdate():
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
-                return frozenset({Aspect.CONTAINER})
+                if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
+                    self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
+                return frozenset({Aspect.CONTAINER, *self._derive_serving()})
             case EngineUpdate():
                 self.engine, self.at[Aspect.ENGINE] = msg.progress, msg.at
                 return frozenset({Aspect.ENGINE})
@@ -247,7 +254,7 @@ class StationState:
                 return frozenset({Aspect.LOGS})
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
-                return frozenset({Aspect.SERVING})
+                return frozenset({Aspect.SERVING, *self._derive_serving()})
         return NOTHING
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
@@ -291,6 +298,37 @@ class StationState:
                 self.traces.setdefault(g.index, GpuTrace()).record(self.gpus_at, mem.used_mib, g.util_pct)
         self.memory = memory
         return frozenset({Aspect.MEMORY})
+
+    def _derive_serving(self) -> frozenset[Aspect]:
+        """The API's figures as the panel may show them. Only a running container serves: while the
+        head's container is stopped, exited or gone, whatever answers on the port is not its engine,
+        so the figures are those of its last poll while it ran (their age grows); a new container
+        starts with none until it answers itself."""
+        snap = self.serving
+        if snap is None:
+            return NOTHING
+        c = self.container
+        fresh = snap.updated_at is not None and (self._run_from is None or snap.updated_at >= self._run_from)
+        if c is None or c.state == "running":
+            if fresh and c is not None:
+                self._run_last = snap
+            shown = snap if fresh or c is None else _cleared(snap)
+        else:
+            shown = self._run_last or _cleared(snap)
+        if shown is self.serving_shown:
+            return NOTHING
+        self.serving_shown = shown
+        return frozenset({Aspect.SERVING})
+
+    @property
+    def serving_off(self) -> str | None:
+        """Why the API's figures are not live: the head's container is not running ("container
+        exited (0)"); None while it runs or is not known."""
+        c = self.container
+        if not self.head or c is None or c.state == "running":
+            return None
+        code = f" ({c.exit_code})" if c.state == "exited" and c.exit_code is not None else ""
+        return f"container {c.state}{code}"
 
     # ------------------------------------------------------------------ derived
 
@@ -392,6 +430,12 @@ class StationState:
         when none is (or when no name is given)."""
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
+
+
+def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
+    """The snapshot without figures (no poll of this container's engine yet): every figure unknown."""
+    keep = {"url", "model", "version", "engine", "healthy", "status", "error", "note", "polled_at"}
+    return replace(snap, **{f.name: None for f in fields(snap) if f.name not in keep})
 
 
 class Stations(Mapping[str, StationState]):

@@ -257,12 +257,12 @@ class StationPane(Vertical):
                 HostMemLine(s.host_mem, self.unified, s.value_age(Aspect.HOSTMEM, now) if old else None))
         if aspects & {Aspect.GPUS, Aspect.APPS}:
             self._render_processes()
-        if aspects & {Aspect.ENGINE, Aspect.SERVING} and self.station.is_head:
+        if aspects & {Aspect.ENGINE, Aspect.SERVING, Aspect.CONTAINER} and self.station.is_head:
             for panel in self.query("ServingPanel"):
                 if Aspect.ENGINE in aspects:
                     panel.set_engine(s.engine)  # type: ignore[attr-defined]
-                if Aspect.SERVING in aspects and s.serving is not None:
-                    panel.show(s.serving)  # type: ignore[attr-defined]
+                if aspects & {Aspect.SERVING, Aspect.CONTAINER} and s.serving is not None:
+                    panel.show(s.serving_shown, s.serving_off)  # type: ignore[attr-defined]
         if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
             self._render_status()
 
