@@ -161,6 +161,9 @@ class GpuMeter(Vertical):
         used_mib, total_mib = memory.used_mib, memory.total_mib
         self.used_mib, self.total_mib = used_mib, total_mib
         parts = [f"GPU{self.index} {g.name}"]
+        old = self.stale_age is not None
+        if old:  # next to the name: a narrow pane cuts the figures after it, never the age
+            parts.append(f"· {age_text(self.stale_age)} old")
         if g.util_pct is not None:
             parts.append(f"util {g.util_pct}%")
         if g.temp_c is not None:
@@ -169,9 +172,6 @@ class GpuMeter(Vertical):
             parts.append(f"{g.power_w:.0f} W")
         if memory.note:
             parts.append(memory.note)
-        old = self.stale_age is not None
-        if old:  # before the error: the age must not be the part the ellipsis cuts
-            parts.append(f"· {age_text(self.stale_age)} old")
         self.title = "  ".join(parts)
         head = Text(self.title, overflow="ellipsis", no_wrap=True, style="dim" if old else "")
         if g.error:
