@@ -88,3 +88,23 @@ async def test_a_driver_failure_clears_within_seconds_of_the_tool_answering_agai
     finally:
         sim.world.set_faults("B", [])
         await svc.stop()
+
+
+async def test_status_with_a_hung_nvidia_smi_is_reachable_and_names_the_tool(sim):
+    """``status``: a hung nvidia-smi used to cut the station's whole round (the station "unreachable":
+    "command timed out"); it is the GPU source's failure, the rest of the station answers."""
+    import dataclasses
+
+    from console.station.status import collect_status
+
+    config = dataclasses.replace(sim.config, command_timeout_s=2.0)
+    sim.world.set_faults("B", ["smi-hang"])
+    try:
+        data = await collect_status(config)
+    finally:
+        sim.world.set_faults("B", [])
+    a, b = data["stations"]
+    assert a["reachable"] and a["gpus"] and a["error"] is None
+    assert b["reachable"] and b["gpus"] == [] and b["host_memory"] is not None
+    assert b["container"]["state"] is not None
+    assert b["error"].startswith("nvidia-smi not answering (") and b["error"].endswith("); SSH fine"), b["error"]
