@@ -16,6 +16,7 @@ from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import GpuReading
 from console.station.messages import ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, HostMemSample
 from console.ui import clock
+from console.ui.app import ConsoleApp
 from console.ui.widgets.fleet_table import cells, fleet_row
 from console.ui.widgets.gpu_meter import GpuMeter
 from tests.ui.pair_app import pair_app, pane_text
@@ -135,3 +136,30 @@ async def test_gpu_readings_frozen_under_an_nvidia_smi_error_are_dimmed_with_the
         post(GpuSample("B", gpus(), t + 6))
         await until(lambda: not pane.query_one(GpuMeter).has_class("-stale"), what="fresh again", pilot=pilot)
         assert "Driver/library" not in pane_text(app, "B") and "old" not in pane_text(app, "B")
+
+
+async def test_the_real_app_over_the_sim_names_a_hung_nvidia_smi_and_comes_back(sim_factory):
+    """The whole path: the station service over SSH to a simulated station whose nvidia-smi hangs
+    (no output, hangup ignored) while everything else answers; the pane names the source, dims
+    its GPU rows with their age, keeps the container bright; live again when the tool answers."""
+    h = await sim_factory(running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.panes["B"]
+        await until(lambda: pane.conn_state == "live" and pane.meters and pane.meters[-1].used_mib is not None,
+                    what="B live with its GPUs", pilot=pilot, timeout=60)
+        h.world.set_faults("B", ["smi-hang"])
+        try:
+            await until(lambda: "nvidia-smi not answering; SSH fine" in pane_text(app, "B"),
+                        what="the late source named", pilot=pilot, timeout=30, detail=lambda: pane_text(app, "B"))
+            assert "GPU samples stale " in pane_text(app, "B") and pane.conn_state == "stale"
+            await until(lambda: all(m.has_class("-stale") for m in pane.meters), what="B's GPU rows dimmed",
+                        pilot=pilot)
+            assert " s old" in pane_text(app, "B") and not pane.has_class("-stale")
+            assert not dim_spans(status_text(pane), "glm53: running")
+            assert app.panes["A"].conn_state == "live"  # the other station is not disturbed
+        finally:
+            h.world.set_faults("B", [])
+        await until(lambda: pane.conn_state == "live" and not any(m.has_class("-stale") for m in pane.meters),
+                    what="B live again", pilot=pilot, timeout=30, detail=lambda: pane_text(app, "B"))
+        assert "GPU samples stale" not in pane_text(app, "B") and " s old" not in pane_text(app, "B")
