@@ -303,14 +303,15 @@ class StationState:
         """The API's figures as the panel may show them. Only a running container serves: while the
         head's container is stopped, exited or gone, whatever answers on the port is not its engine,
         so the figures are those of its last poll while it ran (their age grows); a new container
-        starts with none until it answers itself."""
+        starts with none until it answers itself. A healthy answer is shown as it is (something
+        does serve there, whatever the container says)."""
         snap = self.serving
         if snap is None:
             return NOTHING
         c = self.container
         fresh = snap.updated_at is not None and (self._run_from is None or snap.updated_at >= self._run_from)
-        if c is None or c.state == "running":
-            if fresh and c is not None:
+        if c is None or c.state == "running" or snap.status == "ok":  # (healthy: something does serve there)
+            if fresh and c is not None and c.state == "running":
                 self._run_last = snap
             shown = snap if fresh or c is None else _cleared(snap)
         else:
@@ -323,9 +324,10 @@ class StationState:
     @property
     def serving_off(self) -> str | None:
         """Why the API's figures are not live: the head's container is not running ("container
-        exited (0)"); None while it runs or is not known."""
-        c = self.container
-        if not self.head or c is None or c.state == "running":
+        exited (0)") and the API does not answer healthy; None while it runs, is not known, or
+        something answers healthy on the port (then what it says is shown as it is)."""
+        c, snap = self.container, self.serving
+        if not self.head or c is None or c.state == "running" or (snap is not None and snap.status == "ok"):
             return None
         code = f" ({c.exit_code})" if c.state == "exited" and c.exit_code is not None else ""
         return f"container {c.state}{code}"

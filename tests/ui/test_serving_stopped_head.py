@@ -93,3 +93,12 @@ async def test_the_serving_box_of_a_stopped_head_shows_no_live_numbers(monkeypat
         post(ServingUpdate(snap(t + 40, 0.05), at=t + 40))
         await until(lambda: "50.0 ms" in text_of(panel.content) and "● healthy" in text_of(panel.content),
                     what="the new engine's figures", pilot=pilot, detail=lambda: text_of(panel.content))
+
+
+def test_a_healthy_answer_is_shown_as_it_is_whatever_the_container_says():
+    """Something answers healthy on the port while the named container is not running (an engine
+    started by hand): what it says is shown, not hidden behind "container exited"."""
+    s = StationState("A", container="glm53")
+    s.apply(ContainerUpdate("A", ContainerInfo("glm53", "created"), at=100.0))
+    s.apply(ServingUpdate(snap(110.0, 0.25), at=110.0))
+    assert s.serving_off is None and s.serving_shown.ttft_p50_s == 0.25

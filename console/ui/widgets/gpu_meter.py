@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.durations import age as age_text
@@ -135,11 +136,20 @@ class GpuMeter(Vertical):
         self.stale_age = stale_age
         self.set_class(stale_age is not None, "-stale")
         if self.is_mounted:
-            self._render_reading()
+            self._render_when_ready()
 
     def on_mount(self) -> None:
         if self._shown is not None:
+            self._render_when_ready()
+
+    def _render_when_ready(self) -> None:
+        """Draw now, or after the next refresh while the rows inside are still being mounted (a
+        reading handed over while this meter mounts: its bar sits one container deeper)."""
+        try:
             self._render_reading()
+        except NoMatches:
+            if self.is_attached:
+                self.call_after_refresh(self._render_when_ready)
 
     def _render_reading(self) -> None:
         assert self._shown is not None
