@@ -43,7 +43,8 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 replace: str | None = None, stop: asyncio.Event | None = None) -> None:
     """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``."""
     stop = stop or asyncio.Event()
-    stations = Stations.for_config(config)
+    sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
+    stations = Stations.for_config(config, sample_ms / 1000)
     tty = out.isatty() and not as_json and not logs
     drawn = 0
 
@@ -65,7 +66,6 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                     emit(f"{name} | {clean(clip(line, 4096))}")
             out.flush()
 
-    sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     async with SessionRegistry(config) as sessions, Supervisor() as jobs:
         # a refusal is left to the service, which shows the station's state
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),

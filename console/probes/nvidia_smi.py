@@ -48,6 +48,8 @@ _BUS_ID = re.compile(r"\b(?:GPU\s?)?((?:[0-9A-Fa-f]{4}|[0-9A-Fa-f]{8}):[0-9A-Fa-
 # Whole-tool failures: no GPU can be read at all (the driver, NVML, no device).
 _TOOL_FAILURES = ("NVIDIA-SMI has failed", "Failed to initialize NVML", "No devices were found",
                   "couldn't communicate with the NVIDIA driver", "Driver/library version mismatch")
+# What the tool prints after such a failure (not a GPU row): "NVML library version: 580.95".
+_TOOL_FAILURE_TAIL = ("NVML library version",)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ def parse_gpu_line(line: str, position: int = 0) -> GpuReading:
 
 def _gpu_lines(text: str) -> list[str]:
     lines = [ln.strip() for ln in text.splitlines()]
-    return [ln for ln in lines if ln and not ln.lower().startswith("index,")]  # tolerate a header line
+    return [ln for ln in lines if ln and not ln.lower().startswith("index,")  # tolerate a header line
+            and not ln.startswith(_TOOL_FAILURE_TAIL)]
 
 
 def parse_gpus(text: str) -> list[GpuReading]:
@@ -177,7 +180,7 @@ class GpuRounds:
 
     def feed(self, line: str) -> list[GpuReading] | None:
         line = line.strip()
-        if not line or line.lower().startswith("index,"):
+        if not line or line.lower().startswith("index,") or line.startswith(_TOOL_FAILURE_TAIL):
             return None
         if is_tool_failure(line):
             raise ParseError(f"nvidia-smi: {line[:200]}")

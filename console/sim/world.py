@@ -45,7 +45,16 @@ KNOWN_FAULTS = {
     "memory-not-released": "the container stops but its memory does not come back (GB10: host memory that "
                            "nvidia-smi shows as 0 MB)",
     "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
+    # The GPU tool itself (issue 20): the connection and every other source stay fine. Each one holds
+    # while it is set (World.set_faults: tests and the lab switch it on and off); the -cycle variants
+    # switch themselves, SMI_CYCLE_S into every minute of the world's time (the demo).
+    "smi-hang": "nvidia-smi stops answering (NVML stuck): no output, hangup ignored; it resumes when cleared",
+    "smi-fail": "the driver fails: nvidia-smi prints 'Failed to initialize NVML: Driver/library version "
+                "mismatch' and exits",
+    "smi-hang-cycle": "smi-hang for 20 s of every minute (from 30 s into it)",
+    "smi-fail-cycle": "smi-fail for 20 s of every minute (from 30 s into it)",
 }
+SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
 DEFAULT_FAULT_STATION = {
     "station-unreachable": 1,
     "oom": 1,
@@ -63,6 +72,10 @@ DEFAULT_FAULT_STATION = {
     "port-stays-open": 0,
     "memory-not-released": 1,
     "gpu-lost": 0,
+    "smi-hang": 1,
+    "smi-fail": 1,
+    "smi-hang-cycle": 1,
+    "smi-fail-cycle": 1,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.
@@ -231,6 +244,33 @@ class World:
 
     def faults(self, station: str) -> list[str]:
         return list(self.meta["faults"].get(station, []))
+
+    def faults_now(self, station: str) -> list[str]:
+        """The station's faults as world.json says them now (a looping shim sees one switched on or
+        off while it runs), the -cycle faults as the plain fault while their window holds."""
+        self._meta = None
+        out = []
+        for f in self.faults(station):
+            if f.endswith("-cycle"):
+                lo, hi = SMI_CYCLE_S
+                if lo <= (time.time() - float(self.meta["created_at"])) % 60.0 < hi:
+                    out.append(f.removesuffix("-cycle"))
+            else:
+                out.append(f)
+        return out
+
+    def set_faults(self, station: str, faults: list[str]) -> None:
+        """Switch a station's faults while the world runs (read by the shims on their next look)."""
+        for f in faults:
+            if f not in KNOWN_FAULTS:
+                raise ValueError(f"unknown fault {f!r} (known: {', '.join(sorted(KNOWN_FAULTS))})")
+        path = self.root / "world.json"
+        with open(self.root / ".world.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            meta = json.loads(path.read_text())
+            meta["faults"][station] = list(faults)
+            _write_json(path, meta)
+        self._meta = None
 
     def station_dir(self, name: str) -> Path:
         return self.root / "stations" / name

@@ -33,12 +33,13 @@ CONN_STATES: tuple[ConnState, ...] = tuple(ConnState)
 class ConnectionState(StationMessage):
     """A station's connection state (``detail``: one line). ``last_sample_at``: wall time of the
     last sample (the age of what is on screen); ``next_try_at``: when the next attempt is due;
-    ``host_key``: the HostKeyError for the host-key states (fingerprints and key types)."""
+    ``host_key``: the HostKeyError for the host-key states (fingerprints and key types); ``late``:
+    with ``stale``, the one source that is late while the others answer ("gpus"; None: all of them)."""
 
     def __init__(self, station: str, state: ConnState, detail: str = "", *, last_sample_at: float | None = None,
-                 next_try_at: float | None = None, host_key: object | None = None) -> None:
+                 next_try_at: float | None = None, host_key: object | None = None, late: str | None = None) -> None:
         super().__init__(station)
-        self.state, self.detail = state, detail
+        self.state, self.detail, self.late = state, detail, late
         self.last_sample_at, self.next_try_at, self.host_key = last_sample_at, next_try_at, host_key
 
     @property

@@ -3,8 +3,10 @@
 One supervised asyncio task tree per station. Streams (``nvidia-smi -lms``, a builtin-only
 meminfo loop, ``docker events``, ``docker logs -f``) replace polling, so watching a station starts
 a handful of remote processes in total. Truth about the connection comes from the samples, not
-from SSH: the station is ``live`` only while samples arrive, ``stale`` after max(3 s, 3 x the
-interval) of silence (values kept, with their age), and declared dead after twice that: the
+from SSH: the station is ``live`` only while its GPU samples arrive, ``stale`` after max(3 s, 3 x
+the interval) of silence (values kept, with their age) or when the GPU samples alone stop while the
+other streams answer (a hung nvidia-smi: that source is named, the connection kept), and declared
+dead after twice that of silence on every stream: the
 connection is dropped and re-opened without waiting for SSH keepalive. While it is down a TCP
 probe runs every second, so it is live again within seconds of coming back; only repeated login
 or host-key refusals back off. Anything unexpected becomes an ``error`` state with its reason and
@@ -56,6 +58,7 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
+from console.station.state import HOSTMEM_EVERY_S, Aspect, stale_after_s
 from console.tasks import cancel_and_wait
 from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
 
@@ -63,14 +66,11 @@ WATCHDOG_TICK_S = 0.25
 PROBE_EVERY_S = 1.0
 PROBE_TIMEOUT_S = 1.5
 STREAM_RESTART_S = (1, 2, 5, 10, 30)  # a stream whose remote command ended is restarted (slower if it keeps ending)
+GPU_PROBE_S = 1.0  # while nvidia-smi answers only with an error, it is asked again this often (back within ~1 s)
+GPU_LATE_DETAIL = "nvidia-smi not answering; SSH fine"  # StationState.why: "GPU samples stale 12 s: " + this
 AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
 ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
 HOSTKEY_RECHECK_S = 30.0
-
-
-def stale_after_s(interval_s: float) -> float:
-    """Silence after which the values on screen are stale (not live)."""
-    return max(3.0, 3.0 * interval_s)
 
 
 def dead_after_s(interval_s: float) -> float:
@@ -108,7 +108,10 @@ class StationService:
         self.last_sample_at: float | None = None  # wall time of the last sample of any stream
         self.next_try_at: float | None = None
         self.restarts = 0  # supervised restarts after an unexpected error
-        self._beat = time.monotonic()
+        self._beat = time.monotonic()  # the last sample of any stream: the connection's heartbeat
+        self._gpu_beat = self._beat  # the last answer of nvidia-smi (readings or an error): live or not
+        self._gpu_failing = False  # its last answer was an error (driver, NVML): asked again every GPU_PROBE_S
+        self._late: str | None = None  # the source named in the current stale state
         self._auth_failures = 0
         self._errors = 0
         # the container log: followed once, read by this service and by any launch (subscribe)
@@ -148,19 +151,36 @@ class StationService:
         self._wake.set()
 
     def _set_state(self, state: ConnState, detail: str = "", next_try_at: float | None = None,
-                   host_key: HostKeyError | None = None) -> None:
-        self.state, self.detail, self.next_try_at = state, detail, next_try_at
+                   host_key: HostKeyError | None = None, late: str | None = None) -> None:
+        self.state, self.detail, self.next_try_at, self._late = state, detail, next_try_at, late
         self.post(ConnectionState(self.station.name, state, detail, last_sample_at=self.last_sample_at,
-                                  next_try_at=next_try_at, host_key=host_key))
+                                  next_try_at=next_try_at, host_key=host_key, late=late))
 
     def _where(self) -> str:
         return self.station.host + (f":{self.station.port}" if self.station.port else "")
 
-    def _heard(self) -> None:
-        """A sample arrived: the station is live (and the failure counters start over)."""
+    def _heard(self, gpu: bool = False) -> None:
+        """A sample arrived (``gpu``: from nvidia-smi): the connection is there; live again if the
+        GPU samples are fresh too."""
         self._beat = time.monotonic()
+        if gpu:
+            self._gpu_beat = self._beat
         self.last_sample_at = time.time()
-        if self.state != ConnState.LIVE:
+        self._judge()
+
+    def _judge(self) -> None:
+        """Live only while the GPU samples are fresh. Stale when every stream is silent (values kept,
+        with their age), or when the GPU samples alone are late while the rest answers: that source
+        is named (the connection is fine, so it is not dropped for it)."""
+        now = time.monotonic()
+        silent, gpu_silent = now - self._beat, now - self._gpu_beat
+        if silent > self.stale_after:
+            if self.state == ConnState.LIVE or self._late is not None:
+                self._set_state("stale", f"no sample for {silent:.0f} s")
+        elif gpu_silent > self.stale_after:
+            if self.state != ConnState.STALE or self._late != Aspect.GPUS:
+                self._set_state("stale", GPU_LATE_DETAIL, late=Aspect.GPUS)
+        elif self.state != ConnState.LIVE:
             self._auth_failures = self._errors = 0
             self._set_state("live")
 
@@ -234,7 +254,7 @@ class StationService:
             self._gpu_count = max(1, len(gpus))
             if gpus:
                 self._post_gpus(gpus)
-        self._heard()  # both round trips worked: the station is there
+        self._heard(gpu=True)  # both round trips worked (nvidia-smi answered): the station is there
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
         res = await self.transport.run(cmdlines.docker_inspect(self.station.container))
@@ -248,9 +268,9 @@ class StationService:
         return info
 
     async def _run_streams(self) -> None:
-        self._beat = time.monotonic()
+        self._beat = self._gpu_beat = time.monotonic()
         jobs: list[Awaitable[None]] = [
-            self._forever(self._gpu_stream),
+            self._forever(self._gpu_stream, fast=lambda: self._gpu_failing),
             self._forever(self._meminfo_stream),
             self._forever(self._events_stream),
             self.logs.follow(),
@@ -277,26 +297,29 @@ class StationService:
             drop()
 
     async def _watchdog(self) -> None:
-        """Samples are the heartbeat: stale after ``stale_after`` s of silence, dead after ``dead_after``."""
+        """Samples are the heartbeat: stale after ``stale_after`` s of silence, dead after ``dead_after``;
+        the GPU samples alone late: stale, that source named (``_judge``)."""
         while True:
             await asyncio.sleep(WATCHDOG_TICK_S)
             silent = time.monotonic() - self._beat
             if silent > self.dead_after:
                 raise StationSilent(f"{self.station.name}: no sample for {silent:.0f} s; connection declared "
                                     "dead and dropped")
-            if silent > self.stale_after and self.state == ConnState.LIVE:
-                self._set_state("stale", f"no sample for {silent:.0f} s")
+            self._judge()
 
-    async def _forever(self, stream: Callable[[], Awaitable[None]]) -> None:
+    async def _forever(self, stream: Callable[[], Awaitable[None]], fast: Callable[[], bool] | None = None) -> None:
         """Run a stream; when its remote command ends (the connection still up) start it again,
-        slower if it keeps ending at once. A refused channel is retried, never an outage."""
+        slower if it keeps ending at once, except while ``fast()``: a tool that answers only with an
+        error is asked again every GPU_PROBE_S, so its values are back within a second of it
+        answering again. A refused channel is retried, never an outage."""
         quick = 0
         while True:
             t0 = time.monotonic()
             with contextlib.suppress(ChannelRefused):
                 await stream()
             quick = quick + 1 if time.monotonic() - t0 < 5 else 0
-            await asyncio.sleep(STREAM_RESTART_S[min(quick, len(STREAM_RESTART_S) - 1)])
+            delay = STREAM_RESTART_S[min(quick, len(STREAM_RESTART_S) - 1)]
+            await asyncio.sleep(min(delay, GPU_PROBE_S) if fast is not None and fast() else delay)
 
     # ------------------------------------------------------------------ streams
 
@@ -315,7 +338,8 @@ class StationService:
 
     def _post_gpus(self, gpus: list[smi.GpuReading], error: str | None = None) -> None:
         self.post(GpuSample(self.station.name, gpus, time.time(), error))
-        self._heard()
+        self._gpu_failing = error is not None and not gpus
+        self._heard(gpu=True)
         # the process list (and GB10's memory) come from the compute-apps stream; no line at all
         # means no compute process: forget apps not seen lately
         horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000
@@ -340,9 +364,9 @@ class StationService:
                 mem = HostMemory(vm.total // 2**20, vm.available // 2**20, getattr(vm, "cached", 0) // 2**20 or None)
                 self.post(HostMemSample(self.station.name, mem, time.time()))
                 self._heard()
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(HOSTMEM_EVERY_S)
         block: list[str] = []
-        async for line in self.transport.stream(cmdlines.meminfo_stream(2.0)):
+        async for line in self.transport.stream(cmdlines.meminfo_stream(HOSTMEM_EVERY_S)):
             if line.strip() == "@@":
                 with contextlib.suppress(ParseError):
                     self.post(HostMemSample(self.station.name, parse_meminfo("\n".join(block)), time.time()))

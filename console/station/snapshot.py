@@ -10,7 +10,7 @@ from typing import Any
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
-from console.station.state import StationState
+from console.station.state import Aspect, StationState
 from console.vocabulary import TRANSPORT_TEXT
 
 
@@ -32,7 +32,10 @@ def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
 
 
 def watch_json(state: StationState, now: float) -> dict[str, Any]:
-    """One ``watch --json`` object: the station at ``now``."""
+    """One ``watch --json`` object: the station at ``now``. Beside the contract's keys: ``ages_s``
+    (every source's age: gpus, apps, hostmem, container, engine, logs, serving; null: never heard),
+    ``gpus_age_s`` (how old the GPU readings shown are: they stay while nvidia-smi fails) and
+    ``stale_sources`` (the sources whose values are old now, each by its own age)."""
     age = state.sample_age(now)
     c, e = state.container, state.engine
     return {
@@ -45,7 +48,10 @@ def watch_json(state: StationState, now: float) -> dict[str, Any]:
                       "exit_code": c.exit_code if c else None, "started_at": c.started_at if c else None},
         "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
                    "transport": e.transport if e else None, "fatal": e.fatal if e else None},
-        "error": state.conn.detail if state.conn.not_live else state.gpu_error,
+        "error": state.why(now) if state.conn.not_live else state.gpu_error,
+        "ages_s": state.ages(now),
+        "gpus_age_s": None if (g := state.value_age(Aspect.GPUS, now)) is None else round(g, 3),
+        "stale_sources": [str(a) for a in state.stale_sources(now)],
     }
 
 
@@ -66,8 +72,8 @@ def watch_line(state: StationState, now: float) -> str:
     if e := state.engine:
         parts.append(f"engine {e.label}  NCCL {TRANSPORT_TEXT.get(e.transport, e.transport)}")
     text = "  ".join(parts)
-    if state.conn.not_live and state.conn.detail:
-        text += f"  ({one_line(state.conn.detail, 160)})"
+    if state.conn.not_live and (why := state.why(now)):
+        text += f"  ({one_line(why, 160)})"
     elif state.gpu_error:
         text += f"  ({one_line(state.gpu_error, 160)})"
     return text

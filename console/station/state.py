@@ -6,9 +6,12 @@ aspects it changed, so a screen redraws only what moved. The TUI (app -> dashboa
 fleet table, the serving panel, the chat and bench screens), ``watch``, ``status`` and the
 diagnosis all read these objects; widgets render them and own no station data.
 
-Each source keeps its own time (``at[Aspect.GPUS]``, ``at[Aspect.HOSTMEM]``, ...) so that the age
-and staleness of every source, a progress state beside the connection state and per-GPU health
-can be added here without touching the readers. Values derived from several sources are computed
+Each source keeps its own time (``at[Aspect.GPUS]``, ``at[Aspect.HOSTMEM]``, ...) and its own
+staleness (``stale(aspect, now)``): a value is stale when its own source is late (a periodic
+source past ``late_after``) or the whole station is not live, whatever the other sources do. The
+station is ``live`` only while its GPU samples are fresh: when they stop while the rest answers the
+monitor says ``stale`` and names the late source (``conn.late``), and ``why`` says it in words
+("GPU samples stale 12 s: nvidia-smi not answering; SSH fine"). Values derived from several sources are computed
 here once: the memory of each GPU (on GB10's unified memory nvidia-smi says ``[N/A]``: the GPU's
 share is the sum of its processes, its total the host's memory), its history, the connection
 state's groups, ages, whether the engine line shows and the engine's words.
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from console.durations import age as age_words
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
@@ -72,6 +76,29 @@ class Aspect(StrEnum):
 EVERY_ASPECT = frozenset(Aspect)
 NOTHING: frozenset[Aspect] = frozenset()
 
+#: Each source in the operator's words ("GPU samples stale 12 s").
+SOURCE_WORDS: dict[Aspect, str] = {
+    Aspect.GPUS: "GPU samples", Aspect.APPS: "GPU processes", Aspect.HOSTMEM: "host memory",
+    Aspect.CONTAINER: "container events", Aspect.ENGINE: "engine log", Aspect.LOGS: "log stream",
+    Aspect.SERVING: "serving poll"}
+#: The sources, as ``watch --json``/``status --json`` name their ages (``ages_s``).
+SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.ENGINE, Aspect.LOGS, Aspect.SERVING)
+#: How often the monitor reads host memory (seconds); GPU samples come at the configured interval.
+HOSTMEM_EVERY_S = 2.0
+
+
+def stale_after_s(interval_s: float) -> float:
+    """Silence after which a periodic source's values (or a silent station's) are stale: three of
+    its intervals, never under 3 s."""
+    return max(3.0, 3.0 * interval_s)
+
+
+def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:
+    """How late each periodic source may be before its values are stale. The event-driven ones
+    (container, engine, logs) say nothing while nothing happens: only the connection ages them."""
+    gpu = stale_after_s(gpu_interval_s)
+    return {Aspect.GPUS: gpu, Aspect.APPS: gpu, Aspect.HOSTMEM: stale_after_s(HOSTMEM_EVERY_S)}
+
 #: GPU samples kept per GPU for its history (the meter's sparkline and plot).
 HISTORY = 120
 
@@ -87,6 +114,7 @@ class Connection:
     host_key: object | None = None
     last_sample_at: float | None = None
     next_try_at: float | None = None
+    late: Aspect | None = None  # stale because this one source is late (the rest answers); None: all of it
 
     @property
     def fingerprint(self) -> str | None:
@@ -157,8 +185,10 @@ class GpuTrace:
 class StationState:
     """One station: its identity, what each source last said (with its time) and what follows."""
 
-    def __init__(self, name: str, *, rank: int = 0, head: bool = True, container: str = "") -> None:
+    def __init__(self, name: str, *, rank: int = 0, head: bool = True, container: str = "",
+                 gpu_interval_s: float = 1.0) -> None:
         self.name, self.rank, self.head, self.container_name = name, rank, head, container
+        self.late_after = late_limits(gpu_interval_s)  # per periodic source: late (stale) after this
         self.conn = Connection()
         self.gpus: list[GpuReading] = []  # the readings shown (kept, dimmed, when nvidia-smi fails)
         self.gpus_at: float | None = None  # when those readings were taken
@@ -171,13 +201,19 @@ class StationState:
         self.container: ContainerInfo | None = None
         self.engine: EngineProgress | None = None
         self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
+        # what the serving panel may show of it: figures from this container's run only (derived)
+        self.serving_shown: ServingSnapshot | None = None
+        self._run: str | None = None  # the container run being watched (its started_at)
+        self._run_from: float | None = None  # when that run was first seen running (wall time)
+        self._run_last: ServingSnapshot | None = None  # the last poll with figures of that run
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
 
     @classmethod
-    def for_station(cls, station: Station) -> StationState:
-        return cls(station.name, rank=station.rank, head=station.is_head, container=station.container)
+    def for_station(cls, station: Station, gpu_interval_s: float = 1.0) -> StationState:
+        return cls(station.name, rank=station.rank, head=station.is_head, container=station.container,
+                   gpu_interval_s=gpu_interval_s)
 
     def __repr__(self) -> str:
         return f"StationState({self.name!r}, {self.conn.state})"
@@ -207,7 +243,9 @@ class StationState:
                 return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
             case ContainerUpdate():
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
-                return frozenset({Aspect.CONTAINER})
+                if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
+                    self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
+                return frozenset({Aspect.CONTAINER, *self._derive_serving()})
             case EngineUpdate():
                 self.engine, self.at[Aspect.ENGINE] = msg.progress, msg.at
                 return frozenset({Aspect.ENGINE})
@@ -216,16 +254,18 @@ class StationState:
                 return frozenset({Aspect.LOGS})
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
-                return frozenset({Aspect.SERVING})
+                return frozenset({Aspect.SERVING, *self._derive_serving()})
         return NOTHING
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
         c = self.conn
-        before = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at)
+        before = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at, c.late)
         c.state, c.detail, c.host_key, c.next_try_at = msg.state, msg.detail, msg.host_key, msg.next_try_at
+        late = getattr(msg, "late", None)
+        c.late = Aspect(late) if late and msg.state == ConnState.STALE else None
         if msg.last_sample_at is not None:
             c.last_sample_at = msg.last_sample_at
-        after = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at)
+        after = (c.state, c.detail, c.host_key, c.last_sample_at, c.next_try_at, c.late)
         return frozenset({Aspect.CONN}) if after != before else NOTHING
 
     def _gpu_sample(self, msg: GpuSample) -> frozenset[Aspect]:
@@ -259,6 +299,39 @@ class StationState:
         self.memory = memory
         return frozenset({Aspect.MEMORY})
 
+    def _derive_serving(self) -> frozenset[Aspect]:
+        """The API's figures as the panel may show them. Only a running container serves: while the
+        head's container is stopped, exited or gone, whatever answers on the port is not its engine,
+        so the figures are those of its last poll while it ran (their age grows); a new container
+        starts with none until it answers itself. A healthy answer is shown as it is (something
+        does serve there, whatever the container says)."""
+        snap = self.serving
+        if snap is None:
+            return NOTHING
+        c = self.container
+        fresh = snap.updated_at is not None and (self._run_from is None or snap.updated_at >= self._run_from)
+        if c is None or c.state == "running" or snap.status == "ok":  # (healthy: something does serve there)
+            if fresh and c is not None and c.state == "running":
+                self._run_last = snap
+            shown = snap if fresh or c is None else _cleared(snap)
+        else:
+            shown = self._run_last or _cleared(snap)
+        if shown is self.serving_shown:
+            return NOTHING
+        self.serving_shown = shown
+        return frozenset({Aspect.SERVING})
+
+    @property
+    def serving_off(self) -> str | None:
+        """Why the API's figures are not live: the head's container is not running ("container
+        exited (0)") and the API does not answer healthy; None while it runs, is not known, or
+        something answers healthy on the port (then what it says is shown as it is)."""
+        c, snap = self.container, self.serving
+        if not self.head or c is None or c.state == "running" or (snap is not None and snap.status == "ok"):
+            return None
+        code = f" ({c.exit_code})" if c.state == "exited" and c.exit_code is not None else ""
+        return f"container {c.state}{code}"
+
     # ------------------------------------------------------------------ derived
 
     def process_memory_mib(self, uuid: str) -> int:
@@ -287,8 +360,54 @@ class StationState:
 
     @property
     def values_stale(self) -> bool:
-        """Values are on screen from an earlier sample while the station is not live (dimmed)."""
-        return not self.conn.live and self.conn.last_sample_at is not None
+        """Every value is on screen from an earlier sample: the station is not live as a whole
+        (silent, down), not just one source late (dimmed)."""
+        return not self.conn.live and self.conn.last_sample_at is not None and self.conn.late is None
+
+    def late(self, aspect: Aspect, now: float) -> bool:
+        """A periodic source has not reported for longer than it may (``late_after``)."""
+        limit, at = self.late_after.get(aspect), self.at.get(aspect)
+        return limit is not None and at is not None and now - at > limit
+
+    def stale(self, aspect: Aspect, now: float) -> bool:
+        """This source's values on screen are old (dimmed, with their age): the whole station is
+        not live, or this source is late, whatever the others do. The GPU readings (and the memory
+        drawn from them) are old too while nvidia-smi answers only with an error."""
+        if self.values_stale:
+            return True
+        if aspect in (Aspect.GPUS, Aspect.MEMORY):
+            if self.conn.late == Aspect.GPUS or (self.gpu_error is not None and self.gpus_at is not None):
+                return True
+            aspect = Aspect.GPUS
+        return self.late(aspect, now)
+
+    def stale_sources(self, now: float) -> list[Aspect]:
+        """The sources whose values are old now (``watch --json``'s ``stale_sources``)."""
+        return [a for a in SOURCES if self.at.get(a) is not None and self.stale(a, now)]
+
+    def value_age(self, aspect: Aspect, now: float) -> float | None:
+        """How old the values shown for ``aspect`` are: the GPU readings' own time (an error answer
+        brings none), the event-driven sources' last word from a station that is no longer heard
+        (the connection's last sample), else the source's last report."""
+        if aspect in (Aspect.GPUS, Aspect.MEMORY):
+            return None if self.gpus_at is None else max(0.0, now - self.gpus_at)
+        if aspect in (Aspect.CONTAINER, Aspect.ENGINE, Aspect.LOGS) and self.values_stale:
+            seen = self.conn.last_sample_at
+            return None if seen is None else max(0.0, now - seen)
+        return self.age(aspect, now)
+
+    def ages(self, now: float) -> dict[str, float | None]:
+        """Every source's age in seconds (None: it never reported), ``watch``/``status`` ``ages_s``."""
+        return {str(a): None if (v := self.age(a, now)) is None else round(v, 3) for a in SOURCES}
+
+    def why(self, now: float) -> str | None:
+        """The reason the station is not live, in one line (None while live): a late source says
+        which and how late ("GPU samples stale 12 s: nvidia-smi not answering; SSH fine")."""
+        c = self.conn
+        if c.state == ConnState.STALE and c.late is not None:
+            late = self.age(c.late, now)
+            return f"{SOURCE_WORDS[c.late]} stale {age_words(late)}" + (f": {c.detail}" if c.detail else "")
+        return (c.detail or None) if c.not_live else None
 
     @property
     def engine_shown(self) -> bool:
@@ -315,6 +434,12 @@ class StationState:
         return named or list(self.gpus)
 
 
+def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
+    """The snapshot without figures (no poll of this container's engine yet): every figure unknown."""
+    keep = {"url", "model", "version", "engine", "healthy", "status", "error", "note", "polled_at"}
+    return replace(snap, **{f.name: None for f in fields(snap) if f.name not in keep})
+
+
 class Stations(Mapping[str, StationState]):
     """Every station's state by name; ``apply`` routes a station message to its station."""
 
@@ -324,8 +449,10 @@ class Stations(Mapping[str, StationState]):
             (s.name for s in sorted(self._states.values(), key=lambda s: s.rank)), None)
 
     @classmethod
-    def for_config(cls, config: Config) -> Stations:
-        return cls((StationState.for_station(st) for st in config.stations), head=config.head.name)
+    def for_config(cls, config: Config, gpu_interval_s: float | None = None) -> Stations:
+        """``gpu_interval_s``: the GPU sampling interval (default: the configured refresh)."""
+        interval = config.ui.refresh_ms / 1000 if gpu_interval_s is None else gpu_interval_s
+        return cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
 
     def __getitem__(self, name: str) -> StationState:
         return self._states[name]

@@ -20,7 +20,7 @@ from console.probes.meminfo import parse_meminfo
 from console.remote import cmdlines
 from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
-from console.remote.transport import HostKeyError, Transport, TransportError
+from console.remote.transport import CommandTimeout, HostKeyError, Transport, TransportError
 from console.serving.probe import api_status as serving_api_status
 from console.station.messages import (
     AppsSample,
@@ -44,15 +44,24 @@ async def station_state(config: Config, station: Station, transport: Transport, 
     name = station.name
     try:
         await connect_with_trust(transport, trust, replace)
+
+        async def gpu_read():  # a hung nvidia-smi is that source's failure, not the station's
+            try:
+                return await transport.run(cmdlines.gpu_query())
+            except CommandTimeout as exc:
+                return exc
+
         gpu_res, mem_res, ctr_res = await asyncio.gather(
-            transport.run(cmdlines.gpu_query()),
+            gpu_read(),
             transport.run(cmdlines.meminfo_once()),
             transport.run(cmdlines.docker_inspect(station.container)),
         )
         now = time.time()
         state.apply(ConnectionState(name, ConnState.LIVE, last_sample_at=now))
+        if isinstance(gpu_res, CommandTimeout):
+            state.apply(GpuSample(name, [], now, error=f"nvidia-smi not answering ({gpu_res}); SSH fine"))
         # A broken GPU makes nvidia-smi exit non-zero while it still prints the good rows: parse anyway.
-        if gpu_res.ok or gpu_res.stdout.strip():
+        elif gpu_res.ok or gpu_res.stdout.strip():
             try:
                 state.apply(GpuSample(name, smi.parse_gpus(gpu_res.stdout), now))
             except ParseError as exc:

@@ -80,7 +80,8 @@ class ConsoleApp(App):
         self._diag_version = 0
         self.last_checks: list | None = None  # the checks screen reopens with them
         self._diag_alerted: set[str] = set()
-        self.stations = Stations.for_config(config)  # every fact about every station: the one place
+        # every fact about every station: the one place (its ages judged by the GPU interval sampled)
+        self.stations = Stations.for_config(config, gpu_interval_ms / 1000 if gpu_interval_ms else None)
         self.jobs = Supervisor()  # the app's long-lived jobs: named, restarted, stopped on unmount
         self._serving_client: ApiClient | None = None
         self._serving_transport = serving_transport

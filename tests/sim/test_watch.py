@@ -9,7 +9,8 @@ import json
 from console.commands.watch import watch
 from console.station.messages import CONN_STATES
 
-STATION_KEYS = {"t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error"}
+STATION_KEYS = {"t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
+                "ages_s", "gpus_age_s", "stale_sources"}  # the contract's keys, and every source's age (issue 20)
 GPU_KEYS = {"index", "name", "uuid", "memory_used_mib", "memory_total_mib", "util_pct", "temp_c", "power_w", "error"}
 
 

@@ -21,6 +21,7 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
+from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.log_view import LogView
 from console.ui.widgets.station_pane import StationPane
@@ -101,6 +102,7 @@ async def test_unknown_host_key_offers_the_trust_step(sim_factory, tmp_path):
 # ---------------------------------------------------------------- snapshots (fixed data, no I/O)
 
 T0 = 1764590400.0  # fixed sample clock: the history rows and plots never depend on the test machine
+NOW = T0 + 237.902  # the screens' "now" in the snapshots: 1 s after the newest sample (every value fresh)
 
 SNAP_CONFIG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
@@ -147,11 +149,11 @@ def snapshot_app(theme="dgx-dark"):
         for used in (600, 60000, 120000, 180000, 223000, 236902):
             post(GpuSample("A", _gpus(used), T0 + used / 1000))
             await pilot.pause()
-        for used in (600, 40000, 90000, 140000):
-            post(GpuSample("B", _gpus(used), T0 + used / 1000))
+        for used in (600, 40000, 90000, 140000):  # B's newest sample as new as A's (NOW - 1 s): both fresh
+            post(GpuSample("B", _gpus(used), T0 + 96.902 + used / 1000))
             await pilot.pause()
-        post(HostMemSample("A", HostMemory(507904, 483000), 0))
-        post(HostMemSample("B", HostMemory(507904, 480000), 0))
+        post(HostMemSample("A", HostMemory(507904, 483000), NOW - 1))
+        post(HostMemSample("B", HostMemory(507904, 480000), NOW - 1))
         post(ContainerUpdate("A", ContainerInfo("glm53", "running")))
         post(ContainerUpdate("B", ContainerInfo("glm53", "exited", exit_code=1)))
         post(EngineUpdate("A", EngineProgress(phase="ready", transport="gdrdma")))
@@ -170,12 +172,14 @@ def snapshot_app(theme="dgx-dark"):
     return app, feed
 
 
-def test_snapshot_dashboard_dark(snap_compare):
+def test_snapshot_dashboard_dark(snap_compare, monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: NOW)  # every value is as old as it is, judged at a fixed now
     app, feed = snapshot_app()
     assert snap_compare(app, terminal_size=(160, 40), run_before=feed)
 
 
-def test_snapshot_dashboard_light(snap_compare):
+def test_snapshot_dashboard_light(snap_compare, monkeypatch):
+    monkeypatch.setattr(clock, "now", lambda: NOW)
     app, feed = snapshot_app("dgx-light")
     assert snap_compare(app, terminal_size=(160, 40), run_before=feed)
 

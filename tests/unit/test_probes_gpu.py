@@ -7,7 +7,7 @@ from console.probes.docker import parse_event, parse_inspect, split_timestamp
 from console.probes.engine_log import EngineLogTracker
 from console.probes.meminfo import parse_meminfo
 from console.probes.nccl_transport import transport_of_lines, worse
-from console.probes.nvidia_smi import parse_compute_apps, parse_gpus
+from console.probes.nvidia_smi import GpuRounds, parse_compute_apps, parse_gpus
 
 GB300_STATION = """\
 0, GPU-3a1f2c3d-0000-1111-2222-333344445555, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 1184, 97887, 1, 31, 22.50
@@ -268,3 +268,15 @@ def test_engine_log_anchors_cover_every_marker():
     n = EngineLogTracker("vllm")  # an NCCL line with no marker of its own: the ranks are connecting
     assert n.feed_batch(["noise", "spark-a:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE", "noise"])
     assert n.progress.phase == "connecting"
+
+
+def test_the_line_after_an_nvml_failure_is_not_a_gpu():
+    """nvidia-smi's driver/library mismatch prints "NVML library version: 580.95" after the failure:
+    one error, never a GPU row in error made of that line."""
+    out = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n"
+    rounds = GpuRounds(1)
+    with pytest.raises(ParseError, match="Driver/library version mismatch"):
+        rounds.feed(out.splitlines()[0])
+    assert rounds.feed(out.splitlines()[1]) is None
+    with pytest.raises(ParseError, match="Driver/library version mismatch"):
+        parse_gpus(out)

@@ -38,7 +38,8 @@ def live_b() -> StationState:
 
 def test_watch_json_of_a_live_station():
     obj = watch_json(live_b(), 100.0)
-    assert list(obj) == ["t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error"]
+    assert list(obj) == ["t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
+                         "ages_s", "gpus_age_s", "stale_sources"]  # the contract's keys first; ages added
     assert obj["t"] == 100.0 and obj["station"] == "B" and obj["state"] == "live" and obj["sample_age_s"] == 0.5
     assert [list(g) for g in obj["gpus"]] == [GPU_KEYS, GPU_KEYS]
     assert obj["gpus"][0]["name"] is None and obj["gpus"][0]["uuid"] is None and obj["gpus"][0]["error"].startswith("Unable")
@@ -130,3 +131,18 @@ def test_status_failure_after_the_station_answered_replaces_the_other_errors():
     assert d["reachable"] is True and d["error"] == "docker inspect: not JSON state: 'x'"
     assert d["container"] == {"name": "glm53", "state": None}
     assert status_dict(s)["error"] == "nvidia-smi failed: boom"
+
+
+def test_watch_json_says_which_source_is_late_and_every_sources_age():
+    """Issue 20: a hung nvidia-smi while the rest answers: ``stale``, the why names the GPU samples
+    and their age; ``ages_s`` has every source's own age; only the late source is stale."""
+    s = live_b()
+    s.apply(HostMemSample("B", HostMemory(507904, 400000), 111.0))
+    s.apply(ConnectionState("B", "stale", "nvidia-smi not answering; SSH fine", last_sample_at=111.0, late="gpus"))
+    obj = watch_json(s, 111.5)
+    assert obj["state"] == "stale" and obj["sample_age_s"] == 12.0
+    assert obj["error"] == "GPU samples stale 12 s: nvidia-smi not answering; SSH fine"
+    assert obj["ages_s"] == {"gpus": 12.0, "apps": None, "hostmem": 0.5, "container": 21.5, "engine": 16.5,
+                             "logs": None, "serving": None}
+    assert obj["gpus_age_s"] == 12.0 and obj["stale_sources"] == ["gpus"]
+    assert "GPU samples stale 12 s: nvidia-smi not answering; SSH fine" in watch_line(s, 111.5)

@@ -255,3 +255,51 @@ def test_stations_for_a_config_take_the_configs_head(tmp_path):
                        '[[stations]]\nname = "H"\nhost = "h0"\nrank = 0\ncontainer = "c0"\n', "x.toml")
     sts = Stations.for_config(cfg)
     assert sts.head_name == "H" and sts["H"].container_name == "c0" and sts.head_engine is None
+
+
+# ---------------------------------------------------------------------- every source its own age (issue 20)
+
+
+def test_a_late_source_is_stale_by_its_own_age_whatever_the_others_do():
+    s = StationState("A", gpu_interval_s=1.0)
+    s.apply(ConnectionState("A", "live", last_sample_at=10.0))
+    s.apply(GpuSample("A", gb300(), 10.0))
+    s.apply(HostMemSample("A", HostMemory(507904, 400000), 10.0))
+    s.apply(ContainerUpdate("A", ContainerInfo("glm53", "running"), at=1.0))
+    assert s.stale_sources(12.0) == []  # the container said nothing new: event-driven, not late
+    # host memory stops while the GPU samples come: host memory alone is stale (the station stays live)
+    s.apply(GpuSample("A", gb300(), 17.0))
+    assert s.conn.live and s.stale(A.HOSTMEM, 17.0) and not s.stale(A.GPUS, 17.0)
+    assert s.stale_sources(17.0) == [A.HOSTMEM] and s.value_age(A.HOSTMEM, 17.0) == 7.0
+    # the GPU samples stop while the rest answers: the monitor names them; only they (and memory) are old
+    s.apply(HostMemSample("A", HostMemory(507904, 400000), 29.0))
+    assert s.apply(ConnectionState("A", "stale", "nvidia-smi not answering; SSH fine", last_sample_at=29.0,
+                                   late="gpus")) == {A.CONN}
+    assert s.conn.late == A.GPUS and not s.values_stale
+    assert s.stale(A.GPUS, 29.0) and s.stale(A.MEMORY, 29.0) and not s.stale(A.CONTAINER, 29.0)
+    assert not s.stale(A.HOSTMEM, 29.0)
+    assert s.why(29.0) == "GPU samples stale 12 s: nvidia-smi not answering; SSH fine"
+    assert s.value_age(A.GPUS, 29.0) == 12.0
+    # back: live, nothing named
+    s.apply(GpuSample("A", gb300(), 30.0))
+    s.apply(ConnectionState("A", "live", last_sample_at=30.0))
+    assert s.conn.late is None and s.why(30.0) is None and s.stale_sources(30.0) == []
+
+
+def test_a_silent_or_down_station_makes_every_value_stale_with_the_connections_age():
+    s = StationState("A")
+    s.apply(GpuSample("A", gb300(), 10.0))
+    s.apply(ContainerUpdate("A", ContainerInfo("glm53", "running"), at=1.0))
+    s.apply(ConnectionState("A", "unreachable", "no answer", last_sample_at=10.0))
+    assert s.values_stale and s.stale(A.CONTAINER, 40.0) and s.stale(A.ENGINE, 40.0) and s.stale(A.GPUS, 40.0)
+    assert s.value_age(A.CONTAINER, 40.0) == 30.0 and s.why(40.0) == "no answer"
+
+
+def test_gpu_readings_under_a_tool_error_are_stale_with_their_age():
+    s = StationState("A")
+    s.apply(ConnectionState("A", "live", last_sample_at=10.0))
+    s.apply(GpuSample("A", gb300(), 10.0))
+    s.apply(GpuSample("A", [], 14.0, error="nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"))
+    assert s.conn.live and s.stale(A.GPUS, 14.5) and s.value_age(A.GPUS, 14.5) == 4.5
+    s.apply(GpuSample("A", gb300(), 15.0))
+    assert not s.stale(A.GPUS, 15.5)

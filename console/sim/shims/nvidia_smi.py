@@ -6,6 +6,7 @@ GB10 (unified memory) prints ``[N/A]`` for every memory field, as the real tool 
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import time
 
@@ -67,6 +68,23 @@ def _lost_index(ctx) -> int:
     gpus = ctx.state["gpus"]
     spare = [g["index"] for g in gpus if not g["serving"]]
     return spare[0] if spare else gpus[-1]["index"]
+
+
+NVML_FAILURE = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n"
+NVML_FAILURE_EXIT = 18
+
+
+def _nvml(ctx) -> bool:
+    """The tool's own faults, looked up on every round: ``smi-hang`` blocks here (NVML stuck in the
+    driver: nothing printed, a hangup ignored) until it is cleared; False: ``smi-fail``, the driver
+    fails (the caller prints NVML's failure and exits, as the real tool does)."""
+    faults = ctx.world.faults_now(ctx.station)
+    if "smi-hang" in faults:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        while "smi-hang" in faults and not ctx.orphaned():
+            time.sleep(0.2)
+            faults = ctx.world.faults_now(ctx.station)
+    return "smi-fail" not in faults
 
 
 def _units(field: str) -> str:
@@ -169,8 +187,12 @@ def main(argv: list[str], ctx) -> int:
 
     if query is None and apps is None and not list_gpus:
         query = ["index", "name", "memory.used", "memory.total", "utilization.gpu"]
-    emit()
-    while loop_s and not ctx.orphaned():
-        time.sleep(loop_s)
+    while True:
+        if not _nvml(ctx):
+            sys.stdout.write(NVML_FAILURE)
+            sys.stdout.flush()
+            return NVML_FAILURE_EXIT
         emit()
-    return 0
+        if not loop_s or ctx.orphaned():
+            return 0
+        time.sleep(loop_s)

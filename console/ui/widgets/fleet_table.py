@@ -19,7 +19,7 @@ from textual.widgets import DataTable
 
 from console.durations import age as age_text
 from console.sanitize import one_line
-from console.station.state import StationState
+from console.station.state import Aspect, StationState
 from console.ui import clock
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of, transport_style
@@ -59,6 +59,7 @@ class FleetRow:
     util_pct: int | None
     transport: str
     error: str
+    stale: bool = False  # the row's values are old (the station not live, its GPU samples late): dimmed
 
 
 def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | None = None,
@@ -73,20 +74,24 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
     used = [m.used_mib for m in memory if m.used_mib is not None]
     total = [m.total_mib for m in memory if m.total_mib is not None]
     utils = [g.util_pct for g in serving if g.util_pct is not None]
-    # the newest of the two: the connection's word (stale / down) and the last GPU sample (live)
-    seen = s.seen_at
+    # the age of what the row shows: the GPU readings' own time (frozen while nvidia-smi hangs or
+    # fails, whatever the other sources do), else the connection's last word
+    seen = s.gpus_at if s.gpus_at is not None else s.seen_at
     p = s.engine
     error = ""
-    if s.conn.down and s.conn.detail:
-        error = s.conn.detail
+    if s.conn.not_live and (why := s.why(now)):
+        error = why
     elif p is not None and p.fatal:
         error = error_words(p.fatal)
+    elif s.gpu_error:
+        error = s.gpu_error
     elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
         error = f"container {s.container.state} ({s.container.exit_code})"
     return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
                     p.phase if p else None, s.engine_label, sum(used) if used else None,
                     sum(total) if total else None, max(utils) if utils else None,
-                    p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400))
+                    p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400),
+                    stale=s.values_stale or s.stale(Aspect.GPUS, now))
 
 
 def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
@@ -127,6 +132,10 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
     util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
     nccl = Text(TRANSPORT_TINY.get(row.transport, row.transport), style=transport_style(row.transport, palette))
     err = Text(row.error, style=palette.error) if row.error else Text("")
+    if row.stale:  # old values: dimmed (the age column says how old)
+        for cell in (engine, mem, util, nccl):
+            cell.stylize("dim")
+        age.stylize("bold yellow")
     return name, state, age, engine, mem, util, nccl, err
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
+from console.durations import age as age_text
 from console.durations import span
 from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
@@ -23,24 +25,32 @@ def fmt_gib(mib: float | None) -> str:
 
 
 class Bar:
-    """A memory bar that fills whatever width it is given at render time."""
+    """A memory bar that fills whatever width it is given at render time (``dim``: old values)."""
 
-    def __init__(self, frac: float | None, expected: float | None = None, palette: Palette = DEFAULT):
-        self.frac, self.expected, self.palette = frac, expected, palette
+    def __init__(self, frac: float | None, expected: float | None = None, palette: Palette = DEFAULT,
+                 dim: bool = False):
+        self.frac, self.expected, self.palette, self.dim = frac, expected, palette, dim
 
     def __rich_console__(self, console, options):
-        yield bar(self.frac, options.max_width, self.expected, self.palette)
+        yield _dimmed(bar(self.frac, options.max_width, self.expected, self.palette), self.dim)
 
 
 class Spark:
-    """The memory history sized to the width at render time."""
+    """The memory history sized to the width at render time (``dim``: old values)."""
 
     def __init__(self, values: list[float], top: float | None, times: list[float] | None = None,
-                 palette: Palette = DEFAULT):
-        self.values, self.top, self.times, self.palette = values, top, times, palette
+                 palette: Palette = DEFAULT, dim: bool = False):
+        self.values, self.top, self.times, self.palette, self.dim = values, top, times, palette, dim
 
     def __rich_console__(self, console, options):
-        yield sparkline(self.values, self.top, options.max_width, self.times, self.palette)
+        yield _dimmed(sparkline(self.values, self.top, options.max_width, self.times, self.palette), self.dim)
+
+
+def _dimmed(text: Text, dim: bool) -> Text:
+    """Old values are drawn dim over their own colours (the bar keeps its levels, faded)."""
+    if dim:
+        text.stylize("dim")
+    return text
 
 
 def bar(frac: float | None, width: int, expected: float | None = None, palette: Palette = DEFAULT) -> Text:
@@ -107,6 +117,7 @@ class GpuMeter(Vertical):
         self.total_mib: float | None = None
         self.title = ""
         self._shown: tuple[GpuReading, GpuMemory, GpuTrace | None] | None = None
+        self.stale_age: float | None = None  # the reading is this old and not live (dimmed), else None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="gpu-head")
@@ -116,16 +127,29 @@ class GpuMeter(Vertical):
         yield Static("", classes="gpu-hist")
         yield GpuHistoryPlot(classes="gpu-plot")
 
-    def show(self, reading: GpuReading, memory: GpuMemory, trace: GpuTrace | None) -> None:
+    def show(self, reading: GpuReading, memory: GpuMemory, trace: GpuTrace | None,
+             stale_age: float | None = None) -> None:
         """Draw this GPU: its reading (a GPU nvidia-smi could not read is one without a name), its
-        memory as the station's state computes it, and its history."""
+        memory as the station's state computes it, and its history; ``stale_age``: the reading is
+        old (its source late, the station not live, nvidia-smi failing): dimmed, with its age."""
         self._shown = (reading, memory, trace)
+        self.stale_age = stale_age
+        self.set_class(stale_age is not None, "-stale")
         if self.is_mounted:
-            self._render_reading()
+            self._render_when_ready()
 
     def on_mount(self) -> None:
         if self._shown is not None:
+            self._render_when_ready()
+
+    def _render_when_ready(self) -> None:
+        """Draw now, or after the next refresh while the rows inside are still being mounted (a
+        reading handed over while this meter mounts: its bar sits one container deeper)."""
+        try:
             self._render_reading()
+        except NoMatches:
+            if self.is_attached:
+                self.call_after_refresh(self._render_when_ready)
 
     def _render_reading(self) -> None:
         assert self._shown is not None
@@ -147,6 +171,9 @@ class GpuMeter(Vertical):
         used_mib, total_mib = memory.used_mib, memory.total_mib
         self.used_mib, self.total_mib = used_mib, total_mib
         parts = [f"GPU{self.index} {g.name}"]
+        old = self.stale_age is not None
+        if old:  # next to the name: a narrow pane cuts the figures after it, never the age
+            parts.append(f"· {age_text(self.stale_age)} old")
         if g.util_pct is not None:
             parts.append(f"util {g.util_pct}%")
         if g.temp_c is not None:
@@ -156,18 +183,19 @@ class GpuMeter(Vertical):
         if memory.note:
             parts.append(memory.note)
         self.title = "  ".join(parts)
-        head = Text(self.title, overflow="ellipsis", no_wrap=True)
+        head = Text(self.title, overflow="ellipsis", no_wrap=True, style="dim" if old else "")
         if g.error:
             self.title += f"  ✖ {one_line(g.error, 200)}"
             head.append(f"  ✖ {one_line(g.error, 200)}", style="bold red")
         self.query_one(".gpu-head", Static).update(head)
-        self.query_one(".gpu-bar", Static).update(Bar(memory.frac, self.expected_frac, palette_of(self.app)))
+        self.query_one(".gpu-bar", Static).update(Bar(memory.frac, self.expected_frac, palette_of(self.app), old))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
-        self.query_one(".gpu-mem", Static).update(mem)
+        self.query_one(".gpu-mem", Static).update(Text(mem, style="dim") if old else mem)
         self._render_history(trace)
 
     def _render_history(self, trace: GpuTrace | None) -> None:
         times, used, utils = (list(trace.times), list(trace.used), list(trace.utils)) if trace else ([], [], [])
-        self.query_one(".gpu-hist", Static).update(Spark(used, self.total_mib, times, palette_of(self.app)))
+        self.query_one(".gpu-hist", Static).update(Spark(used, self.total_mib, times, palette_of(self.app),
+                                                         self.stale_age is not None))
         # the plot keeps the data; it is drawn only while shown (a roomy pane), from the samples' clock
         self.query_one(GpuHistoryPlot).show(times, used, utils, self.total_mib)

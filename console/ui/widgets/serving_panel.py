@@ -68,18 +68,20 @@ def stale_after(snap: ServingSnapshot) -> float:
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
                     engine: EngineProgress | None = None, palette: Palette = DEFAULT,
-                    max_lines: int | None = None) -> ServingView:
+                    max_lines: int | None = None, off: str | None = None) -> ServingView:
     """The panel's content (pure: a snapshot, a clock and the head's engine phase in, a
     renderable out) that lays itself out for the width it gets: label/value pairs two per row
     when there is room, else packed whole into lines (a label is never cut to ``M…``).
-    ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate)."""
+    ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate).
+    ``off``: the head's container is not running (why, "container exited (0)"): nothing that
+    answers on the port is its engine, so no live figure shows (the last ones, dimmed, with their age)."""
     now = clock.now() if now is None else now
     pal = palette
     if snap is None:
         return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
-    stale = snap.is_stale(now, stale_after(snap))
+    stale = snap.is_stale(now, stale_after(snap)) or off is not None
     expect = api_expectation(engine)
-    loading = snap.status in ("unreachable", "unhealthy") and expect == "loading"
+    loading = snap.status in ("unreachable", "unhealthy") and expect == "loading" and off is None
     code = snap.http_status or 503
     health = {
         "ok": Text("● healthy", style=pal.ok),
@@ -90,10 +92,12 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     }.get(snap.status, Text("● unknown", style="dim"))
     if loading:  # expected while the engine starts: calm, with the phase
         health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
+    elif off is not None:
+        health = Text(f"○ {one_line(off, 120)}", style="dim")
     elif snap.status == "unreachable" and expect == "stopped":
         health = Text("○ stopped (the engine is not running)", style="dim")
     poll_age = None if snap.polled_at is None else max(0.0, now - snap.polled_at)
-    if poll_age is not None and poll_age > LATE_AFTER_S and snap.status != "unreachable":
+    if poll_age is not None and poll_age > LATE_AFTER_S and snap.status != "unreachable" and off is None:
         # the poll is late: what it last said is old news ("not answering" stays true)
         health = Text(f"◌ no answer for {span(poll_age)} (last: {health.plain.lstrip('●◌○ ')})",
                       style=f"bold {pal.warn}")
@@ -115,7 +119,10 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
                                   style=val))])
     age = snap.age_s(now)
     error = one_line(snap.error, 300) if snap.error else None
-    if loading:
+    if off is not None:
+        foot = Text(f"last figures from before the stop, {span(age)} ago" if age is not None
+                    else "no figures from this container", style="dim")
+    elif loading:
         foot = Text("the API answers once the engine is ready" + (
             f"; last good poll {span(age)} ago" if age is not None else ""), style="dim")
     elif age is None:
@@ -193,6 +200,7 @@ class ServingPanel(Static):
         self.snapshot: ServingSnapshot | None = None
         self.engine: EngineProgress | None = None  # the head station's engine phase
         self.max_lines: int | None = None  # a small terminal's budget of rows (None: all)
+        self.off: str | None = None  # the head's container is not running: why (no live figures)
         self.border_title = "Serving"
 
     def set_max_lines(self, lines: int | None) -> None:
@@ -204,8 +212,10 @@ class ServingPanel(Static):
         self.set_interval(1.0, self._redraw)
         self._redraw()
 
-    def show(self, snapshot: ServingSnapshot) -> None:
-        self.snapshot = snapshot
+    def show(self, snapshot: ServingSnapshot | None, off: str | None = None) -> None:
+        """The head's serving figures as its state lets them show (``StationState.serving_shown``)
+        and ``off``: why they are not live (``StationState.serving_off``)."""
+        self.snapshot, self.off = snapshot, off
         self._redraw()
 
     def set_engine(self, progress: EngineProgress | None) -> None:
@@ -215,8 +225,8 @@ class ServingPanel(Static):
     def _redraw(self) -> None:
         snap = self.snapshot
         now = clock.now()
-        down = snap is not None and snap.status in ("unhealthy", "unreachable")
-        starting = down and api_expectation(self.engine) in ("loading", "stopped")
+        down = snap is not None and snap.status in ("unhealthy", "unreachable") and self.off is None
+        starting = self.off is not None or (down and api_expectation(self.engine) in ("loading", "stopped"))
         late = snap is not None and snap.polled_at is not None and now - snap.polled_at > LATE_AFTER_S
         self.set_class(snap is not None and (snap.is_stale(now, stale_after(snap)) or late)
                        and snap.updated_at is not None and not starting, "-stale")
@@ -224,4 +234,4 @@ class ServingPanel(Static):
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
             self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
-        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines))
+        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines, self.off))

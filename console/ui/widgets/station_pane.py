@@ -93,16 +93,24 @@ def _while_mounted(method):
     return wrapper
 
 
-class HostMemLine:
-    """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show."""
+def old_label(age_s: float | None) -> Text:
+    """`` (12 s old)``: how old a dimmed value is."""
+    return Text(f" ({age(age_s)} old)", style="dim") if age_s is not None else Text()
 
-    def __init__(self, mem: HostMemory, unified: bool) -> None:
-        self.mem, self.unified = mem, unified
+
+class HostMemLine:
+    """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show;
+    ``stale_age``: the reading is old (dimmed, with its age)."""
+
+    def __init__(self, mem: HostMemory, unified: bool, stale_age: float | None = None) -> None:
+        self.mem, self.unified, self.stale_age = mem, unified, stale_age
 
     def __rich_console__(self, console, options):
         mem = self.mem
         frac = mem.used_mib / mem.total_mib if mem.total_mib else None
         figures = Text(f" {fmt_gib(mem.used_mib)}/{fmt_gib(mem.total_mib)} GiB")
+        if self.stale_age is not None:
+            figures.append_text(old_label(self.stale_age))
         note = Text("  (unified with GPU)", style="dim") if self.unified else Text()
         room = options.max_width - len("host mem ") - figures.cell_len
         if room - note.cell_len >= 8:
@@ -110,6 +118,8 @@ class HostMemLine:
         else:
             note = Text()
         line = Text("host mem ") + bar(frac, max(4, min(24, room))) + figures + note
+        if self.stale_age is not None:
+            line.stylize("dim")
         line.no_wrap, line.overflow = True, "ellipsis"
         line.truncate(options.max_width, overflow="ellipsis")
         yield line
@@ -149,6 +159,7 @@ class StationPane(Vertical):
         self.engine = engine
         self.badges: dict[str, Text] = {}
         self.meters: list[GpuMeter] = []
+        self._old: frozenset[Aspect] = frozenset()  # the sources drawn dimmed (old) at the last look
         role = "API host" if station.is_head else "worker"
         where = station.host + (f":{station.port}" if station.port else "")
         self.border_title = f"{station.name} · rank {station.rank} · {role}"
@@ -230,6 +241,7 @@ class StationPane(Vertical):
             self.set_class(s.conn.down, "-unreachable")
             # Last-known values stay on screen, dimmed, whenever they are not live.
             self.set_class(s.values_stale, "-stale")
+            aspects = aspects | {Aspect.GPUS, Aspect.HOSTMEM}  # whether they are old follows the connection
         if Aspect.GPUS in aspects:
             err = self.query_one(".gpu-error", Static)
             err.set_class(s.gpu_error is not None, "-shown")
@@ -238,22 +250,35 @@ class StationPane(Vertical):
         if aspects & {Aspect.GPUS, Aspect.MEMORY}:
             self._render_gpus()
         if Aspect.HOSTMEM in aspects and s.host_mem is not None:
-            self.query_one(".hostmem", Static).update(HostMemLine(s.host_mem, self.unified))
+            now = clock.now()
+            old = s.stale(Aspect.HOSTMEM, now)
+            self._mark_old(Aspect.HOSTMEM, old)
+            self.query_one(".hostmem", Static).update(
+                HostMemLine(s.host_mem, self.unified, s.value_age(Aspect.HOSTMEM, now) if old else None))
         if aspects & {Aspect.GPUS, Aspect.APPS}:
             self._render_processes()
-        if aspects & {Aspect.ENGINE, Aspect.SERVING} and self.station.is_head:
+        if aspects & {Aspect.ENGINE, Aspect.SERVING, Aspect.CONTAINER} and self.station.is_head:
             for panel in self.query("ServingPanel"):
                 if Aspect.ENGINE in aspects:
                     panel.set_engine(s.engine)  # type: ignore[attr-defined]
-                if Aspect.SERVING in aspects and s.serving is not None:
-                    panel.show(s.serving)  # type: ignore[attr-defined]
+                if aspects & {Aspect.SERVING, Aspect.CONTAINER} and s.serving is not None:
+                    panel.show(s.serving_shown, s.serving_off)  # type: ignore[attr-defined]
         if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
             self._render_status()
 
+    def _mark_old(self, aspect: Aspect, old: bool) -> None:
+        self._old = (self._old - {aspect}) | ({aspect} if old else frozenset())
+
     @_while_mounted
     def tick(self) -> None:
-        """Once a second: ages and countdowns move while the station is not live."""
-        if not self.state.conn.live:
+        """Once a second: ages and countdowns move while the station is not live, and a source that
+        turned late (or old values' ages) is drawn again, whatever the other sources do."""
+        s, now = self.state, clock.now()
+        old = frozenset(a for a in (Aspect.GPUS, Aspect.HOSTMEM) if s.stale(a, now))
+        redraw = old | (old ^ self._old)
+        if redraw:
+            self._show(frozenset(redraw))
+        if not s.conn.live or redraw:
             self._render_status()
 
     @_while_mounted
@@ -288,11 +313,14 @@ class StationPane(Vertical):
 
     def _render_gpus(self) -> None:
         s = self.state
+        now = clock.now()
+        stale_age = s.value_age(Aspect.GPUS, now) if s.stale(Aspect.GPUS, now) else None
+        self._mark_old(Aspect.GPUS, stale_age is not None)
         meters = {m.index: m for m in self.meters}
         for g in s.gpus:
             meter, memory = meters.get(g.index), s.memory.get(g.index)
             if meter is not None and memory is not None:
-                meter.show(g, memory, s.traces.get(g.index))
+                meter.show(g, memory, s.traces.get(g.index), stale_age)
 
     def _render_status(self) -> None:
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
@@ -305,7 +333,9 @@ class StationPane(Vertical):
         pieces = [state]
         after: list = []
         seen = conn.last_sample_at
-        if conn.state == ConnState.STALE and seen is not None:
+        if conn.state == ConnState.STALE and conn.late is not None:  # one source late, the rest answers
+            after.append(Clipped(Text(s.why(now) or "", style="yellow"), 2))
+        elif conn.state == ConnState.STALE and seen is not None:
             state.append(f" {age(now - seen)}", style=style)
             pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
         elif conn.down or conn.state == ConnState.CONNECTING:
@@ -331,22 +361,30 @@ class StationPane(Vertical):
                                       " — press T to review", style="bold red"), 6))  # both keys, whole
         elif conn.state in (ConnState.UNREACHABLE, ConnState.ERROR) and conn.detail:
             after.append(Clipped(Text(f"{one_line(conn.detail, 240)} (r: retry now)", style="red"), 2))
+        # a station not live as a whole: what its container and engine last said is old (dimmed, with its age)
+        old = s.values_stale
         if c := s.container:
             cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
+            cstyle = "dim" if old else cstyle
             piece = Text.assemble(("container ", "dim"), (f"{s.container_name}: {c.state}", cstyle))
             if c.state == "exited" and c.exit_code is not None:
                 piece.append(f" ({c.exit_code})", style=cstyle)
+            if old:
+                piece.append_text(old_label(s.value_age(Aspect.CONTAINER, now)))
             pieces.append(piece)
         if s.engine_shown:
             p = s.engine
             assert p is not None
             pal = palette_of(self.app)
-            pieces.append(Text.assemble(("engine ", "dim"), (s.engine_label, pal.calm if p.phase in LOADING_PHASES
-                                                             else PHASE_STYLE.get(p.phase, "white"))))
+            estyle = pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white")
+            piece = Text.assemble(("engine ", "dim"), (s.engine_label, "dim" if old else estyle))
+            if old:
+                piece.append_text(old_label(s.value_age(Aspect.ENGINE, now)))
+            pieces.append(piece)
             tl, ts = TRANSPORT_LABEL[p.transport]
             if p.transport == NcclTransport.RDMA and not self.gpudirect:
                 ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
-            pieces.append(Text.assemble(("NCCL ", "dim"), (tl, ts)))
+            pieces.append(Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts)))
             if p.fatal:
                 after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
             if p.timeline:
