@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -437,7 +437,16 @@ class StationState:
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
     """The snapshot without figures (no poll of this container's engine yet): every figure unknown."""
     keep = {"url", "model", "version", "engine", "healthy", "status", "error", "note", "polled_at"}
-    return replace(snap, **{f.name: None for f in fields(snap) if f.name not in keep})
+    return replace(snap, **{f.name: _unknown(f) for f in fields(snap) if f.name not in keep})
+
+
+def _unknown(f: Field) -> object:
+    """A figure's "nothing read": its own default (an empty set of invalid names), else None."""
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
 
 
 class Stations(Mapping[str, StationState]):

@@ -120,7 +120,12 @@ async def _pair(pilot, a: EngineProgress, b: EngineProgress, a_log, b_log, servi
     await until(lambda: panes["A"].log_pane.total == len(a_log) and panes["B"].log_pane.total == len(b_log)
                 and panes["A"].progress == a and panes["B"].progress == b and panel.snapshot == serving
                 and all(len(p.meters) == 2 and p.meters[1].used_mib for p in panes.values()),
-                what="the fed state", pilot=pilot)
+                what="the fed state", pilot=pilot,
+                detail=lambda: (panes["A"].log_pane.total, len(a_log), panes["B"].log_pane.total, len(b_log),
+                                panes["A"].progress == a, panes["B"].progress == b, panel.snapshot == serving,
+                                panel.snapshot and {k: (v, getattr(serving, k)) for k, v in vars(panel.snapshot).items() if v != getattr(serving, k)},
+                                [(len(p.meters), p.meters[-1].used_mib if p.meters else None)
+                                 for p in panes.values()]))
     await settle(pilot)
 
 
