@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import pkgutil
 import re
 import sys
@@ -102,6 +103,19 @@ def _error(exc: BaseException) -> int:
     return 2
 
 
+def _pipe_closed() -> int:
+    """The reader of our output went away (``dgx-console status | head -1``): stop quietly, as Unix
+    tools do. As the Python docs say (signal, "Note on SIGPIPE"): point stdout at devnull so the
+    interpreter's final flush cannot raise again, and exit 141 (128 + SIGPIPE), what a shell reports
+    for a tool killed by SIGPIPE; nothing on stderr (the reader closed on purpose)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -117,12 +131,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not tui:
         sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if not tui:
+            sys.stdout.flush()  # a closed pipe says so here, not in the interpreter's last flush
+        return code
     except (ConfigError, UsageError) as exc:
         return _error(exc)
     except KeyboardInterrupt:
         print("dgx-console: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _pipe_closed()
     finally:
         if not tui:
             for stream in (sys.stdout, sys.stderr):
