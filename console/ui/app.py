@@ -246,6 +246,13 @@ class ConsoleApp(App):
         else:
             self.action_show_help_panel()
 
+    def action_show_help_panel(self) -> None:
+        """The app's keys first, one line each (``widgets/help_panel.py``)."""
+        from console.ui.widgets.help_panel import ConsoleHelpPanel
+
+        if not self.screen.query("HelpPanel"):
+            self.screen.mount(ConsoleHelpPanel())
+
     def action_close_help(self) -> None:
         self.action_hide_help_panel()
 
