@@ -13,6 +13,7 @@ escape sequence to the operator's terminal. ``--json`` output is JSON with ASCII
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import math
 import os
@@ -31,9 +32,23 @@ from console.sanitize import clean, is_clean, one_line
 __all__ = ["build_parser", "main"]
 
 
+def did_you_mean(message: str) -> str:
+    """argparse's "invalid choice: 'stauts' (choose from 'bench', ...)" with the nearest choice named
+    named before the list: "invalid choice: 'stauts'; did you mean 'status'? (choose from ...)" (a
+    subcommand or any flag with choices)."""
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    if not near:
+        return message
+    return f"{message[:m.start()]}invalid choice: '{m.group(1)}'; did you mean '{near[0]}'? (choose from {m.group(2)})"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        sys.stderr.write(f"dgx-console: error: {one_line(message, 500)}\n")
+        sys.stderr.write(f"dgx-console: error: {one_line(did_you_mean(message), 500)}\n")
         raise SystemExit(2)
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
