@@ -105,3 +105,13 @@ async def test_only_the_operators_scroll_up_pauses_and_end_follows_again():
         pane.log_widget.focus()
         await pilot.press("end")
         await _following(app, pilot, "new")
+
+
+async def test_a_pane_that_comes_back_shows_its_newest_line_without_a_new_batch():
+    app = pair_app()
+    async with app.run_test(size=(120, 35)) as pilot:
+        await _feed(app, pilot, "old")
+        await pilot.press("d")  # the diagnosis covers the panes while lines arrive
+        await _feed(app, pilot, "new")
+        await pilot.press("d")
+        await _following(app, pilot, "new")
