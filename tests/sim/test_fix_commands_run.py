@@ -55,3 +55,20 @@ def test_check_prints_a_reachable_fix_that_parses_with_the_stations_port_user_an
     assert argv[argv.index("-p") + 1] == "9" and argv[argv.index("-l") + 1] == "ops"
     assert argv[argv.index("-i") + 1] == str(key)
     assert f"UserKnownHostsFile={tmp_path / 'kh'}" in argv and argv[-2:] == ["127.0.0.1", "true"]
+
+
+@pytest.mark.parametrize("faults", [["mtu-mismatch", "link-down@B"], ["station-unreachable@B"]])
+async def test_every_command_a_failing_check_prints_is_shell_that_parses(sim_factory, faults):
+    """Every backticked command of every fix is one a shell reads as written (bash -n), and names
+    no host:port as ssh's host."""
+    from console.station.checks import run_checks
+
+    h = await sim_factory(faults=faults)
+    results = await run_checks(h.config)
+    commands = [c for r in results if r.fix for c in backticked(r.fix)]
+    assert commands, [(r.id, r.status) for r in results]
+    for cmd in commands:
+        res = subprocess.run(["bash", "-n", "-c", cmd], capture_output=True, text=True, timeout=10)
+        assert res.returncode == 0, (cmd, res.stderr)
+        if cmd.startswith("ssh "):
+            assert not re.search(r"\s\S+:\d+\s", cmd), cmd
