@@ -115,3 +115,25 @@ async def test_a_pane_that_comes_back_shows_its_newest_line_without_a_new_batch(
         await _feed(app, pilot, "new")
         await pilot.press("d")
         await _following(app, pilot, "new")
+
+
+async def test_the_wheel_up_pauses_and_down_to_the_end_follows_again():
+    from textual import events
+
+    from console.ui.widgets.log_pane import LogPane
+    from tests.ui.test_log_pane import PaneApp
+
+    def wheel(kind, log):
+        return kind(log, 5, 3, 0, 0, 0, False, False, False, screen_x=5, screen_y=3)
+
+    app = PaneApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.add_lines([f"l{i}" for i in range(100)])
+        log = pane.log_widget
+        log.post_message(wheel(events.MouseScrollUp, log))
+        await until(lambda: pane.has_class("-paused"), what="paused by the wheel", pilot=pilot)
+        for _ in range(10):
+            log.post_message(wheel(events.MouseScrollDown, log))
+        await until(lambda: not pane.has_class("-paused") and log.following, what="following at the end",
+                    pilot=pilot, detail=lambda: (log.scroll_offset.y, log.max_scroll_y))
