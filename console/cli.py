@@ -13,8 +13,10 @@ escape sequence to the operator's terminal. ``--json`` output is JSON with ASCII
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import math
+import os
 import pkgutil
 import re
 import sys
@@ -30,9 +32,23 @@ from console.sanitize import clean, is_clean, one_line
 __all__ = ["build_parser", "main"]
 
 
+def did_you_mean(message: str) -> str:
+    """argparse's "invalid choice: 'stauts' (choose from 'bench', ...)" with the nearest choice named
+    named before the list: "invalid choice: 'stauts'; did you mean 'status'? (choose from ...)" (a
+    subcommand or any flag with choices)."""
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    if not near:
+        return message
+    return f"{message[:m.start()]}invalid choice: '{m.group(1)}'; did you mean '{near[0]}'? (choose from {m.group(2)})"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + message)
-        sys.stderr.write(f"dgx-console: error: {one_line(message, 500)}\n")
+        sys.stderr.write(f"dgx-console: error: {one_line(did_you_mean(message), 500)}\n")
         raise SystemExit(2)
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
@@ -102,6 +118,19 @@ def _error(exc: BaseException) -> int:
     return 2
 
 
+def _pipe_closed() -> int:
+    """The reader of our output went away (``dgx-console status | head -1``): stop quietly, as Unix
+    tools do. As the Python docs say (signal, "Note on SIGPIPE"): point stdout at devnull so the
+    interpreter's final flush cannot raise again, and exit 141 (128 + SIGPIPE), what a shell reports
+    for a tool killed by SIGPIPE; nothing on stderr (the reader closed on purpose)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -118,12 +147,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # type: ignore[assignment]
     try:
         check_common(args)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if not tui:
+            sys.stdout.flush()  # a closed pipe says so here, not in the interpreter's last flush
+        return code
     except (ConfigError, UsageError) as exc:
         return _error(exc)
     except KeyboardInterrupt:
         print("dgx-console: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _pipe_closed()
     finally:
         if not tui:
             for stream in (sys.stdout, sys.stderr):

@@ -1,9 +1,10 @@
 """``dgx-console chat``: one smoke chat with the served model, the same client as the chat pane.
 
-Streams reasoning (dimmed when stdout is a terminal) and content as they arrive, then prints TTFT,
-output tokens and tokens/s on stderr; ``--json`` prints the contract object instead. Exit 0 on a
-reply (warnings included), 1 when the server is unhealthy or errors or the reply was cut (the
-stream ended before ``[DONE]`` and any finish reason), 2 on usage errors.
+Streams the reply's content on stdout and its reasoning on stderr (dimmed on a terminal, labelled
+"[reasoning]" otherwise: ``chat -m ... > reply.txt`` keeps only the answer) as they arrive, then prints
+TTFT, output tokens and tokens/s on stderr; ``--json`` prints the contract object instead. Exit 0 on a
+reply (warnings included), 1 when the server is unhealthy or errors or the reply was cut (the stream
+ended before ``[DONE]`` and any finish reason), 2 on usage errors.
 The reply is outside text: printed sanitized (``--json`` keeps it raw, JSON-escaped); ``--timeout``
 bounds the wait for the headers and the gap between data events (and the model list, at most
 10 s), ``--max-time`` the whole reply.
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint: str | None) -> int:
-    tty = sys.stdout.isatty() and not args.json and not os.environ.get("NO_COLOR")
+    tty = sys.stderr.isatty() and not args.json and not os.environ.get("NO_COLOR")  # where reasoning goes
     async with ApiClient(url, api_key=key, timeout=min(10.0, args.timeout), stream_timeout=args.timeout,
                          total_timeout=args.max_time) as client:
         model = args.model
@@ -116,28 +117,36 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint:
 
 
 class _Printer:
-    """Writes deltas as they arrive; reasoning dimmed on a terminal, labelled otherwise."""
+    """Writes deltas as they arrive: content on stdout, reasoning on stderr (dimmed on a terminal,
+    labelled otherwise), each part ending its line when the other begins."""
 
     def __init__(self, tty: bool):
-        self.tty = tty
+        self.tty = tty  # stderr is a terminal: reasoning dimmed, not labelled
         self.mode: str | None = None
+
+    def _end(self) -> None:
+        if self.mode == "reasoning":
+            sys.stderr.write((RESET if self.tty else "") + "\n")
+            sys.stderr.flush()
+        elif self.mode == "content":
+            sys.stdout.write("\n")
+            sys.stdout.flush()
 
     def on_event(self, ev: ChatEvent) -> None:
         if ev.kind not in ("reasoning", "content"):
             return
+        out = sys.stderr if ev.kind == "reasoning" else sys.stdout
         if ev.kind != self.mode:
-            if self.mode is not None:
-                sys.stdout.write((RESET if self.tty else "") + "\n")
+            self._end()
             if ev.kind == "reasoning":
-                sys.stdout.write(DIM if self.tty else "[reasoning] ")
+                out.write(DIM if self.tty else "[reasoning] ")
             self.mode = ev.kind
-        sys.stdout.write(clean(ev.text))  # model output: no escape sequence reaches the terminal
-        sys.stdout.flush()
+        out.write(clean(ev.text))  # model output: no escape sequence reaches the terminal
+        out.flush()
 
     def done(self) -> None:
-        if self.mode is not None:
-            sys.stdout.write((RESET if self.tty and self.mode == "reasoning" else "") + "\n")
-            sys.stdout.flush()
+        self._end()
+        self.mode = None
 
 
 def _summary(r: ChatResult) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from console.commands._tui import check_theme, run_app
 from console.commands.args import UsageError
-from console.commands.sim import add_sim_args
+from console.commands.sim import add_sim_args, check_sim_args
 from console.config import load_config
 from console.sim.world import KNOWN_FAULTS
 
@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     for f in args.fault:
         if f.partition("@")[0] not in KNOWN_FAULTS:
             raise UsageError(f"--fault: unknown fault {f!r} (known: {', '.join(sorted(KNOWN_FAULTS))})")
+    check_sim_args(args)
     check_theme(args.theme)
     with tempfile.TemporaryDirectory(prefix="dgx-demo-") as tmp:
         proc, cfg = start_sim_process(args, Path(tmp), while_starting=import_tui)

@@ -22,15 +22,21 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", metavar="KEY", help="the simulated API requires this key (Bearer)")
 
 
-def make_world(args: argparse.Namespace, root: str) -> World:
+def check_sim_args(args: argparse.Namespace) -> None:
+    """The simulator's flags, checked before anything starts (``demo`` checks them in its own process:
+    one line, exit 2, not "simulator failed to start: ...")."""
     if not 1 <= args.stations <= 64:
-        raise UsageError(f"--stations must be 1..64, got {args.stations}")
+        raise UsageError(f"--stations must be 1..64 (how many simulated stations to start), got {args.stations}")
     if not 0.0001 <= args.time_scale <= 10:
         raise UsageError(f"--time-scale must be in 0.0001..10, got {args.time_scale}")
     try:
         load_profile(args.profile)
     except ConfigError as exc:
         raise UsageError(f"--profile: {exc.message}") from None
+
+
+def make_world(args: argparse.Namespace, root: str) -> World:
+    check_sim_args(args)
     try:
         return World.create(root, args.profile, args.stations, args.fault, args.time_scale)
     except ValueError as exc:

@@ -14,7 +14,8 @@ action's session (``HeadlessLogs``). Each reader reads the same batches, so ther
 Continuity: after an interruption or a container restart the log resumes with ``--since`` the last
 timestamp (inclusive in docker: moby's readers skip only entries before it); the boundary lines that
 come again are dropped by timestamp and content; an interruption leaves a marker line; a run that
-started and ended between two looks (a container that dies at once) is still read. Every batch carries
+started and ended between two looks (a container that dies at once) is still read; a new run (a
+restart, a launch) starts on a marker line. Every batch carries
 each line's docker timestamp (``LogBatch.stamps``).
 
 Subscribers never slow the stream: each has its own queue, bounded in lines and characters. Publishing
@@ -213,6 +214,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self._boundary: list[int] = []  # hashes of the lines carrying the last timestamp
         self._replay: Counter[int] | None = None
         self._gap_from: float | None = None
+        self._new_run: tuple[float | None, LogMarker] | None = None  # a new run's marker, laid before its first line
         self.on_idle: Callable[[], None] | None = None  # told when the last subscriber let go
 
     # ------------------------------------------------------------------ the container
@@ -329,6 +331,8 @@ values and the secret-name rule: SGLang prints its server args with the API key)
                 self._last_key, self._boundary = key, []
             self._boundary.append(hash(text))
             self.last_ts = ts
+        if self._new_run is not None:
+            self._lay_run_marker(ts or None)
         if len(text) > LOG_LINE_CAP:
             text = clip(text, LOG_LINE_CAP)
         self._buf.append(self._mask(text))
@@ -352,6 +356,29 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self._buf.append(LogMarker(f"— {self.station.name}: stream interrupted {start}–{end} —"))
         self._stamps.append(None)
         self._gap_from = None
+
+    def mark_run(self, info: ContainerInfo | None) -> None:
+        """A read of ``info``'s run begins: when it is a new run after one already read (a restart,
+        a launch), a line of our own goes before its first line (the old run's last lines, read in
+        the same ``--since`` read, stay above it), so the view shows where the new container starts."""
+        run = info.started_at if info else None
+        if self._read_run is not _NOTHING and run and run != self._read_run and info is not None:
+            at = parse_time(run)
+            when = time.strftime("%H:%M:%S", time.localtime(at)) if at is not None else one_line(run, 40)
+            marker = LogMarker(f"— {self.station.name}: container {info.name} started {when} (a new run) —")
+            self._new_run = (at, marker)
+        self._read_run = run
+
+    def _lay_run_marker(self, ts: str | None) -> None:
+        """Lay the pending new-run marker before a line of the new run (``ts``: the line's stamp;
+        None: lay it now)."""
+        assert self._new_run is not None
+        at, marker = self._new_run
+        if ts is not None and at is not None and (t := parse_time(ts)) is not None and t < at:
+            return  # still the old run's lines
+        self._buf.append(marker)
+        self._stamps.append(None)
+        self._new_run = None
 
     def flush(self) -> None:
         """Classify the buffered lines once (one scan per batch), hand the batches to the owner, then
@@ -409,7 +436,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
     async def _catch_up(self) -> None:
         """Read the log of a container that is not running (from where we stopped), then look again:
         it may have started meanwhile."""
-        self._read_run = self._info.started_at if self._info else None
+        self.mark_run(self._info)
         self.begin_read()
         res = await self.transport.run(cmdlines.docker_logs(self.station.container, tail=self.tail, follow=False,
                                                             since=self.last_ts))
@@ -422,7 +449,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             self._ended(info)
 
     async def _follow_running(self) -> None:
-        self._read_run = self._info.started_at if self._info else None
+        self.mark_run(self._info)
         cmd = cmdlines.docker_logs(self.station.container, tail=self.tail, since=self.last_ts)
         self.begin_read()
         self.mark_gap()

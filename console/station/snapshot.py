@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
@@ -31,6 +32,14 @@ def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------- watch
 
 
+def started_at(c: ContainerInfo | None) -> str | None:
+    """When the container last started, as docker said it; None for one that never started (docker's
+    zero time ``0001-01-01T00:00:00Z``, not a date) and for what is not a time."""
+    if c is None or not c.started_at or parse_time(c.started_at) is None:
+        return None
+    return c.started_at
+
+
 def watch_json(state: StationState, now: float) -> dict[str, Any]:
     """One ``watch --json`` object: the station at ``now``. Beside the contract's keys: ``ages_s``
     (every source's age: gpus, apps, hostmem, container, engine, logs, serving; null: never heard),
@@ -45,7 +54,7 @@ def watch_json(state: StationState, now: float) -> dict[str, Any]:
         "sample_age_s": None if age is None else round(age, 3),
         "gpus": [gpu_dict(g) for g in state.gpus],
         "container": {"name": state.container_name, "state": c.state if c else None,
-                      "exit_code": c.exit_code if c else None, "started_at": c.started_at if c else None},
+                      "exit_code": c.exit_code if c else None, "started_at": started_at(c)},
         "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
                    "transport": e.transport if e else None, "fatal": e.fatal if e else None},
         "error": state.why(now) if state.conn.not_live else state.gpu_error,
@@ -104,7 +113,7 @@ def status_dict(state: StationState, failure: str | None = None) -> dict[str, An
     c = state.container
     container: dict[str, Any] = {"name": state.container_name, "state": None}
     if c is not None:  # "image_id" is the local ID; "image" the reference it ran
-        container = {"name": c.name, "state": c.state, "started_at": c.started_at, "exit_code": c.exit_code,
+        container = {"name": c.name, "state": c.state, "started_at": started_at(c), "exit_code": c.exit_code,
                      "image": c.image, "image_id": c.image_id}
     return {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
             "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,

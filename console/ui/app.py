@@ -202,10 +202,13 @@ class ConsoleApp(App):
         self.dashboard.query_one(DiagnosisPanel).update_findings(findings)
         for name, pane in self.panes.items():
             pane.set_badge("diagnosis", station_badge(findings, name))
+        shown = self.screen is self.dashboard and self.dashboard.has_class("-show-diagnosis")
         for f in findings:
             if f.severity == "error" and f.id not in self._diag_alerted:
                 self._diag_alerted.add(f.id)
-                hint = "d; i: investigate" if f.id.startswith("nccl") else "d"
+                if shown:  # the open panel lists it: a toast would only cover its Cause and Fix
+                    continue
+                hint = "d; i: investigate" if f.next == "workbench" else "d"
                 self.notify(f"Diagnosis: {f.id} on {one_line(f.station)} — {one_line(f.cause, 90)} (press {hint})",
                             severity="error", timeout=10, markup=False)
 
@@ -245,6 +248,13 @@ class ConsoleApp(App):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_show_help_panel(self) -> None:
+        """The app's keys first, one line each (``widgets/help_panel.py``)."""
+        from console.ui.widgets.help_panel import ConsoleHelpPanel
+
+        if not self.screen.query("HelpPanel"):
+            self.screen.mount(ConsoleHelpPanel())
 
     def action_close_help(self) -> None:
         self.action_hide_help_panel()

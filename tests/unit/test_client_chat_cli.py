@@ -57,10 +57,20 @@ async def test_text_mode_streams_and_summarises(api) -> None:
     b, url = api
     rc, out, err = await cli("--url", url, "--api-key", "cli-key", "-m", "hi", "--max-tokens", "15")
     assert rc == 0
-    assert out.startswith("[reasoning] ") and "finish: length" in err
+    assert err.startswith("[reasoning] ") and "finish: length" in err  # reasoning on stderr (issue 21 item 7)
+    assert "[reasoning]" not in out
     assert "warning: the reply hit max_tokens (15)" in err
     rc, out, err = await cli("--url", url, "--api-key", "cli-key", "--tool-test")
     assert rc == 0 and 'tool call: get_weather({"city": "Paris"})' in out
+
+
+async def test_stdout_holds_only_the_answer_reasoning_goes_to_stderr(api) -> None:
+    """``chat -m ... > reply.txt`` keeps the answer alone (issue 21 item 7)."""
+    b, url = api
+    rc, out, err = await cli("--url", url, "--api-key", "cli-key", "-m", "hi")
+    assert rc == 0, err
+    assert "[reasoning]" not in out and "simulated glm-5.3" in out
+    assert err.startswith("[reasoning] ") and "simulated glm-5.3" not in err.split("finish:")[0]
 
 
 async def test_server_problems_exit_1(api) -> None:

@@ -24,12 +24,16 @@ R_HANG_HINT = 45  # hang hints (shm broadcast waits)
 R_DEAD = 50  # the engine died: point above
 R_UNKNOWN = 90  # an error no entry explains: below every specific finding
 
-# What the console itself can do next about a finding (the TUI says "press k ...", the CLI names the
-# command). Keys of NEXT_STEPS.
-NextStep = Literal["checks", "log", "restart"]
+# What the console itself can do next about a finding (the TUI names the key, the CLI names the
+# command). Keys of NEXT_STEPS. A timeout, a hang, an IB error or a failed connection goes to the NCCL
+# workbench (the doctor's ladder: link, RDMA both ways, NCCL tests, hang evidence), not to the link
+# checks: for a collective hang the link checks all pass, a dead end.
+NextStep = Literal["checks", "log", "restart", "workbench"]
 NEXT_STEPS: dict[str, tuple[str, str]] = {  # key -> (command-line wording, TUI wording)
     "checks": ("run `dgx-console check` and `dgx-console validate-rdma`",
                "press k to run the link checks and RDMA validation now"),
+    "workbench": ("run `dgx-console doctor` (the NCCL workbench: link, RDMA both ways, NCCL tests, hang evidence)",
+                  "press i to investigate in the NCCL workbench (link, RDMA both ways, NCCL tests, hang evidence)"),
     "log": ("read the lines around the evidence (`dgx-console diagnose --station NAME`)",
             "press Enter to show the evidence line in its station's log"),
     "restart": ("then `dgx-console restart`", "then press R to restart the service"),
@@ -78,18 +82,18 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
     Spec("nccl-ib-error", "error", R_ROOT,
          "RoCE transport errors between the peers",
          "check the RoCE v2 GID index on both ends (`show_gids`; usually 3, sometimes 5; "
-         "NCCL_IB_GID_INDEX), the same MTU on both ends, cabling/port pairing", next="checks"),
+         "NCCL_IB_GID_INDEX), the same MTU on both ends, cabling/port pairing", next="workbench"),
     Spec("nccl-connect", "error", R_ROOT,
          "the NCCL bootstrap TCP connection between the stations failed",
-         "firewall on the fabric interface, wrong NCCL_SOCKET_IFNAME, route (`ip route get PEER`)", next="checks"),
+         "firewall on the fabric interface, wrong NCCL_SOCKET_IFNAME, route (`ip route get PEER`)", next="workbench"),
     Spec("nccl-timeout", "error", R_SYMPTOM,
          "a collective never finished (PyTorch NCCL watchdog timeout)",
          "early (SeqNum=1 / NumelIn=1): the transport never worked -> link checks and RDMA validation; "
          "later: hang under load -> NCCL version (>= 2.29.3 on aarch64, 2.30.7 pinned), "
-         "NCCL_NVLS_ENABLE=0 with 2.30.4, the same NCCL build on both nodes", next="checks", fatal=True),
+         "NCCL_NVLS_ENABLE=0 with 2.30.4, the same NCCL build on both nodes", next="workbench", fatal=True),
     Spec("nccl-hang", "warning", R_HANG_HINT,
          "processes stall without a watchdog timeout yet",
-         "as nccl-timeout; `py-spy dump` both ranks; look at the other station's log", next="checks"),
+         "as nccl-timeout; `py-spy dump` both ranks; look at the other station's log", next="workbench"),
     Spec("shm-too-small", "error", R_ROOT,
          "Docker's 64 MB /dev/shm ran out",
          "--ipc=host or --shm-size 16g", next="restart", fatal=True),

@@ -4,6 +4,7 @@ frames with DF set, the route to the peer."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 from console.config import Station
 from console.probes import ParseError
@@ -18,6 +19,22 @@ from console.vocabulary import CheckStatus
 # ------------------------------------------------------------------ reachability
 
 
+def login_from_here(st: Station, command: str = "true") -> str:
+    """The ``ssh`` line an operator runs on this machine to log in to ``st`` as the console does (its
+    port with ``-p``, user with ``-l``, key with ``-i``, known_hosts file), printed in a fix text: it
+    must run as printed, so every value is quoted and paths are expanded (a quoted ``~`` is not)."""
+    parts = ["ssh", "-o", "ConnectTimeout=10"]
+    if st.port:
+        parts += ["-p", str(int(st.port))]
+    if st.user:
+        parts += ["-l", rc.q(st.user)]
+    if st.identity_file:
+        parts += ["-i", rc.q(os.path.expanduser(st.identity_file)), "-o", "IdentitiesOnly=yes"]
+    if st.known_hosts:
+        parts += ["-o", rc.q("UserKnownHostsFile=" + os.path.expanduser(st.known_hosts))]
+    return " ".join([*parts, "--", rc.q(st.host), command])
+
+
 async def check_reachable(run: CheckRun, st: Station) -> CheckResult:
     """The gate of every other check of this station: the console can log in and run a command."""
     where = st.host + (f":{st.port}" if st.port else "")
@@ -28,7 +45,7 @@ async def check_reachable(run: CheckRun, st: Station) -> CheckResult:
         if why.startswith("busy:"):
             return CheckResult("station-reachable", st.name, CheckStatus.WARN, why, "",
                                "The station refused new SSH channels for a while (sshd MaxSessions); rerun.")
-        fix = ("Check that the station is on and its SSH port answers from here (`ssh " + where + " true`), "
+        fix = (f"Check that the station is on and its SSH port answers from here (`{login_from_here(st)}`), "
                "and the address and port in the config.")
         if "host key" in why:
             fix = ("Verify the host key on the station (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`); an "
@@ -55,7 +72,7 @@ async def check_link_down(run: CheckRun, st: Station) -> CheckResult:
     if link.link_detected:
         return CheckResult("link-down", st.name, CheckStatus.PASS, f"{st.rail_netdev}: link detected", ev)
     note = f" ({link.link_note})" if link.link_note else ""
-    fix = (f"Check the cable and both ends: `ip link set dev {rc.q(st.rail_netdev)} up` on both stations, reseat "
+    fix = (f"Check the cable and both ends: `sudo ip link set dev {rc.q(st.rail_netdev)} up` on both stations, reseat "
            "the QSFP cable, then `ethtool " + rc.q(st.rail_netdev) + "` must say `Link detected: yes`.")
     if link.link_note and "overheat" in link.link_note.lower():
         fix = "The transceiver/NIC reports overheating: check airflow and the cable module, then re-enable the port."

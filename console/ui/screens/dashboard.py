@@ -243,7 +243,10 @@ class DashboardScreen(Screen):
         self.toggle_class("-show-diagnosis")
         if self.has_class("-show-diagnosis"):
             self.app.refresh_diagnosis()
-            self.query_one(DiagnosisPanel).query_one("OptionList").focus()
+            self.app.clear_notifications()  # a toast must not cover the Cause and Fix
+            panel = self.query_one(DiagnosisPanel)
+            panel.select_first()  # the root cause first, whatever was highlighted last time
+            panel.query_one("OptionList").focus()
 
     def action_checks(self) -> None:
         from console.ui.screens.checks import ChecksScreen
@@ -258,8 +261,8 @@ class DashboardScreen(Screen):
         """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""
         panel = self.query_one(DiagnosisPanel)
         sel = panel.selected if self.has_class("-show-diagnosis") else None
-        nccl = [f for f in panel.findings if f.id.startswith("nccl")]
-        f = sel if sel is not None and sel.id.startswith("nccl") else (nccl[0] if nccl else None)
+        nccl = [f for f in panel.findings if f.next == "workbench" or f.id.startswith("nccl")]
+        f = sel if sel is not None and sel in nccl else (nccl[0] if nccl else None)
         self.app.action_doctor(f"{f.id} on {f.station}" if f is not None else "")
 
     def action_chat(self) -> None:

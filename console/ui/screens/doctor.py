@@ -94,6 +94,10 @@ class DebugRelaunchScreen(ModalScreen[RelaunchPlan | None]):
                 yield Button("Preview diff", id="dr-preview", variant="primary")
                 yield Button("Relaunch", id="dr-go", variant="warning", disabled=True)
 
+    def on_mount(self) -> None:
+        # the first field, not the scrolling form around it (which swallowed typed keys)
+        self.query_one("#dr-form Input", Input).focus()
+
     def plan(self) -> RelaunchPlan:
         overrides: dict[str, dict[str, str | None]] = {}
         for var in TEXT_CHOICES:

@@ -66,6 +66,7 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
                                       background: $surface; }
     ReplaceHostKeyScreen Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
     ReplaceHostKeyScreen Button { margin-left: 2; }
+    ReplaceHostKeyScreen #fp-note { height: auto; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
     AUTO_FOCUS = "#fp"
@@ -85,6 +86,7 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
                          "new fingerprint on the station itself (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) "
                          f"and type it to replace the old key in {e.known_hosts}.")
             yield Input(placeholder="SHA256:... (the fingerprint read on the station)", id="fp")
+            yield Static("", id="fp-note")
             with Horizontal():
                 yield Button("Cancel", id="no")
                 yield Button("Replace the key", id="yes", variant="error", disabled=True)
@@ -93,11 +95,19 @@ class ReplaceHostKeyScreen(ModalScreen[str | None]):
     def _typed(self, event: Input.Changed) -> None:
         ok = self.error.offered is not None and event.value.strip() == self.error.offered.fingerprint
         self.query_one("#yes", Button).disabled = not ok
+        self.query_one("#fp-note", Static).update("")
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         if not self.query_one("#yes", Button).disabled:
             self.dismiss(event.value.strip())
+            return
+        # Enter on a wrong fingerprint must say so (it did nothing): the key is not replaced
+        typed = one_line(event.value.strip(), 80)
+        said = ("type the fingerprint read on the station (SHA256:...)" if not typed else
+                f"{typed} does not match the key the station offers now; the key is not replaced. Read it "
+                "again on the station, or Esc to cancel.")
+        self.query_one("#fp-note", Static).update(Text(said, style="bold red"))
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

@@ -24,6 +24,12 @@ SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
 # (unreachable, a host key waiting, an error) means the diagnosis cannot see that station now.
 
 
+# The panel's own keys, always on screen under it (a toast that said "i: investigate" was gone in 10 s).
+KEYS_LINE = Text.assemble(("↑↓", "bold"), " finding  ", ("Enter", "bold"), " log line  ",
+                          ("i", "bold"), " investigate (workbench)  ", ("k", "bold"), " checks  ",
+                          ("d", "bold"), " close")
+
+
 def finding_key(f: Finding) -> str:
     return f"{f.id}@{f.station}"
 
@@ -125,6 +131,7 @@ class DiagnosisPanel(Vertical):
     DiagnosisPanel #diag-list:focus { background-tint: $foreground 4%; }
     DiagnosisPanel #diag-detail-scroll { height: 1fr; border-top: solid $panel; }
     DiagnosisPanel #diag-detail { padding: 0 1; }
+    DiagnosisPanel #diag-keys { height: 1; padding: 0 1; color: $text-muted; }
     DiagnosisPanel.-wide #diag-body { layout: horizontal; }
     DiagnosisPanel.-wide #diag-list { width: 46; height: 1fr; max-height: 100%; }
     DiagnosisPanel.-wide #diag-detail-scroll { border-top: none; border-left: solid $panel; }
@@ -158,6 +165,7 @@ class DiagnosisPanel(Vertical):
             yield OptionList(id="diag-list")
             with VerticalScroll(id="diag-detail-scroll"):
                 yield Static("", id="diag-detail")
+        yield Static(KEYS_LINE, id="diag-keys")
 
     def on_resize(self) -> None:
         self.set_class(self.size.width >= self.WIDE, "-wide")
@@ -165,6 +173,12 @@ class DiagnosisPanel(Vertical):
     @property
     def findings(self) -> list[Finding]:
         return list(self._findings)
+
+    def select_first(self) -> None:
+        """Highlight the first finding (the root cause): where the panel opens."""
+        if self._findings:
+            self.query_one(OptionList).highlighted = 0
+            self._show_detail()
 
     @property
     def selected(self) -> Finding | None:

@@ -4,7 +4,8 @@ note when the view stopped following its end.
 What the operator must be able to tell from the screen (the view draws it): a line cut at the
 pane's edge ends in "…" (and starts with "‹" when scrolled right); a filter's matches are
 highlighted and scrolled into view; a line reached from the diagnosis (Enter on a finding) is
-marked; after Home (or any scroll up) the pane says it stopped following, and End follows again.
+marked; after Home (or any scroll up by the operator) the pane says it stopped following, and End
+follows again. Nothing else pauses it: a resize, another screen, the filter box, a restart.
 The lines are kept, sanitized and clipped, in the buffer (``console/station/log_buffer.py``): a
 filter is applied and removed without asking the station again."""
 
@@ -39,7 +40,6 @@ class LogPane(Vertical):
         self.buffer = buffer if buffer is not None else LogBuffer(max_lines)
         self.filter_text = ""
         self.unseen = 0  # lines that arrived while the log was not following
-        self._following = True
 
     @property
     def lines(self) -> LogBuffer:
@@ -108,22 +108,16 @@ class LogPane(Vertical):
     def show_new_lines(self) -> None:
         """Show what was added to the buffer since the last call (for a buffer someone else feeds)."""
         log = self.log_widget
-        self._following = log.is_vertical_scroll_end
         shown = log.sync()
         if shown and not log.following:
             self.unseen += shown
             self._paused_line()
 
-    def on_resize(self) -> None:
-        # The pane shrinks when the status above it grows (a fatal line): keep following the end.
-        if self._following:
-            self.log_widget.scroll_end(animate=False, immediate=False)
-
     def set_filter(self, text: str) -> None:
         self.filter_text = text
         log = self.log_widget
         log.set_match(self._matcher(), self._pattern())
-        log.scroll_end(animate=False, immediate=True)  # the old scroll offset may be past the new end
+        log.follow()  # the newest matches (the old scroll offset may be past the new end)
         column = self._match_column(log.lines[-max(1, log.size.height):])
         # once the new size is laid out
         log.call_after_refresh(log.scroll_to, x=column, animate=False, immediate=True)
@@ -151,6 +145,7 @@ class LogPane(Vertical):
             self.set_filter("")
         log = self.log_widget
         log.mark(line_no)
+        log.pause()  # the operator went to this line: new lines must not scroll it away
         log.scroll_to(x=0, y=max(0, line_no - buf.first - 3), animate=False, immediate=True)
         log.focus()
 

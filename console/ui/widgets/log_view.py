@@ -29,10 +29,12 @@ from rich.highlighter import Highlighter
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollDown, ScrollTo, ScrollUp
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.timer import Timer
@@ -223,7 +225,7 @@ class LogView(ScrollView, can_focus=True):
 
     def sync(self) -> int:
         """Take in the lines added to the buffer since the last call (some may have been pruned
-        already) and follow the end if the view was at it; returns how many new rows are shown."""
+        already) and follow the end if the view follows; returns how many new rows are shown."""
         buf = self.buffer
         start, new = buf.since(self._seen)
         self._seen = buf.total
@@ -244,10 +246,9 @@ class LogView(ScrollView, can_focus=True):
             shown = new
             width = widest(new)
         self._width = max(self._width, width)
-        at_end = self.is_vertical_scroll_end
         self.virtual_size = Size(self._width, self.row_count)
-        if shown and at_end and not self.is_vertical_scrollbar_grabbed:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if shown and not self.is_vertical_scrollbar_grabbed:
+            self._keep_end()
         self._repaint_soon()  # new rows (and pruning moved every row up): what is on screen changed
         return len(shown)
 
@@ -274,18 +275,97 @@ class LogView(ScrollView, can_focus=True):
         self.marked = number
         self.refresh()
 
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self._follow_check()
+    # Following is the operator's choice, not a reading of the scroll position: only their own move
+    # up (a key, the wheel, the scrollbar, a jump to a line) pauses it; a move that reaches the end
+    # (End, scrolling down to it) follows again. A pane that shrinks or grows, a screen that comes
+    # back, a batch arriving while another screen is up: the view stays where it was told to be.
 
-    def on_resize(self) -> None:
-        self._follow_check()
+    def follow(self) -> None:
+        """Follow the end from now on (End): new lines scroll into view."""
+        self._set_following(True)
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    def _follow_check(self) -> None:
-        following = self.is_vertical_scroll_end or self.max_scroll_y == 0
+    def pause(self) -> None:
+        """Stop following (the operator scrolled up or jumped to a line); ``follow`` resumes."""
+        self._set_following(False)
+
+    def _set_following(self, following: bool) -> None:
         if following != self.following:
             self.following = following
             self.post_message(self.Following(following))
+
+    def _moved_up(self) -> None:
+        """The operator moved up: paused, unless there is nothing to scroll."""
+        if self.max_scroll_y > 0:
+            self.pause()
+
+    def _moved_down(self) -> None:
+        """The operator moved down: following again once the move reaches the end."""
+        if self.scroll_target_y >= self.max_scroll_y:
+            self._set_following(True)
+
+    def action_scroll_home(self) -> None:
+        super().action_scroll_home()
+        self._moved_up()
+
+    def action_scroll_up(self) -> None:
+        super().action_scroll_up()
+        self._moved_up()
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._moved_up()
+
+    def action_scroll_end(self) -> None:
+        super().action_scroll_end()
+        self._set_following(True)
+
+    def action_scroll_down(self) -> None:
+        super().action_scroll_down()
+        self._moved_down()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._moved_down()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        if not (event.ctrl or event.shift):
+            self._moved_up()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        if not (event.ctrl or event.shift):
+            self._moved_down()
+
+    def on_scroll_up(self, event: ScrollUp) -> None:  # a click on the scrollbar above its thumb
+        self._moved_up()
+
+    def on_scroll_down(self, event: ScrollDown) -> None:
+        self._moved_down()
+
+    def on_scroll_to(self, event: ScrollTo) -> None:  # the scrollbar's thumb dragged
+        if event.y is None:
+            return
+        if event.y >= self.max_scroll_y:
+            self._set_following(True)
+        else:
+            self._moved_up()
+
+    def _keep_end(self) -> None:
+        """While following: at the end now, and again once the new layout is in (a size that
+        changed in the same frame is only known then)."""
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.call_after_refresh(self._end_if_following)
+
+    def _end_if_following(self) -> None:
+        if self.following and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def on_resize(self) -> None:
+        self._keep_end()
+
+    def on_show(self) -> None:
+        self._keep_end()
 
     # ------------------------------------------------------------------ rendering
 

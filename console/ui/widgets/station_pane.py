@@ -59,13 +59,18 @@ TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-s
                   "weights-end": "weights", "kv-cache": "KV", "cuda-graphs": "graphs"}
 
 
-def timeline_line(p: EngineProgress) -> Text:
+def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
     """The start-up so far in one line: the engine's own figures per phase reached, the latest
-    phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...")."""
+    phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...").
+    While the engine is still coming up (``now`` given), the clock runs to now and the phase it is in
+    says how long it has been there ("NCCL init 0:45"): a start-up waiting in one phase is seen to wait,
+    not frozen at "+0:00"."""
     evs = [e for e in p.timeline if e.event in TIMELINE_SHORT]
     if not evs:
         return Text()
-    t = Text(f"start-up +{clock_text(int(evs[-1].at - evs[0].at))} ", style="dim")
+    running = now is not None and p.phase in LOADING_PHASES
+    end = max(now, evs[-1].at) if running and now is not None else evs[-1].at
+    t = Text(f"start-up +{clock_text(int(end - evs[0].at))} ", style="dim")
     shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
     for i, ev in enumerate(shown):
         if i:
@@ -73,6 +78,8 @@ def timeline_line(p: EngineProgress) -> Text:
         t.append(TIMELINE_SHORT[ev.event], style="bold")
         if ev.detail:
             t.append(f" {ev.detail}")
+    if running and not evs[-1].detail:  # in that phase since its event
+        t.append(f" {clock_text(int(end - evs[-1].at))}", style="dim")
     if p.phase == EnginePhase.FAILED:  # the last phase reached is where it stopped, not where it is
         t.append(" → failed", style="bold red")
     return t
@@ -271,14 +278,16 @@ class StationPane(Vertical):
 
     @_while_mounted
     def tick(self) -> None:
-        """Once a second: ages and countdowns move while the station is not live, and a source that
-        turned late (or old values' ages) is drawn again, whatever the other sources do."""
+        """Once a second: ages and countdowns move while the station is not live, a source that
+        turned late (or old values' ages) is drawn again, whatever the other sources do, and the
+        start-up clock moves while the engine is coming up."""
         s, now = self.state, clock.now()
         old = frozenset(a for a in (Aspect.GPUS, Aspect.HOSTMEM) if s.stale(a, now))
         redraw = old | (old ^ self._old)
         if redraw:
             self._show(frozenset(redraw))
-        if not s.conn.live or redraw:
+        e = s.engine
+        if not s.conn.live or redraw or (e is not None and e.timeline and e.phase in LOADING_PHASES):
             self._render_status()
 
     @_while_mounted
@@ -388,7 +397,7 @@ class StationPane(Vertical):
             if p.fatal:
                 after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
             if p.timeline:
-                line = timeline_line(p)
+                line = timeline_line(p, now)
                 line.no_wrap, line.overflow = True, "ellipsis"
                 after.append(line)
         self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
