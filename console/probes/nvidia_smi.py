@@ -144,6 +144,11 @@ def _gpu_lines(text: str) -> list[str]:
     return [ln for ln in lines if ln and not ln.lower().startswith("index,")]  # tolerate a header line
 
 
+def not_answering(limit_s: float) -> str:
+    """What a one-shot nvidia-smi that had to be killed station-side means (the connection answered)."""
+    return f"nvidia-smi not answering (killed after {limit_s:g} s: the driver or NVML is stuck; SSH fine)"
+
+
 def parse_gpus(text: str) -> list[GpuReading]:
     """Parse ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``: every GPU, the
     broken ones as readings in error. Raises ParseError only when no GPU could be read at all

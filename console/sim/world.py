@@ -45,6 +45,7 @@ KNOWN_FAULTS = {
     "memory-not-released": "the container stops but its memory does not come back (GB10: host memory that "
                            "nvidia-smi shows as 0 MB)",
     "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
+    "smi-hang": "NVML is stuck: nvidia-smi prints nothing and ignores a hangup (only SIGKILL ends it)",
 }
 DEFAULT_FAULT_STATION = {
     "station-unreachable": 1,
@@ -63,6 +64,7 @@ DEFAULT_FAULT_STATION = {
     "port-stays-open": 0,
     "memory-not-released": 1,
     "gpu-lost": 0,
+    "smi-hang": 1,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.

@@ -38,6 +38,7 @@ from console.remote.session import make_transport
 from console.remote.transport import (
     AuthRefused,
     ChannelRefused,
+    CommandTimeout,
     HostKeyError,
     Transport,
     TransportError,
@@ -66,6 +67,7 @@ STREAM_RESTART_S = (1, 2, 5, 10, 30)  # a stream whose remote command ended is r
 AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
 ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
 HOSTKEY_RECHECK_S = 30.0
+INITIAL_GPU_LIMIT_S = 5  # the first GPU round (a reconnect's too): a hung nvidia-smi is killed after this
 
 
 def stale_after_s(interval_s: float) -> float:
@@ -225,7 +227,21 @@ class StationService:
     async def _initial(self) -> None:
         """One-shot reads so the first frame has numbers before any stream delivers (together:
         coming back after an outage, every round trip counts)."""
-        res, _info = await asyncio.gather(self.transport.run(cmdlines.gpu_query()), self._refresh_container())
+        await asyncio.gather(self._initial_gpus(), self._refresh_container())
+        self._heard()  # both round trips worked: the station is there
+
+    async def _initial_gpus(self) -> None:
+        """One GPU round. A wedged nvidia-smi is the GPU source's problem, never the station's: it is
+        killed station-side after ``INITIAL_GPU_LIMIT_S`` and the streams start all the same."""
+        limit = INITIAL_GPU_LIMIT_S
+        try:
+            res = await self.transport.run(cmdlines.gpu_query(limit_s=limit), timeout=limit + 5)
+        except CommandTimeout:
+            self._post_gpus([], error=smi.not_answering(limit))
+            return
+        if res.exit_status == cmdlines.KILLED_STATUS and not res.stdout.strip():
+            self._post_gpus([], error=smi.not_answering(limit))
+            return
         try:
             gpus = smi.parse_gpus(res.stdout)
         except ParseError as exc:
@@ -234,7 +250,6 @@ class StationService:
             self._gpu_count = max(1, len(gpus))
             if gpus:
                 self._post_gpus(gpus)
-        self._heard()  # both round trips worked: the station is there
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
         res = await self.transport.run(cmdlines.docker_inspect(self.station.container))

@@ -52,7 +52,9 @@ async def station_state(config: Config, station: Station, transport: Transport, 
         now = time.time()
         state.apply(ConnectionState(name, ConnState.LIVE, last_sample_at=now))
         # A broken GPU makes nvidia-smi exit non-zero while it still prints the good rows: parse anyway.
-        if gpu_res.ok or gpu_res.stdout.strip():
+        if gpu_res.exit_status == cmdlines.KILLED_STATUS and not gpu_res.stdout.strip():
+            state.apply(GpuSample(name, [], now, error=smi.not_answering(cmdlines.TOOL_LIMIT_S)))
+        elif gpu_res.ok or gpu_res.stdout.strip():
             try:
                 state.apply(GpuSample(name, smi.parse_gpus(gpu_res.stdout), now))
             except ParseError as exc:

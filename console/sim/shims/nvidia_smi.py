@@ -5,7 +5,10 @@ GB10 (unified memory) prints ``[N/A]`` for every memory field, as the real tool 
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
 import sys
 import time
 
@@ -169,8 +172,29 @@ def main(argv: list[str], ctx) -> int:
 
     if query is None and apps is None and not list_gpus:
         query = ["index", "name", "memory.used", "memory.total", "utilization.gpu"]
+    _while_hung(ctx)
     emit()
     while loop_s and not ctx.orphaned():
         time.sleep(loop_s)
+        _while_hung(ctx)
         emit()
     return 0
+
+
+def hung(ctx) -> bool:
+    """NVML is stuck (the ``smi-hang`` fault, or ``smi_hang`` set in the station's state while it runs)."""
+    return "smi-hang" in ctx.faults or bool(ctx.state.get("smi_hang"))
+
+
+def _while_hung(ctx) -> None:
+    """What a wedged driver does to nvidia-smi: no output, a hangup ignored, until NVML answers again
+    (only SIGKILL ends it sooner). It ends with the world, so a test never leaves one behind."""
+    if not hung(ctx):
+        return
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with contextlib.suppress(OSError):  # tests wait for this before they hang up on it
+        (ctx.world.station_dir(ctx.station) / f"smi-hung.{os.getpid()}").touch()
+    while hung(ctx) and ctx.world.root.exists():
+        time.sleep(0.2)
+    if not ctx.world.root.exists():
+        raise SystemExit(1)
