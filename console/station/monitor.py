@@ -227,8 +227,13 @@ class StationService:
     async def _initial(self) -> None:
         """One-shot reads so the first frame has numbers before any stream delivers (together:
         coming back after an outage, every round trip counts)."""
-        await asyncio.gather(self._initial_gpus(), self._refresh_container())
-        self._heard()  # both round trips worked: the station is there
+        gpus = asyncio.ensure_future(self._initial_gpus())
+        try:
+            await self._refresh_container()
+            self._heard()  # docker answered over SSH: the station is there (a hung GPU tool is the GPU's problem)
+            await gpus
+        finally:
+            await cancel_and_wait([gpus])
 
     async def _initial_gpus(self) -> None:
         """One GPU round. A wedged nvidia-smi is the GPU source's problem, never the station's: it is
