@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,9 @@ from console.station.messages import (
     ServingUpdate,
 )
 from console.vocabulary import (
+    CONTAINER_UP_STATES,
     DOWN_STATES,
+    ENDED_PHASES,
     HOST_KEY_STATES,
     LOG_READ_STATES,
     NOT_LIVE_STATES,
@@ -169,7 +171,8 @@ class StationState:
         self.host_mem: HostMemory | None = None
         self.host_mem_error: str | None = None
         self.container: ContainerInfo | None = None
-        self.engine: EngineProgress | None = None
+        self.engine: EngineProgress | None = None  # derived: what every reader shows (_derive_engine)
+        self.engine_read: EngineProgress | None = None  # what the container's log last said
         self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
@@ -207,9 +210,10 @@ class StationState:
                 return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
             case ContainerUpdate():
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
-                return frozenset({Aspect.CONTAINER})
+                return frozenset({Aspect.CONTAINER, *self._derive_engine()})
             case EngineUpdate():
-                self.engine, self.at[Aspect.ENGINE] = msg.progress, msg.at
+                self.engine_read, self.at[Aspect.ENGINE] = msg.progress, msg.at
+                self._derive_engine()
                 return frozenset({Aspect.ENGINE})
             case LogBatch():
                 self.at[Aspect.LOGS] = msg.at
@@ -218,6 +222,17 @@ class StationState:
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
                 return frozenset({Aspect.SERVING})
         return NOTHING
+
+    def _derive_engine(self) -> frozenset[Aspect]:
+        """The engine's one state, from its log and its container: an engine whose container does not
+        run (created and never started, exited) is stopped, whatever its last line said; a failure
+        stays a failure. ``status``, ``watch``, the pane and the fleet row all read this."""
+        e, c = self.engine_read, self.container
+        if e is not None and c is not None and c.state not in CONTAINER_UP_STATES and e.phase not in ENDED_PHASES:
+            e = replace(e, phase=EnginePhase.STOPPED, load_pct=None)
+        changed = e is not self.engine and (e is None or self.engine is None or e.phase != self.engine.phase)
+        self.engine = e
+        return frozenset({Aspect.ENGINE}) if changed else NOTHING
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
         c = self.conn

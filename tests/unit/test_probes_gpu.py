@@ -244,6 +244,32 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
     assert ansi.progress.phase == "ready"
 
 
+def test_an_sglang_worker_without_cuda_graphs_serves_once_its_scheduler_is_up():
+    """Issue 20 item 7: a worker rank (no API, no "fired up" line) run with --disable-cuda-graph stayed
+    "allocating KV cache" for as long as it served. SGLang's scheduler prints its limits once its model
+    runner is up: from there the worker serves; the head still waits for its own ready line."""
+    from console.station.messages import EngineUpdate
+    from console.station.state import StationState
+
+    lines = ["[2026-11-30 14:05:21 TP1] server_args=ServerArgs(model_path='/models/x', disable_cuda_graph=True)",
+             "[2026-11-30 14:05:30 TP1] Load weight begin. avail mem=117.30 GB",
+             "[2026-11-30 14:09:30 TP1] Load weight end. type=GlmMoeDsaForCausalLM, mem usage=90.50 GB.",
+             "[2026-11-30 14:09:35 TP1] KV Cache is allocated. #tokens: 305121, KV size: 3.93 GB",
+             "[2026-11-30 14:09:36 TP1] max_total_num_tokens=305121, chunked_prefill_size=8192, max_prefill_tokens="
+             "16384, max_running_requests=2, context_len=65536, available_gpu_mem=17.20 GB"]
+    worker, head = EngineLogTracker("sglang", head=False), EngineLogTracker("sglang", head=True)
+    for ln in lines[:-1]:
+        worker.feed(ln)
+    assert worker.progress.phase == "kv-cache"
+    worker.feed(lines[-1])
+    assert worker.progress.phase == "ready"
+    s = StationState("B", rank=1, head=False, container="glm53")
+    s.apply(EngineUpdate("B", worker.progress))
+    assert s.engine_label == "serving (worker)"
+    head.feed_batch([ln.replace("TP1", "TP0") for ln in lines])
+    assert head.progress.phase != "ready"  # the head serves when it says so
+
+
 def test_engine_log_anchors_cover_every_marker():
     from console.diagnosis import catalogue as cat
     from console.diagnosis.classify import INDEX, classify
