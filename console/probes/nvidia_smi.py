@@ -172,11 +172,13 @@ class GpuRounds:
     """Groups the lines of ``nvidia-smi -lms`` into rounds (one line per GPU per interval).
 
     A round is complete when every GPU seen at connect time has reported, or when an index repeats.
-    A line that is not a valid row is the GPU at its position in the round, in error.
+    A line that is not a valid row is the GPU at its position in the round, in error. ``expected``
+    None: the count is unknown (the first read failed, e.g. nvidia-smi hung): the first round ends when
+    an index repeats, and its size is the count from then on.
     """
 
-    def __init__(self, expected: int = 1):
-        self.expected = max(1, expected)
+    def __init__(self, expected: int | None = 1):
+        self.expected = max(1, expected) if expected is not None else None
         self._round: dict[int, GpuReading] = {}
         self._position = 0
 
@@ -190,10 +192,12 @@ class GpuRounds:
         reading = parse_gpu_line(line, self._position)
         if reading.index in self._round:
             done = self._flush()
+            if self.expected is None:
+                self.expected = len(done)
             reading = parse_gpu_line(line, self._position)
         self._round[reading.index] = reading
         self._position += 1
-        if len(self._round) >= self.expected:
+        if self.expected is not None and len(self._round) >= self.expected:
             done = self._flush()
         return done
 

@@ -100,7 +100,7 @@ class StationService:
         self.tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self._gpu_count = 1
+        self._gpu_count: int | None = None  # unknown until a first GPU round was read
         self._apps: dict[int, tuple[smi.ComputeApp, float]] = {}
         self._wake = asyncio.Event()
         self.state: ConnState = "connecting"

@@ -7,7 +7,7 @@ from console.probes.docker import parse_event, parse_inspect, split_timestamp
 from console.probes.engine_log import EngineLogTracker
 from console.probes.meminfo import parse_meminfo
 from console.probes.nccl_transport import transport_of_lines, worse
-from console.probes.nvidia_smi import parse_compute_apps, parse_gpus
+from console.probes.nvidia_smi import GpuRounds, parse_compute_apps, parse_gpus
 
 GB300_STATION = """\
 0, GPU-3a1f2c3d-0000-1111-2222-333344445555, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 1184, 97887, 1, 31, 22.50
@@ -226,6 +226,14 @@ def test_engine_log_tracker_vllm_head_to_ready():
     assert t.progress.load_pct == 100 and t.progress.weights_gib == pytest.approx(218.02)
     assert phases[-2] == "graphs" and phases[-1] == "ready"
     assert t.progress.transport == "gdrdma"
+
+
+def test_rounds_of_an_unknown_gpu_count_are_learnt_from_the_first_repeat():
+    """The first GPU read failed (nvidia-smi hung at connect): the loop's rounds must not be one GPU each."""
+    rows = GB300_STATION.splitlines()
+    rounds = GpuRounds(expected=None)
+    got = [r for line in rows * 3 if (r := rounds.feed(line)) is not None]
+    assert [[g.index for g in r] for r in got] == [[0, 1]] * 3 and rounds.expected == 2  # (the 1st at the repeat)
 
 
 def test_engine_log_tracker_fatal_and_sglang_ready():
