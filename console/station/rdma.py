@@ -127,6 +127,7 @@ class _Server:
         self.ended = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.error: str | None = None
+        self.exited = False
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._drain())
@@ -141,6 +142,7 @@ class _Server:
                 self.lines.append(line)
                 if pt.is_ready(line):
                     self.ready.set()
+            self.exited = True  # the remote command ended by itself (its output says why)
         except TransportError as exc:
             self.error = str(exc)
         finally:
@@ -185,7 +187,7 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
             run.evidence = f"[{srv_st.name}] $ {scmd}\n{server.output}" + (f"\n{server.error}" if server.error else "")
             if err:
                 return judge(run, pt.PerftestResult(error=err[0], error_line=err[1]))
-            if server.ended.is_set() and not server.error:  # it exited at once: not a timeout, its output says why
+            if server.exited:  # it exited at once: not a timeout, its output says why
                 last = next((ln.strip() for ln in reversed(server.lines) if ln.strip()), "no output")
                 run.status, run.id, run.fix = CheckStatus.FAIL, "rdma-bandwidth", "Read the server's output (evidence)."
                 run.summary = f"{run.rail} {run.memory} memory: the server on {srv_st.name} exited at once: {last}"
