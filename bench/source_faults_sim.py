@@ -20,11 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "sim")]
+sys.path.insert(0, str(ROOT))
 
 import tomli_w  # noqa: E402
-from test_crash_between_looks import _events_watching  # noqa: E402
-from test_hung_tool import set_hang, station_procs  # noqa: E402
 
 from console.config import parse_config  # noqa: E402
 from console.probes.docker import parse_time  # noqa: E402
@@ -33,6 +31,7 @@ from console.sim.server import SimServer  # noqa: E402
 from console.sim.world import World  # noqa: E402
 from console.station.messages import EngineUpdate, HostMemSample, LogBatch  # noqa: E402
 from console.station.monitor import StationService  # noqa: E402
+from tests.sim.station_procs import events_watching, set_hang, station_procs  # noqa: E402
 
 
 async def _world(faults: list[str]) -> tuple[World, SimServer, object]:
@@ -84,7 +83,7 @@ async def crash_between_looks(limit_s: float = 30.0) -> str:
     svc = StationService(cfg, cfg.station("B"), msgs.append, gpu_interval_ms=500)
     svc.start()
     try:
-        while not _events_watching(world, "B"):
+        while not events_watching(world, "B"):
             await asyncio.sleep(0.2)
         started = time.time() - 3
         start_container(world, "B", at=started)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-import psutil
 from test_monitor import Collector
 
 from console.probes.docker import parse_time
 from console.sim.engine import start_container
 from console.station.messages import ContainerUpdate, EngineUpdate, HostMemSample, LogBatch
 from console.station.monitor import StationService
+from tests.sim.station_procs import events_watching
 from tests.waiting import until
 
 
@@ -21,28 +21,13 @@ def _last(sink, kind, station="B"):
     return got[-1] if got else None
 
 
-def _events_watching(world, station: str) -> bool:
-    """B's ``docker events`` has been running long enough to have looked at least once (a run that
-    starts and ends after this is between two of its looks)."""
-    for p in psutil.process_iter(["cmdline", "create_time"]):
-        cmd = p.info["cmdline"] or []
-        if "console.sim.shim" in cmd and "docker" in cmd and "events" in cmd:
-            try:
-                env = p.environ()
-            except (psutil.Error, OSError):
-                continue
-            if (env.get("DGX_SIM_ROOT"), env.get("DGX_SIM_STATION")) == (str(world.root), station):
-                return time.time() - p.info["create_time"] > 3.0
-    return False
-
-
 async def _watch_b(h):
     sink = Collector()
     svc = StationService(h.config, h.config.station("B"), sink, gpu_interval_ms=200)
     svc.start()
     await until(lambda: sink.of(HostMemSample, "B") and sink.of(ContainerUpdate, "B"), what="B watched",
                 timeout=30)
-    await until(lambda: _events_watching(h.world, "B"), what="B's container events watched", timeout=30)
+    await until(lambda: events_watching(h.world, "B"), what="B's container events watched", timeout=30)
     return sink, svc
 
 

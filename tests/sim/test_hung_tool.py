@@ -11,39 +11,12 @@ import asyncio
 import contextlib
 import time
 
-import psutil
 from test_monitor import Collector
 
 from console.station.messages import ConnectionState, ContainerUpdate, GpuSample, HostMemSample
 from console.station.monitor import StationService
+from tests.sim.station_procs import hung_procs, set_hang, station_procs
 from tests.waiting import until
-
-
-def station_procs(world, station: str, tool: str = "nvidia-smi") -> list[int]:
-    """Pids of ``tool`` (a shim: ``python -m console.sim.shim TOOL``) running on the simulated station."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "console.sim.shim" not in cmd or tool not in cmd:
-            continue
-        try:
-            env = p.environ()
-        except (psutil.Error, OSError):
-            continue
-        if env.get("DGX_SIM_ROOT") == str(world.root) and env.get("DGX_SIM_STATION") == station:
-            found.append(p.info["pid"])
-    return found
-
-
-def hung_procs(world, station: str) -> list[int]:
-    """The station's nvidia-smi processes that are inside the hang (hangup already ignored)."""
-    marked = {int(f.name.rsplit(".", 1)[1]) for f in world.station_dir(station).glob("smi-hung.*")}
-    return [pid for pid in station_procs(world, station) if pid in marked]
-
-
-def set_hang(world, station: str, on: bool) -> None:
-    with world.edit(station) as st:
-        st["smi_hang"] = on
 
 
 async def test_reconnects_during_a_hung_nvidia_smi_keep_the_station_and_leave_no_stuck_processes(sim):
