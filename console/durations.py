@@ -17,6 +17,8 @@ Pure: no I/O, no other console module.
 
 from __future__ import annotations
 
+import time
+
 NONE = "—"
 
 
@@ -46,6 +48,11 @@ def tick(seconds: float) -> str:
     if s % 3600 == 0:
         return f"-{s // 3600} h"
     return f"-{s // 60} min" if s % 60 == 0 and s >= 120 else f"-{s} s"
+
+
+def time_of_day(at: float) -> str:
+    """``14:03:41``: a Unix time as the wall clock here reads it (when something ran)."""
+    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 def clock(seconds: float) -> str:

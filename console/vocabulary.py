@@ -59,6 +59,10 @@ LOADING_PHASES = frozenset({EnginePhase.STARTING, EnginePhase.CONNECTING, Engine
 #: Phases after which the engine will not come up without someone doing something.
 ENDED_PHASES = frozenset({EnginePhase.FAILED, EnginePhase.STOPPED})
 
+#: Docker container states in which an engine can be coming up or serving; in any other (created and
+#: never started, exited, dead, absent) the engine is stopped, whatever its last log line said.
+CONTAINER_UP_STATES = frozenset({"running", "restarting"})
+
 PHASE_TEXT: dict[EnginePhase, str] = {
     EnginePhase.LOADED: "weights loaded",
     EnginePhase.KV_CACHE: "allocating KV cache",

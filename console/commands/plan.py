@@ -73,7 +73,10 @@ def print_report(report: FitReport, cfg: Config, note: str | None, out=sys.stdou
     for w in report.problems:
         print(f"{w.station}: cannot estimate: {one_line(w.text)}" + (f"\n    fix: {w.fix}" if w.fix else ""),
               file=out)
-    print(f"fits: {'yes' if report.ok else 'no'}", file=out)
+    verdict = report.verdict
+    if verdict == "unknown":
+        verdict += f" (no estimate for {', '.join(dict.fromkeys(w.station for w in report.problems))})"
+    print(f"fits: {verdict}", file=out)
 
 
 def run(args: argparse.Namespace) -> int:

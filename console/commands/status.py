@@ -50,10 +50,14 @@ def engine_words(eng: dict) -> str:
     return words
 
 
-def api_down_words(api: dict, eng: dict | None) -> str:
-    """Why the API does not answer, when the engine's log already says it: still loading is expected,
-    a failed engine is the cause; else what the request got."""
+def api_down_words(api: dict, eng: dict | None, container: str | None = None) -> str:
+    """Why the API does not answer, when the engine's state already says it: still loading is expected,
+    a failed engine is the cause, a stopped one (its container does not run) too; else what the request
+    got."""
     err = one_line(api.get("error") or "no answer")
+    if eng and eng["phase"] == EnginePhase.STOPPED:
+        where = f" (container {container})" if container else ""
+        return f"not answering: the engine is stopped{where}; {err}"
     if eng and eng["phase"] in LOADING_PHASES:
         return f"not answering yet: the engine is still starting ({engine_words(eng)}); {err}"
     if eng and eng["phase"] == EnginePhase.FAILED:
@@ -93,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"    engine: {engine_words(eng)}")
             api = st.get("api") or {}
             if api.get("url"):
-                state = "healthy" if api["healthy"] else api_down_words(api, eng)
+                state = "healthy" if api["healthy"] else api_down_words(api, eng, st["container"]["state"])
                 if api["healthy"] and api.get("error"):  # healthy, but the model list is not one
                     state += f"; {one_line(api['error'])}"
                 print(f"    API {api['url']}: {state}" + (f", model {one_line(api['model'])}" if api.get("model") else ""))

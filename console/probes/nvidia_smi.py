@@ -147,6 +147,11 @@ def _gpu_lines(text: str) -> list[str]:
             and not ln.startswith(_TOOL_FAILURE_TAIL)]
 
 
+def not_answering(limit_s: float) -> str:
+    """What a one-shot nvidia-smi that had to be killed station-side means (the connection answered)."""
+    return f"nvidia-smi not answering (killed after {limit_s:g} s: the driver or NVML is stuck; SSH fine)"
+
+
 def parse_gpus(text: str) -> list[GpuReading]:
     """Parse ``nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits``: every GPU, the
     broken ones as readings in error. Raises ParseError only when no GPU could be read at all
@@ -170,11 +175,13 @@ class GpuRounds:
     """Groups the lines of ``nvidia-smi -lms`` into rounds (one line per GPU per interval).
 
     A round is complete when every GPU seen at connect time has reported, or when an index repeats.
-    A line that is not a valid row is the GPU at its position in the round, in error.
+    A line that is not a valid row is the GPU at its position in the round, in error. ``expected``
+    None: the count is unknown (the first read failed, e.g. nvidia-smi hung): the first round ends when
+    an index repeats, and its size is the count from then on.
     """
 
-    def __init__(self, expected: int = 1):
-        self.expected = max(1, expected)
+    def __init__(self, expected: int | None = 1):
+        self.expected = max(1, expected) if expected is not None else None
         self._round: dict[int, GpuReading] = {}
         self._position = 0
 
@@ -188,10 +195,12 @@ class GpuRounds:
         reading = parse_gpu_line(line, self._position)
         if reading.index in self._round:
             done = self._flush()
+            if self.expected is None:
+                self.expected = len(done)
             reading = parse_gpu_line(line, self._position)
         self._round[reading.index] = reading
         self._position += 1
-        if len(self._round) >= self.expected:
+        if self.expected is not None and len(self._round) >= self.expected:
             done = self._flush()
         return done
 

@@ -18,6 +18,7 @@ _ERRORS = (
     (re.compile(r"Couldn't allocate MR(?: with error=(\d+))?"), "mr"),
     (re.compile(r"Couldn't (?:register|allocate) (?:MR|memory)"), "mr"),
     (re.compile(r"Unable to (?:open|init) (?:the )?(?:CUDA|cuda)|CUDA (?:support )?(?:not enabled|is not enabled)"), "cuda"),
+    (re.compile(r"Did not detect devices"), "no-device"),  # no RDMA device at all (driver not up)
     (re.compile(r"IB device (\S+) not found|No IB devices found|Couldn't get device"), "device"),
     (re.compile(r"Couldn't listen to port|Address already in use"), "port-in-use"),
 )
@@ -61,6 +62,17 @@ def find_error(text: str) -> tuple[str, str] | None:
             end = text.find("\n", m.start())
             return kind, text[start:end if end >= 0 else len(text)].strip()
     return None
+
+
+def active_mtu(header: dict[str, str]) -> int | None:
+    """The RoCE path MTU perftest negotiated (``Mtu : 1024[B]``), or None."""
+    m = re.match(r"(\d+)", header.get("Mtu", ""))
+    return int(m.group(1)) if m else None
+
+
+def roce_mtu(link_mtu: int) -> int:
+    """The RoCE MTU an Ethernet MTU allows (the IB MTUs 1024..4096 that fit with RoCE's headers)."""
+    return max((m for m in (4096, 2048, 1024, 512, 256) if m + 58 <= link_mtu), default=256)
 
 
 def header_fields(text: str) -> dict[str, str]:

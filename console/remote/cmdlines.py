@@ -11,19 +11,39 @@ from console.probes import nvidia_smi as smi
 q = shlex.quote
 
 
-def gpu_query(loop_ms: int | None = None) -> str:
+# A tool stuck in the GPU driver (NVML wedged) prints nothing and ignores a hangup: every nvidia-smi
+# we start must end station-side whatever it does. A one-shot is killed after a limit (no PTY, so
+# closing its channel would signal nothing); a loop is killed when its channel closes (a PTY hangup
+# reaches the shell that owns it even when the tool ignores it). Retries never pile up processes.
+TOOL_LIMIT_S = 10  # a one-shot nvidia-smi is killed (SIGKILL, station-side) after this
+KILLED_STATUS = 137  # what ``timeout -s KILL`` exits with when it had to kill
+
+
+def bounded(cmd: str, limit_s: float = TOOL_LIMIT_S) -> str:
+    """``cmd`` killed station-side after ``limit_s`` (exit 137), whatever signals it ignores."""
+    return f"timeout -s KILL {max(1, int(limit_s))} {cmd}"
+
+
+def ended_with_channel(cmd: str) -> str:
+    """A long-lived ``cmd`` that dies with its channel even if it ignores the hangup: a shell that
+    owns it runs it in the background and kills it (SIGKILL) when the hangup reaches the shell."""
+    script = f'{cmd} & p=$!; trap "kill -KILL $p 2>/dev/null; exit 129" HUP INT TERM; wait "$p"'
+    return "exec sh -c " + q(script)
+
+
+def gpu_query(loop_ms: int | None = None, limit_s: float = TOOL_LIMIT_S) -> str:
     """One line per GPU; with ``loop_ms`` one long-lived process prints a round per interval."""
     cmd = f"nvidia-smi {smi.GPU_QUERY} {smi.CSV_FORMAT}"
     if loop_ms:
-        cmd = "exec " + cmd + f" -lms {int(loop_ms)}"
-    return cmd
+        return ended_with_channel(cmd + f" -lms {int(loop_ms)}")
+    return bounded(cmd, limit_s)
 
 
 def compute_apps_query(loop_ms: int | None = None) -> str:
     cmd = f"nvidia-smi {smi.APPS_QUERY} {smi.CSV_FORMAT}"
     if loop_ms:
-        cmd = "exec " + cmd + f" -lms {int(loop_ms)}"
-    return cmd
+        return ended_with_channel(cmd + f" -lms {int(loop_ms)}")
+    return bounded(cmd)
 
 
 MEMINFO = "/proc/meminfo"
@@ -80,7 +100,7 @@ def docker_stop(container: str, timeout_s: int = 30) -> str:
 
 # --- launch / stop / restart ---
 
-GPU_LIST_QUERY = "nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader"
+GPU_LIST_QUERY = bounded("nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader")
 IMAGE_DIGEST_FORMAT = "{{json .RepoDigests}}"
 
 
@@ -238,7 +258,7 @@ def pid_alive(pid: int) -> str:
 
 
 def gpu_index_names() -> str:
-    return "nvidia-smi --query-gpu=index,name --format=csv,noheader"
+    return bounded("nvidia-smi --query-gpu=index,name --format=csv,noheader")
 
 
 # --- NCCL workbench (dgx-console doctor) ---
@@ -325,7 +345,7 @@ def ethtool_stats(iface: str) -> str:
 
 
 def gpu_activity() -> str:
-    return "nvidia-smi --query-gpu=index,name,utilization.gpu,utilization.memory --format=csv,noheader,nounits"
+    return bounded("nvidia-smi --query-gpu=index,name,utilization.gpu,utilization.memory --format=csv,noheader,nounits")
 
 
 def kernel_log_since(epoch: float) -> str:

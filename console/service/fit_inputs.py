@@ -153,6 +153,17 @@ class FitReport:
     def warnings(self) -> list[fit.FitWarning]:
         return [w for f in self.fits for w in f.warnings] + list(self.problems)
 
+    @property
+    def verdict(self) -> str:
+        """``yes``, ``no`` (an estimate says it does not fit), or ``unknown`` (no estimate could be made
+        for a station and none of the others says no): never "does not fit" without an estimate."""
+        if self.ok:
+            return "yes"
+        if self.problems and all(f.fits for f in self.fits) and all(
+                w.severity != "error" for f in self.fits for w in f.warnings):
+            return "unknown"
+        return "no"
+
 
 async def gather_fit(run: Runner, cfg: Config, scripts: dict[str, str] | None = None,
                      assume_idle: bool = False) -> FitReport:

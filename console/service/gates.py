@@ -69,15 +69,18 @@ async def fit_gate(ctx: ActionContext, skip: bool) -> None:
         for w in report.warnings():
             if w.severity != "info" or w.id == "kv-concurrency":
                 ctx.log.note(w.station, w.text + (f" (fix: {w.fix})" if w.fix and w.severity != "info" else ""))
+        unknown = report.verdict == "unknown"
         if errors and not skip:
             drop = " --drop-caches," if any(w.id == "free-memory-at-startup" for w in errors) else ""
-            unknown = all(w.id in ("model-config", "memory-unknown") for w in errors)
             raise ActionFailed(("the estimate could not be made: " if unknown else
                                 "the estimate says it does not fit: ") + "; ".join(w.text for w in errors)
                                + f" (fix it,{drop} or --skip-fit to launch anyway)",
                                [(w.station, f"{w.id}: {w.fix}") for w in errors])
         if errors:
-            st.status, st.detail = StepStatus.WARN, "does not fit (launching anyway, --skip-fit): " + st.detail
+            st.status = StepStatus.WARN
+            st.detail = (("fit unknown: the estimate could not be made (launching anyway, --skip-fit): "
+                          + "; ".join(w.text for w in errors)) if unknown
+                         else "does not fit (launching anyway, --skip-fit): " + st.detail)
         elif any(w.severity == "warning" for w in report.warnings()):
             st.status = StepStatus.WARN
 

@@ -3,8 +3,8 @@
 ``/health`` 200 says the HTTP server is up; it does not say the engine answers (a wedged
 collective, a wrong model name, a refused key all pass it). So after it we ask for a few tokens
 at temperature 0 and record when the first one arrives. Busy or not-yet-ready answers (408, 429,
-5xx, timeouts, refused connections, a broken stream) are retried with a short backoff until the
-caller's deadline; anything else (401, 404, 400) is a clear failure at once.
+5xx but 501/505, timeouts, refused connections, a broken stream) are retried with a short backoff until
+the caller's deadline; anything else (401, 404, 400, 501) is a clear failure at once.
 """
 
 from __future__ import annotations
@@ -36,8 +36,17 @@ class NotReady(Exception):
         self.detail, self.retryable = detail, retryable
 
 
+#: Server errors that will not go away by asking again: the server does not implement the request (501),
+#: or not its HTTP version (505).
+FINAL_5XX = frozenset({501, 505})
+
+
 def retryable(err: ApiError) -> bool:
+    """Busy or not ready yet (408, 429, a 5xx but 501/505, no answer, a broken stream): ask again. Any
+    other answer (4xx, 501) is the server's clear word: a failure at once."""
     status = err.status or 0
+    if status in FINAL_5XX or (400 <= status < 500 and status not in (408, 429)):
+        return False
     return status in (408, 429) or status >= 500 or err.kind in ("timeout", "connect", "unavailable", "stream")
 
 

@@ -83,6 +83,7 @@ class SimServer:
         self.command_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=20_000)  # (station, line)
         self._children: set[int] = set()
         self._handlers: set[asyncio.Task] = set()
+        self._lingering: set[asyncio.Task] = set()  # processes that outlived their channel (waits)
         self._mounts: dict[str, station_shell.Mounts] = {}
 
     @property
@@ -223,17 +224,15 @@ class SimServer:
             closed = asyncio.create_task(process.channel.wait_closed())
             waiter = asyncio.create_task(proc.wait())
             await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if not waiter.done():  # client went away: end the remote process group, like sshd's hangup
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(waiter), 2)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+            if not waiter.done():  # the client went away: what sshd does, and no more
+                await self._hang_up(proc, waiter, pumps, pty=process.get_terminal_type() is not None)
             await asyncio.gather(*pumps[:2], return_exceptions=True)
             pumps[2].cancel()
             closed.cancel()
-            self._children.discard(proc.pid)
+            if waiter.done():
+                self._children.discard(proc.pid)
+            else:  # it ignored the hangup: it lingers on the station, as it would under sshd
+                self._linger(proc.pid, waiter)
             if os.environ.get("DGX_SIM_DEBUG"):
                 with open(os.environ["DGX_SIM_DEBUG"], "a") as dbg:
                     dbg.write(f"{time.time():.3f} {name} rc={proc.returncode} closed_first={not waiter.done() or closed.done()} {command[:90]}\n")
@@ -241,6 +240,34 @@ class SimServer:
                 process.exit(proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 255)
 
         return handle
+
+    async def _hang_up(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task, pumps: list[asyncio.Task],
+                       pty: bool) -> None:
+        """sshd's part when a channel closes under a running command: with a PTY the terminal hangs
+        up (SIGHUP to the process group); without one only the pipes close (a write then fails).
+        A process that ignores both keeps running: that is what a real station does with it."""
+        if pty:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGHUP)
+        for p in pumps[:2]:
+            p.cancel()
+        transport = getattr(proc, "_transport", None)
+        for fd in (0, 1, 2):
+            pipe = transport.get_pipe_transport(fd) if transport is not None else None
+            if pipe is not None:
+                pipe.close()
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), 2)
+
+    def _linger(self, pid: int, waiter: asyncio.Task) -> None:
+        """Keep a process that outlived its channel counted (``children``) until it ends by itself or
+        the simulator stops."""
+        def gone(_t: asyncio.Task) -> None:
+            self._children.discard(pid)
+
+        waiter.add_done_callback(gone)
+        self._lingering.add(waiter)
+        waiter.add_done_callback(self._lingering.discard)
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -253,6 +280,8 @@ class SimServer:
         # Let the sessions reap their killed processes, so no subprocess transport outlives the loop.
         if self._handlers:
             await asyncio.wait(list(self._handlers), timeout=3)
+        if self._lingering:
+            await asyncio.wait(list(self._lingering), timeout=3)
         for runner in self._api_runners.values():
             with contextlib.suppress(Exception):
                 await runner.cleanup()

@@ -441,14 +441,15 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     tokens = int(kv_size * GIB / (12 * 1152))
     b.at(load1 + 5, f"KV Cache is allocated. #tokens: {tokens}, KV size: {kv_size:.2f} GB")
     b.mem(load1 + 5, g.loaded_gib - 0.4)
-    b.at(load1 + 6, f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                    f"max_running_requests={s.get('max_running_requests', 2)}, context_len="
-                    f"{s.get('context_length', 65536)}, available_gpu_mem=17.20 GB")
     g0, g1 = load1 + 8, cold - 6
     b.phase(g0, "capturing CUDA graphs")
     b.at(g0, "Capture cuda graph begin. This can take up to several minutes. avail mem=17.31 GB")
     b.at(g1, f"Capture cuda graph end. Time elapsed: {g1 - g0:.2f} s. mem usage=0.42 GB. avail mem=16.89 GB.")
     b.mem(g1, g.loaded_gib)
+    # the scheduler's limits come once its model runner is up (after the graphs), as SGLang prints them
+    b.at(g1 + 0.5, f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                   f"max_running_requests={s.get('max_running_requests', 2)}, context_len="
+                   f"{s.get('context_length', 65536)}, available_gpu_mem=17.20 GB")
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
         tl.ready_at = b.ts(g1 + 1)

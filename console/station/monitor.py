@@ -40,6 +40,7 @@ from console.remote.session import make_transport
 from console.remote.transport import (
     AuthRefused,
     ChannelRefused,
+    CommandTimeout,
     HostKeyError,
     Transport,
     TransportError,
@@ -71,6 +72,7 @@ GPU_LATE_DETAIL = "nvidia-smi not answering; SSH fine"  # StationState.why: "GPU
 AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
 ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
 HOSTKEY_RECHECK_S = 30.0
+INITIAL_GPU_LIMIT_S = 5  # the first GPU round (a reconnect's too): a hung nvidia-smi is killed after this
 
 
 def dead_after_s(interval_s: float) -> float:
@@ -98,7 +100,7 @@ class StationService:
         self.tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
         self._task: asyncio.Task | None = None
         self._stopping = False
-        self._gpu_count = 1
+        self._gpu_count: int | None = None  # unknown until a first GPU round was read
         self._apps: dict[int, tuple[smi.ComputeApp, float]] = {}
         self._wake = asyncio.Event()
         self.state: ConnState = "connecting"
@@ -245,7 +247,26 @@ class StationService:
     async def _initial(self) -> None:
         """One-shot reads so the first frame has numbers before any stream delivers (together:
         coming back after an outage, every round trip counts)."""
-        res, _info = await asyncio.gather(self.transport.run(cmdlines.gpu_query()), self._refresh_container())
+        gpus = asyncio.ensure_future(self._initial_gpus())
+        try:
+            await self._refresh_container()
+            self._heard()  # docker answered over SSH: the station is there (a hung GPU tool is the GPU's problem)
+            await gpus
+        finally:
+            await cancel_and_wait([gpus])
+
+    async def _initial_gpus(self) -> None:
+        """One GPU round. A wedged nvidia-smi is the GPU source's problem, never the station's: it is
+        killed station-side after ``INITIAL_GPU_LIMIT_S`` and the streams start all the same."""
+        limit = INITIAL_GPU_LIMIT_S
+        try:
+            res = await self.transport.run(cmdlines.gpu_query(limit_s=limit), timeout=limit + 5)
+        except CommandTimeout:
+            self._post_gpus([], error=smi.not_answering(limit))
+            return
+        if res.exit_status == cmdlines.KILLED_STATUS and not res.stdout.strip():
+            self._post_gpus([], error=smi.not_answering(limit))
+            return
         try:
             gpus = smi.parse_gpus(res.stdout)
         except ParseError as exc:
@@ -254,7 +275,7 @@ class StationService:
             self._gpu_count = max(1, len(gpus))
             if gpus:
                 self._post_gpus(gpus)
-        self._heard(gpu=True)  # both round trips worked (nvidia-smi answered): the station is there
+            self._heard(gpu=True)  # nvidia-smi answered: the GPU source is fresh too
 
     async def _refresh_container(self) -> docker_probe.ContainerInfo:
         res = await self.transport.run(cmdlines.docker_inspect(self.station.container))

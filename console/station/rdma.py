@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from console.config import Config, Station
-from console.probes import ParseError
+from console.probes import ParseError, iproute
 from console.probes import perftest as pt
 from console.probes import rdma as rdma_probe
 from console.remote import cmdlines as rc
@@ -47,6 +47,10 @@ _FIX = {
     "rdma-bandwidth": "Bandwidth below the expected figure: check `ethtool NETDEV` speed on both ends, the "
                       "cable/port pairing, the MTU (9000 on Stations) and PCIe relaxed ordering; rerun.",
     "rdma-device": "The RDMA device named in the config does not exist: compare with `ibdev2netdev`.",
+    "rdma-no-device": "perftest found no RDMA device at all on the station: is the RDMA driver up (`ibv_devices`, "
+                      "`rdma link show`, `lsmod | grep mlx5_ib`)? Not a network or firewall problem.",
+    "rdma-mtu": "The RoCE path MTU is below what the rails allow: an end's rail has a smaller MTU. Set the same MTU "
+                "on both ends (`ip link set dev NETDEV mtu 9000`, persistent in netplan) and rerun.",
     "rdma-timeout": "perftest did not finish in time: the server never saw the client (firewall, wrong IP) or "
                     "the link stalled.",
 }
@@ -83,9 +87,10 @@ def judge(run: RdmaRun, result: pt.PerftestResult) -> RdmaRun:
     where = f"{run.rail} {run.memory} memory {run.client}->{run.server}"
     if result.error:
         run.id = {"connect": "rdma-connect", "qp-rtr": "rdma-qp", "qp-rts": "rdma-qp", "mr": "rdma-mr",
-                  "cuda": "rdma-mr", "device": "rdma-device", "port-in-use": "rdma-connect"}.get(result.error,
-                                                                                              "rdma-bandwidth")
-        run.status, run.summary, run.fix = CheckStatus.FAIL, f"{where}: {result.error_line}", _FIX[run.id]
+                  "cuda": "rdma-mr", "device": "rdma-device", "port-in-use": "rdma-connect",
+                  "no-device": "rdma-no-device"}.get(result.error, "rdma-bandwidth")
+        said = f"no RDMA device (ib_write_bw: {result.error_line})" if result.error == "no-device" else result.error_line
+        run.status, run.summary, run.fix = CheckStatus.FAIL, f"{where}: {said}", _FIX[run.id]
         return run
     avg = result.bw_avg_gbps or 0.0
     run.gbps_avg, run.gbps_peak = avg, result.bw_peak_gbps
@@ -122,6 +127,7 @@ class _Server:
         self.ended = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.error: str | None = None
+        self.exited = False
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._drain())
@@ -136,6 +142,7 @@ class _Server:
                 self.lines.append(line)
                 if pt.is_ready(line):
                     self.ready.set()
+            self.exited = True  # the remote command ended by itself (its output says why)
         except TransportError as exc:
             self.error = str(exc)
         finally:
@@ -180,6 +187,11 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
             run.evidence = f"[{srv_st.name}] $ {scmd}\n{server.output}" + (f"\n{server.error}" if server.error else "")
             if err:
                 return judge(run, pt.PerftestResult(error=err[0], error_line=err[1]))
+            if server.exited:  # it exited at once: not a timeout, its output says why
+                last = next((ln.strip() for ln in reversed(server.lines) if ln.strip()), "no output")
+                run.status, run.id, run.fix = CheckStatus.FAIL, "rdma-bandwidth", "Read the server's output (evidence)."
+                run.summary = f"{run.rail} {run.memory} memory: the server on {srv_st.name} exited at once: {last}"
+                return run
             run.status, run.id, run.fix = CheckStatus.FAIL, "rdma-timeout", _FIX["rdma-timeout"]
             run.summary = f"{run.rail} {run.memory} memory: the server on {srv_st.name} never became ready"
             return run
@@ -195,7 +207,10 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
         except ParseError as exc:
             run.status, run.id, run.summary = CheckStatus.FAIL, "rdma-bandwidth", f"perftest output not understood: {exc}"
             return run
-        return judge(run, parsed)
+        judge(run, parsed)
+        if not parsed.error:
+            await _check_mtu(config, tr, run, parsed, (srv_st, cli_st))
+        return run
     except TransportError as exc:
         run.status, run.id, run.summary = CheckStatus.FAIL, "rdma-timeout", str(exc)
         run.fix = _FIX["rdma-timeout"]
@@ -203,6 +218,30 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
     finally:
         await asyncio.shield(server.cleanup())
         emit("server-stopped", {"rail": run.rail, "memory": run.memory, "station": srv_st.name, "pid": server.pid})
+
+
+async def _check_mtu(config: Config, tr: dict[str, Transport], run: RdmaRun, result: pt.PerftestResult,
+                     ends: tuple[Station, Station]) -> None:
+    """A RoCE path MTU below what the profile's rails allow means an end has a smaller rail MTU (the
+    bandwidth may still pass): say so, with both ends' rail MTUs read now."""
+    got, want = pt.active_mtu(result.header), pt.roce_mtu(config.profile.link.mtu)
+    if got is None or got >= want:
+        return
+    mtus = []
+    for st in ends:
+        if not st.rail_netdev:
+            continue
+        try:
+            res = await tr[st.name].run(rc.ip_link(st.rail_netdev))
+            mtus.append(f"{st.name} {st.rail_netdev} {iproute.parse_link(res.stdout).mtu}")
+        except (TransportError, ParseError):
+            mtus.append(f"{st.name} {st.rail_netdev} ?")
+    rails = f" (rail MTUs: {', '.join(mtus)})" if mtus else ""
+    run.summary += (f"; RoCE MTU {got} B, not the {want} B that {config.profile.link.mtu}-byte rails allow: "
+                    f"MTU mismatch{rails}")
+    run.id, run.fix = "rdma-mtu", _FIX["rdma-mtu"]
+    if run.status == CheckStatus.PASS:
+        run.status = CheckStatus.WARN
 
 
 async def _port_state(tr: Transport, st: Station, device: str) -> tuple[bool, str]:

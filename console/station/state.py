@@ -44,7 +44,9 @@ from console.station.messages import (
     ServingUpdate,
 )
 from console.vocabulary import (
+    CONTAINER_UP_STATES,
     DOWN_STATES,
+    ENDED_PHASES,
     HOST_KEY_STATES,
     LOG_READ_STATES,
     NOT_LIVE_STATES,
@@ -199,7 +201,8 @@ class StationState:
         self.host_mem: HostMemory | None = None
         self.host_mem_error: str | None = None
         self.container: ContainerInfo | None = None
-        self.engine: EngineProgress | None = None
+        self.engine: EngineProgress | None = None  # derived: what every reader shows (_derive_engine)
+        self.engine_read: EngineProgress | None = None  # what the container's log last said
         self.serving: ServingSnapshot | None = None  # the API's last poll (the head's; it has its own ages)
         # what the serving panel may show of it: figures from this container's run only (derived)
         self.serving_shown: ServingSnapshot | None = None
@@ -245,9 +248,10 @@ class StationState:
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
                 if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
                     self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
-                return frozenset({Aspect.CONTAINER, *self._derive_serving()})
+                return frozenset({Aspect.CONTAINER, *self._derive_serving(), *self._derive_engine()})
             case EngineUpdate():
-                self.engine, self.at[Aspect.ENGINE] = msg.progress, msg.at
+                self.engine_read, self.at[Aspect.ENGINE] = msg.progress, msg.at
+                self._derive_engine()
                 return frozenset({Aspect.ENGINE})
             case LogBatch():
                 self.at[Aspect.LOGS] = msg.at
@@ -256,6 +260,17 @@ class StationState:
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
                 return frozenset({Aspect.SERVING, *self._derive_serving()})
         return NOTHING
+
+    def _derive_engine(self) -> frozenset[Aspect]:
+        """The engine's one state, from its log and its container: an engine whose container does not
+        run (created and never started, exited) is stopped, whatever its last line said; a failure
+        stays a failure. ``status``, ``watch``, the pane and the fleet row all read this."""
+        e, c = self.engine_read, self.container
+        if e is not None and c is not None and c.state not in CONTAINER_UP_STATES and e.phase not in ENDED_PHASES:
+            e = replace(e, phase=EnginePhase.STOPPED, load_pct=None)
+        changed = e is not self.engine and (e is None or self.engine is None or e.phase != self.engine.phase)
+        self.engine = e
+        return frozenset({Aspect.ENGINE}) if changed else NOTHING
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
         c = self.conn

@@ -60,6 +60,8 @@ async def station_state(config: Config, station: Station, transport: Transport, 
         state.apply(ConnectionState(name, ConnState.LIVE, last_sample_at=now))
         if isinstance(gpu_res, CommandTimeout):
             state.apply(GpuSample(name, [], now, error=f"nvidia-smi not answering ({gpu_res}); SSH fine"))
+        elif gpu_res.exit_status == cmdlines.KILLED_STATUS and not gpu_res.stdout.strip():
+            state.apply(GpuSample(name, [], now, error=smi.not_answering(cmdlines.TOOL_LIMIT_S)))
         # A broken GPU makes nvidia-smi exit non-zero while it still prints the good rows: parse anyway.
         elif gpu_res.ok or gpu_res.stdout.strip():
             try:

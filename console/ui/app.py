@@ -13,6 +13,7 @@ reaches the chat and bench screens as a ``HeadEngineChanged`` message.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,7 @@ from textual.screen import Screen
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
+from console.durations import time_of_day
 from console.probes.engine_log import EngineProgress
 from console.remote.session import SessionRegistry
 from console.remote.transport import Transport
@@ -79,6 +81,7 @@ class ConsoleApp(App):
         self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
         self._diag_version = 0
         self.last_checks: list | None = None  # the checks screen reopens with them
+        self._checks_pass: ChecksDone | None = None  # the last pass (its time and its counts for the badges)
         self._diag_alerted: set[str] = set()
         # every fact about every station: the one place (its ages judged by the GPU interval sampled)
         self.stations = Stations.for_config(config, gpu_interval_ms / 1000 if gpu_interval_ms else None)
@@ -174,7 +177,9 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
-        elif isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:
+        if isinstance(msg, ConnectionState) and before != state.conn.state and before != ConnState.CONNECTING:
+            self._checks_outdated(state.name, before, state.conn.state)
+        if isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:
             what = "CHANGED" if msg.state == ConnState.HOST_KEY_CHANGED else "unknown"
             if getattr(msg.host_key, "revoked", False):
                 what = "REVOKED"
@@ -189,10 +194,19 @@ class ConsoleApp(App):
 
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)
+        self._checks_pass = msg
         for name, pane in self.panes.items():
-            pane.set_badge("checks", msg.summary_text(name))
+            pane.set_badge("checks", msg.badge(name))
         self.diagnoser.add_check_results(msg.results)
         self.refresh_diagnosis()
+
+    def _checks_outdated(self, name: str, before: str, after: str) -> None:
+        """The station's connection changed after the last checks ran: its badge says so (dimmed, with
+        the change and its time) instead of a verdict the change may have undone."""
+        done = self._checks_pass
+        if done is None or (pane := self.panes.get(name)) is None:
+            return
+        pane.set_badge("checks", done.badge(name, stale=f"{before} → {after} at {time_of_day(time.time())}"))
 
     def refresh_diagnosis(self) -> None:
         if self.diagnoser.version == self._diag_version or not self.screen_stack:

@@ -213,7 +213,11 @@ async def test_fatal_line_aborts_the_launch_with_evidence(sim_factory, fault, st
     assert len(failed) == 1 and failed[0].action in ("started", "ready")
     assert "timed out" not in failed[0].detail and finding in failed[0].detail
     assert res.evidence and res.evidence[-1][0] == station
-    assert states(sim) == {"A": "exited", "B": "exited"}  # stopped (or died): nothing half-up
+    # stopped (or died): nothing half-up; a head the launch never started stays created (B's start wait saw
+    # the crash at once now that a start and a death between two looks are both reported)
+    got = states(sim)
+    assert got["B"] == "exited" and got["A"] in ("exited", "created"), got
+    assert got["A"] == "exited" or failed[0].action == "started"
 
 
 async def test_keep_on_failure_leaves_the_survivors_running(sim_factory):

@@ -143,3 +143,17 @@ async def test_server_that_never_gets_ready_times_out_and_is_killed(sim, monkeyp
     first = runs[0]
     assert first.status == "fail" and first.id == "rdma-timeout" and "never became ready" in first.summary
     assert first.server_pid and not await _alive(sim.config, "B", first.server_pid)
+
+
+async def test_an_mtu_mismatch_is_named_even_when_the_bandwidth_passes(sim_factory):
+    """Issue 20 item 9: under an MTU mismatch validate-rdma said nothing about MTU. perftest's RoCE path MTU
+    (1024 B where 9000-byte rails allow 4096 B) says an end has a smaller MTU; both rail MTUs are read."""
+    h = await sim_factory(faults=["mtu-mismatch"])
+    runs = await validate_rdma(h.config, gpu=False)
+    first = runs[0]
+    assert first.id == "rdma-mtu" and first.status in ("warn", "fail"), first.summary
+    assert "RoCE MTU 1024 B, not the 4096 B" in first.summary and "MTU mismatch" in first.summary
+    assert "B enp1s0f1np1 1500" in first.summary and "A enp1s0f1np1 9000" in first.summary
+    assert "ip link set dev" in first.fix
+    healthy = await validate_rdma((await sim_factory()).config, gpu=False)
+    assert all(r.id == "rdma-bandwidth" and "MTU" not in r.summary for r in healthy)

@@ -78,6 +78,16 @@ async def test_each_workbench_fault_fails_its_rung(sim_factory, fault, rungs, ru
     assert hit.next and rep.exit_code == 1
 
 
+async def test_clock_skew_is_named_by_the_first_rung(sim_factory):
+    """Issue 20 item 9: the ladder never mentioned clock skew (the lab's verdict under it was rdma)."""
+    h = await sim_factory(faults=["clock-skew"], time_scale=0.005)
+    rep = await run_doctor(h.config, rungs=["links", "rdma"], options=FAST)
+    skew = find(rep, "links", "fail", "clock-skew: B is")
+    assert "ahead of A" in skew.summary and "NTP" in skew.next
+    assert find(rep, "links", "fail", "clock-unsynced").station == "B"
+    assert rep.verdict == "links"
+
+
 async def test_stale_rail_is_a_stale_port_in_both_directions(sim_factory):
     h = await sim_factory(faults=["stale-rail"])
     rep = await run_doctor(h.config, rungs=["rdma"], options=DoctorOptions(rdma_gpu=False))

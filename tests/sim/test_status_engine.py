@@ -49,3 +49,24 @@ async def test_status_of_a_healthy_service_reads_no_log(sim_factory):
 
     data = await until(healthy, what="the head's API healthy", timeout=30)
     assert [st["engine"] for st in data["stations"]] == [None, None]
+
+
+async def test_a_never_started_container_is_stopped_to_status_and_watch(sim_factory, capsys):
+    """Issue 20 item 7: a created-but-never-started container was "starting" to ``status`` ("not answering
+    yet: the engine is still starting") and "stopped" to ``watch --json``: one state, one word."""
+    import io
+
+    from console.commands.watch import watch
+
+    h = await sim_factory(running=False)  # containers created, never started
+    data = await collect_status(h.config)
+    assert [st["container"]["state"] for st in data["stations"]] == ["created", "created"]
+    assert [st["engine"]["phase"] for st in data["stations"]] == ["stopped", "stopped"]
+    out = io.StringIO()
+    await watch(h.config, out, as_json=True, logs=False, seconds=3.0, interval=0.5)
+    last = {o["station"]: o for o in map(json.loads, out.getvalue().splitlines())}
+    assert {n: o["engine"]["phase"] for n, o in last.items()} == {"A": "stopped", "B": "stopped"}
+    rc = await asyncio.to_thread(main, ["status", "--config", str(h.config_path)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "still starting" not in text
+    assert "engine: stopped" in text and "the engine is stopped (container created" in text

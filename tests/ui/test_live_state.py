@@ -178,3 +178,33 @@ async def test_changed_host_key_is_red_with_both_keys_and_replaced_only_by_typin
                     pilot=pilot)
         assert old.export_public_key().decode().split()[1] not in kh.read_text()
         assert kh.read_text().count("ssh-ed25519") == 1
+
+
+async def test_a_check_badge_says_when_it_ran_and_turns_stale_when_the_link_changes():
+    """Issue 20 item 8: "checks: 9 FAIL" outlived the fix (still there 20 s after the link came back). The
+    badge says when the checks ran; a change of the station's connection afterwards dims it and says so."""
+    from console.station.checks import CheckResult
+    from console.ui.screens.checks import ChecksDone
+
+    app = ConsoleApp(parse_config(CONFIG, "x.toml"), start_services=False, clock=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        now = time.time()
+        app.post_message(ConnectionState("B", "unreachable", "B: no answer", last_sample_at=now - 5))
+        ran = now - 65
+        results = [CheckResult("link-down", "B", "fail", "no carrier"), CheckResult("mtu-value", "A", "pass", "9000")]
+        app.post_message(ChecksDone(results, at=ran))
+        when = time.strftime("%H:%M:%S", time.localtime(ran))
+        await until(lambda: f"checks {when}: 1 FAIL" in pane_text(app, "B"), what="the badge with its time",
+                    pilot=pilot, detail=lambda: pane_text(app, "B"))
+        assert "stale" not in app.panes["B"].badges["checks"].plain and not app.panes["B"].badges["checks"].style
+        app.post_message(ConnectionState("B", "live", last_sample_at=time.time()))  # the link came back
+        await until(lambda: "(before unreachable → live at" in pane_text(app, "B"), what="the badge turned stale",
+                    pilot=pilot, detail=lambda: pane_text(app, "B"))
+        badge = app.panes["B"].badges["checks"]
+        assert badge.style == "dim" and f"checks {when} (before unreachable → live" in badge.plain
+        assert "1 FAIL" in badge.plain and "a to rerun" in badge.plain
+        assert app.panes["A"].badges["checks"].plain == f"checks {when}: 1 pass"  # A's link did not change
+        app.post_message(ChecksDone(results[1:], at=time.time()))  # a new pass: fresh again
+        await until(lambda: app.panes["B"].badges.get("checks") is not None
+                    and "before" not in app.panes["B"].badges["checks"].plain, what="a fresh badge", pilot=pilot)

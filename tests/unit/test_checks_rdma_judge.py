@@ -40,3 +40,19 @@ def test_gpu_index_by_name_and_json():
     data = json.loads(to_json([r]))
     assert data["result"] == "ok" and data["runs"][0]["gbps_avg"] == 226.4
     assert overall([]) == 1  # nothing measured is not a pass
+
+
+def test_no_rdma_device_is_said_so_never_a_timeout():
+    """Issue 20 item 9: ib_write_bw's immediate "Did not detect devices" read as a timeout (firewall, wrong IP)."""
+    out = " Did not detect devices \n If device exists, check if driver is up\n"
+    r = judge(run(), parse_bw(out))
+    assert r.id == "rdma-no-device" and r.status == "fail"
+    assert "no RDMA device (ib_write_bw: Did not detect devices" in r.summary
+    assert "firewall" not in r.summary and "Not a network or firewall problem" in r.fix
+
+
+def test_roce_mtu_from_the_link_mtu_and_the_header():
+    from console.probes.perftest import active_mtu, header_fields, roce_mtu
+
+    assert (roce_mtu(9000), roce_mtu(1500), roce_mtu(4200)) == (4096, 1024, 4096)
+    assert active_mtu(header_fields(" Mtu             : 1024[B]\n Link type       : Ethernet\n")) == 1024

@@ -346,3 +346,21 @@ def test_gzip_is_decoded_a_slice_at_a_time() -> None:
     inflate = _Inflate("gzip")
     sizes = [len(p) for p in inflate.decode(bomb)] + [len(p) for p in inflate.flush()]
     assert max(sizes) <= INFLATE_SLICE and sum(sizes) == 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize(("status", "retried"), [(501, False), (404, False), (400, False), (503, True), (500, True),
+                                                 (429, True)])
+async def test_readiness_fails_at_once_on_a_clear_answer_and_retries_a_busy_one(replay, status, retried) -> None:
+    """Issue 20 item 9: a 501 was retried until the launch timed out. A 4xx (but 408/429) or a 501 is the
+    server's clear word: a failure at once; a busy or not-ready answer is asked again."""
+    from console.serving.readiness import NotReady, first_token
+
+    r, make = replay
+    r.status, r.error_body = status, {"object": "error", "message": "no", "type": "x", "code": status}
+    tries: list[int] = []
+    t0 = time.monotonic()
+    with pytest.raises(NotReady) as err:
+        await first_token(make(), "glm-5.3", time.monotonic() + 2.5, on_retry=lambda n, e, d: tries.append(n))
+    assert err.value.retryable is retried and bool(tries) is retried and str(status) in err.value.detail
+    if not retried:
+        assert time.monotonic() - t0 < 2.0 and len(r.requests) == 1

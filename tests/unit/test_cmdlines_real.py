@@ -19,6 +19,7 @@ ARGS = {
     "pid": 4242, "ranks": [("198.18.0.1", {"NCCL_IB_HCA": "mlx5_0"}), ("198.18.0.2", {"NCCL_IB_HCA": "mlx5_0"})],
     "binary": "/usr/local/bin/all_reduce_perf", "test_args": ["-b", "8", "-e", "1G"], "allow_root": True,
     "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
+    "limit_s": 10, "cmd": "nvidia-smi -L",
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 
@@ -61,6 +62,11 @@ def test_the_module_names_no_simulator():
     (cmdlines.read_file("/etc/dgx release"), "cat '/etc/dgx release'"),
     (cmdlines.model_config("/models/GLM-5.3-NVFP4/"), "cat /models/GLM-5.3-NVFP4/config.json"),
     (cmdlines.tail_file("~/x.log", 5), 'tail -n 5 "$HOME"/x.log'),
+    # a wedged nvidia-smi ends station-side: a one-shot after its limit, a loop with its channel (issue 20)
+    (cmdlines.gpu_index_names(), "timeout -s KILL 10 nvidia-smi --query-gpu=index,name --format=csv,noheader"),
+    (cmdlines.compute_apps_query(500),
+     "exec sh -c 'nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,"
+     "nounits -lms 500 & p=$!; trap \"kill -KILL $p 2>/dev/null; exit 129\" HUP INT TERM; wait \"$p\"'"),
     (cmdlines.run_launch_script("~/launch-glm53.sh", "~/.cache/dgx-console/launch-glm53.log"),
      'mkdir -p "$(dirname "$HOME"/.cache/dgx-console/launch-glm53.log)" && cd "$HOME" && '
      '(nohup bash "$HOME"/launch-glm53.sh > "$HOME"/.cache/dgx-console/launch-glm53.log 2>&1 < /dev/null & echo $!)'),

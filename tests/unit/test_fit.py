@@ -200,3 +200,20 @@ def test_plan_json_shape():
     assert {w["station"] for w in doc["warnings"]} == {"A", "B"}
     json.dumps(doc)
     assert "logged 11.00 GiB" in fit.compare_logged(a, 11.0, 190000)
+
+
+def test_no_estimate_is_unknown_never_does_not_fit():
+    """Issue 20 item 9: "does not fit" was printed when no estimate could be made."""
+    import io
+
+    from console.commands.plan import print_report
+    from console.service.fit import FitWarning
+    from console.service.fit_inputs import FitReport
+
+    report = FitReport(fits=[], problems=[FitWarning("model-config", "error", "B", "B: no config.json", "")], memory={})
+    assert report.verdict == "unknown" and not report.ok
+    out = io.StringIO()
+    print_report(report, None, None, out)  # type: ignore[arg-type]
+    assert out.getvalue().splitlines()[-1] == "fits: unknown (no estimate for B)"
+    assert "does not fit" not in out.getvalue().lower()
+    assert FitReport(fits=[], problems=[], memory={}).verdict == "no"  # nothing at all: not "yes"

@@ -228,6 +228,14 @@ def test_engine_log_tracker_vllm_head_to_ready():
     assert t.progress.transport == "gdrdma"
 
 
+def test_rounds_of_an_unknown_gpu_count_are_learnt_from_the_first_repeat():
+    """The first GPU read failed (nvidia-smi hung at connect): the loop's rounds must not be one GPU each."""
+    rows = GB300_STATION.splitlines()
+    rounds = GpuRounds(expected=None)
+    got = [r for line in rows * 3 if (r := rounds.feed(line)) is not None]
+    assert [[g.index for g in r] for r in got] == [[0, 1]] * 3 and rounds.expected == 2  # (the 1st at the repeat)
+
+
 def test_engine_log_tracker_fatal_and_sglang_ready():
     t = EngineLogTracker("vllm")
     t.feed("Loading safetensors checkpoint shards:  60% Completed | 30/50")
@@ -242,6 +250,32 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
     ansi = EngineLogTracker("vllm")
     ansi.feed("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO:     Application startup complete.")
     assert ansi.progress.phase == "ready"
+
+
+def test_an_sglang_worker_without_cuda_graphs_serves_once_its_scheduler_is_up():
+    """Issue 20 item 7: a worker rank (no API, no "fired up" line) run with --disable-cuda-graph stayed
+    "allocating KV cache" for as long as it served. SGLang's scheduler prints its limits once its model
+    runner is up: from there the worker serves; the head still waits for its own ready line."""
+    from console.station.messages import EngineUpdate
+    from console.station.state import StationState
+
+    lines = ["[2026-11-30 14:05:21 TP1] server_args=ServerArgs(model_path='/models/x', disable_cuda_graph=True)",
+             "[2026-11-30 14:05:30 TP1] Load weight begin. avail mem=117.30 GB",
+             "[2026-11-30 14:09:30 TP1] Load weight end. type=GlmMoeDsaForCausalLM, mem usage=90.50 GB.",
+             "[2026-11-30 14:09:35 TP1] KV Cache is allocated. #tokens: 305121, KV size: 3.93 GB",
+             "[2026-11-30 14:09:36 TP1] max_total_num_tokens=305121, chunked_prefill_size=8192, max_prefill_tokens="
+             "16384, max_running_requests=2, context_len=65536, available_gpu_mem=17.20 GB"]
+    worker, head = EngineLogTracker("sglang", head=False), EngineLogTracker("sglang", head=True)
+    for ln in lines[:-1]:
+        worker.feed(ln)
+    assert worker.progress.phase == "kv-cache"
+    worker.feed(lines[-1])
+    assert worker.progress.phase == "ready"
+    s = StationState("B", rank=1, head=False, container="glm53")
+    s.apply(EngineUpdate("B", worker.progress))
+    assert s.engine_label == "serving (worker)"
+    head.feed_batch([ln.replace("TP1", "TP0") for ln in lines])
+    assert head.progress.phase != "ready"  # the head serves when it says so
 
 
 def test_engine_log_anchors_cover_every_marker():

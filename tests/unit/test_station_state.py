@@ -179,8 +179,9 @@ def test_engine_line_shows_while_the_container_runs_or_when_it_failed():
     s = StationState("B", rank=1, head=False, container="glm53")
     s.apply(EngineUpdate("B", EngineProgress("ready"), at=5.0))
     assert s.engine_shown and s.engine_label == "serving (worker)" and s.at[A.ENGINE] == 5.0
-    assert s.apply(ContainerUpdate("B", ContainerInfo("glm53", "exited", exit_code=0), at=6.0)) == {A.CONTAINER}
-    assert not s.engine_shown and s.at[A.CONTAINER] == 6.0
+    assert s.apply(ContainerUpdate("B", ContainerInfo("glm53", "exited", exit_code=0), at=6.0)) == {
+        A.CONTAINER, A.ENGINE}  # its engine stopped with it (issue 20 item 7)
+    assert not s.engine_shown and s.at[A.CONTAINER] == 6.0 and s.engine.phase == "stopped"
     s.apply(EngineUpdate("B", EngineProgress("failed", fatal="torch.OutOfMemoryError")))
     assert s.engine_shown and s.engine_failed and s.engine_label == "failed"
     head = StationState("A", head=True)
@@ -188,6 +189,34 @@ def test_engine_line_shows_while_the_container_runs_or_when_it_failed():
     assert head.engine_label == "loading weights 30%" and head.engine_shown  # no container known yet
     head.apply(EngineUpdate("A", EngineProgress("ready")))
     assert head.engine_label == "ready"
+
+
+@pytest.mark.parametrize("container", ["created", "exited", "dead", "absent"])
+@pytest.mark.parametrize("read", ["starting", "loading", "kv-cache", "ready"])
+def test_an_engine_whose_container_does_not_run_is_stopped_in_every_reader(container, read):
+    """Issue 20 item 7: a created-but-never-started container was "starting" to ``status`` (its empty log)
+    and "stopped" to ``watch``. One state, one word: the log's last phase and the container together."""
+    from console.station.snapshot import status_dict, watch_json
+
+    for order in ("container first", "engine first"):
+        s = StationState("A", head=True, container="glm53")
+        msgs = [ContainerUpdate("A", ContainerInfo("glm53", container), at=1.0),
+                EngineUpdate("A", EngineProgress(read, load_pct=40 if read == "loading" else None), at=1.0)]
+        for m in (msgs if order == "container first" else msgs[::-1]):
+            s.apply(m)
+        assert s.engine.phase == "stopped" and s.engine_read.phase == read, order
+        assert watch_json(s, 2.0)["engine"]["phase"] == "stopped"
+        assert status_dict(s)["engine"]["phase"] == "stopped" and s.engine_label == "stopped"
+        # it starts: the log's word again
+        s.apply(ContainerUpdate("A", ContainerInfo("glm53", "running"), at=3.0))
+        assert s.engine.phase == read
+
+
+def test_a_failure_stays_a_failure_when_the_container_exits():
+    s = StationState("A", container="glm53")
+    s.apply(EngineUpdate("A", EngineProgress("failed", fatal="torch.OutOfMemoryError"), at=1.0))
+    s.apply(ContainerUpdate("A", ContainerInfo("glm53", "exited", exit_code=1), at=2.0))
+    assert s.engine.phase == "failed" and s.engine.fatal == "torch.OutOfMemoryError"
 
 
 def test_a_log_batch_moves_only_the_log_sources_time():

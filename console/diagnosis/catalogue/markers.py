@@ -54,8 +54,10 @@ PHASE_MARKERS: tuple[tuple[EnginePhase, str], ...] = (
     (EnginePhase.GRAPHS, "Capturing CUDA graphs"),
     (EnginePhase.GRAPHS, "Capture cuda graph begin"),
 )
-# CUDA graphs captured: the last step of a worker; the head still waits for its API server.
-GRAPHS_DONE_MARKERS = ("Graph capturing finished", "Capture cuda graph end")
+# CUDA graphs captured: the last step of a worker; the head still waits for its API server. SGLang's
+# scheduler prints its limits (``max_total_num_tokens=...``) once its model runner is up, after the KV
+# cache and the graphs or without graphs (--disable-cuda-graph): a worker serves from there.
+GRAPHS_DONE_MARKERS = ("Graph capturing finished", "Capture cuda graph end", "max_total_num_tokens=")
 # The figures of a phase: the load percentage, the weights' size (vLLM, SGLang).
 LOAD_PCT = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
 WEIGHTS_GIB = (re.compile(r"Model loading took ([\d.]+) ?GiB"), re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB"))

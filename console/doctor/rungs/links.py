@@ -1,5 +1,6 @@
-"""Rung 1, reach and links: the link checks of ``dgx-console check`` on every station pair, plus a
-jumbo-frame ping from every station to every other station's address on every rail (twin ports too)."""
+"""Rung 1, reach and links: the link and clock checks of ``dgx-console check`` on every station pair,
+plus a jumbo-frame ping from every station to every other station's address on every rail (twin ports
+too)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from console.vocabulary import CheckStatus
 
 ID = "links"
 LINK_CHECKS = ("link-down", "link-speed", "mtu-value", "mtu-mismatch", "rail-route", "rdma-netdev",
-               "rdma-port-down", "roce-gid", "rdma-errors", "ssh-a-to-b")
+               "rdma-port-down", "roce-gid", "rdma-errors", "ssh-a-to-b",
+               # the stations' clocks: a skew breaks NCCL's and the engines' timeouts between the ranks and
+               # every comparison of their logs (the ladder never said so)
+               "clock-unsynced", "clock-skew")
 CAUSES = {"link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "rdma-netdev",
           "rdma-port-down", "roce-gid"}
 

@@ -305,6 +305,8 @@ def cmd_events(args: list[str], ctx) -> int:
                     events += ["kill", "die", "stop"] if cur["State"]["ExitCode"] == 0 else ["die"]
                 elif is_ == "running" and old["State"]["StartedAt"] != cur["State"]["StartedAt"]:
                     events += ["die", "start"]
+                elif old["State"]["StartedAt"] != cur["State"]["StartedAt"]:  # a whole run between two polls:
+                    events += ["start", "die"]  # the daemon reported both as they happened
             if old and cur is None:
                 events.append("destroy")
             for ev in events:

@@ -11,6 +11,8 @@ Summaries, evidence and fixes quote remote command output: they are sanitized an
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from console.config import Config
+from console.durations import time_of_day
 from console.remote.transport import Transport
 from console.sanitize import clean, one_line, plain
 from console.station.checks import CheckResult, planned, run_checks, station_summary, summary_line
@@ -34,11 +37,21 @@ COLUMNS = ("status", "check", "station", "summary")
 
 
 class ChecksDone(Message):
-    """A pass (all checks or a rerun) finished; ``results`` is the screen's whole current table."""
+    """A pass (all checks or a rerun) finished at ``at``; ``results`` is the screen's whole current table."""
 
-    def __init__(self, results: list[CheckResult]) -> None:
+    def __init__(self, results: list[CheckResult], at: float | None = None) -> None:
         super().__init__()
         self.results = results
+        self.at = time.time() if at is None else at
+
+    def badge(self, station: str, stale: str | None = None) -> Text:
+        """The pane's badge: ``checks 14:03:41: 1 FAIL, 18 pass``, the time it ran; dimmed and saying why
+        once ``stale`` (the station's connection changed since: the results may no longer hold)."""
+        text = self.summary_text(station).removeprefix("checks: ")
+        when = f"checks {time_of_day(self.at)}"
+        if stale:
+            return Text(f"{when} (before {stale}; a to rerun): {text}", style="dim")
+        return Text(f"{when}: {text}")
 
     def summary(self, station: str) -> dict[str, int]:
         return station_summary(self.results, station)
@@ -90,6 +103,7 @@ class ChecksScreen(Screen):
         self._order: dict[str, int] = {k: i for i, k in enumerate(self.results)}  # plan order within a status
         self._moved = False  # the operator moved the cursor: keep their row across re-sorts
         self._widths: tuple[int, ...] = ()
+        self.ran_at: float | None = None  # when the last pass ended (the status line says it)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -204,6 +218,8 @@ class ChecksScreen(Screen):
         text = Text(f"running ({running} left)... " if self.busy and running else ("running... " if self.busy else ""))
         for s, n in counts.items():
             text.append(f"{n} {s}  ", style=STYLE[s] if n else "dim")
+        if self.ran_at is not None and not self.busy:
+            text.append(f"ran {time_of_day(self.ran_at)}  ", style="dim")
         if note:
             text.append(one_line(note, 300), style="italic")
         self.query_one("#checks-status", Static).update(text)
@@ -251,7 +267,9 @@ class ChecksScreen(Screen):
             self._show(r)
         self._rebuild(first_failure=True)
         self._status()
-        self.app.post_message(ChecksDone(list(self.results.values())))
+        self.ran_at = time.time()
+        self._status()
+        self.app.post_message(ChecksDone(list(self.results.values()), self.ran_at))
 
     def _live(self, result: CheckResult) -> None:
         """One check finished (called on the app's loop by run_checks)."""
@@ -282,4 +300,6 @@ class ChecksScreen(Screen):
             self._show(rdma_as_check(run))
         self._rebuild(first_failure=True)
         self._status()
-        self.app.post_message(ChecksDone(list(self.results.values())))
+        self.ran_at = time.time()
+        self._status()
+        self.app.post_message(ChecksDone(list(self.results.values()), self.ran_at))
