@@ -330,7 +330,7 @@ class ApiClient:
         except _TooLarge:
             raise ApiError("too-large", f"{what}: the response is larger than {_mb(limit)}; not read") from None
         except (_Overdue, httpx.TimeoutException):
-            raise ApiError("timeout", f"{what}: no complete answer within {self.timeout:g}s "
+            raise ApiError("timeout", f"{what}: timed out: no complete answer within {self.timeout:g}s "
                            "(connect, headers and body)") from None
         except httpx.TransportError as exc:
             raise ApiError("connect", f"cannot reach {self.base_url}: {_short(exc)}") from None
@@ -418,7 +418,7 @@ class ApiClient:
             try:
                 resp = await self._send(request, headers_by)
             except _Overdue:
-                raise ApiError("timeout", f"{what}: no complete response headers within "
+                raise ApiError("timeout", f"{what}: timed out: no complete response headers within "
                                f"{headers_by - start:g}s") from None
             if not 200 <= resp.status_code < 300:
                 self._raise_for(resp, await self._error_body(resp, total_deadline, what), what)

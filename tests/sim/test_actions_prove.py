@@ -263,7 +263,8 @@ async def test_gb10_page_cache_below_the_utilization_offers_and_runs_the_drop_ca
             .replace('image = "lmsysorg/sglang:v0.5.23-cu130-gb10"', 'image = "vllm/vllm-openai:v0.30.0-aarch64"')
             .replace("mem_fraction_static = 0.84", "gpu_memory_utilization = 0.85\nmax_model_len = 32768\n"
                                                    "max_num_seqs = 4\nkv_cache_dtype = \"fp8\"")
-            .replace("max_running_requests = 2\ncontext_length = 65536\n", ""))
+            .replace("max_running_requests = 2\ncontext_length = 65536\n", "")
+            .replace("dist_init_port = 20000\n", ""))  # SGLang's setting: a vLLM profile refuses it
     prof = tmp_path / "gb10-vllm.toml"
     prof.write_text(text)
     sim = await sim_factory(n=2, profile=str(prof), time_scale=0.005)

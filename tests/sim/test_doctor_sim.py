@@ -153,7 +153,7 @@ async def test_cli_json_contract_exit_codes_and_usage(sim_factory, capsys):
     assert all(isinstance(r["evidence"], list) for r in out["rungs"])
     for argv, msg in ((["--rung", "nope"], "unknown rung"), (["--set", "B:NCCL_IB_GID_INDEX=5"], "--rung relaunch"),
                       (["--rung", "relaunch", "--set", "Z:NCCL_X=1"], "no station named"),
-                      (["--rung", "relaunch"], "without --yes"), (["--nccl-timeout", "0"], "positive")):
+                      (["--rung", "relaunch"], "without --yes"), (["--nccl-timeout", "0"], "seconds > 0")):
         assert await _cli(["doctor", "--config", str(h.config_path)] + argv) == 2
         assert msg in capsys.readouterr().err
 
