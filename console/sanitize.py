@@ -94,12 +94,24 @@ def one_line(text: str, limit: int | None = None) -> str:
     return clip(text, limit) if limit is not None else text
 
 
+def clip_mark(cut: int) -> str:
+    """The visible mark a clipped text ends with: how many characters were cut."""
+    return f"… [+{cut:,} chars]"
+
+
 def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters plus a marker saying how much was cut (never silently)."""
+    """At most ``limit`` characters plus a marker saying how much was cut (never silently). A text that
+    already ends with a clip mark (a stream clipped the line on the way in) keeps one mark, counting
+    everything cut from the original."""
     if len(text) <= limit:
         return text
-    cut = len(text) - limit
-    return f"{text[:limit]}… [+{cut:,} chars]"
+    head, cut = text, 0
+    if text.endswith(" chars]") and (at := text.rfind("… [+", len(text) - 40)) >= 0:
+        number = text[at + 4:-7].replace(",", "")
+        if number.isdigit():
+            head, cut = text[:at], int(number)
+    keep = min(limit, len(head))
+    return head[:keep] + clip_mark(cut + len(head) - keep)
 
 
 def plain(text: str, style: str = "") -> Text:

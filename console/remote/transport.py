@@ -18,6 +18,7 @@ close the channel.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
@@ -30,6 +31,7 @@ from typing import Literal, Protocol, TypeVar
 import asyncssh
 
 from console.config import Station
+from console.remote.lines import clipped_lines
 
 MAX_CHANNELS = 8
 MAX_STREAMS = 6
@@ -469,8 +471,8 @@ class SSHTransport:
                     raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
                 self.streams_open += 1
                 try:
-                    async for line in proc.stdout:
-                        yield line.rstrip("\r\n")
+                    async for line in clipped_lines(proc.stdout.read):  # one line, however long
+                        yield line
                 except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                     if self._conn is conn:
                         self.drop()
@@ -537,12 +539,20 @@ class LocalTransport:
     async def stream(self, command: str) -> AsyncIterator[str]:
         proc = await asyncio.create_subprocess_shell(
             command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env, limit=2**24,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env,
         )
         try:
             assert proc.stdout is not None
-            async for raw in proc.stdout:
-                yield raw.decode(errors="replace").rstrip("\r\n")
+            stdout, decoder = proc.stdout, codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+            async def read(n: int) -> str:  # "" only at the end (half a character decodes to "")
+                while data := await stdout.read(n):
+                    if text := decoder.decode(data):
+                        return text
+                return decoder.decode(b"", final=True)
+
+            async for line in clipped_lines(read):  # clipped as over SSH: a giant line never stops the stream
+                yield line
         finally:
             await asyncio.shield(_end(proc))
 
