@@ -441,8 +441,10 @@ class SSHTransport:
                     return CommandResult(status, str(done.stdout or ""), str(done.stderr or ""))
                 finally:  # never wait long for a station slow to acknowledge the close (cancel, timeout)
                     proc.close()
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+                    # The wait is owned (not shielded: a shielded wait outlived a cancelled read, left
+                    # behind) and a cancel during it propagates (tasks.py's rule): it only waits.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(proc.wait_closed(), 2)
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                 if self._conn is conn:
                     self.drop()
