@@ -6,8 +6,11 @@ labels, container logs, remote command output, evidence lines and config values 
 hostile server streaming ``ESC ] 52 ; c ; <base64> BEL`` would otherwise write the operator's
 clipboard on every repaint. Complete escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit
 and 8-bit forms, and two-byte ``ESC x``) are removed; every other C0 control except tab and newline,
-DEL, C1 controls and the bidirectional overrides become a visible placeholder (``␀``, ``␛``, ``�``)
-so the operator sees that something was there. A lone surrogate (what a JSON ``\\ud800`` decodes to)
+DEL, C1 controls, the bidirectional overrides and the invisible format characters (zero-width space,
+joiners and direction marks U+200B..U+200F, word joiner and invisible operators U+2060..U+2064, the
+byte-order mark U+FEFF, line and paragraph separators U+2028/2029) become a visible placeholder
+(``␀``, ``␛``, ``␊`` for the separators, ``�``) so the operator sees that something was there: ``llama\u200b`` and ``llama``
+are different model ids and must not look the same. A lone surrogate (what a JSON ``\\ud800`` decodes to)
 becomes ``�`` too: printing it would raise ``UnicodeEncodeError``. An unterminated string
 sequence ends at the end of its line, so one stray ``ESC ]`` never hides the lines after it. Every
 pattern is a character class or a single bounded run: linear in the length of the text (log lines
@@ -30,9 +33,13 @@ _SEQUENCE = re.compile(
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -~]?"
 )
-# What is left after sequences: C0 (but tab, newline), DEL, C1, bidi embeddings/overrides/isolates,
-# lone surrogates.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# What is left after sequences: C0 (but tab, newline), DEL, C1, zero-width and direction marks, line and
+# paragraph separators, bidi embeddings/overrides/isolates, word joiner and invisible operators, lone
+# surrogates, the byte-order mark.
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
+    r"\ud800-\udfff\ufeff]"
+)
 
 
 def _placeholder(m: re.Match[str]) -> str:
@@ -42,6 +49,8 @@ def _placeholder(m: re.Match[str]) -> str:
         return chr(0x2400 + code)  # the Control Pictures block: ␀ ␇ ␍ ␛ ...
     if code == 0x7F:
         return "\u2421"  # ␡
+    if code in (0x2028, 0x2029):
+        return "\u240a"  # ␊: a line or paragraph separator is a line break, not nothing
     return "\ufffd"
 
 
@@ -85,12 +94,24 @@ def one_line(text: str, limit: int | None = None) -> str:
     return clip(text, limit) if limit is not None else text
 
 
+def clip_mark(cut: int) -> str:
+    """The visible mark a clipped text ends with: how many characters were cut."""
+    return f"… [+{cut:,} chars]"
+
+
 def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters plus a marker saying how much was cut (never silently)."""
+    """At most ``limit`` characters plus a marker saying how much was cut (never silently). A text that
+    already ends with a clip mark (a stream clipped the line on the way in) keeps one mark, counting
+    everything cut from the original."""
     if len(text) <= limit:
         return text
-    cut = len(text) - limit
-    return f"{text[:limit]}… [+{cut:,} chars]"
+    head, cut = text, 0
+    if text.endswith(" chars]") and (at := text.rfind("… [+", len(text) - 40)) >= 0:
+        number = text[at + 4:-7].replace(",", "")
+        if number.isdigit():
+            head, cut = text[:at], int(number)
+    keep = min(limit, len(head))
+    return head[:keep] + clip_mark(cut + len(head) - keep)
 
 
 def plain(text: str, style: str = "") -> Text:

@@ -5,7 +5,8 @@
 it did, the owner does not cancel *itself*: it asks for a stop (an ``asyncio.Event``), and the
 work runs as a *child* task that the owner cancels and awaits. A ``CancelledError`` from awaiting
 that child, while the owner itself is not being cancelled, is the child's end, not the owner's.
-``stoppable`` is that pattern; ``cancel_and_wait`` ends tasks one owns, for sure.
+``stoppable`` is that pattern; ``cancel_and_wait`` ends tasks one owns, for sure; ``gather_owned`` is a
+gather that never leaves a child behind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -33,6 +34,19 @@ async def cancel_and_wait(tasks: list[asyncio.Task], tries: int = 20) -> None:
     for t in tasks:
         if t.done() and not t.cancelled():
             t.exception()  # retrieved: never "exception was never retrieved" at exit
+
+
+async def gather_owned(*aws: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather`` whose children never outlive it. A plain gather returns on the first failure
+    and leaves the others running, unowned: their own failure is then never retrieved, or surfaces as
+    "unhandled exception during asyncio.run() shutdown" (``status`` with a short command timeout). Here
+    the first failure (or a cancel) cancels the rest and waits for them, then propagates."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        await asyncio.shield(cancel_and_wait(tasks))
+        raise
 
 
 def being_cancelled() -> bool:

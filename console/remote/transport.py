@@ -18,6 +18,7 @@ close the channel.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
@@ -30,6 +31,7 @@ from typing import Literal, Protocol, TypeVar
 import asyncssh
 
 from console.config import Station
+from console.remote.lines import clipped_lines
 
 MAX_CHANNELS = 8
 MAX_STREAMS = 6
@@ -439,8 +441,10 @@ class SSHTransport:
                     return CommandResult(status, str(done.stdout or ""), str(done.stderr or ""))
                 finally:  # never wait long for a station slow to acknowledge the close (cancel, timeout)
                     proc.close()
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+                    # The wait is owned (not shielded: a shielded wait outlived a cancelled read, left
+                    # behind) and a cancel during it propagates (tasks.py's rule): it only waits.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(proc.wait_closed(), 2)
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                 if self._conn is conn:
                     self.drop()
@@ -469,8 +473,8 @@ class SSHTransport:
                     raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
                 self.streams_open += 1
                 try:
-                    async for line in proc.stdout:
-                        yield line.rstrip("\r\n")
+                    async for line in clipped_lines(proc.stdout.read):  # one line, however long
+                        yield line
                 except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
                     if self._conn is conn:
                         self.drop()
@@ -537,12 +541,20 @@ class LocalTransport:
     async def stream(self, command: str) -> AsyncIterator[str]:
         proc = await asyncio.create_subprocess_shell(
             command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env, limit=2**24,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env,
         )
         try:
             assert proc.stdout is not None
-            async for raw in proc.stdout:
-                yield raw.decode(errors="replace").rstrip("\r\n")
+            stdout, decoder = proc.stdout, codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+            async def read(n: int) -> str:  # "" only at the end (half a character decodes to "")
+                while data := await stdout.read(n):
+                    if text := decoder.decode(data):
+                        return text
+                return decoder.decode(b"", final=True)
+
+            async for line in clipped_lines(read):  # clipped as over SSH: a giant line never stops the stream
+                yield line
         finally:
             await asyncio.shield(_end(proc))
 

@@ -33,10 +33,7 @@ def display_line(line: str) -> str:
     it (which would make one line two rows) is shown as ``␊``."""
     if line.isascii() and line.isprintable() and len(line) <= DISPLAY_MAX_CHARS:
         return str(line)  # nearly every log line: nothing to clip or clean (and no LogMarker type kept)
-    text = clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")
-    if not text.isascii():
-        text = text.replace("\u2028", "␊").replace("\u2029", "␊")
-    return text
+    return clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")  # clean shows U+2028/2029 as ␊ too
 
 
 class LogBuffer:

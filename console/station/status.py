@@ -32,6 +32,7 @@ from console.station.messages import (
 )
 from console.station.snapshot import status_dict
 from console.station.state import StationState
+from console.tasks import gather_owned
 from console.vocabulary import ConnState
 
 
@@ -51,7 +52,7 @@ async def station_state(config: Config, station: Station, transport: Transport, 
             except CommandTimeout as exc:
                 return exc
 
-        gpu_res, mem_res, ctr_res = await asyncio.gather(
+        gpu_res, mem_res, ctr_res = await gather_owned(  # one read failing ends the others (owned)
             gpu_read(),
             transport.run(cmdlines.meminfo_once()),
             transport.run(cmdlines.docker_inspect(station.container)),
@@ -136,7 +137,7 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                 state.apply(ConnectionState(s.name, ConnState.UNREACHABLE, f"{s.name}: no answer within {limit:g} s"))
                 return state, None
 
-        read, api = await asyncio.gather(asyncio.gather(*(one(s) for s in config.stations)), api_status(config))
+        read, api = await gather_owned(gather_owned(*(one(s) for s in config.stations)), api_status(config))
         # Only when the API does not answer: the engine's own log says whether it is still loading or
         # failed ("not healthy (ConnectError)" alone reads as an outage while the weights load).
         if not api["healthy"]:

@@ -232,3 +232,20 @@ async def test_a_cert_authority_line_is_understood_and_said(sim, tmp_path):
         await t.run("true")
     assert ei.value.kind == "unknown"
     await t.close()
+
+
+async def test_a_5_mb_line_over_ssh_is_one_clipped_line_never_fragments(sim):
+    """Issue 22 item 11b: asyncssh hands back what fills its receive window as a "line", so a 5 MB
+    line came as three lines (each diagnosed). One logical line is one line, clipped with its mark."""
+    from console.remote.lines import STREAM_LINE_MAX
+
+    t = transport_for(sim)
+    big = 5_000_000
+    cmd = (f"python3 -c \"import sys; sys.stdout.write('x' * {big} + '\\n' + 'after\\n')\"")
+    try:
+        lines = [line async for line in t.stream(cmd)]
+    finally:
+        await t.close()
+    assert len(lines) == 2, [(len(line), line[-30:]) for line in lines]
+    assert lines[0] == "x" * STREAM_LINE_MAX + f"… [+{big - STREAM_LINE_MAX:,} chars]"
+    assert lines[1] == "after"

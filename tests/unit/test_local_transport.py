@@ -75,3 +75,18 @@ async def test_local_station_host_memory_comes_from_psutil():
     (msg,) = [m for m in got if isinstance(m, HostMemSample)][:1]
     assert msg.memory.total_mib == psutil.virtual_memory().total // 2**20
     assert 0 < msg.memory.available_mib <= msg.memory.total_mib
+
+
+async def test_a_line_over_16_mb_is_clipped_and_the_lines_after_it_arrive():
+    """Issue 22 item 11a: a 17 MB line stopped a local stream (``LimitOverrunError``, restarted every
+    ~1.5 s, never past the line); now it comes out once, clipped with its mark, and the next lines follow."""
+    from console.remote.lines import STREAM_LINE_MAX
+
+    t = LocalTransport(STATION)
+    big = 17 * 2**20
+    cmd = (f"python3 -c \"import sys; sys.stdout.write('x' * {big} + '\\r\\n'); "
+           "sys.stdout.write('after one\\nmodel \\u6a21\\u578b\\nlast, no newline')\"")
+    lines = [line async for line in t.stream(cmd)]
+    assert len(lines) == 4, [line[:40] for line in lines]
+    assert lines[0] == "x" * STREAM_LINE_MAX + f"… [+{big - STREAM_LINE_MAX:,} chars]"
+    assert lines[1:] == ["after one", "model 模型", "last, no newline"]

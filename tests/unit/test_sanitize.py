@@ -112,3 +112,24 @@ def test_clean_handles_megabytes_of_worst_case_soup():
     for soup in ("\x1b]" * 1_000_000, "\x1b[" + "0;" * 1_000_000, "\x9b" * 2_000_000, "\x00\x1b" * 1_000_000,
                  "\x1bP" + "x" * 2_000_000):
         assert is_clean(clean(soup))
+
+
+INVISIBLE = (
+    [chr(c) for c in range(0x200B, 0x2010)]  # zero-width space, joiners, direction marks
+    + ["\u2028", "\u2029"]  # line and paragraph separators
+    + [chr(c) for c in range(0x202A, 0x202F)]  # bidi embeddings and overrides
+    + [chr(c) for c in range(0x2060, 0x2065)]  # word joiner, invisible operators
+    + [chr(c) for c in range(0x2066, 0x206A)]  # bidi isolates
+    + ["\ufeff"]  # byte-order mark / zero-width no-break space
+)
+
+
+def test_zero_width_and_bom_characters_are_made_visible():
+    """Issue 22 item 11: ``llama\\u200b`` and ``llama`` are different ids and must not look the same."""
+    for ch in INVISIBLE:
+        out = clean(f"a{ch}b")
+        assert out == ("a\u240ab" if ch in "\u2028\u2029" else "a\ufffdb"), (hex(ord(ch)), out)
+        assert not is_clean(f"a{ch}b") and is_clean(out)
+    assert clean("\ufeffmodel") == "\ufffdmodel"
+    assert one_line("llama\u200b-8b") != one_line("llama-8b")
+    assert plain("x\u2060y").plain == "x\ufffdy"

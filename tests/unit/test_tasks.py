@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from console.tasks import cancel_and_wait, stoppable
+from console.tasks import cancel_and_wait, gather_owned, stoppable
 
 
 async def test_work_that_ends_returns_its_result():
@@ -73,3 +73,29 @@ async def test_cancel_and_wait_retries_a_task_that_survives_one_cancel():
     await asyncio.sleep(0)
     await cancel_and_wait([task])
     assert task.done()
+
+
+async def test_gather_owned_ends_and_awaits_the_others_when_one_fails():
+    """A plain gather returns on the first failure and leaves its other children running (issue 22 item
+    11d: ``status`` ended with "unhandled exception during asyncio.run() shutdown")."""
+    ended: list[str] = []
+
+    async def fails() -> None:
+        await asyncio.sleep(0.01)
+        raise ValueError("first")
+
+    async def slow(name: str) -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(name)
+
+    before = asyncio.all_tasks()
+    try:
+        await gather_owned(slow("a"), fails(), slow("b"))
+        raise AssertionError("expected the failure")
+    except ValueError as exc:
+        assert str(exc) == "first"
+    assert sorted(ended) == ["a", "b"]  # ended and awaited before the failure propagated
+    assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+    assert await gather_owned(asyncio.sleep(0, "x"), asyncio.sleep(0, "y")) == ["x", "y"]
