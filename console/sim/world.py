@@ -208,7 +208,7 @@ class World:
                 "api_port": None,
             }
             if "oom" in fault_map[name]:
-                _hold_memory(profile, state, n_stations)
+                hold_memory(profile, state, n_stations)
             _write_json(sdir / "state.json", state)
         return cls(root)
 
@@ -297,7 +297,7 @@ class World:
             st["api_port"] = port
 
 
-def _hold_memory(profile: Profile, state: dict[str, Any], n_stations: int) -> None:
+def hold_memory(profile: Profile, state: dict[str, Any], n_stations: int) -> None:
     """The oom fault's cause: a leftover process holding enough of the serving GPU (GB10: of the
     unified memory) that the weights (this rank's share of them) stop loading at about 60 %."""
     total = (state["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]) if profile.gpu.unified_memory else profile.gpu.memory_total_mib

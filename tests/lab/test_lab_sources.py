@@ -16,7 +16,8 @@ import psutil
 from watching import Watch
 
 from console.sim.engine import start_container
-from tests.sim.station_procs import hung_procs
+from console.sim.world import hold_memory
+from tests.sim.station_procs import hung_procs, station_procs
 
 DETECT_S = 8.0  # the GPU samples' stale limit (3 s) and the watch interval, with room for a loaded machine
 RECOVER_S = 5.0
@@ -37,6 +38,9 @@ def test_a_hung_nvidia_smi_is_the_gpu_sources_problem_and_leaves_nothing_behind(
     try:
         _live_with_gpus(w, "A", 0, 60)
         _live_with_gpus(w, "B", 0, 60)
+        usual = 2  # B's two nvidia-smi loops while all is well: the GPUs and their processes
+        w.wait(lambda: True if len(_alive(station_procs(lab.world, "B"))) == usual else None, 30,
+               "B's two nvidia-smi loops")
         t0 = time.time()
         lab.set_faults("B", ["smi-hang"])
         stale = w.wait(lambda: next((s for s in w.samples if s["station"] == "B" and s["t"] >= t0
@@ -52,16 +56,15 @@ def test_a_hung_nvidia_smi_is_the_gpu_sources_problem_and_leaves_nothing_behind(
         assert "hostmem" not in later["stale_sources"]
         a_during = w.between("A", t0, later["t"])
         assert a_during and all(s["state"] == "live" for s in a_during)  # the other station undisturbed
-        hung = hung_procs(lab.world, "B")
-        assert len(_alive(hung)) <= 2, hung  # the GPU streams' own tools, never one more per retry
+        hung = _alive(hung_procs(lab.world, "B"))
+        assert 0 < len(hung) <= usual, (hung, usual)  # the GPU streams' own tools, never one more per retry
         t1 = time.time()
         lab.set_faults("B", [])
         back = _live_with_gpus(w, "B", t1, 30)
         assert back["t"] - t1 <= RECOVER_S, back["t"] - t1
-        deadline = time.monotonic() + 15
-        while _alive(hung) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _alive(hung) == [], "a hung nvidia-smi was left running on B"
+        # nothing piled up: B runs no more nvidia-smi than it did before the hang
+        w.wait(lambda: True if len(_alive(station_procs(lab.world, "B"))) <= usual else None, 15,
+               f"B back to its {usual} nvidia-smi processes")
     finally:
         lab.set_faults("B", [])
         w.stop()
@@ -86,13 +89,14 @@ def test_a_driver_failure_in_the_running_loop_clears_within_seconds(lab):
 
 
 def test_a_container_that_dies_seconds_after_its_start_shows_its_reason(lab):
-    lab.set_faults("B", ["oom"])
+    with lab.world.edit("B") as st:  # the oom fault's cause: a leftover process holding GPU memory
+        hold_memory(lab.world.profile, st, 2)
     w = Watch(lab.config_path())
     try:
         _live_with_gpus(w, "B", 0, 60)
         time.sleep(4)  # the console is watching: B's docker events have looked at least once
         t0 = time.time()
-        start_container(lab.world, "B", at=time.time() - 3)  # it started and died since the last look
+        start_container(lab.world, "B", at=time.time() - 60)  # it started and died (OOM) since the last look
         got = w.wait(lambda: next((s for s in w.samples if s["station"] == "B" and s["t"] >= t0
                                    and s["container"]["state"] == "exited" and s["engine"]["phase"] == "failed"),
                                   None), 30, "B exited with its engine failed")
