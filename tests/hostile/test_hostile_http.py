@@ -157,7 +157,7 @@ async def test_chat_dripped_model_list_ends_at_the_timeout(hostile: HostileServe
     t0 = time.monotonic()
     rc, out, err = await run_cli(capsys, "chat", "--url", hostile.url, "-m", "hi", "--timeout", "1")
     assert time.monotonic() - t0 < 10
-    assert rc == 1 and "GET /v1/models: no complete answer within 1s" in err
+    assert rc == 1 and "GET /v1/models: timed out: no complete answer within 1s" in err
 
 
 async def test_bench_dripped_metrics_end_at_the_timeout(hostile: HostileServer, capsys):
@@ -168,7 +168,7 @@ async def test_bench_dripped_metrics_end_at_the_timeout(hostile: HostileServer, 
     assert time.monotonic() - t0 < 20
     assert_clean(out, err)
     assert "conc" in out  # the sweep ran; the server's counter is "n/a", not a hang, and says why
-    assert "token counter could not be read (GET /metrics: no complete answer within 1s" in err
+    assert "token counter could not be read (GET /metrics: timed out: no complete answer within 1s" in err
 
 
 async def test_serving_poll_of_a_dripping_server_ends_and_the_panel_says_late(hostile: HostileServer):
