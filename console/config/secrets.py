@@ -139,12 +139,13 @@ _ASSIGNMENT = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*
                          r"(?P<value>[^\s'\",})\]]+)")
 # --flag value, --flag=value
 _FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<q>['\"]?)(?P<value>[^\s'\"]+)")
-# Every secret name holds one of these (a quick test before the name-by-name one).
-_HINT = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|PWD|AUTH|PROXY", re.I)
+# The quick hint: a word one of these names must hold. One list, three shapes of it: a case-blind
+# regex for a name, plain lowercase words for a substring test, and the hinted-assignment pattern.
+_HINT_WORDS = ("token", "key", "secret", "pass", "credential", "pwd", "auth", "proxy")
+_HINT = re.compile("|".join(_HINT_WORDS), re.I)
 # A hint inside a name right before its separator: without one no assignment on the line can be a
 # secret's (vLLM's stats line says "tokens/s" on every line: it never reaches the sub below).
-_HINT_WORDS = ("token", "key", "secret", "pass", "credential", "pwd", "auth", "proxy")
-_HINTED_ASSIGNMENT = re.compile(r"(?:token|key|secret|pass|credential|pwd|auth|proxy)[a-z0-9_.-]*['\"]?\s*[:=]")
+_HINTED_ASSIGNMENT = re.compile(rf"(?:{'|'.join(_HINT_WORDS)})[a-z0-9_.-]*['\"]?\s*[:=]")
 # Bare words too common in prose to mask after ("Missing key: ...", "unexpected token: '<'").
 _PROSE_WORDS = frozenset({"KEY", "KEYS", "TOKEN", "PASS", "AUTH", "PROXY"})
 
