@@ -62,3 +62,17 @@ async def test_a_moving_tag_with_different_builds_fails_image_tag(sim_factory):
         st["pulled"] = {image: "2026-11-20"}  # B pulls A's build: one build everywhere
     r = one(await run_checks(cfg, only=["image-tag"]), "image-tag", "A,B")
     assert r.status == "pass" and "moving tag :latest" in r.summary
+
+
+async def test_launched_past_the_check_the_head_blocks_on_shared_memory(sim_factory):
+    from console.service.actions import ActionOptions
+
+    h = await sim_factory(faults=["remove-ipc"])
+    result = await run_action(h.config, "launch", ActionOptions(skip_checks=True), ready_timeout_s=6)
+    assert result.result != "ok"
+    assert "timed out after 6 s waiting for A to print 'Application startup complete.'" in result.summary
+    from console.sim.engine import log_lines
+
+    a = [line for _t, line in log_lines(h.world, "A", h.world.state("A"), "glm53")]
+    assert any("No available shared memory broadcast block found in 60 seconds" in ln for ln in a)
+    assert not any("Application startup complete" in ln for ln in a)
