@@ -7,6 +7,7 @@ is flagged; the ones that break a collective fail and name the cause."""
 from __future__ import annotations
 
 from console.config import Station
+from console.diagnosis.catalogue import known_bad
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
@@ -97,6 +98,11 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         out.append(RungResult(ID, label, CheckStatus.PASS,
                               f"NCCL {next(iter(versions.values()))} on every station",
                               tuple(f["log_ev"] for f in fs.values())))
+    for n, v in versions.items():  # issue 19: a build with a public hang report
+        if bad := known_bad(v):
+            out.append(RungResult(ID, n, CheckStatus.FAIL, f"NCCL {v} on {n} is a known-bad build: {bad.what}",
+                                  (fs[n]["log_ev"], "reports: " + ", ".join(bad.links)),
+                                  f"Use {bad.fix} on every station ({bad.cite}).", cause=True))
     images = {n: (f["c"].runtime.image, f["c"].runtime.image_id) for n, f in fs.items() if f["c"].runtime}
     if len({v for v in images.values()}) > 1:
         out.append(RungResult(ID, label, CheckStatus.FAIL, "image differs: " + ", ".join(
