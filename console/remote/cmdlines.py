@@ -265,7 +265,7 @@ def gpu_index_names() -> str:
 # Lines of a container log that say what NCCL chose (version, environment it read, network, GDR,
 # interfaces, GIDs, warnings); the rest of a multi-GB log stays on the station.
 NCCL_LOG_PATTERN = (r"NCCL version|using nccl==|set by environment|NET/IB|NET/Socket|Using network|Bootstrap ?:|"
-                    r"NCCL WARN|GDRDMA|Init COMPLETE|localGid|Watchdog caught")
+                    r"NCCL WARN|GDRDMA|Init COMPLETE|localGid|Watchdog caught|NCCL DIAG")
 ENGINE_PROCESS_PATTERN = "*python*|*vllm*|*VLLM*|*sglang*|*ray::*"
 
 

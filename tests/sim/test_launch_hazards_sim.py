@@ -76,3 +76,15 @@ async def test_launched_past_the_check_the_head_blocks_on_shared_memory(sim_fact
     a = [line for _t, line in log_lines(h.world, "A", h.world.state("A"), "glm53")]
     assert any("No available shared memory broadcast block found in 60 seconds" in ln for ln in a)
     assert not any("Application startup complete" in ln for ln in a)
+
+
+async def test_env_rung_says_it_used_its_own_diff_below_nccl_2_31(sim_factory):
+    """Issue 19 item 4: the sim's image loads NCCL 2.30.7, which has no ncclras -D."""
+    from console.doctor import DoctorOptions, run_doctor
+    from tests.sim.test_doctor_sim import started
+
+    h = await sim_factory(time_scale=0.005)
+    started(h, ago=30)
+    rep = await run_doctor(h.config, rungs=["env"], options=DoctorOptions(rdma_gpu=False))
+    agree = next(r for r in rep.of("env") if "variables agree" in r.summary)
+    assert "own diff of each container's environment: NCCL 2.30.7 on A: ncclras -D needs 2.31+" in agree.summary
