@@ -1,7 +1,8 @@
-"""Parsers of issue 19 items 5 and 6 on the real formats: the NCCL a rank loaded (below), and the launch hazards: ``systemd-analyze cat-config``
-(systemd prints ``# PATH`` before each file, drop-ins after the main file), ``loginctl show-user -p``
-(KEY=value lines; ``Failed to get user: User ID N is not logged in or lingering`` when logind does not
-know the user), and image references as docker reads them."""
+"""Parsers of issue 19 items 5 and 6 on the real formats: the NCCL a rank loaded (below), and the
+launch hazards: ``systemd-analyze cat-config`` (systemd prints ``# PATH`` before each file, drop-ins
+after the main file), ``loginctl show-user -p`` (KEY=value lines; ``Failed to get user: User ID N is
+not logged in or lingering`` when logind does not know the user), and image references as docker
+reads them."""
 
 from __future__ import annotations
 
