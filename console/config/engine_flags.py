@@ -23,7 +23,7 @@ from console.config.secrets import is_secret_name
 
 # [overrides] keys that shape the container, not the engine (console.service.engines).
 CONTAINER_KEYS = frozenset({"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env",
-                            "extra_args", "secret_env"})
+                            "extra_args", "secret_env", "cap_ptrace", "flight_recorder"})
 # Serving keys the command builders consume themselves (never passed through as flags).
 CONSUMED = frozenset({"dist_init_port"})
 

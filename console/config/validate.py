@@ -206,6 +206,11 @@ def overrides_problem(o: dict[str, Any]) -> tuple[str, str] | None:
     gid = o.get("nccl_ib_gid_index")
     if gid is not None and (not check_type(gid, int) or not 0 <= gid <= 255):
         return "nccl_ib_gid_index", f"must be an integer 0..255, got {show(gid)}"
+    if "cap_ptrace" in o and not isinstance(o["cap_ptrace"], bool):
+        return "cap_ptrace", f"must be true or false, got {show(o['cap_ptrace'])}"
+    fr = o.get("flight_recorder")
+    if fr is not None and (not check_type(fr, int) or not 0 <= fr <= 1_000_000):
+        return "flight_recorder", f"must be an integer 0..1000000 (collectives kept per rank; 0 = off), got {show(fr)}"
     args = o.get("extra_args", [])
     if not isinstance(args, list) or not all(isinstance(a, _SCALAR) for a in args):
         return "extra_args", "must be a list of strings"

@@ -44,6 +44,7 @@ _TIMELINE = frozenset(a for _e, anchors, _p in cat.TIMELINE_MARKERS for a in anc
 _TRANSPORT = frozenset(cat.TRANSPORT_ANCHORS)
 _PROGRESS = frozenset(cat.PROGRESS_ANCHORS)
 _UNSET = object()
+_NCCL_VERSION = frozenset(cat.NCCL_VERSION_ANCHORS)  # issue 19
 
 
 class LineMarks:
@@ -52,7 +53,8 @@ class LineMarks:
     ``fatal`` and ``progress`` are worked out when asked."""
 
     __slots__ = ("raw", "text", "anchors", "reset", "nccl", "transport", "channel", "timeline", "phase",
-                 "graphs_done", "load_pct", "weights_gib", "headless", "shutdown", "_fatal")
+                 "graphs_done", "load_pct", "weights_gib", "headless", "shutdown", "_fatal",
+                 "nccl_version")
 
     def __init__(self, raw: str, text: str, anchors: tuple[str, ...] | list[str]) -> None:
         self.raw = raw
@@ -80,6 +82,8 @@ class LineMarks:
         self.headless = cat.HEADLESS_MARKER in found
         self.shutdown = cat.SHUTDOWN_MARKER in found
         self._fatal: object = _UNSET
+        # issue 19: the NCCL this rank loaded ((version, the words that said it)), on the lines that name it
+        self.nccl_version = cat.nccl_version_of_text(text) if found & _NCCL_VERSION else None
 
     def holds(self, marker: str) -> bool:
         """Whether the line holds ``marker`` (as ``in`` says: the empty marker is in every line)."""

@@ -20,6 +20,7 @@ from typing import Any
 from console.config import Config
 from console.doctor.context import RelaunchPlan
 from console.probes.docker import split_timestamp
+from console.probes.nccl_diag import parse_diag
 from console.probes.nccl_tests import parse_nccl_info
 from console.remote import cmdlines as rc
 from console.remote.transport import Transport, TransportError
@@ -39,7 +40,7 @@ from console.vocabulary import ActionOutcome, NcclTransport
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
 # What the screen offers to change (the list); any NCCL_* name is accepted from the CLI.
 OVERRIDE_CHOICES = ("NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL",
-                    "NCCL_NVLS_ENABLE", "NCCL_IB_DISABLE")
+                    "NCCL_NVLS_ENABLE", "NCCL_IB_DISABLE", "NCCL_RUN_DIAGNOSTICS")
 _NAME = re.compile(r"^(NCCL|GLOO|UCX|TORCH_NCCL|VLLM|SGLANG)_[A-Z0-9_]+$")
 
 
@@ -149,6 +150,7 @@ def nccl_summary(lines: list[str]) -> str:
         parts.append(f"IB status={info.completion_errors[0].status}")
     if any("Watchdog caught" in ln for ln in lines):
         parts.append("watchdog timeout")
+    parts += [r.summary() for r in parse_diag(lines)]  # NCCL_RUN_DIAGNOSTICS=1 (NCCL 2.31+): its own checks
     return ", ".join(parts)
 
 

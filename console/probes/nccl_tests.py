@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from console.diagnosis.catalogue import nccl_version_of_text
 from console.probes import ParseError
 from console.probes.nccl_transport import transport_of_lines
 from console.vocabulary import NcclTransport
@@ -162,7 +163,6 @@ class NcclInfo:
 
 
 _PREFIX = re.compile(r"^(?P<host>[\w.\-]+):\d+:\d+ \[\d+\] ")
-_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)|\busing nccl==(\d+\.\d+\.\d+)")
 _ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$")
 _NETWORK = re.compile(r"\bUsing network (\S+)")
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for HCA \d+ '([^']+)'")
@@ -199,8 +199,8 @@ def parse_nccl_info(lines: Iterable[str]) -> NcclInfo:
             body = m.group(0)
             if (h := _PREFIX.match(body)) and h.group("host") not in hosts:
                 hosts.append(h.group("host"))
-        if version is None and (m := _VERSION.search(body)):
-            version = m.group(1) or m.group(2)
+        if version is None and (hit := nccl_version_of_text(body)):
+            version = hit[0]
         if m := _ENV.search(body):
             env[m.group(1)] = m.group(2).strip()
         if m := _NETWORK.search(body):

@@ -265,7 +265,7 @@ def gpu_index_names() -> str:
 # Lines of a container log that say what NCCL chose (version, environment it read, network, GDR,
 # interfaces, GIDs, warnings); the rest of a multi-GB log stays on the station.
 NCCL_LOG_PATTERN = (r"NCCL version|using nccl==|set by environment|NET/IB|NET/Socket|Using network|Bootstrap ?:|"
-                    r"NCCL WARN|GDRDMA|Init COMPLETE|localGid|Watchdog caught")
+                    r"NCCL WARN|GDRDMA|Init COMPLETE|localGid|Watchdog caught|NCCL DIAG")
 ENGINE_PROCESS_PATTERN = "*python*|*vllm*|*VLLM*|*sglang*|*ray::*"
 
 
@@ -379,3 +379,38 @@ def drop_caches() -> str:
     memory (GB10) the cache counts as used for the engine's free-memory check."""
     return ("sync && { sysctl -q -w vm.drop_caches=3 2>/dev/null || sudo -n sysctl -q -w vm.drop_caches=3; } "
             "&& echo dropped")
+
+
+# --- issue 19: NCCL launch facts (flight recorder paths, launch hazards over SSH, NCCL's own diagnostics)
+# The flight recorder's files inside each container (console.service.engines.flight_recorder_env sets
+# them at launch): torch writes rank R's dump to FLIGHT_RECORDER_DUMP + R and, when a byte is written
+# to the fifo FLIGHT_RECORDER_PIPE + R + ".pipe", dumps there without stopping anything. One prefix
+# for both, in /tmp (present in every image); whoever reads a dump derives the names from these.
+FLIGHT_RECORDER_PREFIX = "/tmp/dgx-console-fr-"
+FLIGHT_RECORDER_DUMP = FLIGHT_RECORDER_PREFIX + "rank_"
+FLIGHT_RECORDER_PIPE = FLIGHT_RECORDER_PREFIX + "pipe_"
+LOGIND_CONF = "/etc/systemd/logind.conf"
+
+
+def login_identity() -> str:
+    """The login user and its UID (RemoveIPC spares system users: UID below 1000, root)."""
+    return 'printf "%s %s\\n" "$(id -un)" "$(id -u)"'
+
+
+def loginctl_user(user: str) -> str:
+    """Whether ``user`` lingers (its IPC objects then outlive the SSH session)."""
+    return f"loginctl show-user {q(user)} -p Name -p UID -p Linger"
+
+
+def logind_config() -> str:
+    """logind.conf with every drop-in, in the order systemd reads them (``# PATH`` before each file);
+    without systemd-analyze, the files under /etc."""
+    return ("systemd-analyze cat-config systemd/logind.conf 2>/dev/null || "
+            f"for f in {LOGIND_CONF} {LOGIND_CONF}.d/*.conf; do "
+            '[ -f "$f" ] && printf "# %s\\n" "$f" && cat "$f"; done; true')
+
+
+def ncclras_diag(container: str) -> str:
+    """NCCL 2.31's cross-rank comparison (GPU model, driver, ECC, NVLink, ``NCCL_*``), read from the
+    RAS service inside the serving container (the ncclras client ships with NCCL)."""
+    return f"docker exec {q(container)} ncclras -D 2>&1"

@@ -28,6 +28,7 @@ from typing import Any
 from console.config import Config, Profile, Station, engine_flags, secret_env_keys
 from console.config.secrets import is_secret_name, is_secret_value
 from console.diagnosis import catalogue
+from console.remote import cmdlines as rc
 
 # Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.
 READY_MARKERS = catalogue.READY_MARKERS
@@ -41,6 +42,7 @@ SGLANG_DIST_PORT = 20000
 # keys of ``config.overrides`` are flags the config checked against ``console.config.engine_flags``.
 CONTAINER_KEYS = engine_flags.CONTAINER_KEYS
 _CONSUMED = engine_flags.CONSUMED
+FLIGHT_RECORDER_ENTRIES = 2000  # collectives each rank keeps (overrides.flight_recorder; 0 = off)
 SGLANG_KEY_FILE = "/tmp/dgx-console-sglang-secrets.yaml"  # inside the container, mode 0600
 
 
@@ -198,8 +200,10 @@ def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[st
     args += ["--shm-size", str(shm)] if shm else ["--ipc", "host"]
     args += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
              "--gpus", _gpus_value(rt.gpu_uuids),
-             "--device", "/dev/infiniband",
-             "-v", f"{_require_model_dir(p)}:{p.model_dir}:ro"]
+             "--device", "/dev/infiniband"]
+    if cfg.overrides.get("cap_ptrace", True):
+        args += ["--cap-add", "SYS_PTRACE"]  # py-spy dump --native inside the container needs ptrace
+    args += ["-v", f"{_require_model_dir(p)}:{p.model_dir}:ro"]
     env = {"NCCL_DEBUG": "INFO"}
     if netdev:
         env.update(NCCL_SOCKET_IFNAME=netdev, GLOO_SOCKET_IFNAME=netdev, TP_SOCKET_IFNAME=netdev)
@@ -210,6 +214,7 @@ def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[st
         env["NCCL_IB_GID_INDEX"] = str(gid)
     if rail_ip:
         env["VLLM_HOST_IP" if p.engine == "vllm" else "SGLANG_HOST_IP"] = rail_ip
+    env.update(flight_recorder_env(cfg))
     extra = cfg.overrides.get("extra_env") or {}
     if not isinstance(extra, dict):
         raise EngineConfigError("overrides.extra_env: must be a table of NAME = value")
@@ -220,6 +225,31 @@ def container_args(cfg: Config, station: Station, rt: StationRuntime) -> list[st
         # that read it from stdin (see LaunchSpec.command)
         args += ["-e", k if k in secret else f"{k}={v}"]
     return args
+
+
+def flight_recorder_env(cfg: Config) -> dict[str, str]:
+    """PyTorch's NCCL flight recorder, on unless ``overrides.flight_recorder = 0``: a ring of the last
+    N collectives per rank, dumped on a watchdog timeout and, without killing anything, when a byte
+    is written to the rank's pipe (``FLIGHT_RECORDER_PIPE<rank>.pipe``). Both the older
+    (``TORCH_NCCL_*``) and the newer (``TORCH_FR_*``) names are set: torch reads the ones it knows."""
+    size = int(cfg.overrides.get("flight_recorder", FLIGHT_RECORDER_ENTRIES))
+    if size <= 0:
+        return {}
+    return {"TORCH_NCCL_TRACE_BUFFER_SIZE": str(size), "TORCH_FR_BUFFER_SIZE": str(size),
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": rc.FLIGHT_RECORDER_DUMP,
+            "TORCH_FR_DUMP_TEMP_FILE": rc.FLIGHT_RECORDER_DUMP,
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": rc.FLIGHT_RECORDER_PIPE}
+
+
+def hang_evidence_note(cfg: Config) -> str:
+    """What the launch adds for hang evidence, in words for the preview ("" when both are off)."""
+    parts = []
+    if cfg.overrides.get("cap_ptrace", True):
+        parts.append("SYS_PTRACE for py-spy")
+    if size := int(cfg.overrides.get("flight_recorder", FLIGHT_RECORDER_ENTRIES)):
+        parts.append(f"flight recorder: last {size:,} collectives per rank")
+    return "hang evidence: " + ", ".join(parts) if parts else ""
 
 
 def _gpus_value(uuids: tuple[str, ...]) -> str:

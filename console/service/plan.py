@@ -228,7 +228,9 @@ def preview(ctx: ActionContext, action: str, specs: dict[str, engines.LaunchSpec
                 out.append(PlannedCommand(s.name, what, prev_text))
             else:
                 assert specs is not None and s.name in specs
-                out.append(PlannedCommand(s.name, "start " + role, specs[s.name].preview()))
+                note = engines.hang_evidence_note(ctx.cfg)
+                out.append(PlannedCommand(s.name, "start " + role + (f" ({note})" if note else ""),
+                                          specs[s.name].preview()))
     elif action in ("stop", "restart"):
         for s in ctx.order_stop:
             out.append(PlannedCommand(s.name, "stop", rc.docker_stop(s.container, stop_s)))

@@ -282,6 +282,17 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
          src="default_loader.py:268")
     b.at(load1 + 1.5, f"Model loading took {weights:.2f} GiB memory and {load1 - load0:.6f} seconds",
          proc=worker_proc, pid=412, src="gpu_model_runner.py:2677")
+    if "remove-ipc" in faults and rank == 0:
+        # issue 19: logind removed the launch user's IPC objects when the SSH session that started the run
+        # closed (RemoveIPC=yes, no linger): the head's shared-memory broadcast waits forever and no
+        # watchdog fires (eugr/spark-vllm-docker #352). The remove-ipc check says so before a launch.
+        b.phase(load1 + 2, "blocked on shared memory")
+        for k in range(1, 11):
+            b.at(load1 + 2 + 60 * k, "No available shared memory broadcast block found in 60 seconds. This "
+                 "typically happens when some processes are hanging or doing some time-consuming work (e.g. "
+                 "compilation, weight/kv cache quantization).", proc="EngineCore_DP0", pid=263,
+                 src="shm_broadcast.py:801")
+        return tl
     if peer_fail_at is not None and rank == 0:
         t_fail = max(load1 + 2, (peer_fail_at - start) / scale + 15)
         b.at(t_fail, "NCCL error: remote process exited or there was a network error, NCCL version 2.30.7",

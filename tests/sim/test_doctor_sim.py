@@ -66,6 +66,8 @@ async def test_nccl_timeout_leads_to_the_gid_index_on_b(sim_factory):
 @pytest.mark.parametrize("fault, rungs, rung, status, text", [
     ("nccl-env-diff", ["env"], "env", "fail", "NCCL_NET_GDR_LEVEL differs: A: (unset), B: LOC"),
     ("nccl-version-diff", ["env"], "env", "fail", "NCCL version differs: A 2.30.7, B 2.27.3"),
+    # issue 19: the host's 2.27.3 is a known-bad build on ARM (marin-community/marin#8038)
+    ("nccl-version-diff", ["env"], "env", "fail", "NCCL 2.27.3 on B is a known-bad build: silent collective wedge"),
     ("mgmt-master", ["addresses"], "addresses", "fail", "is A's management address (eno1)"),
     ("socket-fallback", ["nccl"], "nccl", "fail", "fell back to TCP sockets"),
     ("kernel-errors", ["hang"], "hang", "fail", "kernel log since the start: Xid 119, link-down"),

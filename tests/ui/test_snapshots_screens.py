@@ -143,12 +143,16 @@ def test_checks(snap_compare, size):
 # ------------------------------------------------------------------ actions
 
 PLAN = [
-    PlannedCommand("B", "start the worker (rank 1)",
+    PlannedCommand("B", "start the worker (rank 1) (hang evidence: SYS_PTRACE for py-spy, flight recorder: "
+                   "last 2,000 collectives per rank)",
                    "docker run -d --name glm53 --network host --ipc host --gpus device=GPU-b1 "
+                   "--cap-add SYS_PTRACE -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
                    "vllm/vllm-openai:v0.30.0-aarch64 serve /models/GLM-5.3-NVFP4 --tensor-parallel-size 2 "
                    "--nnodes 2 --node-rank 1 --master-addr 198.18.0.1 --headless"),
-    PlannedCommand("A", "start the head (rank 0, API)",
+    PlannedCommand("A", "start the head (rank 0, API) (hang evidence: SYS_PTRACE for py-spy, flight recorder: "
+                   "last 2,000 collectives per rank)",
                    "docker run -d --name glm53 --network host --ipc host --gpus device=GPU-a1 "
+                   "--cap-add SYS_PTRACE -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
                    "vllm/vllm-openai:v0.30.0-aarch64 serve /models/GLM-5.3-NVFP4 --tensor-parallel-size 2 "
                    "--nnodes 2 --node-rank 0 --master-addr 198.18.0.1 --host 0.0.0.0 --port 8000"),
     PlannedCommand("A", "wait for the first token", "POST /v1/chat/completions (stream, 1 token)"),

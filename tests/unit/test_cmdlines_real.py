@@ -20,6 +20,7 @@ ARGS = {
     "binary": "/usr/local/bin/all_reduce_perf", "test_args": ["-b", "8", "-e", "1G"], "allow_root": True,
     "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
     "limit_s": 10, "cmd": "nvidia-smi -L",
+    "user": "nvidia",  # issue 19
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 
@@ -70,6 +71,12 @@ def test_the_module_names_no_simulator():
     (cmdlines.run_launch_script("~/launch-glm53.sh", "~/.cache/dgx-console/launch-glm53.log"),
      'mkdir -p "$(dirname "$HOME"/.cache/dgx-console/launch-glm53.log)" && cd "$HOME" && '
      '(nohup bash "$HOME"/launch-glm53.sh > "$HOME"/.cache/dgx-console/launch-glm53.log 2>&1 < /dev/null & echo $!)'),
+    # issue 19: launch hazards over SSH and NCCL's own diagnostics, every argument quoted
+    (cmdlines.loginctl_user("o'neil"), "loginctl show-user 'o'\"'\"'neil' -p Name -p UID -p Linger"),
+    (cmdlines.logind_config(),
+     "systemd-analyze cat-config systemd/logind.conf 2>/dev/null || for f in /etc/systemd/logind.conf "
+     '/etc/systemd/logind.conf.d/*.conf; do [ -f "$f" ] && printf "# %s\\n" "$f" && cat "$f"; done; true'),
+    (cmdlines.ncclras_diag("glm 53"), "docker exec 'glm 53' ncclras -D 2>&1"),
 ])
 def test_real_command_text(cmd, expected):
     assert cmd == expected

@@ -59,6 +59,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-1111 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-NVFP4:/models/GLM-5.3-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -66,6 +67,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e VLLM_HOST_IP=192.168.100.10 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     --entrypoint vllm \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab serve /models/GLM-5.3-NVFP4 \
     --served-model-name glm-5.3 \
@@ -96,6 +103,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-1111 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-NVFP4:/models/GLM-5.3-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -103,6 +111,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e VLLM_HOST_IP=192.168.100.11 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     --entrypoint vllm \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab serve /models/GLM-5.3-NVFP4 \
     --served-model-name glm-5.3 \
@@ -132,6 +146,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-1111 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-NVFP4:/models/GLM-5.3-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -139,6 +154,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e VLLM_HOST_IP=192.168.100.10 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     -e VLLM_API_KEY \
     --entrypoint bash \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab \
@@ -169,6 +190,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-1111 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-NVFP4:/models/GLM-5.3-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -176,6 +198,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e VLLM_HOST_IP=192.168.100.11 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     --entrypoint bash \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab \
     -c 'until ray start --block --address=192.168.100.10:6379 --node-ip-address=192.168.100.11; do sleep 5; done' vllm
@@ -191,6 +219,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-2222 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-Flash-NVFP4:/models/GLM-5.3-Flash-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -198,6 +227,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e SGLANG_HOST_IP=192.168.100.10 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     -e SGLANG_API_KEY \
     --entrypoint sh \
     lmsysorg/sglang@sha256:cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd \
@@ -228,6 +263,7 @@ docker run \
     --ulimit stack=67108864 \
     --gpus device=GPU-2222 \
     --device /dev/infiniband \
+    --cap-add SYS_PTRACE \
     -v /models/GLM-5.3-Flash-NVFP4:/models/GLM-5.3-Flash-NVFP4:ro \
     -e NCCL_DEBUG=INFO \
     -e NCCL_SOCKET_IFNAME=enp1s0f1np1 \
@@ -235,6 +271,12 @@ docker run \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
     -e SGLANG_HOST_IP=192.168.100.11 \
+    -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
+    -e TORCH_FR_BUFFER_SIZE=2000 \
+    -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
+    -e TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_FR_DUMP_TEMP_FILE=/tmp/dgx-console-fr-rank_ \
+    -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     lmsysorg/sglang@sha256:cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd python3 \
     -m sglang.launch_server \
     --model-path /models/GLM-5.3-Flash-NVFP4 \
@@ -371,3 +413,42 @@ def test_one_station_needs_no_rail_and_gets_no_multi_node_flags(profile):
     assert "NCCL_DEBUG=INFO" in argv and argv[argv.index("--gpus") + 1] == '"device=GPU-a,GPU-b"'
     gpus = [(0, "GPU-a", c.profile.gpu.name), (1, "GPU-b", c.profile.gpu.name)]
     assert engines.pick_gpus(c.head, c.profile, gpus, n_stations=1) == ("GPU-a", "GPU-b")
+
+
+# --- issue 19: the launch's hang evidence (SYS_PTRACE for py-spy, the flight recorder's env)
+def test_ptrace_and_flight_recorder_are_on_by_default_and_the_preview_says_so():
+    from console.remote import cmdlines as rc
+
+    c = cfg()
+    argv = engines.build_launch(c, c.head, RT_VLLM).argv
+    assert argv[argv.index("--cap-add") + 1] == "SYS_PTRACE"
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in env and "TORCH_NCCL_DUMP_ON_TIMEOUT=1" in env
+    assert f"TORCH_NCCL_DEBUG_INFO_PIPE_FILE={rc.FLIGHT_RECORDER_PIPE}" in env
+    assert f"TORCH_FR_DUMP_TEMP_FILE={rc.FLIGHT_RECORDER_DUMP}" in env
+    note = engines.hang_evidence_note(c)
+    assert "SYS_PTRACE for py-spy" in note and "last 2,000 collectives" in note
+
+
+def test_an_operator_turns_ptrace_and_the_flight_recorder_off():
+    c = cfg(VLLM, "[overrides]\ncap_ptrace = false\nflight_recorder = 0\n")
+    argv = engines.build_launch(c, c.head, RT_VLLM).argv
+    assert "--cap-add" not in argv and not any(a.startswith("TORCH_") for a in argv)
+    assert engines.hang_evidence_note(c) == ""
+    c = cfg(VLLM, '[overrides]\nflight_recorder = 500\nextra_env = { TORCH_NCCL_DUMP_ON_TIMEOUT = "0" }\n')
+    argv = engines.build_launch(c, c.head, RT_VLLM).argv
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE=500" in argv
+    assert "TORCH_NCCL_DUMP_ON_TIMEOUT=0" in argv and "TORCH_NCCL_DUMP_ON_TIMEOUT=1" not in argv  # extra_env wins
+
+
+@pytest.mark.parametrize("override,words", [
+    ('cap_ptrace = "no"', "cap_ptrace: must be true or false"),
+    ("flight_recorder = -1", "flight_recorder: must be an integer 0..1000000"),
+    ("flight_recorder = true", "flight_recorder: must be an integer"),
+])
+def test_bad_evidence_settings_are_refused_at_load(override, words):
+    from console.config import ConfigError
+
+    with pytest.raises(ConfigError) as ei:
+        cfg(VLLM, f"[overrides]\n{override}\n")
+    assert words in str(ei.value)

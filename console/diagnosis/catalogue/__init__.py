@@ -21,6 +21,8 @@ from console.diagnosis.catalogue.markers import (
     HEADLESS_MARKER,
     HIGHLIGHTS,
     LOAD_PCT,
+    NCCL_VERSION,
+    NCCL_VERSION_ANCHORS,
     NCCL_WORDS,
     PHASE_MARKERS,
     PROGRESS_ANCHORS,
@@ -40,8 +42,10 @@ from console.diagnosis.catalogue.markers import (
     TimelineEntry,
     fatal_of_text,
     highlight,
+    nccl_version_of_text,
     transport_of_text,
 )
+from console.diagnosis.catalogue.nccl_builds import KNOWN_BAD_NCCL, KnownBadNccl, known_bad
 from console.diagnosis.catalogue.signatures import (
     ANCHORS,
     CONTEXT_ANCHORS,
@@ -164,4 +168,12 @@ __all__ = [
     "fatal_of_text",
     "highlight",
     "transport_of_text",
+    # --- issue 19: the NCCL each rank loaded
+    "KNOWN_BAD_NCCL",
+    "KnownBadNccl",
+    "known_bad",
+    "NCCL_VERSION",
+    "NCCL_VERSION_ANCHORS",
+    "nccl_version_of_text",
+    # --- end issue 19
 ]

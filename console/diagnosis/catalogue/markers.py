@@ -148,9 +148,32 @@ def fatal_of_text(text: str, anchors: tuple[str, ...] | list[str] | None = None)
     return None
 
 
+# ---------------------------------------------------------------- issue 19: the NCCL each rank loaded
+# NCCL prints its own version at init (NCCL_DEBUG=VERSION or INFO: ``host:pid:tid [0] NCCL INFO NCCL version
+# 2.30.3+cuda13.0``; NVIDIA NCCL user guide, troubleshooting/logging) and in its error strings; vLLM's pynccl
+# says which library it opened (``INFO 08-31 09:50:46 pynccl.py:63] vLLM is using nccl==2.20.5``, vllm
+# #8058; ``pynccl.py:111 vLLM is using nccl==2.30.4``, vllm #40969). The image's env (NCCL_VERSION=...) is
+# not evidence: it can be a stale base-image breadcrumb (vllm #46097).
+NCCL_VERSION_ANCHORS = ("NCCL version ", "using nccl==")
+NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+(?:\.\d+)?))?|"
+                          r"\b(\w+) is using nccl==(\d+\.\d+\.\d+)")
+
+
+def nccl_version_of_text(line: str) -> tuple[str, str] | None:
+    """(version, who said it) of one log line: ``("2.30.7", "NCCL 2.30.7+cuda13.0")`` or
+    ``("2.30.4", "vLLM is using nccl==2.30.4")``; None when the line names no loaded NCCL."""
+    m = NCCL_VERSION.search(line)
+    if m is None:
+        return None
+    if m.group(1):
+        return m.group(1), f"NCCL {m.group(1)}" + (f"+cuda{m.group(2)}" if m.group(2) else "")
+    return m.group(4), f"{m.group(3)} is using nccl=={m.group(4)}"
+# --- end issue 19
+
+
 # Every literal the start-up consumers react to (the classifier indexes them with the diagnosis anchors).
 STARTUP_ANCHORS: tuple[str, ...] = tuple(dict.fromkeys((
-    *RESET_MARKERS, *READY_MARKERS.values(), *(m for m in STARTED_MARKERS.values() if m), HEADLESS_MARKER,
+    *RESET_MARKERS, *NCCL_VERSION_ANCHORS, *READY_MARKERS.values(), *(m for m in STARTED_MARKERS.values() if m), HEADLESS_MARKER,
     SHUTDOWN_MARKER, *(m for _p, m in PHASE_MARKERS), *GRAPHS_DONE_MARKERS, *TRANSPORT_ANCHORS,
     *(a for _e, anchors, _p in TIMELINE_MARKERS for a in anchors), *PROGRESS_ANCHORS, *FATAL_ANCHORS)))
 

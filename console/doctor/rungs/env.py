@@ -7,9 +7,11 @@ is flagged; the ones that break a collective fail and name the cause."""
 from __future__ import annotations
 
 from console.config import Station
+from console.diagnosis.catalogue import known_bad
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
+from console.doctor.rungs import env_ras
 from console.probes import docker_env as de
 from console.probes import rdma as rdma_probe
 from console.vocabulary import CheckStatus
@@ -67,8 +69,16 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     env_ev = tuple(f"[{n}] NCCL-related environment ({f['source']}):\n" + (
         "\n".join(f"{k}={v}" for k, v in sorted(f["env"].items())) or "(none)") for n, f in fs.items())
 
-    # 1. every variable that differs (or is set on one station only)
-    names = sorted({k for f in fs.values() for k in f["env"]} - PER_STATION)
+    # 1. every variable that differs (or is set on one station only): NCCL's own comparison on 2.31+
+    # (ncclras -D, issue 19), else the rung's own diff of each container's environment
+    versions = {n: (f["info"].version if f["info"] else None) for n, f in fs.items()}
+    report, ras_ev = await env_ras.ras_report(ctx, fs, versions)
+    if report is not None:
+        out += env_ras.ras_results(label, report, ras_ev)
+    own = (f"own diff of each container's environment: {ras_ev}" if report is None else
+           "own diff of each container's environment; NCCL_* by ncclras -D")
+    names = sorted(k for k in {k for f in fs.values() for k in f["env"]} - PER_STATION
+                   if report is None or not k.startswith("NCCL_"))  # ncclras -D compared the NCCL_* ones
     same = diffs = 0
     for k in names:
         vals = {n: f["env"].get(k) for n, f in fs.items()}
@@ -79,15 +89,14 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         must = k in MUST_MATCH
         diffs += 1
         out.append(RungResult(ID, label, CheckStatus.FAIL if must else CheckStatus.WARN,
-                              f"{k} differs: {shown}", env_ev,
+                              f"{k} differs: {shown}", (*env_ev, f"compared by the {own}"),
                               f"Use the same {k} on every station (in the launch script / config overrides)"
                               + (": every rank of a communicator must agree on it." if must else "."), cause=must))
     if len(fs) > 1 and not diffs:
-        out.append(RungResult(ID, label, CheckStatus.PASS,
-                              f"the {same} NCCL/GLOO/UCX/VLLM/TORCH_NCCL variables agree", env_ev))
+        what = "NCCL/GLOO/UCX/VLLM/TORCH_NCCL" if report is None else "GLOO/UCX/VLLM/TORCH_NCCL"
+        out.append(RungResult(ID, label, CheckStatus.PASS, f"the {same} {what} variables agree ({own})", env_ev))
 
     # 2. NCCL version and image
-    versions = {n: (f["info"].version if f["info"] else None) for n, f in fs.items()}
     if len({v for v in versions.values() if v}) > 1:
         out.append(RungResult(ID, label, CheckStatus.FAIL, "NCCL version differs: " + ", ".join(
             f"{n} {v or '?'}" for n, v in versions.items()), tuple(f["log_ev"] for f in fs.values()),
@@ -97,6 +106,11 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         out.append(RungResult(ID, label, CheckStatus.PASS,
                               f"NCCL {next(iter(versions.values()))} on every station",
                               tuple(f["log_ev"] for f in fs.values())))
+    for n, v in versions.items():  # issue 19: a build with a public hang report
+        if bad := known_bad(v):
+            out.append(RungResult(ID, n, CheckStatus.FAIL, f"NCCL {v} on {n} is a known-bad build: {bad.what}",
+                                  (fs[n]["log_ev"], "reports: " + ", ".join(bad.links)),
+                                  f"Use {bad.fix} on every station ({bad.cite}).", cause=True))
     images = {n: (f["c"].runtime.image, f["c"].runtime.image_id) for n, f in fs.items() if f["c"].runtime}
     if len({v for v in images.values()}) > 1:
         out.append(RungResult(ID, label, CheckStatus.FAIL, "image differs: " + ", ".join(

@@ -32,7 +32,9 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         return [RungResult(ID, label, CheckStatus.SKIP,
                            "relaunch with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV"
                            + (f" and {flags}" if flags else "") + ": an action, not run",
-                           ("The other rungs suggest: " + (flags or "nothing to change"),),
+                           ("The other rungs suggest: " + (flags or "nothing to change"),
+                            "NCCL 2.31+ checks its own paths at init with --set NCCL_RUN_DIAGNOSTICS=1 (its "
+                            "NCCL DIAG lines are read back with the try)"),
                            f"`dgx-console doctor --rung relaunch {flags or '--set NAME=VALUE'}` shows the diff "
                            "against the normal launch and asks; in the workbench press x.")]
 

@@ -424,12 +424,14 @@ _RUN_VALUE_FLAGS = {"--name", "-e", "--env", "-v", "--volume", "--device", "--ul
 
 def _images(ctx) -> dict[str, dict[str, str]]:
     """Local images: what the station's containers were created from, plus the profile's image."""
-    refs = {c["image"] for c in ctx.state["containers"].values()} | {ctx.profile.image}
+    pulled = ctx.state.get("pulled") or {}  # ref -> when this station pulled it (a moving tag's build)
+    refs = {c["image"] for c in ctx.state["containers"].values()} | {ctx.profile.image} | set(pulled)
     out = {}
     for ref in refs:
         repo = ref.split("@")[0]
         repo = repo.rsplit(":", 1)[0] if ":" in repo.split("/")[-1] else repo
-        image_id = "sha256:" + hashlib.sha256(ref.split("@")[0].encode()).hexdigest()
+        build = ref.split("@")[0] + (f"@{pulled[ref]}" if pulled.get(ref) else "")
+        image_id = "sha256:" + hashlib.sha256(build.encode()).hexdigest()
         out[ref] = {"id": image_id, "repo_digest": repo + "@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()}
     return out
 

@@ -31,6 +31,7 @@ from console.station.checks.context import (
     StationDown,
     ToolMissing,
 )
+from console.station.checks.hazards import check_image_tag, check_remove_ipc
 from console.station.checks.links import (
     check_jumbo_ping,
     check_link_down,
@@ -89,6 +90,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
     Spec("env-mismatch", "all", check_env, "env file consistent", ("files",)),
     Spec("api-exposed", "head", check_api_exposed, "API exposure", ("config",)),
+    # --- issue 19: launch hazards over SSH
+    Spec("remove-ipc", "station", check_remove_ipc, "IPC outlives the SSH session (logind RemoveIPC)",
+         ("loginctl", "logind.conf")),
+    Spec("image-tag", "all", check_image_tag, "image tag names one build everywhere", ("docker",)),
+    # --- end issue 19
 )
 CHECK_IDS = tuple(s.id for s in SPECS)
 

@@ -39,7 +39,8 @@ MARK = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP", "running
         "cancelled": "CANC"}
 TEXT_CHOICES = ("NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL")
 FLAG_CHOICES = (("NCCL_NVLS_ENABLE", "0", "NCCL_NVLS_ENABLE=0 (no NVLink SHARP)"),
-                ("NCCL_IB_DISABLE", "1", "NCCL_IB_DISABLE=1 (prove the socket path)"))
+                ("NCCL_IB_DISABLE", "1", "NCCL_IB_DISABLE=1 (prove the socket path)"),
+                ("NCCL_RUN_DIAGNOSTICS", "1", "NCCL_RUN_DIAGNOSTICS=1 (NCCL 2.31+: its own P2P/network checks)"))
 assert set(TEXT_CHOICES) | {f[0] for f in FLAG_CHOICES} == set(OVERRIDE_CHOICES)
 
 

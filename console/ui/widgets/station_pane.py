@@ -23,6 +23,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
+from console.diagnosis.catalogue import known_bad
 from console.durations import age
 from console.durations import clock as clock_text
 from console.probes.engine_log import EngineProgress
@@ -104,6 +105,14 @@ def old_label(age_s: float | None) -> Text:
     """`` (12 s old)``: how old a dimmed value is."""
     return Text(f" ({age(age_s)} old)", style="dim") if age_s is not None else Text()
 
+
+
+def nccl_build_warning(p: EngineProgress) -> str | None:
+    """One line when the NCCL this run loaded is a known-bad build (issue 19), else None."""
+    bad = known_bad(p.nccl_version)
+    if bad is None:
+        return None
+    return f"⚠ NCCL {p.nccl_version} loaded: known bad ({bad.short}, {bad.cite}); fix: {bad.fix}"
 
 class HostMemLine:
     """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show;
@@ -396,6 +405,8 @@ class StationPane(Vertical):
             pieces.append(Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts)))
             if p.fatal:
                 after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
+            if bad := nccl_build_warning(p):  # issue 19: the NCCL this rank loaded is a known-bad build
+                after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
             if p.timeline:
                 line = timeline_line(p, now)
                 line.no_wrap, line.overflow = True, "ellipsis"
