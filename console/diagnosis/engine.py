@@ -469,7 +469,7 @@ class Diagnoser:
             return st.nnodes > 1
         if st.via & {"ib", "socket"}:
             return True
-        if st.via == {"local"} and not st.networks:  # only P2P/SHM channels: NCCL stays on one host
+        if st.via == {"local"}:  # only P2P/SHM channels (no NET/ ones): NCCL stays on one host
             return False
         if sum(1 for s in self._sources.values() if s.nccl) > 1:
             return True

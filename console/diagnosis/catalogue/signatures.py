@@ -312,7 +312,7 @@ SIGNATURES: tuple[Signature, ...] = (
               _c(r"Call to ibv_reg_(?:dmabuf_)?mr\w*+ failed|ibv_reg_mr failed|Failed to register mr|reg mr failed|"
                  r"CREATE_MKEY\(0x\w++\) op_mod\(0x\w++\) failed"), refine=rf.memreg),
     # the kernel's words for the RDMA link and the HCA (console.probes.kernel_log finds these lines)
-    Signature("nccl-ib-error", ("Link down",), _c(r"mlx5_core \S++(?: \S++)?: Link down"), rank=R_ROOT + 4,
+    Signature("nccl-ib-error", ("Link down",), _c(r"mlx5_core \S++(?: [^\s:]++)?: Link down"), rank=R_ROOT + 4,
               cause="the RDMA port's link went down (kernel log: mlx5 Link down): a flapping cable or port",
               fix="check the cable and the port counters on both ends (`ibstat`, link_downed in "
                   "/sys/class/infiniband/*/ports/*/counters); relaunch once the link stays up"),
