@@ -634,12 +634,18 @@ class Diagnoser:
             f = self._unrecognised(source, st)
             if f is not None:
                 out[f.key] = f
-        for (fid, station), f in list(out.items()):  # the kernel log turns "often the OOM killer" into evidence
-            oom = out.get(("host-oom-kill", station))
+        for (fid, station), f in list(out.items()):
+            oom = out.get(("host-oom-kill", station))  # the kernel log turns "often the OOM killer" into evidence
             if fid == "worker-died" and oom is not None and oom.evidence:
                 out[(fid, station)] = dataclasses.replace(
                     f, cause=f"a worker process died: the host's OOM killer killed it ({oom.evidence[0].text[:160]})",
                     remedy=cat.SPECS["host-oom-kill"].fix, evidence=list(f.evidence))
+            unknown = out.get(("unrecognised-error", station))  # "the real cause is earlier": name it
+            if fid in cat.CONSEQUENCE_IDS and unknown is not None:
+                what = unknown.cause.split(": ", 1)[-1]
+                out[(fid, station)] = dataclasses.replace(
+                    f, cause=f"the engine died after an error the catalogue does not know: {what}",
+                    evidence=list(f.evidence))
         return list(out.values())
 
     def ranked(self) -> list[Finding]:

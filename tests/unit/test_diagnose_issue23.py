@@ -190,3 +190,15 @@ def test_follower_waits_while_no_container_runs():
     remote, posted = _Journal(), []
     follower = KernelLogFollower("spark-b", remote, lambda: None, posted.append)
     assert asyncio.run(follower.poll_once()) == 0 and not remote.commands and not posted
+
+
+def test_engine_dead_names_the_error_before_it():
+    """'The real cause is earlier': when the engine died after an error no entry explains, the top finding's
+    cause quotes that error (the wrapper alone was the first thing read before)."""
+    lines = [
+        "[2025-03-04 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
+        "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+    ]
+    found = diagnose_lines("a", lines)
+    assert found[0].id == "engine-dead" and "TypeError: '>' not supported" in found[0].cause
