@@ -52,7 +52,8 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
 # ------------------------------------------------------------------ signatures
 
 # issue 23: what says a retry succeeded: the weights load (the files came), Ray runs (the head answered)
-_LOADING = ("Loading safetensors checkpoint shards", "Starting to load model", "Load weight begin", "Model loading took")
+_LOADING = ("Loading safetensors checkpoint shards", "Starting to load model", "Load weight begin", "Model loading took",
+            "Application startup complete.", "The server is fired up and ready to roll!")
 _RAY_UP = ("Ray runtime started", "Connected to Ray cluster", "Started a local Ray instance")
 
 _CONNECT_ERR = r"(No route to host|Connection refused|Connection timed out|Network is unreachable|Software caused connection abort)"
@@ -320,6 +321,15 @@ SIGNATURES: tuple[Signature, ...] = (
               _c(r"mlx5_core \S++.*?(?:health compromised|firmware fatal|device's health)"),
               cause="the HCA reported a firmware/health fault in the kernel log",
               fix="reset the HCA (reboot the station), update its firmware; replace it if it recurs"),
+    # NCCL's proxy thread and its sockets: the connection to a peer broke (the peer died or the path failed)
+    Signature("nccl-connect", ("Failed to execute operation Connect", "Socket recv failed while polling",
+                               "Call to recv from"),
+              _c(r"\[Proxy Service \d++\] Failed to execute operation Connect from rank \d++|"
+                 r"Socket recv failed while polling for opId|Call to recv from \S++ failed"),
+              rank=R_SYMPTOM - 1,
+              cause="NCCL's proxy lost its connection to a peer (the peer process died or the network path broke): "
+                    "the first error on the other station, or a link fault, is the cause",
+              fix="read the other station's log for its first error; run the link checks if both stayed up"),
     # Ray's words for shared memory and placement
     Signature("shm-too-small", ("instead of /dev/shm because /dev/shm has only",),
               _c(r"object store is using \S++ instead of /dev/shm because /dev/shm has only \d++ bytes"),
