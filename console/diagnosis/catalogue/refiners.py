@@ -241,7 +241,9 @@ def shm(m: re.Match[str] | None, text: str) -> Hit | None:
     return None
 
 
-def oom(m: re.Match[str] | None, text: str) -> Hit | None:
+def oom(m: re.Match[str] | None, text: str) -> Hit | bool | None:
+    if "running low on memory" in text or "RayOutOfMemoryError" in text:
+        return False  # Ray's memory monitor: the host's memory, not the GPU's (host-oom-kill)
     if "not enough GPU memory" in text and "load model" in text.lower():
         return Hit(cause="the model's weights do not fit in this GPU's memory", fix=OOM_LOAD_FIX)
     if "AlignedAllocator" in text:

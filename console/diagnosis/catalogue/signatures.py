@@ -308,6 +308,11 @@ SIGNATURES: tuple[Signature, ...] = (
                  r"Model architectures \[[^\]]*+\] are not supported for now"), refine=rf.model_type),
     Signature("host-oom-kill", ("Out of memory: Killed process", "oom-kill:", "out of memory: Killed process"),
               _c(r"[Oo]ut of memory: Killed process \d++|oom-kill:constraint="), refine=rf.oom_kill),
+    Signature("host-oom-kill", ("running low on memory", "killed due to memory pressure", "RayOutOfMemoryError"),
+              _c(r"Task was killed due to the node running low on memory|Workers? \(tasks / actors\) killed due to "
+                 r"memory pressure|RayOutOfMemoryError"),
+              cause="Ray's memory monitor killed a worker: the node ran low on host memory (Ray kills before the "
+                    "kernel's OOM killer would)"),
     Signature("rdma-memreg-failed", ("ibv_reg_mr", "ibv_reg_dmabuf_mr", "Failed to register mr", "reg mr failed",
                                      "CREATE_MKEY"),
               _c(r"Call to ibv_reg_(?:dmabuf_)?mr\w*+ failed|ibv_reg_mr failed|Failed to register mr|reg mr failed|"
