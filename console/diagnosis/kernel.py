@@ -44,16 +44,22 @@ class KernelLogFollower:
         self.station, self.transport, self.since, self.post = station, transport, since, post
         self.interval_s, self.timeout_s = interval_s, timeout_s
         self._seen: dict[str, None] = {}
+        self._read_to: float | None = None  # when the last read ran (the next one starts a margin before it)
 
     async def poll_once(self) -> int:
-        """One read; the number of new lines posted."""
+        """One read (after the first: only since shortly before the previous one, never before the container
+        started); the number of new lines posted."""
         start = self.since()
         if start is None:
             return 0
+        began = time.time()
+        # a margin for the station clock being behind ours (a skew that large is the clock-skew check's)
+        frm = max(start, self._read_to - max(2 * self.interval_s, 300.0)) if self._read_to is not None else start
         try:
-            lines, _why = await read_kernel_log(self.transport, start, self.timeout_s)
+            lines, _why = await read_kernel_log(self.transport, frm, self.timeout_s)
         except (TransportError, OSError):
             return 0
+        self._read_to = began
         new = [ln for ln in lines if ln not in self._seen]
         for ln in new:
             self._seen[ln] = None

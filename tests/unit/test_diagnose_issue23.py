@@ -184,6 +184,8 @@ def test_follower_posts_each_kernel_line_once():
     assert asyncio.run(go()) == [1, 0, 1]
     assert all(isinstance(m, KernelLines) and m.station == "spark-b" for m in posted)
     assert "journalctl -k" in remote.commands[0] and "--since @1700000000" in remote.commands[0]
+    later = int(remote.commands[1].split("--since @")[1].split()[0])  # then only the recent past is read again
+    assert later > 1_700_000_000 + 3600
 
 
 def test_follower_waits_while_no_container_runs():
