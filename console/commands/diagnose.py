@@ -116,13 +116,19 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
             raise UsageError(f"--station {name}: no such station (configured: {known})") from None
 
     async def all_logs():
-        return await asyncio.gather(*(fetch_station_log(config, s, tail, trust) for s in stations))
+        return await asyncio.gather(*(fetch_station_log(config, s, tail, trust, kernel=True) for s in stations))
 
     out = []
     for log in asyncio.run(all_logs()):
         if log.error:
             print(f"dgx-console: {log.station}: {one_line(log.error, 500)}", file=sys.stderr)
-        out.append({"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error})
+        entry = {"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error}
+        if log.kernel is not None or log.kernel_error:  # issue 23: the kernel log since the container started
+            d.feed_kernel(log.station, log.kernel or [])
+            entry["kernel"] = {"lines": len(log.kernel or []), "error": log.kernel_error}
+            if log.kernel_error:
+                print(f"dgx-console: {log.station}: kernel log: {one_line(log.kernel_error, 300)}", file=sys.stderr)
+        out.append(entry)
         if log.container is not None and log.container.state in ("exited", "dead"):
             d.note_exit(log.station, log.container.exit_code, f"container {log.container.name}",
                         oom_killed=log.container.oom_killed)

@@ -15,6 +15,7 @@ entry explains becomes ``unrecognised-error``, ranked below every specific findi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable
@@ -45,6 +46,27 @@ _CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
 _LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight")
+# issue 23: how specific an unexplained error line is (the headline is the most specific): a wrapper that only
+# says something failed < an exit or a traceback without its line < a plain error line or a bare exception type
+# < an exception with its message < a line with an error code (CUDA "Error 802", NCCL's ncclSystemError, errno)
+_WRAPPER = re.compile(r"WorkerProc failed to start|Worker failed with error|[Ff]ailed to start(?: the engine)?\.?$|"
+                      r"[Ss]ee (?:the )?root cause above|initiali[sz]ation failed\.?$|ActorDiedError|RayTaskError|"
+                      r"Call to \w+ method failed|a traceback without its exception line")
+_ERROR_CODE = re.compile(r"\bError \d{2,4}\b|CUDA error|\bcuda\w*?Error\w|CUDA_ERROR_\w|NCCL error|\bnccl[A-Z]\w*?Error|"
+                         r"ncclInvalidUsage|\[Errno \d+\]|\berrno \d+|status 0x[0-9a-f]+|error code:? -?\d+")
+
+
+def _specificity(summary: str) -> int:
+    if _WRAPPER.search(summary):
+        return 0
+    if _ERROR_CODE.search(summary):
+        return 4
+    if summary.startswith(("a process exited", "the container exited", "container ")):
+        return 1
+    ex = cat.EXCEPTION_LINE.match(summary)
+    return 3 if ex and ex.group("msg") else 2
+
+
 def _worse(a: str, b: str) -> str:
     return a if cat.SEVERITY_ORDER[a] <= cat.SEVERITY_ORDER[b] else b
 
@@ -109,8 +131,37 @@ class Diagnoser:
         if hits:
             for idx in sorted(hits):
                 changed |= self._match_line(source, st, lines, idx, base + idx + 1, hits[idx])
+        if st.retrying:
+            changed |= self._clear_retries(source, st, batch, base)
         st.tail = (st.tail + lines)[-TAIL:] if len(lines) < TAIL else lines[-TAIL:]
         return changed
+
+    def _clear_retries(self, source: str, st: SourceState, batch: ClassifiedBatch, base: int) -> bool:
+        """A retry (a hub download, a Ray node reaching the head) whose success shows later in the same
+        source is no finding: look ahead in this batch (after the retry's line) and in every later one."""
+        changed = False
+        for fid, (markers, lineno) in list(st.retrying.items()):
+            start = batch.starts[min(lineno - base, len(batch.lines))] if lineno > base else 0
+            if not any(batch.blob.find(m, start) >= 0 for m in markers):
+                continue
+            del st.retrying[fid]
+            if fid not in st.final_ids and self._findings.pop((fid, st.station or source), None) is not None:
+                self.version += 1
+                changed = True
+        return changed
+
+    def feed_kernel(self, station: str, lines: list[str]) -> bool:
+        """The station's kernel log (``journalctl -k`` / ``dmesg`` since its container started): the lines
+        ``console.probes.kernel_log`` picks (Xid, mlx5 errors and link changes, memory registration, the OOM
+        killer) are matched against the catalogue like log lines; the findings are the station's, their
+        evidence names the kernel log (no line numbers: it is no container log line)."""
+        from console.probes.kernel_log import parse_kernel_line
+
+        key = f"{station}\x00kernel"
+        st = self._sources.get(key)
+        if st is None:
+            st = self._sources[key] = SourceState(station=station, label=f"{station} kernel log", kernel=True)
+        return self.feed(key, [ev.text for ln in lines if (ev := parse_kernel_line(ln)) is not None])
 
     def _match_line(self, source: str, st: SourceState, lines: list[str], idx: int, lineno: int,
                     anchors: list[str]) -> bool:
@@ -167,10 +218,16 @@ class Diagnoser:
                 ev = Evidence(source, lineno, shorten(redact(text)), context)
             rank = self._rank_of(sig, hit)
             st.matched.append((lineno, rank))
-            changed |= self._record(source, sig, hit, ev, lineno, ts, repeated)
+            if sig.retried:
+                st.retrying[sig.id] = (sig.retried, lineno)
+            else:
+                st.final_ids.add(sig.id)
+            if st.kernel and ev is not None:
+                ev = Evidence(st.label or source, None, ev.text, ev.context)
+            changed |= self._record(st.station or source, sig, hit, ev, None if st.kernel else lineno, ts, repeated)
         if matched:
             st.open_traceback = None
-        elif generic:
+        elif generic and not st.kernel:
             changed |= self._generic(source, st, lines, idx, lineno, text, ts)
         return changed
 
@@ -412,6 +469,8 @@ class Diagnoser:
             return st.nnodes > 1
         if st.via & {"ib", "socket"}:
             return True
+        if st.via == {"local"}:  # only P2P/SHM channels (no NET/ ones): NCCL stays on one host
+            return False
         if sum(1 for s in self._sources.values() if s.nccl) > 1:
             return True
         return None
@@ -537,6 +596,10 @@ class Diagnoser:
         left = [c for c in pending if not self._explained(st, c.ev.line)]
         if not left:
             return None
+        # the headline is the most specific line (an error code, an exception with its message), never a
+        # wrapper ("WorkerProc failed to start."); among equals the first in the log
+        best = max(range(len(left)), key=lambda i: (_specificity(left[i].summary), -i))
+        left = [left[best]] + left[:best] + left[best + 1:]
         first = left[0]
         spec = cat.SPECS["unrecognised-error"]
         count = len(left) + st.role_counts.get("unrecognised", 0)
@@ -571,6 +634,18 @@ class Diagnoser:
             f = self._unrecognised(source, st)
             if f is not None:
                 out[f.key] = f
+        for (fid, station), f in list(out.items()):
+            oom = out.get(("host-oom-kill", station))  # the kernel log turns "often the OOM killer" into evidence
+            if fid == "worker-died" and oom is not None and oom.evidence:
+                out[(fid, station)] = dataclasses.replace(
+                    f, cause=f"a worker process died: the host's OOM killer killed it ({oom.evidence[0].text[:160]})",
+                    remedy=cat.SPECS["host-oom-kill"].fix, evidence=list(f.evidence))
+            unknown = out.get(("unrecognised-error", station))  # "the real cause is earlier": name it
+            if fid in cat.CONSEQUENCE_IDS and unknown is not None:
+                what = unknown.cause.split(": ", 1)[-1]
+                out[(fid, station)] = dataclasses.replace(
+                    f, cause=f"the engine died after an error the catalogue does not know: {what}",
+                    evidence=list(f.evidence))
         return list(out.values())
 
     def ranked(self) -> list[Finding]:

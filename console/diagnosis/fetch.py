@@ -1,8 +1,10 @@
-"""Read a station's recent container log through its transport (diagnose --station, bundle)."""
+"""Read a station's recent container log through its transport (diagnose --station, bundle), and for the
+diagnosis its kernel log since the container started (issue 23)."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 
 from console.config import Config, Station
@@ -20,16 +22,24 @@ class StationLog:
     lines: list[str]
     error: str | None = None  # one line when the station or its container could not be read
     container: ContainerInfo | None = None  # its state (an exit code the log does not explain is a finding)
+    kernel: list[str] | None = None  # issue 23: the relevant kernel-log lines since the container started
+    kernel_error: str | None = None  # why the kernel log could not be read (permissions), when asked for
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-async def fetch_station_log(config: Config, station: Station, tail: int, trust: bool = False) -> StationLog:
-    """The last ``tail`` lines of the station's container (docker --timestamps); never raises."""
+async def fetch_station_log(config: Config, station: Station, tail: int, trust: bool = False,
+                            kernel: bool = False) -> StationLog:
+    """The last ``tail`` lines of the station's container (docker --timestamps); with ``kernel`` also the
+    station's kernel log since the container started (the last hour when that is unknown); never raises."""
+    from console.diagnosis.kernel import container_since, read_kernel_log
+
     transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
     info: ContainerInfo | None = None
+    klines: list[str] | None = None
+    kwhy: str | None = None
     try:
         await connect_with_trust(transport, trust)
         res = await transport.run(cmdlines.docker_logs(station.container, tail, follow=False),
@@ -38,6 +48,12 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
             ins = await transport.run(cmdlines.docker_inspect(station.container), timeout=config.command_timeout_s)
             with contextlib.suppress(ParseError, ValueError):
                 info = parse_inspect(station.container, ins.stdout, ins.exit_status)
+        if kernel:
+            since = container_since(info.started_at if info else None) or time.time() - 3600
+            try:
+                klines, kwhy = await read_kernel_log(transport, since, max(config.command_timeout_s, 20.0))
+            except TransportError as exc:
+                kwhy = f"kernel log not read: {exc}"
     except TransportError as exc:
         return StationLog(station.name, [], f"unreachable: {exc}")
     except OSError as exc:
@@ -53,4 +69,4 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
         detail = detail if isinstance(detail, str) else detail[0]
         return StationLog(station.name, [], f"docker logs {station.container} failed "
                                             f"(exit {res.exit_status}): {detail}")
-    return StationLog(station.name, lines, container=info)
+    return StationLog(station.name, lines, container=info, kernel=klines, kernel_error=kwhy)

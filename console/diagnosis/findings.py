@@ -125,6 +125,13 @@ class SourceState:
     matched: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=512))  # (line, rank)
     candidates: list[Candidate] = field(default_factory=list)
     open_traceback: Candidate | None = None
+    # --- issue 23: retries that may still succeed; a kernel-log source of a station
+    retrying: dict[str, tuple[tuple[str, ...], int]] = field(default_factory=dict)  # id -> (success markers, line)
+    final_ids: set[str] = field(default_factory=set)  # ids raised by a line that is no retry
+    station: str | None = None  # the station a kernel-log source belongs to (its findings are the station's)
+    label: str | None = None  # what its evidence names as the source ("NAME kernel log")
+    kernel: bool = False  # kernel-log lines: no line numbers, no unrecognised errors
+    # --- end issue 23
 
 
 def compare(a: Finding, b: Finding) -> int:

@@ -198,4 +198,13 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                            "(Receiver ID)"),
                 (t0 + 9.2, "NVRM: Xid (PCI:0000:01:00): 119, pid=2757, name=VLLM::Worker_TP1, Timeout after 6s of "
                            "waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL)")]
+    # --- issue 23: the worker-dies fault's cause as the host's kernel says it (the worker dies with -9)
+    if "worker-dies" in world.faults(name):
+        runs = ((world.state(name)["containers"].get("glm53") or {}).get("runs") or [])
+        t0 = float(runs[-1]["started_at"]) if runs else created
+        out += [(t0 + 30.0, "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=docker-glm53.scope,"
+                            "mems_allowed=0,global_oom,task=VLLM::Worker_TP,pid=412,uid=0"),
+                (t0 + 30.0, "Out of memory: Killed process 412 (VLLM::Worker_TP) total-vm:131402388kB, "
+                            "anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB oom_score_adj:0")]
+    # --- end issue 23
     return sorted(out)

@@ -30,7 +30,7 @@ KNOWN_FAULTS = {
            "loading; the container exits",
     "kv-too-small": "the config asks for the model's full 1M-token context: the KV cache cannot hold one such "
                     "request; engine init fails",
-    "worker-dies": "the worker process is killed (exit code -9) after loading",
+    "worker-dies": "the worker process is killed (exit code -9) after loading; the host's kernel log shows the OOM killer",
     "socket-fallback": "NCCL cannot load libibverbs and falls back to TCP sockets",
     "nccl-timeout": "the first collective never completes: watchdog timeout on the head",
     "mtu-mismatch": "the worker's rail has MTU 1500 while the head's has 9000",

@@ -128,3 +128,15 @@ class ServingUpdate(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ServingUpdate)
+
+
+# --- issue 23: the kernel log as a diagnosis source
+class KernelLines(Message):
+    """New kernel-log lines of a station since its container started (``journalctl -k`` / ``dmesg``,
+    the relevant ones: Xid, mlx5, memory registration, the OOM killer), for the diagnosis. Not a
+    ``StationMessage``: no station state changes with it, only the diagnosis reads it."""
+
+    def __init__(self, station: str, lines: list[str], since: float | None = None) -> None:
+        super().__init__()
+        self.station, self.lines, self.since = station, lines, since
+# --- end issue 23

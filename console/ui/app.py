@@ -32,7 +32,14 @@ from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.station.logstream import StreamSource
-from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
+from console.station.messages import (
+    ConnectionState,
+    ContainerUpdate,
+    KernelLines,
+    LogBatch,
+    ServingUpdate,
+    StationMessage,
+)
 from console.station.monitor import StationService
 from console.station.services import start_station_services
 from console.station.state import Aspect, Stations
@@ -135,6 +142,7 @@ class ConsoleApp(App):
         if self._start_services:
             self.services = start_station_services(self.jobs, self.config, self.post_message, self.sessions,
                                                    self._gpu_interval_ms)
+            self._follow_kernel_logs()
             self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
                                              timeout=self.config.api.timeout_s, transport=self._serving_transport)
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
@@ -191,6 +199,25 @@ class ConsoleApp(App):
             for screen in self.screen_stack:
                 screen.post_message(HeadEngineChanged(state.engine))
         self.dashboard.station_changed(state.name, changed)
+
+    # --- issue 23: each station's kernel log (since its container started) feeds the live diagnosis
+    def _follow_kernel_logs(self) -> None:
+        from console.diagnosis.kernel import KernelLogFollower
+
+        for st in self.config.stations:
+            follower = KernelLogFollower(st.name, self.sessions.transport(st.name),
+                                         lambda name=st.name: self._container_since(name), self.post_message)
+            self.jobs.start(f"kernel-log {st.name}", follower.run)
+
+    def _container_since(self, name: str) -> float | None:
+        from console.diagnosis.kernel import container_since
+
+        c = self.stations[name].container
+        return container_since(c.started_at) if c is not None and c.state != "absent" else None
+
+    def on_kernel_lines(self, msg: KernelLines) -> None:
+        self.diagnoser.feed_kernel(msg.station, msg.lines)  # the panel redraws on its interval
+    # --- end issue 23
 
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)

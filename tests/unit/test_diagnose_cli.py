@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,20 @@ from console.cli import main
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
 
-def fake_docker(tmp_path: Path, body: str, exit_code: int = 0) -> Path:
-    """A stand-in `docker` executable on PATH that prints a canned `docker logs --timestamps` output."""
+def fake_docker(tmp_path: Path, body: str, exit_code: int = 0, kernel: str = "") -> Path:
+    """A stand-in `docker` executable on PATH that prints a canned `docker logs --timestamps` output, and a
+    stand-in `journalctl` that prints ``kernel`` (diagnose --station reads the kernel log too: never this
+    machine's own)."""
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     (tmp_path / "docker.out").write_text(body)
     script = bindir / "docker"
     script.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/docker.args\ncat {tmp_path}/docker.out\nexit {exit_code}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "kernel.out").write_text(kernel)
+    journal = bindir / "journalctl"
+    journal.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/journalctl.args\ncat {tmp_path}/kernel.out\n")
+    journal.chmod(journal.stat().st_mode | stat.S_IEXEC)
     return bindir
 
 
@@ -164,3 +171,46 @@ def test_a_stopped_container_with_an_exit_code_is_never_silent(tmp_path, monkeyp
     f = data["findings"][0]
     assert f["id"] == "unrecognised-error" and f["severity"] == "warning"
     assert f["evidence"][0]["text"] == "container glm53 exited with code 1" and f["evidence"][0]["line"] is None
+
+
+# --- issue 23: the kernel log as a diagnosis source (journalctl -o short-iso, dated a minute ago: the read
+# keeps what happened since the container started, the last hour when docker does not say)
+_NOW = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(time.time() - 60))
+KERNEL_LOG = "\n".join([
+    f"{_NOW} station-b kernel: Linux version 6.11.0-1016-nvidia (buildd@lcy02)",
+    "2020-11-30T14:05:29+0000 station-b kernel: Out of memory: Killed process 7 (old) total-vm:1kB",  # before: dropped
+    f"{_NOW} station-b kernel: oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
+    "mems_allowed=0,global_oom,task=VLLM::Worker_TP,pid=391,uid=0",
+    f"{_NOW} station-b kernel: Out of memory: Killed process 391 (VLLM::Worker_TP) "
+    "total-vm:131402388kB, anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB",
+    f"{_NOW} station-b kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=391, name=VLLM::Worker_TP, "
+    "GPU has fallen off the bus.",
+]) + "\n"
+DIED_LOG = "\n".join([
+    "2026-11-30T14:05:20.000000001Z (Worker_TP1 pid=391) INFO 11-30 14:05:20 [parallel_state.py:1200] rank 1",
+    "2026-11-30T14:05:32.000000001Z (APIServer pid=1) ERROR 11-30 14:05:32 [multiproc_executor.py:229] Worker proc "
+    "VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+]) + "\n"
+
+
+def test_station_diagnosis_reads_the_kernel_log(tmp_path, monkeypatch, capsys):
+    """Fails before issue 23 (no kernel read): the OOM killer and the Xid are findings of the station, with
+    the kernel log named as their source, and worker-died's "often the OOM killer" becomes the evidence."""
+    bindir = fake_docker(tmp_path, DIED_LOG, kernel=KERNEL_LOG)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    cfg = write_config(tmp_path)
+    rc = main(["diagnose", "--json", "--config", str(cfg), "--station", "station-b"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    by_id = {f["id"]: f for f in data["findings"]}
+    assert {"gpu-xid", "host-oom-kill", "worker-died"} <= set(by_id), list(by_id)
+    xid = by_id["gpu-xid"]
+    assert xid["station"] == "station-b" and "Xid 79" in xid["cause"]
+    assert xid["evidence"][0]["source"] == "station-b kernel log" and xid["evidence"][0]["line"] is None
+    assert "): 79," in xid["evidence"][0]["text"]  # the raw code, as the driver printed it
+    assert "OOM killer killed it" in by_id["worker-died"]["cause"]
+    ids = [f["id"] for f in data["findings"]]
+    assert ids.index("host-oom-kill") < ids.index("worker-died")
+    src = data["sources"][0]
+    assert src["kernel"] == {"lines": 3, "error": None}
+    assert "--since @" in (tmp_path / "journalctl.args").read_text()

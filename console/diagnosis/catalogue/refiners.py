@@ -241,7 +241,9 @@ def shm(m: re.Match[str] | None, text: str) -> Hit | None:
     return None
 
 
-def oom(m: re.Match[str] | None, text: str) -> Hit | None:
+def oom(m: re.Match[str] | None, text: str) -> Hit | bool | None:
+    if "running low on memory" in text or "RayOutOfMemoryError" in text:
+        return False  # Ray's memory monitor: the host's memory, not the GPU's (host-oom-kill)
     if "not enough GPU memory" in text and "load model" in text.lower():
         return Hit(cause="the model's weights do not fit in this GPU's memory", fix=OOM_LOAD_FIX)
     if "AlignedAllocator" in text:
@@ -264,3 +266,88 @@ def reasoning(m: re.Match[str] | None, text: str) -> Hit | None:
     return None
 
 
+
+
+# ---- issue 23: CUDA initialisation codes, the hub, Ray's head, the kernel's OOM killer
+
+_CUDA_INIT = {  # cudaError_t -> (meaning, fix); the CUDA runtime API's error codes
+    3: ("cudaErrorInitializationError: the driver could not be initialised", None),
+    35: ("cudaErrorInsufficientDriver: the driver is older than the CUDA runtime", None),
+    100: ("cudaErrorNoDevice: no GPU is visible to the process", "start the container with --gpus all"),
+    101: ("cudaErrorInvalidDevice: CUDA_VISIBLE_DEVICES names a GPU that does not exist", None),
+    802: ("cudaErrorSystemNotReady: the GPU system is not initialised -- on NVSwitch systems nvidia-fabricmanager "
+          "is not running or differs from the driver's version",
+          "start nvidia-fabricmanager (`systemctl status nvidia-fabricmanager`) with the driver's exact version; "
+          "reboot if it will not start"),
+    803: ("cudaErrorSystemDriverMismatch: the user-mode driver library differs from the kernel module "
+          "(a driver update without a reboot, or a CUDA compat library in the image that does not fit)",
+          "reboot the station after a driver update; do not mount a host libcuda of another version into the image"),
+    999: ("cudaErrorUnknown: the driver is in a bad state", "reboot the station (or reload nvidia_uvm)"),
+}
+
+
+def cuda_init(m: re.Match[str] | None, text: str) -> Hit | bool | None:
+    code = re.search(r"Error (\d{1,4})\b|error (?:code )?(\d{1,4}):|CUDA_ERROR_\w+ \((\d+)\)", text)
+    if not code:
+        return None
+    n = int(next(g for g in code.groups() if g))
+    if n == 804:  # forward compatibility on unsupported hardware: the driver is too old (its own id)
+        return False
+    meaning, fix = _CUDA_INIT.get(n, (f"CUDA error {n}", None))
+    return Hit(cause=f"CUDA could not initialise the GPU (error {n}, {meaning})", fix=fix)
+
+
+def tp_heads(m: re.Match[str] | None, text: str) -> Hit | None:
+    nums = re.search(r"\((\d+)\) must be divisible by (?:tensor parallel size|the tensor model parallel size) \((\d+)\)",
+                     text)
+    if not nums:
+        return None
+    heads, tp = int(nums.group(1)), int(nums.group(2))
+    ok = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp * 2, 8)]
+    return Hit(cause=f"the model has {heads} attention heads, which --tensor-parallel-size {tp} does not divide",
+               fix=f"use a tensor-parallel size that divides {heads} ({', '.join(map(str, ok))}); combine with "
+                   "--pipeline-parallel-size to use the remaining GPUs")
+
+
+def model_type(m: re.Match[str] | None, text: str) -> Hit | None:
+    kind = re.search(r"model type `?([\w.\-]+)`? but|architectures? \[?'?([\w]+)'?\]? (?:are|is) not supported", text)
+    if not kind:
+        return None
+    name = kind.group(1) or kind.group(2)
+    return Hit(cause=f"the engine's libraries do not know the model type '{name}': Transformers or the engine in this "
+                     "image is older than the model")
+
+
+def oom_kill(m: re.Match[str] | None, text: str) -> Hit | None:
+    who = re.search(r"Killed process (\d+) \(([^)]*)\)", text)
+    if not who:
+        task = re.search(r"task=([^,]+),pid=(\d+)", text)
+        if not task:
+            return None
+        return Hit(cause=f"the host's OOM killer killed process {task.group(2)} ({task.group(1)}): the station ran "
+                         "out of host memory")
+    rss = re.search(r"anon-rss:([\d,]+)kB", text)
+    gib = f", {int(rss.group(1).replace(',', '')) / 2**20:.1f} GiB resident" if rss else ""
+    return Hit(cause=f"the host's OOM killer killed process {who.group(1)} ({who.group(2)}{gib}): the station ran "
+                     "out of host memory")
+
+
+def memreg(m: re.Match[str] | None, text: str) -> Hit | None:
+    if "Bad address" in text or "errno 14" in text.lower():
+        return Hit(cause="RDMA could not register GPU memory (Bad address): GPUDirect RDMA is not available "
+                         "(nvidia-peermem not loaded, or no dmabuf support)",
+                   fix="load nvidia-peermem on the host (`modprobe nvidia-peermem`) or use a dmabuf-capable driver and "
+                       "kernel; NCCL_NET_GDR_LEVEL=LOC to confirm")
+    if re.search(r"Cannot allocate memory|\[-12\]|err\(-12\)|limits exceeded", text):
+        return Hit(cause="RDMA memory registration failed with ENOMEM: the locked-memory limit (memlock) in the "
+                         "container is too low, or the HCA's registration limits were exceeded")
+    return None
+
+
+def shm_object_store(m: re.Match[str] | None, text: str) -> Hit | bool:
+    size = re.search(r"/dev/shm has only (\d+) bytes", text)
+    if size and int(size.group(1)) >= 4 << 30:
+        return False  # a large /dev/shm Ray still found too small: a performance note, not this fault
+    mib = f"{int(size.group(1)) / 2**20:.0f} MiB" if size else "too small"
+    return Hit(cause=f"/dev/shm is {mib} in the container: Ray's object store moved to /tmp (slow), and NCCL's and "
+                     "vLLM's shared memory will run out the same way (Docker's default is 64 MiB)")

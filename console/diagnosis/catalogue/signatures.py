@@ -40,6 +40,8 @@ class Signature:
     needs_context: re.Pattern[str] | None = None  # the traceback/preceding lines must match this
     role: Role | None = None  # contextual evidence (see Role) instead of a finding of its own
     flags: tuple[str, ...] = field(default=())
+    # issue 23: a retry, not yet a failure -- a later line holding one of these (the same source) clears it
+    retried: tuple[str, ...] = field(default=())
 
 
 def _c(p: str, flags: int = 0) -> re.Pattern[str]:
@@ -48,6 +50,11 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
 
 
 # ------------------------------------------------------------------ signatures
+
+# issue 23: what says a retry succeeded: the weights load (the files came), Ray runs (the head answered)
+_LOADING = ("Loading safetensors checkpoint shards", "Starting to load model", "Load weight begin", "Model loading took",
+            "Application startup complete.", "The server is fired up and ready to roll!")
+_RAY_UP = ("Ray runtime started", "Connected to Ray cluster", "Started a local Ray instance")
 
 _CONNECT_ERR = r"(No route to host|Connection refused|Connection timed out|Network is unreachable|Software caused connection abort)"
 
@@ -73,8 +80,8 @@ SIGNATURES: tuple[Signature, ...] = (
               refine=rf.ib_completion),
     Signature("nccl-ib-error", ("ibv_modify_qp failed",),
               _c(r"ibv_modify_qp failed with (?:error )?(?P<why>(?:\d+\s*)?[^,.]*+)"), refine=rf.modify_qp),
-    Signature("nccl-ib-error", ("Got async event",), _c(r"Got async event ?: ?(?P<event>[^\[]*+)"),
-              refine=rf.ib_async),
+    Signature("nccl-ib-error", ("Got async event", "Got async error event", "async fatal event"),
+              _c(r"(?:Got async (?:error )?|async fatal )event ?: ?(?P<event>[^\[]*+)"), refine=rf.ib_async),
     # --- version differences between the ranks
     Signature("nccl-version-mismatch", ("is neither AF_INET",), _c(r"with family \d+ is neither AF_INET"),
               refine=rf.family),
@@ -258,6 +265,94 @@ SIGNATURES: tuple[Signature, ...] = (
               cause="the SGLang scheduler died; the real cause is in its traceback or above"),
     # --- ports
     Signature("port-in-use", ("ddress already in use",), _c(r"[Aa]ddress already in use")),  # torch's EADDRINUSE says it too
+    # --- issue 23: new kinds, Ray's own words, the kernel log (journalctl -k / dmesg lines)
+    Signature("hub-unreachable", ("thrown while requesting",),
+              _c(r"thrown while requesting (?:HEAD|GET) https?://(?:huggingface\.co|hf\.co|hf-mirror\.com)"),
+              severity="warning", rank=R_ROOT + 5, retried=_LOADING,
+              cause="the hub does not answer: the model's files are being fetched with connection retries"),
+    Signature("hub-unreachable", ("We couldn't connect to", "OfflineModeIsEnabled", "LocalEntryNotFoundError",
+                                  "offline mode is enabled", "Max retries exceeded"),
+              _c(r"We couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|OfflineModeIsEnabled|"
+                 r"LocalEntryNotFoundError|offline mode is enabled|"
+                 r"host='(?:huggingface\.co|hf\.co|cdn-lfs[\w.\-]*+)', port=\d++\): Max retries exceeded")),
+    Signature("ray-head-unreachable", ("Unable to connect to GCS", "Failed to connect to GCS at address"),
+              _c(r"Unable to connect to GCS at|Failed to connect to GCS at address \S*+ within"),
+              severity="warning", rank=R_ROOT + 5, retried=_RAY_UP,
+              cause="this node cannot reach the Ray head's GCS yet (retrying): the head is not up, the address is "
+                    "wrong, or a firewall blocks the port"),
+    Signature("ray-head-unreachable", ("connect to GCS", "cluster ID from GCS", "waiting for GCS", "reconnect to GCS",
+                                       "Failed to start GCS", "ray client connection timeout"),
+              _c(r"Failed to connect to GCS within \d++ seconds|Failed to get cluster ID from GCS|"
+                 r"Timed out while waiting for GCS to become available|Couldn't reconnect to GCS server|"
+                 r"Failed to connect to GCS\. Please check|Failed to start GCS|ray client connection timeout")),
+    Signature("cuda-init-error", ("Unexpected error from cudaGetDeviceCount", "CUDA driver initialization failed",
+                                  "cudaErrorInitializationError", "CUDA error: initialization error", "CUDA_ERROR_"),
+              _c(r"Unexpected error from cudaGetDeviceCount\(\)|CUDA driver initialization failed|"
+                 r"cudaErrorInitializationError|CUDA error: initialization error|"
+                 r"CUDA_ERROR_(?:SYSTEM_NOT_READY|SYSTEM_DRIVER_MISMATCH|NOT_INITIALIZED)"), refine=rf.cuda_init),
+    Signature("duplicate-gpu", ("Duplicate GPU detected",),
+              _c(r"Duplicate GPU detected : rank \d++ and rank \d++ both on CUDA device")),
+    Signature("tp-not-divisible", ("must be divisible by tensor parallel size",
+                                   "must be divisible by the tensor model parallel size"),
+              _c(r"must be divisible by (?:tensor parallel size|the tensor model parallel size)"), refine=rf.tp_heads),
+    Signature("tp-not-divisible", ("must be divisible by pipeline parallel size",),
+              cause="the pipeline-parallel size does not divide the model's layers",
+              fix="use a --pipeline-parallel-size that divides the layer count the log states"),
+    Signature("tp-not-divisible", ("not divisible by the number of tensor parallel", "too large tensor parallel size"),
+              _c(r"number of GPUs per node is not divisible by the number of tensor parallel|"
+                 r"caused by too large tensor parallel size"),
+              cause="the tensor-parallel size does not fit the GPUs per node or the quantized weights' shape"),
+    Signature("model-type-unsupported", ("but Transformers does not recognize this architecture",
+                                         "are not supported for now"),
+              _c(r"has model type `?[\w.\-]++`? but Transformers does not recognize this architecture|"
+                 r"Model architectures \[[^\]]*+\] are not supported for now"), refine=rf.model_type),
+    Signature("host-oom-kill", ("Out of memory: Killed process", "oom-kill:", "out of memory: Killed process"),
+              _c(r"[Oo]ut of memory: Killed process \d++|oom-kill:constraint="), refine=rf.oom_kill),
+    Signature("host-oom-kill", ("running low on memory", "killed due to memory pressure", "RayOutOfMemoryError"),
+              _c(r"Task was killed due to the node running low on memory|Workers? \(tasks / actors\) killed due to "
+                 r"memory pressure|RayOutOfMemoryError"),
+              cause="Ray's memory monitor killed a worker: the node ran low on host memory (Ray kills before the "
+                    "kernel's OOM killer would)"),
+    Signature("rdma-memreg-failed", ("ibv_reg_mr", "ibv_reg_dmabuf_mr", "Failed to register mr", "reg mr failed",
+                                     "CREATE_MKEY"),
+              _c(r"Call to ibv_reg_(?:dmabuf_)?mr\w*+ failed|ibv_reg_mr failed|Failed to register mr|reg mr failed|"
+                 r"CREATE_MKEY\(0x\w++\) op_mod\(0x\w++\) failed"), refine=rf.memreg),
+    # the kernel's words for the RDMA link and the HCA (console.probes.kernel_log finds these lines)
+    Signature("nccl-ib-error", ("Link down",), _c(r"mlx5_core \S++(?: [^\s:]++)?: Link down"), rank=R_ROOT + 4,
+              cause="the RDMA port's link went down (kernel log: mlx5 Link down): a flapping cable or port",
+              fix="check the cable and the port counters on both ends (`ibstat`, link_downed in "
+                  "/sys/class/infiniband/*/ports/*/counters); relaunch once the link stays up"),
+    Signature("nccl-ib-error", ("health compromised", "firmware fatal", "device's health"),
+              _c(r"mlx5_core \S++.*?(?:health compromised|firmware fatal|device's health)"),
+              cause="the HCA reported a firmware/health fault in the kernel log",
+              fix="reset the HCA (reboot the station), update its firmware; replace it if it recurs"),
+    # NCCL's proxy thread and its sockets: the connection to a peer broke (the peer died or the path failed)
+    Signature("nccl-connect", ("Failed to execute operation Connect", "Socket recv failed while polling",
+                               "Call to recv from"),
+              _c(r"\[Proxy Service \d++\] Failed to execute operation Connect from rank \d++|"
+                 r"Socket recv failed while polling for opId|Call to recv from \S++ failed"),
+              rank=R_SYMPTOM - 1,
+              cause="NCCL's proxy lost its connection to a peer (the peer process died or the network path broke): "
+                    "the first error on the other station, or a link fault, is the cause",
+              fix="read the other station's log for its first error; run the link checks if both stayed up"),
+    # Ray's words for shared memory and placement
+    Signature("shm-too-small", ("instead of /dev/shm because /dev/shm has only",),
+              _c(r"object store is using \S++ instead of /dev/shm because /dev/shm has only \d++ bytes"),
+              severity="warning", refine=rf.shm_object_store,
+              fix="--ipc=host (or --shm-size 16g) on every station's container"),
+    Signature("shm-too-small", ("exceeds /dev/shm size",),
+              _c(r"configured object store size \([\d.]++ ?GB\) exceeds /dev/shm size"),
+              cause="Ray's object store does not fit in the container's /dev/shm",
+              fix="--ipc=host (or --shm-size 16g) on every station's container"),
+    Signature("ray-resources", ("cannot be scheduled right now",),
+              _c(r"resource request cannot be scheduled right now: \{[^}]*?'GPU'"),
+              cause="Ray cannot schedule a request for a GPU: every GPU of the cluster is taken or no node has one"),
+    Signature("ray-resources", ("Cannot provide a placement group",), severity="error",
+              cause="Ray never found the GPUs for vLLM's placement group and vLLM gave up",
+              fix="`ray status` must list every station's GPU before `vllm serve`; VLLM_HOST_IP equal to `ray start "
+                  "--node-ip-address` on each station; --tensor-parallel-size x --pipeline-parallel-size = GPUs"),
+    Signature("ray-resources", ("exceeds available GPUs",), _c(r"parallel size \(\d++\) exceeds available GPUs"),
+              cause="the parallelism asks for more GPUs than the Ray cluster has (a station has not joined)"),
 )
 
 # anchor -> signatures, for the batch prefilter (an anchor may serve several signatures;

@@ -205,6 +205,46 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
          "a checkpoint file the model needs is missing on this station (incomplete download or copy)",
          "compare the files with model.safetensors.index.json on both stations and recopy the missing shards",
          next="checks", fatal=True),
+    # ---- ids added by issue 23 (listed in docs/findings.md)
+    Spec("hub-unreachable", "error", R_ROOT,
+         "the model's files are not on this station and the hub cannot be reached (no network, a proxy, or "
+         "offline mode set) -- the download never happened",
+         "copy the model to the same path on every station and point the model argument at that directory (or "
+         "pre-download it with `huggingface-cli download`, then set HF_HUB_OFFLINE=1); if the station should reach "
+         "the hub, check its DNS, proxy (HTTPS_PROXY) and firewall", next="log", fatal=True),
+    Spec("ray-head-unreachable", "error", R_ROOT,
+         "a Ray node cannot reach the head's GCS (the cluster's control store): the head is not running, the "
+         "address or port is wrong, or a firewall blocks it",
+         "start the head first (`ray start --head --port=6379`), join with `ray start --address=HEAD_IP:6379` using "
+         "the head's fabric address, open the port between the stations, and run the same Ray version on both",
+         next="checks", fatal=True),
+    Spec("cuda-init-error", "error", R_ROOT - 1,
+         "CUDA could not initialise the GPU in the container (the driver answered with an error code)",
+         "check `nvidia-smi` on the host and in the container; reboot after a driver update; on NVSwitch systems "
+         "start nvidia-fabricmanager with the driver's version", fatal=True),
+    Spec("duplicate-gpu", "error", R_ROOT,
+         "two ranks were given the same GPU (NCCL: 'Duplicate GPU detected')",
+         "give each rank its own GPU: one GPU per station -> one rank per station; check CUDA_VISIBLE_DEVICES / "
+         "--gpus and that no second engine runs in the same container", fatal=True),
+    Spec("tp-not-divisible", "error", R_ROOT,
+         "the tensor-parallel size does not divide the model's attention heads (or another sharded dimension)",
+         "use a --tensor-parallel-size that divides the head count the log states (combine with "
+         "--pipeline-parallel-size to use the remaining GPUs)", next="restart", fatal=True),
+    Spec("model-type-unsupported", "error", R_ROOT,
+         "the engine's libraries do not know this model's architecture (Transformers or the engine is older than "
+         "the model)",
+         "use an engine image released after the model (a newer vLLM/SGLang with its Transformers); do not only "
+         "upgrade Transformers inside an older engine", next="restart", fatal=True),
+    Spec("host-oom-kill", "error", R_ROOT - 1,
+         "the host's kernel OOM killer killed a process: the station ran out of host memory",
+         "lower host memory use: fewer CPU-side copies while loading (safetensors load, --swap-space 0, "
+         "--cpu-offload-gb 0), drop the page cache on GB10 (unified memory), stop other processes",
+         next="restart", fatal=True),
+    Spec("rdma-memreg-failed", "error", R_DEVICE - 1,
+         "RDMA memory registration failed (ibv_reg_mr / mkey): the locked-memory limit (memlock) is too low in "
+         "the container, or the HCA ran out of registration resources",
+         "start the container with --ulimit memlock=-1 (and `ulimit -l` = unlimited inside it), or raise the host's "
+         "memlock limit in /etc/security/limits.conf; check nvidia-peermem / dmabuf for GPU memory", next="checks"),
     Spec("unrecognised-error", "warning", R_UNKNOWN,
          "an error the catalogue does not know",
          "read the traceback or error on this station (its first lines are the evidence); search the engine's "
@@ -214,7 +254,10 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
 
 NEW_IDS = ("gpu-arch-unsupported", "gpu-unavailable", "cuda-driver-too-old", "model-access-denied",
            "max-model-len-too-large", "cuda-illegal-access", "gpu-xid", "parser-error", "dist-store-timeout",
-           "nccl-version-mismatch", "checkpoint-shard-missing", "unrecognised-error")
+           "nccl-version-mismatch", "checkpoint-shard-missing", "unrecognised-error",
+           # issue 23
+           "hub-unreachable", "ray-head-unreachable", "cuda-init-error", "duplicate-gpu", "tp-not-divisible",
+           "model-type-unsupported", "host-oom-kill", "rdma-memreg-failed")
 
 # Finding ids that end a start-up (the launch stops waiting on them); transport findings do not: the
 # transport is verified and reported on its own once the service is up.
