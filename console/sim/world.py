@@ -53,6 +53,10 @@ KNOWN_FAULTS = {
                 "mismatch' and exits",
     "smi-hang-cycle": "smi-hang for 20 s of every minute (from 30 s into it)",
     "smi-fail-cycle": "smi-fail for 20 s of every minute (from 30 s into it)",
+    # --- issue 19: hang evidence (RAS, flight recorder, py-spy --native)
+    "desync": "serving, then the ranks fall out of step: this rank is one collective behind (it never launched the "
+              "all-reduce the others wait in); RAS shows the spread, the service stalls",
+    # --- end issue 19
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
 DEFAULT_FAULT_STATION = {
@@ -76,6 +80,9 @@ DEFAULT_FAULT_STATION = {
     "smi-fail": 1,
     "smi-hang-cycle": 1,
     "smi-fail-cycle": 1,
+    # --- issue 19: hang evidence
+    "desync": 1,
+    # --- end issue 19
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.
