@@ -52,6 +52,17 @@ def _hang_at(world: World, tl, started: float) -> float | None:
     return None
 
 
+def _job_clock(world: World, now: float) -> tuple[float | None, float | None] | None:
+    """(hang, ready) absolute times of the job, from the head's run (the ranks serve in lockstep)."""
+    head = world.names[0]
+    st = container_status(world, head, world.state(head), "glm53", now)
+    tl = st.get("timeline")
+    if tl is None or "started_at" not in st:
+        return None
+    started = float(st["started_at"])
+    return _hang_at(world, tl, started), (started + tl.ready_at if tl.ready_at is not None else None)
+
+
 def rank_state(world: World, name: str, now: float | None = None) -> SimRank:
     now = time.time() if now is None else now
     state = world.state(name)
@@ -70,8 +81,8 @@ def rank_state(world: World, name: str, now: float | None = None) -> SimRank:
     init = next((t0 for t0, ph in tl.phases if ph in ("waiting on collective", "loading weights")), None)
     if init is None or now < started + init:
         return SimRank(rank, name, host, pid, True, 0, False, nccl=nccl_version(env))
-    hang = _hang_at(world, tl, started)
-    ready = started + tl.ready_at if tl.ready_at is not None else None
+    hang, ready = _job_clock(world, now) or (_hang_at(world, tl, started),
+                                             started + tl.ready_at if tl.ready_at is not None else None)
     upto = now if hang is None else min(now, hang)
     ops = 1 + (int(OPS_PER_S * (upto - ready)) if ready is not None and upto > ready else 0)
     frozen = hang is not None and now >= hang
