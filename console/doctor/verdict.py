@@ -149,12 +149,14 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) ->
         for r in sorted(ras.behind):
             n = rank_names(config, next(e for e in evs.values() if e.ras_reports).ras_reports[-1]).get(r)
             if n in where and where[n] and not coll.get(n):
-                detail.append(f"{n} {where[n][0].kind} at {where[n][0].label()}")
+                detail.append(f"{n} {_where(evs[n])}")
         ahead = [n for n, w in coll.items() if w]
         if ahead:
             detail.append(f"{', '.join(ahead)} wait{'s' if len(ahead) == 1 else ''} in "
                           f"{coll[ahead[0]].name or 'a collective'}{seq}")
         return line(ras.text.split(" (frozen")[0] + (f" ({'; '.join(detail)})" if detail else ""), False), findings
+    if ras.kind == "moving":
+        return line(ras.text, False), findings
     if frv and frv.kind == "rank-missing":
         miss = ", ".join(frv.missing)
         inside = ", ".join(n for n in frv.seq if n not in frv.missing)
@@ -167,8 +169,6 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) ->
         else:
             head = f"every rank stuck in {what}" if not names else f"{names[0]} stuck in {what}"
         return line(head), findings
-    if ras.kind == "moving":
-        return line(ras.text, False), findings
     if stacks.verdict == "one-elsewhere":
         return line(stacks.text), findings
     if stacks.verdict == "idle":
@@ -179,6 +179,19 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) ->
     return line("no verdict from the stacks and counters" + (f": {strongest}" if strongest else "")
                 + (f" ({', '.join(denied)}: {'py-spy: permission denied — launch with --cap-add SYS_PTRACE'})"
                    if denied else ""), False), findings
+
+
+def _where(e: StationEvidence) -> str:
+    """Where a station's engine is when it is not in a collective: its worker's first Python frame
+    (py-spy --native puts C frames above it)."""
+    for d in sorted(e.dumps, key=lambda d: "Worker" not in d.cmdline and "scheduler" not in d.cmdline):
+        t = d.main
+        frame = next((f for f in (t.frames if t else ()) if ".py" in f.file), None)
+        if frame is not None:
+            kind = pyspy.wait_point(d).kind
+            what = "idle in its loop, waiting for work" if kind == "idle" else "elsewhere"
+            return f"{what} at {frame.function} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+    return "without a stack"
 
 
 def _state(e: StationEvidence) -> str:

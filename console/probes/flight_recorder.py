@@ -135,7 +135,7 @@ def parse_dump(data: bytes, rank: int | None = None) -> FrDump:
 
 @dataclass(frozen=True)
 class FrVerdict:
-    kind: str  # rank-missing | same-collective | all-complete | no-dumps
+    kind: str  # rank-missing | same-collective | all-complete | running | no-dumps
     text: str
     seq: dict[str, int] = field(default_factory=dict)  # who -> last collective's sequence number
     missing: dict[str, str] = field(default_factory=dict)  # who -> "all_reduce #1842"
@@ -153,6 +153,9 @@ def compare(dumps: dict[str, FrDump]) -> FrVerdict:
     top = have[top_who]
     behind = {w: e for w, e in have.items() if e.seq < top.seq}
     label = f"{top.op} SeqNum {top.seq}"
+    if behind and top.state == "completed":  # dumps taken a moment apart while collectives complete
+        spread = ", ".join(f"{w} at SeqNum {e.seq}" for w, e in have.items())
+        return FrVerdict("running", f"flight recorder: every recorded collective completed ({spread})", seq)
     if behind:
         missing = {w: label for w in behind}
         ahead = ", ".join(w for w in have if w not in behind)

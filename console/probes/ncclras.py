@@ -283,7 +283,9 @@ def verdict(first: RasReport | None, second: RasReport | None, interval_s: float
     lead = second.main().lead
     top = {c: max([v.get(c, 0) for v in c2.values()] + [lead.get(c, 0)]) for c in {k for v in c2.values() for k in v}}
     differ = [c for c in top if any(v.get(c, top[c]) != top[c] for v in c2.values()) or c in lead]
-    key = max(differ or top, key=lambda c: top[c])  # the collective the spread is in (AllReduce, usually)
+    # the collective the spread is in, else the one a model's layers run (AllReduce), else the busiest
+    key = max(differ, key=lambda c: top[c]) if differ else "AllReduce" if top.get("AllReduce") else max(
+        top, key=lambda c: top[c])
     ops2 = {r: v.get(key, top[key]) for r, v in c2.items()}
     behind = {r: n for r, v in c2.items() if (n := sum(top[c] - v.get(c, top[c]) for c in top)) > 0}
     moved = any(c1.get(r) != v for r, v in c2.items()) if c1 else None

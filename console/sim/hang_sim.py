@@ -112,8 +112,8 @@ def reachable(world: World, name: str, now: float | None = None) -> str | None:
 
 
 def counts(r: SimRank) -> dict[str, int]:
-    return {**BASE_COUNTS, "AllReduce": r.allreduce} if r.allreduce else dict.fromkeys(
-        ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"), 0)
+    base = BASE_COUNTS if r.allreduce > 1 else dict.fromkeys(BASE_COUNTS, 0)  # at init: the warm-up all-reduce only
+    return {**base, "AllReduce": r.allreduce}
 
 
 def flight_recorder(world: World, name: str, now: float | None = None) -> dict | None:
