@@ -404,7 +404,7 @@ def ncclras_report(container: str, limit_s: int = 20) -> str:
     return f"docker exec {q(container)} sh -c {q(script)}"
 
 
-def flight_recorder_dump(container: str, wait_s: float = 2.0) -> str:
+def flight_recorder_dump(container: str, interval_s: float = 2.0) -> str:
     """Ask every rank of the container for a flight recorder dump without stopping anything (a line
     into each ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``), then print every dump file
     (``TORCH_FR_DUMP_TEMP_FILE`` / ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` + rank) base64-encoded after
@@ -415,7 +415,7 @@ def flight_recorder_dump(container: str, wait_s: float = 2.0) -> str:
         f'dump="${{TORCH_FR_DUMP_TEMP_FILE:-${{TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-{FR_DEFAULT_TEMP_FILE}}}}}"; '
         'if [ -n "$pipe" ]; then n=0; for f in "$pipe"*.pipe; do [ -p "$f" ] || continue; n=1; '
         'timeout 2 sh -c \'echo 1 > "$1"\' _ "$f"; done; '
-        f'[ "$n" = 1 ] && sleep {max(0.5, float(wait_s)):g} || echo NO-FR-PIPE; else echo NO-FR-PIPE; fi; '
+        f'[ "$n" = 1 ] && sleep {max(0.5, float(interval_s)):g} || echo NO-FR-PIPE; else echo NO-FR-PIPE; fi; '
         'for f in "$dump"*; do [ -f "$f" ] || continue; '
         'echo "=== FR $f $(stat -c %Y "$f" 2>/dev/null)"; '
         f'head -c {FR_DUMP_MAX_BYTES} "$f" | base64 | tr -d "\\n"; echo; done'

@@ -6,6 +6,7 @@ util/power/memory, RDMA counters, kernel log. The capture is a worker of this sc
 
 from __future__ import annotations
 
+import re
 import time
 
 from rich.text import Text
@@ -38,7 +39,8 @@ def station_lines(ev: StationEvidence, ras_ops: dict[str, int]) -> list[tuple[st
     py = ev.pyspy
     if py.get("processes"):
         for p in py["processes"]:
-            rows.append((f"pid {p['pid']}", f"{p['wait']['kind']}: {p['wait']['where']}"))
+            where = re.sub(r"[\w.-]*/([\w.-]+\.py)", r"\1", p["wait"]["where"])  # the file's name is enough here
+            rows.append((f"pid {p['pid']}", f"{p['wait']['kind']}: {where}"))
     if py.get("note"):
         rows.append(("py-spy", py["note"]))
     frd = ev.flight_recorder
@@ -94,7 +96,8 @@ class HangEvidenceScreen(Screen):
     SUB_TITLE = "every rank at the same moment"
     DEFAULT_CSS = """
     HangEvidenceScreen #hang-verdict { height: auto; padding: 0 1; border-bottom: solid $primary; }
-    HangEvidenceScreen #hang-findings { height: auto; padding: 0 1; color: $text-muted; }
+    HangEvidenceScreen #hang-findings { height: auto; padding: 0 1; border-top: solid $panel; }
+    HangEvidenceScreen #hang-columns { height: auto; }
     HangEvidenceScreen #hang-ranks { height: 1fr; }
     HangEvidenceScreen .hang-rank { width: 1fr; height: auto; padding: 0 1; border-left: solid $panel; }
     """
@@ -116,10 +119,10 @@ class HangEvidenceScreen(Screen):
         yield Header()
         yield Static("", id="hang-verdict")
         with VerticalScroll(id="hang-ranks"):
-            yield Static("", id="hang-findings")
             with Horizontal(id="hang-columns"):
                 for st in sorted(self.config.stations, key=lambda s: s.rank):
                     yield Static("", id=f"hang-rank-{st.rank}", classes="hang-rank")
+            yield Static("", id="hang-findings")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -170,8 +173,8 @@ class HangEvidenceScreen(Screen):
         self.notify(f"wrote {path}", timeout=6)
 
     def _show(self) -> None:
-        if not self.is_mounted:
-            return
+        if not self.query("#hang-verdict"):
+            return  # not composed yet
         ev = self.evidence
         head = Text()
         if ev is None:
@@ -187,7 +190,7 @@ class HangEvidenceScreen(Screen):
                             f"{ev.capture_s:.1f} s from {len(ev.stations)} stations; r captures again, s saves "
                             "the archive", style="dim")
         self.query_one("#hang-verdict", Static).update(head)
-        findings = Text()
+        findings = Text("what each piece of evidence says\n", style="dim") if ev is not None else Text()
         if ev is not None:
             for k, v in ev.findings.items():
                 findings.append(f"{k:<16}", style="bold")
