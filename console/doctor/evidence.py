@@ -181,11 +181,16 @@ def _gpus(ev: StationEvidence, text: str) -> None:
 
 async def _first(ctx: DoctorContext, st: Station, ev: StationEvidence) -> dict:
     """Every first read of one station, all at once (the capture's 'same moment')."""
-    c = await facts.container(ctx, st, fresh="evidence:")
+    gpus = asyncio.ensure_future(ctx.run(st.name, rc.gpu_query(), tag="evidence:"))  # needs nothing else
+    try:
+        c, rails = await asyncio.gather(facts.container(ctx, st, fresh="evidence:"), facts.rails(ctx, st))
+    except BaseException:
+        gpus.cancel()
+        raise
+    rails = list(rails)
     rt = c.runtime
     ev.container = {"name": c.name, "state": rt.state if rt else "absent", "exit_code": rt.exit_code if rt else None,
                     "started_at": rt.started_at if rt else None, "note": c.note}
-    rails = list(await facts.rails(ctx, st))
     since = (parse_time(rt.started_at or "") if rt else None) or time.time() - 3600
 
     async def run(cmd: str, timeout: float | None = None) -> str:
@@ -195,7 +200,11 @@ async def _first(ctx: DoctorContext, st: Station, ev: StationEvidence) -> dict:
         except ToolMissing as exc:
             return f"NOT-FOUND {exc}"
 
-    jobs: dict[str, Any] = {"kernel": run(rc.kernel_log_since(since)), "gpus": run(rc.gpu_query()),
+    async def gpu_text() -> str:
+        res = await gpus
+        return res.stdout + res.stderr
+
+    jobs: dict[str, Any] = {"kernel": run(rc.kernel_log_since(since)), "gpus": gpu_text(),
                             "counters": sample_counters(ctx, st, rails, "evidence1:")}
     if c.running:
         jobs.update(pyspy=run(rc.pyspy_dump_engines(c.name, native=True), 60.0),
