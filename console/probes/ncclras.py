@@ -289,7 +289,11 @@ def verdict(first: RasReport | None, second: RasReport | None, interval_s: float
     ops2 = {r: v.get(key, top[key]) for r, v in c2.items()}
     behind = {r: n for r, v in c2.items() if (n := sum(top[c] - v.get(c, top[c]) for c in top)) > 0}
     moved = any(c1.get(r) != v for r, v in c2.items()) if c1 else None
-    spread = ", ".join(f"{_label(name, r)} at op {v}" for r, v in sorted(ops2.items(), key=lambda kv: -kv[1]))
+    by_value: dict[int, list[int]] = {}
+    for r, v in sorted(ops2.items()):
+        by_value.setdefault(v, []).append(r)
+    spread = ", ".join(f"{', '.join(_label(name, r) for r in rs)} at op {v}" for v, rs in sorted(by_value.items(),
+                                                                                            reverse=True))
     if lead.get(key, 0) > max(ops2.values()):
         spread = f"the others at op {lead[key]}, " + spread
     if moved:
