@@ -16,14 +16,13 @@ import time
 from dataclasses import dataclass
 
 from console.sim.engine import container_status
-from console.sim.launch import IMAGE_NCCL, all_faults, nccl_version, run_env
+from console.sim.launch import IMAGE_NCCL, nccl_version, run_env
 from console.sim.world import World
 
 OPS_PER_S = 25.0  # all-reduces a second while serving (real seconds: decode steps of a TP=2 model)
 BASE_COUNTS = {"Broadcast": 1, "Reduce": 0, "AllGather": 4, "ReduceScatter": 0}
 WORKER_PID_OFFSET = 412  # the worker process (console.sim.workbench: HOST_PID + 412)
 DEAD_AFTER_S = 5.0  # a RAS peer unreachable this long is "considered dead"
-HANG_FAULTS = ("collective-hang", "desync", "wedge")
 
 
 @dataclass(frozen=True)
@@ -39,9 +38,14 @@ class SimRank:
     nccl: str = IMAGE_NCCL
 
 
+def faults_now(world: World) -> set[str]:
+    """Every station's faults as world.json says them now (a test may switch one on while it runs)."""
+    return {f for n in world.names for f in world.faults_now(n)}
+
+
 def _hang_at(world: World, tl, started: float) -> float | None:
     """The absolute time this rank's collectives stopped (None: they still run)."""
-    faults = all_faults(world)
+    faults = faults_now(world)
     for t0, name in tl.phases:
         if name in ("waiting on collective", "hung in all-reduce"):
             return started + t0
@@ -86,9 +90,10 @@ def rank_state(world: World, name: str, now: float | None = None) -> SimRank:
     upto = now if hang is None else min(now, hang)
     ops = 1 + (int(OPS_PER_S * (upto - ready)) if ready is not None and upto > ready else 0)
     frozen = hang is not None and now >= hang
-    if frozen and "desync" in world.faults(name):
+    desync = "desync" in world.faults_now(name)
+    if frozen and desync:
         ops -= 1  # this rank never launched the collective the others wait in
-    return SimRank(rank, name, host, pid, True, ops, frozen and "desync" not in world.faults(name),
+    return SimRank(rank, name, host, pid, True, ops, frozen and not desync,
                    nccl=nccl_version(env))
 
 

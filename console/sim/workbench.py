@@ -112,7 +112,7 @@ def pyspy_dump(world: World, name: str, pid: int, now: float | None = None, nati
     if worker:
         if phase == "waiting on collective":
             frames, status = _INIT_COLLECTIVE, "active"
-        elif phase == "hung in all-reduce" and "desync" in world.faults(name):
+        elif phase == "hung in all-reduce" and "desync" in world.faults_now(name):
             frames = _IDLE_WORKER  # one step behind: waits for work it never got, not in the collective
         elif phase == "hung in all-reduce":
             frames, status = _FORWARD_COLLECTIVE, "active"
