@@ -56,3 +56,21 @@ def test_ras_absent_says_why_and_a_gone_rank_is_named():
     verdict, findings = judge(pair_config(), evs, 3.0)
     assert verdict.startswith("B (container exited, exit code 137) gone while A waits in all_reduce"), verdict
     assert findings["ras"].startswith("RAS not read: A: no RAS service answers")
+
+
+def test_the_archive_masks_secrets_in_every_file():
+    from console.commands.hang_report import members
+    from console.config import masker
+    from console.diagnosis import redact
+    from console.doctor.evidence import HangEvidence
+
+    cfg = pair_config()
+    ev = station("A", IN_ALLREDUCE, fixture("ras_json_frozen_equal.json"))
+    ev.logs = ["(APIServer pid=1) export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 and --api-key sk-live-1234567890abcdef"]
+    ev.raw["kernel.txt"] = "NVRM: Xid (PCI:0000:01:00): 79, HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123"
+    mask = masker(cfg)
+    files = members(HangEvidence({"A": ev}, "v", {"ras": "x"}, 0.0, 1.0, 3.0, True), lambda t: redact(mask(t)))
+    assert {"evidence.json", "verdict.txt", "manifest.json", "stations/A/logs.txt", "stations/A/kernel.txt",
+            "stations/A/ras-2.txt", "stations/A/pyspy.txt"} <= set(files)
+    blob = b"".join(files.values())
+    assert b"hf_abcdefghijklmnopqrstuvwxyz0123" not in blob and b"sk-live-1234567890abcdef" not in blob
