@@ -78,3 +78,16 @@ async def test_exit_codes_nothing_to_capture_and_bad_input(sim_factory, tmp_path
     (tmp_path / "there.tgz").write_text("x")
     rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "there.tgz")])
     assert rc == 2 and "--force" in capsys.readouterr().err
+
+
+async def test_nccl_timeout_stuck_in_the_first_collective_on_the_network_path(sim_factory, tmp_path, capsys):
+    h = await sim_factory(faults=["nccl-timeout"], time_scale=0.05)
+    started(h, ago=5)  # in the first collective since ~0.5 s; A's watchdog ~25 s away
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "t.tgz"), "--json",
+                     "--interval", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert "stuck in NCCL communicator setup" in data["verdict"] and "the network path" in data["verdict"], \
+        data["verdict"]
+    assert data["findings"]["ras"].startswith("RAS: every rank at AllReduce op 1, frozen")
+    assert "local_ack_timeout_err" in data["findings"]["counters"]
