@@ -164,9 +164,18 @@ def wait_point(dump: ProcessDump) -> WaitPoint:
             else:
                 name = f"{outer.function} in {outer.file.rsplit('/', 1)[-1]}"
             return WaitPoint("collective", outer, f"{outer.function} via {f}", name)
-    if t.frames and (t.frames[0].function in _IDLE_FUNCS or t.status == "idle"):
-        return WaitPoint("idle", t.frames[0])
-    return WaitPoint("elsewhere", t.frames[0] if t.frames else None)
+    frames = [f for f in t.frames if not is_native(f)] or list(t.frames)  # --native: C frames above Python's
+    if frames and (frames[0].function in _IDLE_FUNCS or t.status == "idle"):
+        return WaitPoint("idle", frames[0])
+    return WaitPoint("elsewhere", frames[0] if frames else None)
+
+
+_NATIVE_FILE = re.compile(r"\.so(?:\.[\w.]+)?$|^\[|^0x[0-9a-fA-F]+$")
+
+
+def is_native(f: Frame) -> bool:
+    """A C/C++/CUDA frame of ``py-spy dump --native`` (``ncclAllReduce (libnccl.so.2)``)."""
+    return bool(_NATIVE_FILE.search(f.file))
 
 
 @dataclass(frozen=True)

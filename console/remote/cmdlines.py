@@ -318,9 +318,11 @@ def nccl_tests_mpirun(ranks: list[tuple[str, dict[str, str]]], binary: str, test
     return "echo PID $$; exec " + " ".join(q(p) for p in parts) + " 2>&1"
 
 
-def pyspy_dump_engines(container: str) -> str:
+def pyspy_dump_engines(container: str, native: bool = False) -> str:
     """``py-spy dump`` of every engine process of the container (host PIDs from ``docker top``): the
-    host's py-spy when it has one (sudo -n if ptrace needs it), else the container's (by its own PID)."""
+    host's py-spy when it has one (sudo -n if ptrace needs it), else the container's (by its own PID;
+    ptrace there needs ``--cap-add SYS_PTRACE``). ``native``: C/C++/CUDA frames too (``--native``)."""
+    dump = "py-spy dump --native" if native else "py-spy dump"
     script = (
         f"c={q(container)}; "
         'out=$(docker top "$c" -eo pid,args 2>&1) || { printf "%s\\n" "$out"; exit 3; }; '
@@ -328,9 +330,9 @@ def pyspy_dump_engines(container: str) -> str:
         f'case "$args" in {ENGINE_PROCESS_PATTERN}) ;; *) continue;; esac; found=1; '
         'echo "=== PID $pid: $args"; '
         "if command -v py-spy >/dev/null 2>&1; then "
-        'py-spy dump --pid "$pid" 2>&1 || sudo -n py-spy dump --pid "$pid" 2>&1; '
+        f'{dump} --pid "$pid" 2>&1 || sudo -n {dump} --pid "$pid" 2>&1; '
         "else ns=$(awk '/^NSpid/{print $NF}' \"/proc/$pid/status\" 2>/dev/null); "
-        'docker exec "$c" py-spy dump --pid "${ns:-$pid}" 2>&1 || echo "NO-PY-SPY"; fi; '
+        f'docker exec "$c" {dump} --pid "${{ns:-$pid}}" 2>&1 || echo "NO-PY-SPY"; fi; '
         'done; [ "$found" = 1 ] || echo "NO-ENGINE-PROCESS"; }'
     )
     return "sh -c " + q(script)
@@ -353,6 +355,78 @@ def kernel_log_since(epoch: float) -> str:
     --since: the caller drops older dated lines)."""
     return (f"journalctl -k --no-pager -o short-iso --since @{int(epoch)} 2>&1 || "
             "dmesg --time-format iso 2>&1 || dmesg 2>&1")
+
+# --- hang evidence (dgx-console hang-report, the evidence screen) ---
+RAS_DEFAULT_ADDR = "localhost:28028"
+FR_DUMP_MAX_BYTES = 8 * 1024 * 1024  # one rank's flight recorder dump, read back base64-encoded
+FR_DEFAULT_TEMP_FILE = "/tmp/nccl_trace_rank_"  # torch's default TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+
+# Where ncclras is missing (pip-installed NCCL ships no client), the RAS protocol is plain text
+# (NCCL user guide, RAS: "telnet or netcat can be used instead"): the same STATUS request from Python.
+_RAS_PY = """import socket, sys
+h, p = sys.argv[1], int(sys.argv[2])
+try:
+    s = socket.create_connection((h, p), 5)
+except OSError as e:
+    print("Connecting to %s:%d: %s" % (h, p, e.strerror or e))
+    print("Failed to connect to the NCCL RAS service!")
+    sys.exit(1)
+s.settimeout(15)
+s.sendall(b"CLIENT PROTOCOL 2\\nSTATUS\\n")
+b = b""
+while True:
+    try:
+        d = s.recv(65536)
+    except OSError:
+        break
+    if not d:
+        break
+    b += d
+t = b.decode("utf-8", "replace")
+head, _, rest = t.partition("\\n")
+sys.stdout.write(rest if head.startswith("SERVER PROTOCOL") else t)
+"""
+
+
+def ncclras_report(container: str, limit_s: int = 20) -> str:
+    """NCCL's RAS report from inside the container (where NCCL runs; ``NCCL_RAS_ADDR`` from its
+    environment): ``ncclras -f json`` (2.28.7+), else the text report, else the STATUS request over the
+    socket from Python (``NO-NCCLRAS-CLIENT`` marks that). Bounded station-side."""
+    script = (
+        f'a="${{NCCL_RAS_ADDR:-{RAS_DEFAULT_ADDR}}}"; h="${{a%:*}}"; p="${{a##*:}}"; '
+        'if command -v ncclras >/dev/null 2>&1; then '
+        f'out=$(timeout {int(limit_s)} ncclras -h "$h" -p "$p" -f json 2>&1); '
+        'case "$out" in *"Invalid format"*|*"invalid option"*|*"unrecognized option"*) '
+        f'timeout {int(limit_s)} ncclras -h "$h" -p "$p" 2>&1;; *) printf "%s\\n" "$out";; esac; '
+        'else echo NO-NCCLRAS-CLIENT; '
+        f'timeout {int(limit_s)} python3 -c {q(_RAS_PY)} "$h" "$p" 2>&1 || true; fi'
+    )
+    return f"docker exec {q(container)} sh -c {q(script)}"
+
+
+def flight_recorder_dump(container: str, interval_s: float = 2.0) -> str:
+    """Ask every rank of the container for a flight recorder dump without stopping anything (a line
+    into each ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``), then print every dump file
+    (``TORCH_FR_DUMP_TEMP_FILE`` / ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` + rank) base64-encoded after
+    ``=== FR PATH MTIME``. ``NO-FR-BUFFER``: the trace buffer is off; ``NO-FR-PIPE``: no dump pipe."""
+    script = (
+        '[ -n "${TORCH_NCCL_TRACE_BUFFER_SIZE:-${TORCH_FR_BUFFER_SIZE:-}}" ] || echo NO-FR-BUFFER; '
+        'pipe="${TORCH_NCCL_DEBUG_INFO_PIPE_FILE:-}"; '
+        f'dump="${{TORCH_FR_DUMP_TEMP_FILE:-${{TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-{FR_DEFAULT_TEMP_FILE}}}}}"; '
+        'if [ -n "$pipe" ]; then n=0; for f in "$pipe"*.pipe; do [ -p "$f" ] || continue; n=1; '
+        'timeout 2 sh -c \'echo 1 > "$1"\' _ "$f"; done; '
+        f'[ "$n" = 1 ] && sleep {max(0.5, float(interval_s)):g} || echo NO-FR-PIPE; else echo NO-FR-PIPE; fi; '
+        'for f in "$dump"*; do [ -f "$f" ] || continue; '
+        'echo "=== FR $f $(stat -c %Y "$f" 2>/dev/null)"; '
+        f'head -c {FR_DUMP_MAX_BYTES} "$f" | base64 | tr -d "\\n"; echo; done'
+    )
+    return f"docker exec {q(container)} sh -c {q(script)}"
+
+
+def log_tail(container: str, lines: int = 200) -> str:
+    """The last ``lines`` lines of the container's log (stdout and stderr), once."""
+    return docker_logs(container, tail=lines, follow=False).removeprefix("exec ")
+
 
 # --- the operator's own launch script (config launch_script) ---
 

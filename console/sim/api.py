@@ -354,6 +354,10 @@ def create_app(backend) -> web.Application:
     async def phase() -> str:
         return await asyncio.to_thread(backend.phase)
 
+    async def stalled() -> bool:
+        """The collectives stopped (a hang fault): requests stay open and no token comes; /health keeps 200."""
+        return bool(await asyncio.to_thread(getattr(backend, "stalled", lambda: False)))
+
     async def health(request: web.Request) -> web.Response:
         if await phase() == "ready":
             return web.Response(status=200)
@@ -442,7 +446,11 @@ def create_app(backend) -> web.Application:
             last = time.monotonic()
             next_at = last
             checked = last
+            frozen = await stalled()
             while i < len(pieces) and budget > 0:
+                while frozen:
+                    await asyncio.sleep(0.5)
+                    frozen = await stalled()
                 k = e.step_tokens(rng, min(budget, len(pieces) - i))
                 step = pieces[i:i + k]
                 i += k
@@ -464,6 +472,7 @@ def create_app(backend) -> web.Application:
                     yield "tool", plan.tool_call
                 if now - checked > 1.0:
                     checked = now
+                    frozen = await stalled()
                     if await phase() == "dead":
                         reason = "error"
                         yield "error", "EngineCore encountered a fatal error."

@@ -48,12 +48,22 @@ class SimBackend:
         ref = {r.concurrency: r for r in p.reference_bench}
         self.tokens_per_s = ref[1].per_user_tok_s if 1 in ref else 50.0
         self._phase_cache: tuple[float, str] = (0.0, "down")
+        self._stall_cache: tuple[float, bool] = (0.0, False)
 
     def phase(self) -> str:
         now = time.monotonic()
         if now - self._phase_cache[0] > 0.25:
             self._phase_cache = (now, engine_phase(self.world, self.station, self.world.state(self.station)))
         return self._phase_cache[1]
+
+    def stalled(self) -> bool:
+        """Some rank hangs in a collective (console/sim/hang_sim.py): the engine makes no step."""
+        from console.sim.hang_sim import job
+
+        now = time.monotonic()
+        if now - self._stall_cache[0] > 1.0:
+            self._stall_cache = (now, any(r.in_flight for r in job(self.world)))
+        return self._stall_cache[1]
 
 
 @dataclass

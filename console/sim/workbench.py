@@ -93,8 +93,15 @@ _LOADING = ("load_weights (vllm/model_executor/models/glm4_moe.py:651)",
             "worker_main (vllm/v1/executor/multiproc_executor.py:718)")
 
 
-def pyspy_dump(world: World, name: str, pid: int, now: float | None = None) -> str | None:
-    """What ``py-spy dump --pid PID`` prints for an engine process now (None: no such process)."""
+_NATIVE_SYNC = ("__sched_yield (libc.so.6)", "0x7f3c2e1b4a10 (libcuda.so.580.95.05)",
+                "cudaStreamSynchronize (libcudart.so.13)")
+_NATIVE_NCCL = ("0x7f3c2e1b4a10 (libcuda.so.580.95.05)", "ncclAllReduce (libnccl.so.2)")
+_NATIVE_POLL = ("__poll (libc.so.6)",)
+
+
+def pyspy_dump(world: World, name: str, pid: int, now: float | None = None, native: bool = False) -> str | None:
+    """What ``py-spy dump [--native] --pid PID`` prints for an engine process now (None: no such
+    process). ``native``: the C/CUDA frames above the Python ones, innermost first, as py-spy merges them."""
     procs = dict(engine_processes(world, name, now))
     if pid not in procs:
         return None
@@ -105,6 +112,8 @@ def pyspy_dump(world: World, name: str, pid: int, now: float | None = None) -> s
     if worker:
         if phase == "waiting on collective":
             frames, status = _INIT_COLLECTIVE, "active"
+        elif phase == "hung in all-reduce" and "desync" in world.faults_now(name):
+            frames = _IDLE_WORKER  # one step behind: waits for work it never got, not in the collective
         elif phase == "hung in all-reduce":
             frames, status = _FORWARD_COLLECTIVE, "active"
         elif phase in ("loading weights", "profiling / KV cache", "capturing CUDA graphs", "state / KV cache"):
@@ -115,6 +124,8 @@ def pyspy_dump(world: World, name: str, pid: int, now: float | None = None) -> s
         frames = _ENGINE_IDLE
     else:
         frames = _API_LOOP
+    if native:
+        frames = {_INIT_COLLECTIVE: _NATIVE_SYNC, _FORWARD_COLLECTIVE: _NATIVE_NCCL}.get(frames, _NATIVE_POLL) + frames
     tid = pid if pid != HOST_PID else 1
     lines = [f"Process {pid}: {cmd}", "Python v3.12.3 (/usr/bin/python3.12)", "",
              f"Thread {tid} ({status}): \"MainThread\""] + [f"    {f}" for f in frames]

@@ -56,6 +56,9 @@ KNOWN_FAULTS = {
     # --- issue 19: NCCL launch facts
     "remove-ipc": "systemd-logind's RemoveIPC=yes (stock logind.conf) and the launch user does not linger: "
                   "its IPC objects vanish when the SSH session closes",
+    # --- issue 19: hang evidence (RAS, flight recorder, py-spy --native)
+    "desync": "serving, then the ranks fall out of step: this rank is one collective behind (it never launched the "
+              "all-reduce the others wait in); RAS shows the spread, the service stalls",
     # --- end issue 19
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
@@ -82,6 +85,8 @@ DEFAULT_FAULT_STATION = {
     "smi-fail-cycle": 1,
     # --- issue 19: NCCL launch facts
     "remove-ipc": 0,
+    # --- issue 19: hang evidence
+    "desync": 1,
     # --- end issue 19
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the

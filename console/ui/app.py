@@ -281,6 +281,12 @@ class ConsoleApp(App):
 
         self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
 
+    def action_hang_evidence(self) -> None:
+        """The hang evidence of every rank at the same moment (dashboard h, workbench h)."""
+        from console.ui.screens.hang_evidence import HangEvidenceScreen
+
+        self.push_screen(HangEvidenceScreen(self.config))
+
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"
 

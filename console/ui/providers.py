@@ -120,6 +120,8 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("Open the bench", "Concurrency sweep and NVIDIA's throughput figure", "bench"),
     ("Open the checks", "Link and preflight checks, RDMA validation", "checks"),
     ("Open the NCCL workbench", "The troubleshooting ladder: links, RDMA, NCCL, env, addresses, hang", "doctor"),
+    ("Open the hang evidence", "Every rank at the same moment: stacks, flight recorder, NCCL RAS, counters",
+     "app.hang_evidence"),
     ("Show the diagnosis", "Findings from every station's log", "toggle_diagnosis"),
     ("Show the GPU processes", "pid, process and GPU memory on the focused station's GPUs (nvidia-smi)",
      "toggle_processes"),

@@ -16,6 +16,7 @@ import sys
 import time
 
 from console.sim.engine import container_status, log_lines, start_container, stop_container
+from console.sim.shims._docker_exec import cmd_exec
 
 
 def rfc3339(t: float | None) -> str:
@@ -566,7 +567,7 @@ def cmd_info(args: list[str], ctx) -> int:
 
 COMMANDS = {"inspect": cmd_inspect, "info": cmd_info, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
             "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image,
-            "rename": cmd_rename, "top": cmd_top}
+            "rename": cmd_rename, "top": cmd_top, "exec": lambda a, c: cmd_exec(a, c, inspect_data, _no_such)}
 
 
 def main(argv: list[str], ctx) -> int:

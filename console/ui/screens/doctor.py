@@ -176,6 +176,8 @@ class DoctorScreen(Screen):
         Binding("x", "relaunch", "Debug relaunch", id="doctor-relaunch",
                 tooltip="Relaunch with NCCL debug and overrides (shows the diff first)"),
         Binding("p", "toggle_passes", "Show passes", id="doctor-passes", tooltip="Show or fold the passing rows"),
+        Binding("h", "app.hang_evidence", "Hang evidence", id="doctor-hang", show=False,
+                tooltip="Evidence from every rank at the same moment (py-spy, flight recorder, NCCL RAS)"),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, reason: str = "", autostart: bool = True,

@@ -1,0 +1,67 @@
+"""Hang evidence capture time on the simulated stations: N stations, ``--fault desync`` (the
+flight recorder's environment in the launch), ``evidence.capture`` with the 3-s interval between the
+two RAS / counter / GPU reads, three captures per station count.
+
+    python bench/hang_capture.py [--interval 3] 2 4
+
+Prints every capture's seconds and the median, and the verdict. The shims are one Python process per
+command line (docker exec nests two), so on a shared machine most of a capture is process start-up;
+a real station answers its tools faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import tomli_w
+
+from console.config import parse_config
+from console.doctor.evidence import capture
+from console.sim.engine import start_container
+from console.sim.launch import launch_args
+from console.sim.server import SimServer
+from console.sim.world import World
+
+FR = ["-e", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-e", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_"]
+
+
+async def one(n: int, interval: float, runs: int = 3) -> None:
+    d = Path(tempfile.mkdtemp())
+    w = World.create(d / "w", "glm53-nvfp4-2x-gb300-vllm", n, ["desync"], 0.2)
+    srv = SimServer(w)
+    await srv.start()
+    try:
+        p = d / "c.toml"
+        p.write_text(tomli_w.dumps(srv.config_dict()))
+        cfg = parse_config(p.read_text(), str(p))
+        now = time.time() - 95.5  # serving since ~84 s, out of step since ~90 s; the watchdog ~115 s away
+        for i, name in enumerate(reversed(w.names[1:])):
+            start_container(w, name, at=now + i * 0.1, args=FR + launch_args(w, name))
+        start_container(w, w.names[0], at=now + 0.3, args=FR + launch_args(w, w.names[0]))
+        took, verdict = [], ""
+        for _ in range(runs):
+            ev = await capture(cfg, interval_s=interval)
+            took.append(ev.capture_s)
+            verdict = ev.verdict
+        print(f"{n} stations: {', '.join(f'{x:.1f}' for x in took)} s, median {statistics.median(took):.1f} s "
+              f"(interval {interval:g} s); verdict: {verdict[:120]}")
+    finally:
+        await srv.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stations", nargs="*", type=int, default=[2, 4])
+    ap.add_argument("--interval", type=float, default=3.0)
+    a = ap.parse_args()
+    for n in a.stations:
+        asyncio.run(one(n, a.interval))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""``ncclras`` output (NCCL's RAS client, NCCL 2.24+): per-communicator rank status, collective
+operation counts, missing and dead processes -- and the verdict of two reads a few seconds apart.
+
+Formats (NVIDIA/nccl ``src/ras/client_support.cc``, NCCL user guide "Troubleshooting > RAS"):
+
+- text (the default): ``NCCL version ...``, ``Job summary``, the ``Group  Comms ... Status  Errors``
+  table, ``Errors`` (``INCOMPLETE``, ``DEAD``, ``#G-C (hash) INCOMPLETE|ERROR``) and ``Warnings``
+  (``#G-C (hash) MISMATCH`` with ``N ranks have launched up to operation K`` and, for outliers,
+  ``Rank R has launched up to operation K -- GPU G managed by process P on node H``). Ranks whose
+  counts agree are not listed one by one: text output shows counts only where they differ.
+- ``-f json`` (NCCL 2.28.7+): ``{"nccl_version", "communicators": [{"hash", "size", "ranks":
+  [{"rank", "host", "pid", "cuda_dev", "status": {...}, "collective_counts": {"AllReduce": N, ...}}],
+  "missing_ranks": [{"rank", "host", "pid", "status": {"unresponsive", "considered_dead"}}]}]}``.
+
+Field method (NVIDIA/nccl #2213): read twice; counts frozen and equal = a stuck kernel or host;
+frozen with a spread = ranks out of step (the ones behind are the suspects).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from console.probes import ParseError
+
+# NCCL's collective functions in its own order (src/include/nccl_common.h, NCCL_NUM_FUNCTIONS = 5).
+FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+
+
+@dataclass(frozen=True)
+class RasRank:
+    rank: int
+    host: str | None = None
+    pid: int | None = None
+    gpu: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # collective -> operations launched; {} unknown
+    status: str = ""  # INIT | RUNNING | FINALIZE | ABORT | "" (not said)
+    unresponsive: bool = False
+    dead: bool = False
+
+    @property
+    def ops(self) -> int | None:
+        return sum(self.counts.values()) if self.counts else None
+
+
+@dataclass(frozen=True)
+class RasComm:
+    hash: str
+    size: int | None
+    ranks: tuple[RasRank, ...] = ()  # those that answered (text: only those the report names)
+    missing: tuple[RasRank, ...] = ()
+    errors: tuple[str, ...] = ()  # MISMATCH | INCOMPLETE | ERROR
+    status: str = ""
+    lead: dict[str, int] = field(default_factory=dict)  # text: per collective, the count of a group not listed
+
+
+@dataclass(frozen=True)
+class RasReport:
+    format: str  # text | json
+    nccl_version: str | None
+    comms: tuple[RasComm, ...]
+    dead: tuple[str, ...] = ()  # "Process 2757 on node 198.18.0.2 managing GPU 0"
+    missing_processes: tuple[str, ...] = ()
+    counts_complete: bool = True  # json: every rank's counts; text: only the ranks that differ
+
+    def ranks(self) -> dict[int, RasRank]:
+        """The largest communicator's ranks by number (the model's TP group)."""
+        if not self.comms:
+            return {}
+        comm = self.main()
+        return {r.rank: r for r in comm.ranks + comm.missing}  # text: only the ranks it names
+
+    def main(self) -> RasComm:
+        return max(self.comms, key=lambda c: (c.size or 0, len(c.ranks)))
+
+
+# ------------------------------------------------------------------ unavailable
+
+
+_UNAVAILABLE = (
+    (re.compile(r"Failed to connect to the NCCL RAS service"),
+     "no RAS service answers on this station (no NCCL job running here, NCCL older than 2.24, or "
+     "NCCL_RAS_ENABLE=0)"),
+    (re.compile(r"Connecting to \S+: Connection refused"), "nothing listens on the RAS port (28028 or NCCL_RAS_ADDR)"),
+    (re.compile(r"(?:ncclras|NO-NCCLRAS)\b.*(?:not found|No such file)|NO-NCCLRAS"),
+     "the ncclras client is not installed in the container (NCCL ships it from 2.24 in its bin/ directory)"),
+    (re.compile(r"Invalid format: json"), "this ncclras is older than 2.28.7 (no -f json)"),
+    (re.compile(r"Connection timed out"), "the RAS service did not answer in time"),
+    (re.compile(r"NCCL unexpectedly closed the connection"), "the RAS service closed the connection"),
+)
+
+
+def unavailable(text: str) -> str | None:
+    """Why no RAS report could be read (the client's own words mapped to a cause), or None."""
+    for pat, why in _UNAVAILABLE:
+        if pat.search(text):
+            return why
+    return None
+
+
+# ------------------------------------------------------------------ text
+
+
+_VERSION = re.compile(r"^NCCL version (\S+)")
+_TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+([A-Z]+)\s+([A-Z,]+)\s*$")
+_COMM_HEAD = re.compile(r"^#(\d+)-(\d+) \(([0-9a-fA-F]+)\) (INCOMPLETE|ERROR|MISMATCH)\s*$")
+_DIFFERENT = re.compile(r"^\s+Communicator ranks have different (\w+) operation counts")
+_RANK_OPS = re.compile(r"^\s+Rank (\d+) has (?:launched up to operation (\d+)|not launched any operations)"
+                       r"(?: -- GPU (\S+) managed by process (\d+) on node (\S+))?")
+_GROUP_OPS = re.compile(r"^\s+(\d+) ranks have (?:launched up to operation (\d+)|not launched any operations)")
+_RANK_ONLY = re.compile(r"^\s+Rank (\d+)(?: has status (\w+))? -- (?:GPU (\S+) managed by process (\d+) on node (\S+)|"
+                        r"\[process information not found\])")
+_PROCESS = re.compile(r"^\s+(Process \d+ on node \S+ managing GPUs? .*)$")
+
+
+def parse_ras_text(text: str) -> RasReport:
+    version = None
+    table: dict[int, tuple[int, str, list[str]]] = {}  # group -> (ranks per comm, status, errors)
+    comms: dict[str, dict] = {}
+    dead: list[str] = []
+    missing_procs: list[str] = []
+    section = ""
+    cur: dict | None = None
+    coll = ""
+    group_value: int | None = None
+    seen = False
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if m := _VERSION.match(line):
+            version, seen = m.group(1), True
+            continue
+        if line in ("Job summary", "Errors", "Warnings") or line.startswith("Group     Comms"):
+            section, cur, seen = line.split()[0], None, True
+            continue
+        if section == "Group" and (m := _TABLE_ROW.match(line)):
+            table[int(m.group(1))] = (int(m.group(5)), m.group(7), m.group(8).split(","))
+            continue
+        if line in ("INCOMPLETE", "DEAD"):
+            section, cur = line, None
+            continue
+        if section in ("INCOMPLETE", "DEAD") and (m := _PROCESS.match(line)):
+            (dead if section == "DEAD" else missing_procs).append(m.group(1))
+            continue
+        if m := _COMM_HEAD.match(line):
+            key = m.group(3).lower()
+            cur = comms.setdefault(key, {"group": int(m.group(1)), "ranks": {}, "missing": {}, "errors": set(),
+                                         "top": {}})
+            cur["errors"].add(m.group(4))
+            section, coll, group_value = m.group(4), "", None
+            continue
+        if cur is None:
+            continue
+        if m := _DIFFERENT.match(line):
+            coll = m.group(1)
+            continue
+        if section == "MISMATCH" and coll and (m := _GROUP_OPS.match(line)):
+            group_value = int(m.group(2) or 0)
+            cur["top"][coll] = max(cur["top"].get(coll, 0), group_value)
+            continue
+        if section == "MISMATCH" and coll and (m := _RANK_OPS.match(line)):
+            r = int(m.group(1))
+            entry = cur["ranks"].setdefault(r, {"counts": {}})
+            entry["counts"][coll] = int(m.group(2) or 0)
+            cur["top"][coll] = max(cur["top"].get(coll, 0), int(m.group(2) or 0))
+            if m.group(3):
+                entry.update(gpu=m.group(3), pid=int(m.group(4)), host=m.group(5))
+            continue
+        if m := _RANK_ONLY.match(line):
+            r = int(m.group(1))
+            where = cur["missing"] if section == "INCOMPLETE" else cur["ranks"]
+            entry = where.setdefault(r, {"counts": {}})
+            if section == "MISMATCH" and coll and group_value is not None:
+                entry["counts"][coll] = group_value
+            if m.group(2):
+                entry["status"] = m.group(2)
+            if m.group(3):
+                entry.update(gpu=m.group(3), pid=int(m.group(4)), host=m.group(5))
+    if not seen:
+        raise ParseError(f"ncclras: no 'NCCL version' or report section in {text.strip()[:160]!r}")
+    out = []
+    for key, c in comms.items():
+        size, status, _errs = table.get(c["group"], (None, "", []))
+
+        def mk(d: dict[int, dict], missing: bool = False) -> tuple[RasRank, ...]:
+            return tuple(RasRank(r, v.get("host"), v.get("pid"), v.get("gpu"), dict(v["counts"]), v.get("status", ""),
+                                 unresponsive=missing) for r, v in sorted(d.items()))
+
+        out.append(RasComm(key, size, mk(c["ranks"]), mk(c["missing"], True), tuple(sorted(c["errors"])), status,
+                           dict(c["top"])))
+    if not out and table:  # no errors, no warnings: the table alone (ranks in step, counts not shown)
+        out = [RasComm(f"group{g}", size, (), (), tuple(e for e in errs if e != "OK"), status)
+               for g, (size, status, errs) in sorted(table.items())]
+    return RasReport("text", version, tuple(out), tuple(dead), tuple(missing_procs), counts_complete=False)
+
+
+# ------------------------------------------------------------------ json
+
+
+def parse_ras_json(text: str) -> RasReport:
+    start = text.find("{")
+    try:
+        data = json.loads(text[start:]) if start >= 0 else None
+    except ValueError as exc:
+        raise ParseError(f"ncclras -f json: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("communicators"), list):
+        raise ParseError("ncclras -f json: no 'communicators' list")
+    comms = []
+    for c in data["communicators"]:
+        if not isinstance(c, dict):
+            continue
+        ranks = []
+        for r in c.get("ranks") or []:
+            st = r.get("status") or {}
+            counts = {str(k): int(v) for k, v in (r.get("collective_counts") or {}).items()
+                      if isinstance(v, (int, float))}
+            state = ("ABORT" if st.get("abort_flag") else "FINALIZE" if st.get("finalize_called")
+                     else "RUNNING")
+            ranks.append(RasRank(int(r.get("rank", -1)), r.get("host"), r.get("pid"), str(r.get("cuda_dev", "")),
+                                 counts, state))
+        missing = []
+        for r in c.get("missing_ranks") or []:
+            st = r.get("status") or {}
+            missing.append(RasRank(int(r.get("rank", -1)), r.get("host"), r.get("pid"), str(r.get("cuda_dev", "")),
+                                   {}, "", bool(st.get("unresponsive")), bool(st.get("considered_dead"))))
+        errors = []
+        if missing:
+            errors.append("INCOMPLETE")
+        if len({tuple(sorted(r.counts.items())) for r in ranks}) > 1:
+            errors.append("MISMATCH")
+        if any(r.status == "ABORT" for r in ranks):
+            errors.append("ERROR")
+        comms.append(RasComm(str(c.get("hash", "")), c.get("size"), tuple(sorted(ranks, key=lambda r: r.rank)),
+                             tuple(missing), tuple(errors), "RUNNING" if ranks else ""))
+    dead = tuple(f"rank {r.rank} (process {r.pid} on node {r.host})" for c in comms for r in c.missing if r.dead)
+    return RasReport("json", data.get("nccl_version"), tuple(comms), dead, (), counts_complete=True)
+
+
+def parse_ras(text: str) -> RasReport:
+    """Either format: JSON when the output is a JSON object, else text."""
+    if text.lstrip().startswith("{"):
+        return parse_ras_json(text)
+    return parse_ras_text(text)
+
+
+# ------------------------------------------------------------------ the verdict of two reads
+
+
+@dataclass(frozen=True)
+class RasVerdict:
+    kind: str  # frozen-equal | out-of-step | moving | in-step | missing-ranks | unavailable | unknown
+    text: str
+    behind: dict[int, int] = field(default_factory=dict)  # rank -> operations behind the most advanced
+    ops: dict[int, int] = field(default_factory=dict)  # rank -> operations launched (second read)
+    missing: tuple[int, ...] = ()
+    dead: tuple[int, ...] = ()
+
+
+def _label(name: Callable[[int], str] | None, rank: int) -> str:
+    return name(rank) if name else f"rank {rank}"
+
+
+def verdict(first: RasReport | None, second: RasReport | None, interval_s: float,
+            name: Callable[[int], str] | None = None, why_absent: str | None = None) -> RasVerdict:
+    """What two reads ``interval_s`` apart say (``name`` maps a rank number to a station's name)."""
+    if first is None or second is None:
+        return RasVerdict("unavailable", f"RAS not read: {why_absent or 'no report'}")
+    r1, r2 = first.ranks(), second.ranks()
+    missing = tuple(sorted(r for r, x in r2.items() if x.unresponsive or x.dead))
+    dead = tuple(sorted(r for r, x in r2.items() if x.dead))
+    if missing or second.dead:
+        who = ", ".join(_label(name, r) + (" (dead)" if r in dead else " (not answering)") for r in missing)
+        return RasVerdict("missing-ranks", f"RAS: {who or '; '.join(second.dead)} missing from the job",
+                          missing=missing, dead=dead)
+    c1 = {r: x.counts for r, x in r1.items() if x.counts}
+    c2 = {r: x.counts for r, x in r2.items() if x.counts}
+    if not c2:
+        if second.comms and not any("MISMATCH" in c.errors for c in second.comms):
+            return RasVerdict("in-step", "RAS: every rank in step, no rank missing (the text report shows no "
+                              "counts; -f json, NCCL 2.28.7+, shows whether they move)")
+        return RasVerdict("unknown", "RAS: no communicator data" if not second.comms else "RAS: no operation counts")
+    lead = second.main().lead
+    top = {c: max([v.get(c, 0) for v in c2.values()] + [lead.get(c, 0)]) for c in {k for v in c2.values() for k in v}}
+    differ = [c for c in top if any(v.get(c, top[c]) != top[c] for v in c2.values()) or c in lead]
+    # the collective the spread is in, else the one a model's layers run (AllReduce), else the busiest
+    key = max(differ, key=lambda c: top[c]) if differ else "AllReduce" if top.get("AllReduce") else max(
+        top, key=lambda c: top[c])
+    ops2 = {r: v.get(key, top[key]) for r, v in c2.items()}
+    behind = {r: n for r, v in c2.items() if (n := sum(top[c] - v.get(c, top[c]) for c in top)) > 0}
+    moved = any(c1.get(r) != v for r, v in c2.items()) if c1 else None
+    by_value: dict[int, list[int]] = {}
+    for r, v in sorted(ops2.items()):
+        by_value.setdefault(v, []).append(r)
+    spread = ", ".join(f"{', '.join(_label(name, r) for r in rs)} at op {v}" for v, rs in sorted(by_value.items(),
+                                                                                            reverse=True))
+    if lead.get(key, 0) > max(ops2.values()):
+        spread = f"the others at op {lead[key]}, " + spread
+    if moved:
+        return RasVerdict("moving", f"RAS: operations advance ({spread} after {interval_s:g} s): NCCL is not stuck",
+                          behind, ops2)
+    frozen = f"frozen over {interval_s:g} s" if moved is False else "one read"
+    if behind:
+        names = ", ".join(f"{_label(name, r)} {n} op{'s' if n != 1 else ''} behind" for r, n in sorted(behind.items()))
+        return RasVerdict("out-of-step", f"ranks out of step: {spread} ({frozen}; {names})", behind, ops2)
+    return RasVerdict("frozen-equal", f"RAS: every rank at {key} op {top[key]}, {frozen}: a stuck kernel or host "
+                      "(every rank entered the same collective and none completes)", {}, ops2)

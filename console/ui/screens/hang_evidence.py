@@ -1,0 +1,206 @@
+"""The hang evidence screen (``h`` on the dashboard, ``h`` in the workbench): the verdict line over
+every station's evidence taken at the same moment, then the ranks side by side -- where each one's
+engine waits (py-spy --native), its last collective (flight recorder), its RAS operation count, GPU
+util/power/memory, RDMA counters, kernel log. The capture is a worker of this screen
+(``console/doctor/evidence.capture``, the same service as ``hang-report``); ``s`` saves the archive."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+from textual.worker import Worker
+
+from console.config import Config
+from console.doctor.evidence import HangEvidence, StationEvidence, capture
+from console.sanitize import one_line
+
+CAPTURE_INTERVAL_S = 3.0
+
+
+def station_lines(ev: StationEvidence, ras_ops: dict[str, int]) -> list[tuple[str, str]]:
+    """(label, text) rows of one station's column; outside text is one plain line each."""
+    rows: list[tuple[str, str]] = []
+    c = ev.container
+    if ev.error:
+        rows.append(("station", f"not read: {ev.error}"))
+    rows.append(("container", f"{c.get('name', '?')} {c.get('state', '?')}"
+                 + (f" (exit {c.get('exit_code')})" if c.get("state") not in (None, "running") else "")))
+    if ev.name in ras_ops:
+        rows.append(("RAS", f"op {ras_ops[ev.name]}"))
+    elif ev.ras.get("note"):
+        rows.append(("RAS", ev.ras["note"]))
+    py = ev.pyspy
+    if py.get("processes"):
+        for p in py["processes"]:
+            where = re.sub(r"[\w.-]*/([\w.-]+\.py)", r"\1", p["wait"]["where"])  # the file's name is enough here
+            rows.append((f"pid {p['pid']}", f"{p['wait']['kind']}: {where}"))
+    if py.get("note"):
+        rows.append(("py-spy", py["note"]))
+    frd = ev.flight_recorder
+    for d in frd.get("dumps", []):
+        last = d.get("last") or {}
+        rows.append((f"FR rank {d.get('rank')}", f"{last.get('op')} SeqNum {last.get('seq')} {last.get('state')}"))
+    if frd.get("note"):
+        rows.append(("flight rec.", frd["note"]))
+    samples = ev.gpus.get("samples") or []
+    for g in samples[-1] if samples else []:
+        power = f"{g['power_w']:.0f} W" if g.get("power_w") is not None else "n/a W"
+        mem = f", {g['memory_used_mib']:,} MiB" if g.get("memory_used_mib") is not None else ""
+        rows.append((f"GPU {g['index']}", f"{g.get('util_pct')} % at {power}{mem}"))
+    cnt = ev.counters
+    if cnt.get("status") == "ok":
+        rising = ", ".join(f"{k} +{v}" for k, v in sorted(cnt["retries_rising"].items()))
+        rows.append(("counters", "frozen (no traffic, no retries)" if cnt["frozen"] else
+                     (f"retries rising: {rising}" if rising else
+                      f"{cnt['rdma_bytes_moved'] * 8 / cnt['interval_s'] / 1e9:.1f} Gb/s RDMA")))
+    elif cnt.get("note"):
+        rows.append(("counters", cnt["note"]))
+    events = ev.kernel.get("events") or []
+    errs = [e for e in events if e["severity"] == "error"]
+    rows.append(("kernel", errs[0]["text"] if errs else ev.kernel.get("note") or f"clean ({len(events)} events)"))
+    if ev.logs:
+        rows.append(("last log", ev.logs[-1]))
+    return rows
+
+
+def column(ev: StationEvidence, ras_ops: dict[str, int], width: int) -> Text:
+    out = Text(ev.name + "\n", style="bold")
+    for label, value in station_lines(ev, ras_ops):
+        out.append(f"{label:<11} ", style="dim")
+        out.append(one_line(value, max(20, width * 3)) + "\n")
+    return out
+
+
+def ras_ops_by_station(ev: HangEvidence, config: Config) -> dict[str, int]:
+    """Station -> the RAS operation count (AllReduce) of its rank, where RAS gave one."""
+    from console.doctor.verdict import rank_names
+
+    for st in ev.stations.values():
+        if st.ras_reports:
+            rep = st.ras_reports[-1]
+            names = rank_names(config, rep)
+            return {names.get(r, f"rank {r}"): x.counts.get("AllReduce", x.ops or 0)
+                    for r, x in rep.ranks().items() if x.counts}
+    return {}
+
+
+class HangEvidenceScreen(Screen):
+    TITLE = "Hang evidence"
+    SUB_TITLE = "every rank at the same moment"
+    DEFAULT_CSS = """
+    HangEvidenceScreen #hang-verdict { height: auto; padding: 0 1; border-bottom: solid $primary; }
+    HangEvidenceScreen #hang-findings { height: auto; padding: 0 1; border-top: solid $panel; }
+    HangEvidenceScreen #hang-columns { height: auto; }
+    HangEvidenceScreen #hang-ranks { height: 1fr; }
+    HangEvidenceScreen .hang-rank { width: 1fr; height: auto; padding: 0 1; border-left: solid $panel; }
+    """
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="hang-back"),
+        Binding("r", "recapture", "Capture again", id="hang-recapture", tooltip="Take the evidence again"),
+        Binding("s", "save", "Save archive", id="hang-save",
+                tooltip="Write the archive (as dgx-console hang-report) to the current directory"),
+    ]
+
+    def __init__(self, config: Config, evidence: HangEvidence | None = None, autostart: bool = True,
+                 interval_s: float = CAPTURE_INTERVAL_S) -> None:
+        super().__init__()
+        self.config, self.evidence, self.autostart, self.interval_s = config, evidence, autostart, interval_s
+        self.progress_text = ""
+        self._job: Worker | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="hang-verdict")
+        with VerticalScroll(id="hang-ranks"):
+            with Horizontal(id="hang-columns"):
+                for st in sorted(self.config.stations, key=lambda s: s.rank):
+                    yield Static("", id=f"hang-rank-{st.rank}", classes="hang-rank")
+            yield Static("", id="hang-findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._show()
+        if self.evidence is None and self.autostart:
+            self.action_recapture()
+
+    @property
+    def job(self) -> Worker | None:
+        return self._job
+
+    def action_recapture(self) -> None:
+        if self._job is not None and not self._job.is_finished:
+            return
+        self.progress_text = "reading every station at once..."
+        self._show()
+        self._job = self.run_worker(self._capture(), name="hang evidence", exclusive=True)
+
+    async def _capture(self) -> None:
+        def progress(text: str) -> None:
+            self.progress_text = text
+            self._show()
+
+        ev = await capture(self.config, interval_s=self.interval_s, progress=progress)
+        self.evidence = ev
+        self.progress_text = ""
+        self._show()
+
+    def action_save(self) -> None:
+        if self.evidence is None or not self.evidence.captured:
+            self.notify("Nothing captured yet.", severity="warning")
+            return
+        from pathlib import Path
+
+        from console.commands.bundle import write_archive
+        from console.commands.hang_report import members
+        from console.config import masker
+        from console.diagnosis import redact
+        from console.safe_files import FileProblem
+
+        mask = masker(self.config)
+        path = Path.cwd() / time.strftime("hang-report-%Y%m%d-%H%M%S.tar.gz")
+        try:
+            write_archive(path, members(self.evidence, lambda t: redact(mask(t))))
+        except (FileProblem, OSError) as exc:
+            self.notify(f"not written: {exc}", severity="error")
+            return
+        self.notify(f"wrote {path}", timeout=6)
+
+    def _show(self) -> None:
+        if not self.query("#hang-verdict"):
+            return  # not composed yet
+        ev = self.evidence
+        head = Text()
+        if ev is None:
+            head.append("capturing: ", style="bold cyan")
+            head.append(self.progress_text or "waiting to start")
+        else:
+            head.append("verdict: ", style="bold")
+            head.append(one_line(ev.verdict, 600), style="bold red" if ev.captured else "bold yellow")
+            if self.progress_text:
+                head.append(f"\n(capturing again: {one_line(self.progress_text, 120)})", style="dim")
+            else:
+                head.append(f"\ncaptured {time.strftime('%H:%M:%S', time.localtime(ev.captured_at))} in "
+                            f"{ev.capture_s:.1f} s from {len(ev.stations)} stations; r captures again, s saves "
+                            "the archive", style="dim")
+        self.query_one("#hang-verdict", Static).update(head)
+        findings = Text("what each piece of evidence says\n", style="dim") if ev is not None else Text()
+        if ev is not None:
+            for k, v in ev.findings.items():
+                findings.append(f"{k:<16}", style="bold")
+                findings.append(one_line(v, 400) + "\n")
+        self.query_one("#hang-findings", Static).update(findings)
+        width = max(20, (self.size.width or 80) // max(1, len(self.config.stations)) - 3)
+        ops = ras_ops_by_station(ev, self.config) if ev is not None else {}
+        for st in self.config.stations:
+            box = self.query_one(f"#hang-rank-{st.rank}", Static)
+            if ev is None or st.name not in ev.stations:
+                box.update(Text(st.name + "\n", style="bold") + Text("waiting for the capture", style="dim"))
+            else:
+                box.update(column(ev.stations[st.name], ops, width))

@@ -1,0 +1,93 @@
+"""``hang-report`` against the simulated stations (real SSH client, asyncssh server, shims printing
+ncclras / py-spy --native / flight recorder dumps in their real formats): the verdict names the rank
+behind for desync and the stuck collective for a hang; exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tarfile
+import time
+
+from console.cli import main
+from console.sim.engine import start_container
+from console.sim.launch import launch_args
+
+FR_ENV = ["-e", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-e", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_",
+          "-e", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_"]
+
+
+def started(h, ago: float, extra: list[str] | None = None) -> None:
+    """Workers first, then the head, ``ago`` seconds in the past; ``extra``: docker run flags added
+    (the flight recorder's environment, as the launch of issue 19 item 6 sets it)."""
+    now = time.time() - ago - 0.5
+    names = h.world.names
+    for i, name in enumerate(reversed(names[1:])):
+        start_container(h.world, name, at=now + i * 0.1, args=(extra or []) + launch_args(h.world, name))
+    start_container(h.world, names[0], at=now + 0.3, args=(extra or []) + launch_args(h.world, names[0]))
+
+
+async def _cli(argv: list[str]) -> int:
+    return await asyncio.to_thread(main, argv)
+
+
+async def test_desync_names_the_rank_behind(sim_factory, tmp_path, capsys):
+    h = await sim_factory(faults=["desync"], time_scale=0.05)
+    started(h, ago=30, extra=FR_ENV)  # ready after ~21 s, out of step 1.5 s later; A's watchdog at ~53 s
+    out = tmp_path / "hang.tar.gz"
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(out), "--json", "--interval", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0, data
+    assert data["verdict"].startswith("ranks out of step: A at op "), data["verdict"]
+    assert "B at op" in data["verdict"] and "B 1 op behind" in data["findings"]["ras"]
+    a, b = data["stations"]["A"], data["stations"]["B"]
+    assert set(a) >= {"pyspy", "flight_recorder", "ras", "gpus", "kernel", "counters"}
+    assert a["ras"]["status"] == "ok" and a["ras"]["format"] == "json" and len(a["ras"]["reads"]) == 2
+    assert a["pyspy"]["status"] == "ok" and any(p["wait"]["kind"] == "collective" for p in a["pyspy"]["processes"])
+    assert any("libnccl" in f for p in a["pyspy"]["processes"] for f in p["frames"])  # --native frames
+    assert b["flight_recorder"]["status"] == "ok" and a["flight_recorder"]["dumps"][0]["last"]["state"] == "started"
+    assert "B never entered it" in data["findings"]["flight_recorder"]
+    assert len(a["gpus"]["samples"]) == 2 and a["counters"]["status"] == "ok"
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("stations/B/ras-2.txt") for n in names) and any(n.endswith("evidence.json") for n in names)
+
+
+async def test_collective_hang_names_the_collective_and_the_counters(sim_factory, tmp_path, capsys):
+    h = await sim_factory(faults=["collective-hang"], time_scale=0.05)
+    started(h, ago=30)
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "h.tgz"), "--json",
+                     "--interval", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert "stuck in all_reduce" in data["verdict"] and "frozen" in data["verdict"], data["verdict"]
+    assert data["findings"]["ras"].startswith("RAS: every rank at AllReduce op")
+    assert data["stations"]["A"]["flight_recorder"]["status"] == "not-enabled"
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" in data["stations"]["A"]["flight_recorder"]["note"]
+
+
+async def test_exit_codes_nothing_to_capture_and_bad_input(sim_factory, tmp_path, capsys):
+    h = await sim_factory()
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "x.tgz"), "--interval", "0.2"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "nothing to capture: no engine container runs on any station" in err
+    assert not (tmp_path / "x.tgz").exists()
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "no-such-dir" / "x.tgz")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "does not exist" in err[0]
+    (tmp_path / "there.tgz").write_text("x")
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "there.tgz")])
+    assert rc == 2 and "--force" in capsys.readouterr().err
+
+
+async def test_nccl_timeout_stuck_in_the_first_collective_on_the_network_path(sim_factory, tmp_path, capsys):
+    h = await sim_factory(faults=["nccl-timeout"], time_scale=0.05)
+    started(h, ago=5)  # in the first collective since ~0.5 s; A's watchdog ~25 s away
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "t.tgz"), "--json",
+                     "--interval", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert "stuck in NCCL communicator setup" in data["verdict"] and "the network path" in data["verdict"], \
+        data["verdict"]
+    assert data["findings"]["ras"].startswith("RAS: every rank at AllReduce op 1, frozen")
+    assert "local_ack_timeout_err" in data["findings"]["counters"]

@@ -1,0 +1,76 @@
+"""The verdict over every station's evidence (console/doctor/verdict.py), from real-format outputs:
+a container without SYS_PTRACE is said as such, a frozen equal count names the collective, RAS absent
+says why, a rank gone is named."""
+
+from __future__ import annotations
+
+from console.doctor import evidence
+from console.doctor.evidence import StationEvidence
+from console.doctor.verdict import judge
+from tests.ui.pair_app import pair_config
+from tests.unit.test_probes_hang import fixture
+
+# py-spy 0.3/0.4 inside a container started without --cap-add SYS_PTRACE (ptrace is refused even to root)
+DENIED = ("=== PID 2657: VLLM::Worker_TP0\nPermission Denied: Try running again with elevated permissions by going "
+          "'sudo env \"PATH=$PATH\" !!'\nNO-PY-SPY\n")
+IN_ALLREDUCE = """=== PID 2657: VLLM::Worker_TP1
+Process 2657: VLLM::Worker_TP1
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 2657 (active): "MainThread"
+    ncclAllReduce (libnccl.so.2)
+    all_reduce (vllm/distributed/device_communicators/pynccl.py:156)
+    forward (vllm/model_executor/layers/linear.py:1401)
+"""
+
+
+def station(name: str, pyspy: str, ras: str | None, running: bool = True) -> StationEvidence:
+    ev = StationEvidence(name)
+    ev.container = {"name": "glm53", "state": "running" if running else "exited", "exit_code": None if running else 137}
+    if running:
+        evidence._pyspy(ev, pyspy)
+        evidence._flight_recorder(ev, "NO-FR-BUFFER\nNO-FR-PIPE\n")
+        for n in (1, 2):
+            evidence._ras_read(ev, ras, n)
+    ev.counters = {"status": "ok", "interval_s": 3.0, "rdma_bytes_moved": 0, "retries_rising": {}, "frozen": True}
+    return ev
+
+
+def test_no_sys_ptrace_is_said_and_the_other_evidence_still_judges():
+    evs = {"A": station("A", DENIED, fixture("ras_json_frozen_equal.json")),
+           "B": station("B", IN_ALLREDUCE, fixture("ras_json_frozen_equal.json"))}
+    assert evs["A"].pyspy["status"] == "permission-denied"
+    assert evs["A"].pyspy["note"] == "py-spy: permission denied — launch with --cap-add SYS_PTRACE"
+    assert evs["A"].flight_recorder["status"] == "not-enabled"
+    verdict, findings = judge(pair_config(), evs, 3.0)
+    assert "A: permission denied — launch with --cap-add SYS_PTRACE" in findings["pyspy"]
+    assert verdict.startswith("B stuck in all_reduce"), verdict
+    assert "RDMA counters frozen on both sides" in verdict
+    assert findings["ras"].startswith("RAS: every rank at AllReduce op 1842, frozen over 3 s")
+
+
+def test_ras_absent_says_why_and_a_gone_rank_is_named():
+    refused = fixture("ras_connect_failed.txt")
+    evs = {"A": station("A", IN_ALLREDUCE.replace("TP1", "TP0"), refused), "B": station("B", "", None, running=False)}
+    assert evs["A"].ras["status"] == "unavailable" and "NCCL_RAS_ENABLE=0" in evs["A"].ras["note"]
+    verdict, findings = judge(pair_config(), evs, 3.0)
+    assert verdict.startswith("B (container exited, exit code 137) gone while A waits in all_reduce"), verdict
+    assert findings["ras"].startswith("RAS not read: A: no RAS service answers")
+
+
+def test_the_archive_masks_secrets_in_every_file():
+    from console.commands.hang_report import members
+    from console.config import masker
+    from console.diagnosis import redact
+    from console.doctor.evidence import HangEvidence
+
+    cfg = pair_config()
+    ev = station("A", IN_ALLREDUCE, fixture("ras_json_frozen_equal.json"))
+    ev.logs = ["(APIServer pid=1) export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 and --api-key sk-live-1234567890abcdef"]
+    ev.raw["kernel.txt"] = "NVRM: Xid (PCI:0000:01:00): 79, HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123"
+    mask = masker(cfg)
+    files = members(HangEvidence({"A": ev}, "v", {"ras": "x"}, 0.0, 1.0, 3.0, True), lambda t: redact(mask(t)))
+    assert {"evidence.json", "verdict.txt", "manifest.json", "stations/A/logs.txt", "stations/A/kernel.txt",
+            "stations/A/ras-2.txt", "stations/A/pyspy.txt"} <= set(files)
+    blob = b"".join(files.values())
+    assert b"hf_abcdefghijklmnopqrstuvwxyz0123" not in blob and b"sk-live-1234567890abcdef" not in blob
