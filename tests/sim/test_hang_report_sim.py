@@ -13,18 +13,30 @@ from console.cli import main
 from console.sim.engine import start_container
 from console.sim.launch import launch_args
 
-FR_ENV = ["-e", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "-e", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_",
-          "-e", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_"]
+
+def _args(h, name: str, flight_recorder: bool) -> list[str]:
+    """The launch's ``docker run`` arguments; without the flight recorder's environment (an older
+    launch, or ``[overrides] flight_recorder = 0``) when ``flight_recorder`` is false."""
+    args = launch_args(h.world, name)
+    if flight_recorder:
+        assert any(a.startswith("TORCH_NCCL_TRACE_BUFFER_SIZE=") for a in args)  # the launch sets it
+        return args
+    out: list[str] = []
+    for a in args:
+        if a.startswith("TORCH_") and out and out[-1] == "-e":
+            out.pop()
+            continue
+        out.append(a)
+    return out
 
 
-def started(h, ago: float, extra: list[str] | None = None) -> None:
-    """Workers first, then the head, ``ago`` seconds in the past; ``extra``: docker run flags added
-    (the flight recorder's environment, as the launch of issue 19 item 6 sets it)."""
+def started(h, ago: float, flight_recorder: bool = True) -> None:
+    """Workers first, then the head, ``ago`` seconds in the past, as the console's launch runs them."""
     now = time.time() - ago - 0.5
     names = h.world.names
     for i, name in enumerate(reversed(names[1:])):
-        start_container(h.world, name, at=now + i * 0.1, args=(extra or []) + launch_args(h.world, name))
-    start_container(h.world, names[0], at=now + 0.3, args=(extra or []) + launch_args(h.world, names[0]))
+        start_container(h.world, name, at=now + i * 0.1, args=_args(h, name, flight_recorder))
+    start_container(h.world, names[0], at=now + 0.3, args=_args(h, names[0], flight_recorder))
 
 
 async def _cli(argv: list[str]) -> int:
@@ -33,7 +45,7 @@ async def _cli(argv: list[str]) -> int:
 
 async def test_desync_names_the_rank_behind(sim_factory, tmp_path, capsys):
     h = await sim_factory(faults=["desync"], time_scale=0.05)
-    started(h, ago=30, extra=FR_ENV)  # ready after ~21 s, out of step 1.5 s later; A's watchdog at ~53 s
+    started(h, ago=30)  # ready after ~21 s, out of step 1.5 s later; A's watchdog at ~53 s
     out = tmp_path / "hang.tar.gz"
     rc = await _cli(["hang-report", "--config", str(h.config_path), str(out), "--json", "--interval", "1"])
     data = json.loads(capsys.readouterr().out)
@@ -55,7 +67,7 @@ async def test_desync_names_the_rank_behind(sim_factory, tmp_path, capsys):
 
 async def test_collective_hang_names_the_collective_and_the_counters(sim_factory, tmp_path, capsys):
     h = await sim_factory(faults=["collective-hang"], time_scale=0.05)
-    started(h, ago=30)
+    started(h, ago=30, flight_recorder=False)
     rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "h.tgz"), "--json",
                      "--interval", "1"])
     data = json.loads(capsys.readouterr().out)
