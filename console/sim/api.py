@@ -239,11 +239,21 @@ class _Engine:
         self._spec_drafts = 0
         self._spec_accepted = 0
         self._gen_window: list[tuple[float, int]] = []
+        self._bg_tokens = 0  # the background users' tokens already counted (issue 19)
         self.refresh()
 
-    def refresh(self) -> None:
+    def refresh(self, load: tuple[int, float, bool] | None = None) -> None:
+        """The gauges now; ``load``: the backend's background users (issue 19's wedge fault: running,
+        tokens so far, wedged), counted with the API's own requests."""
         running = len(self.live)
-        self.g_running.labels(*self.lv).set(running)
+        if load is not None:
+            self.g_running.labels(*self.lv).set(running + load[0])
+            gained = int(load[1]) - self._bg_tokens
+            if gained > 0:
+                self.generated(gained)
+                self._bg_tokens += gained
+        else:
+            self.g_running.labels(*self.lv).set(running)
         self.g_waiting.labels(*self.lv).set(self.waiting)
         used = sum(x.prompt_tokens + x.generated for x in self.live.values())
         self.g_kv.labels(*self.lv).set(min(1.0, used / self.kv_tokens))
@@ -370,9 +380,26 @@ def create_app(backend) -> web.Application:
             "root": backend.model, "parent": None, "max_model_len": backend.max_model_len,
         }]})
 
+    async def load() -> tuple[int, float, bool] | None:
+        """The backend's background users (issue 19's wedge fault); None for a backend without them."""
+        fn = getattr(backend, "load", None)
+        return None if fn is None else await asyncio.to_thread(fn)
+
+    async def wedged() -> bool:
+        bg = await load()
+        return bg is not None and bg[2]
+
+    async def health_generate(request: web.Request) -> web.Response:
+        """SGLang's ``/health_generate``: it runs a one-token generation, so a wedged engine never answers."""
+        if await phase() != "ready":
+            return web.Response(status=503)
+        while await wedged():
+            await asyncio.sleep(0.5)
+        return web.Response(status=200)
+
     async def metrics(request: web.Request) -> web.Response:
         e = eng()
-        e.refresh()
+        e.refresh(await load())
         return web.Response(body=generate_latest(e.registry),
                             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
@@ -422,6 +449,8 @@ def create_app(backend) -> web.Application:
         rng = random.Random(zlib.crc32(json.dumps(body.get("messages"), sort_keys=True).encode()))
         reason = "abort"
         try:
+            while await wedged():  # issue 19: a wedged engine admits the request and never computes a token
+                await asyncio.sleep(0.5)
             hits = e.prefix(body["messages"], prompt_tokens)
             e.c_prompt.labels(*e.lv).inc(prompt_tokens)
             if not e.sglang:
@@ -574,5 +603,7 @@ def create_app(backend) -> web.Application:
     app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
+    if backend.engine == "sglang":
+        app.router.add_get("/health_generate", health_generate)
     app.router.add_post("/v1/chat/completions", chat)
     return app

@@ -53,6 +53,12 @@ KNOWN_FAULTS = {
                 "mismatch' and exits",
     "smi-hang-cycle": "smi-hang for 20 s of every minute (from 30 s into it)",
     "smi-fail-cycle": "smi-fail for 20 s of every minute (from 30 s into it)",
+    # --- issue 19: progress truth (wedge, init-hang)
+    "wedge": "serving, then the engine wedges: 4 requests stay running, the generation-token counter freezes, "
+             "/health keeps answering 200, the GPUs spin at 100 % util at idle power",
+    "init-hang": "every rank stops in the first collective after NCCL init: the log goes silent, the GPUs spin "
+                 "at 100 % at idle power, the watchdog is far off (none fires within the hour)",
+    # --- end issue 19
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
 DEFAULT_FAULT_STATION = {
@@ -76,6 +82,10 @@ DEFAULT_FAULT_STATION = {
     "smi-fail": 1,
     "smi-hang-cycle": 1,
     "smi-fail-cycle": 1,
+    # --- issue 19: progress truth
+    "wedge": 0,
+    "init-hang": 0,
+    # --- end issue 19
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.
