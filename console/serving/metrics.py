@@ -458,13 +458,16 @@ class ServingMonitor:
         grace = missed and misses < MISSES_FOR_RED and snap.status in ("ok", "unauthorized", "missed")
         marks = {"misses": misses, "miss": miss_words(health.kind, health.status) if missed else None,
                  "health_path": self._health_path}
-        if not health.ok and health.status is None:  # no HTTP answer: skip the rest of the round
+        # no HTTP answer: skip the rest of the round (but a /health_generate that times out is a wedge's
+        # sign while /metrics may still answer: read it, the counter tells)
+        if not health.ok and health.status is None and not (health.kind == "timeout"
+                                                             and self._health_path != "/health"):
             self._rounds += 1
             self.snapshot = replace(snap, healthy=False, status="missed" if grace else "unreachable",
                                     error=health.error, polled_at=now, http_status=None, **marks)
             return self.snapshot
         # 503 (or a redirect) with /metrics still answering: the values are fresh, the status says unhealthy
-        status = "ok" if health.ok else "unhealthy"
+        status = "ok" if health.ok else "unhealthy" if health.status is not None else "unreachable"
         error = None
         updated: dict = {"note": snap.note if health.ok else health.error,
                          "http_status": None if health.ok else health.status}
@@ -495,7 +498,7 @@ class ServingMonitor:
         elif snap.error is not None and snap.error.startswith(("metrics", "/metrics")):
             error = snap.error  # between two reads of a large body, its last verdict stands
         self._rounds += 1
-        if grace and status == "unhealthy":
+        if grace and status in ("unhealthy", "unreachable"):
             status = "missed"
         self.snapshot = replace(snap, healthy=health.ok, status=status, error=error, polled_at=now, **updated,
                                 **marks)

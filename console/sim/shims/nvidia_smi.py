@@ -50,8 +50,9 @@ def gpu_values(ctx, now: float) -> list[dict]:
             util = min(100.0, busy + (_noise(now + g["index"], 6.0) if busy else 0.0))
             mem = int(round(used_gib * 1024)) + g["idle_mib"] + held_mib(g)
             temp = 33 + util * 0.32 + (8 if used_gib > 1 else 0)
-            drawn = 2.0 if spinning else util  # a spinning kernel draws what an idle GPU does
-            power = (11.0 + drawn * 0.4) if g["unified"] else (96.0 + drawn * 6.5 + used_gib * 0.3)
+            power = (11.0 + util * 0.4) if g["unified"] else (96.0 + util * 6.5 + used_gib * 0.3)
+            if spinning:  # a kernel polling draws what an idle GPU does (GB10: 18-27 W, hangs.md)
+                power = (13.0 if g["unified"] else 110.0) + _noise(now + g["index"], 4.0)
         else:
             util, mem, temp, power = 1.0, g["idle_mib"], 31.0, 22.5
         out.append({
