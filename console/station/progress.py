@@ -217,3 +217,23 @@ def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
     if head is not None and head in verdicts:
         return verdicts[head]
     return Verdict(Progress.UNKNOWN, None, "cannot tell: no station")
+
+
+def judge_look(state: StationState, head: StationState | None, now: float, window_s: float,
+               look_s: float, serving: bool) -> Verdict:
+    """``status``'s one-shot verdict: the live judge over what one look read (the log tail's
+    stamps date a silent start-up at once), except that a look shorter than W cannot tell a
+    wedge: a counter that did not move during it with requests running says so, and points at
+    ``watch``. ``serving``: the API answered healthy (the engine log is then not read: the
+    counter is what speaks)."""
+    v = judge(state, head, now, window_s)
+    if v.state == Progress.UNKNOWN and state.engine is None and serving and state.conn.live:
+        v = _serving(state, head if head is not None else state, now, window_s,
+                     lambda p, since, words, ev=(): Verdict(p, since, words, tuple(ev), state.name))
+    f = (head or state).progress
+    counted = state.engine is None or state.engine.phase not in LOADING_PHASES  # judged by the counter
+    if v.state == Progress.PROGRESSING and counted and f.tokens_read_at is not None:
+        if f.tokens_moved_at == f.active_since:  # no move seen during the look
+            return Verdict(Progress.UNKNOWN, None, f"no token moved in a {look_s:.1f} s look with requests running; "
+                           f"a wedge shows after {clock(window_s)} of it (dgx-console watch)", v.evidence, state.name)
+    return v

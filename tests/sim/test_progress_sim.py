@@ -14,6 +14,7 @@ from console.commands.watch import watch
 from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.engine import container_status
+from console.station.status import collect_status
 from tests.waiting import until
 
 W = 5.0  # the test config's window (the smallest the config allows)
@@ -103,3 +104,29 @@ async def test_a_healthy_serving_sim_is_never_wedged(sim_factory):
                                            and x["t"] > t0 + W + 3 for x in o))
     a = [o for o in objs if o["station"] == "A"]
     assert a and a[-1]["progress"] == "idle" and not any(o["progress"] in ("wedged", "stuck") for o in objs)
+
+
+async def test_status_json_carries_progress_stuck_for_init_hang_from_the_logs_stamps(sim_factory, tmp_path):
+    h = await sim_factory(faults=["init-hang"], time_scale=0.005)
+    h.start_service()
+    config = small_window(h.config)
+
+    async def stuck():
+        doc = await collect_status(config)
+        return doc if all(st["progress"] == "stuck" for st in doc["stations"]) else None
+
+    doc = await until(stuck, what="status --json: progress stuck on A and B", timeout=40)
+    for st in doc["stations"]:
+        assert st["progress_since_s"] >= W and st["progress_why"].startswith("stuck in NCCL init")
+
+
+async def test_status_json_on_a_wedge_says_what_one_look_can_tell(sim_factory):
+    h = await sim_factory(running=True, faults=["wedge"], time_scale=0.005)
+    frozen_at = await wedge_time(h)
+    await until(lambda: time.time() > frozen_at + 0.5, what="the wedge", timeout=30)
+    doc = await collect_status(small_window(h.config))
+    a = next(st for st in doc["stations"] if st["name"] == "A")
+    assert a["api"]["healthy"] is True  # /health 200 ...
+    assert a["progress"] == "unknown" and "no token moved in a " in a["progress_why"]  # ... not healthy
+    assert "s look with requests running; a wedge shows after 0:05" in a["progress_why"]
+    assert a["progress_since_s"] is None
