@@ -416,10 +416,10 @@ MISSES_FOR_RED = 3
 def miss_words(kind: str | None, status: int | None) -> str:
     """What a missed health check means: refused = down, timeout = hung or saturated, 5xx = error."""
     if status is not None:
-        return f"HTTP {status}: the server reports an error"
+        return f"HTTP {status}: error"
     if kind == "timeout":
-        return "timed out: hung or saturated"
-    return "no connection (refused): down"
+        return "timeout: hung or saturated"
+    return "refused: down"
 
 
 LARGE_METRICS = 1 * MIB  # vLLM's own exposition is ~100-300 KB; beyond this, read it less often

@@ -21,7 +21,7 @@ together, so a worker of a serving engine is judged by it too.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.durations import clock
 from console.probes.nvidia_smi import GpuReading
@@ -213,7 +213,11 @@ def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
     if alarms:
         worst = max(PROGRESS_SEVERITY[x.state] for x in alarms)
         pick = [x for x in alarms if PROGRESS_SEVERITY[x.state] == worst]
-        return min(pick, key=lambda x: (x.since is None, x.since or 0.0))
+        first = min(pick, key=lambda x: (x.since is None, x.since or 0.0))
+        # every rank's GPUs at the same moment: the other stations' readings join the evidence
+        more = [e for x in verdicts.values() if x is not first for e in x.evidence
+                if " GPU" in e and e not in first.evidence]
+        return replace(first, evidence=first.evidence + tuple(more))
     if head is not None and head in verdicts:
         return verdicts[head]
     return Verdict(Progress.UNKNOWN, None, "cannot tell: no station")

@@ -21,15 +21,18 @@ HINT = "h: hang evidence"
 
 
 def banner_text(verdict: Verdict, now: float, error_style: str = "bold red") -> Text:
-    """``⚠ WEDGED since 14:03:41 (0:42) — A: wedged for 0:42: ...`` then the evidence, then the hint."""
+    """``⚠ WEDGED since 14:03:41 (0:42) · h: hang evidence — A: wedged for 0:42: ...``, then the
+    evidence (the key comes first: a small terminal clips the evidence, never the way to it)."""
     head = Text(f"⚠ {verdict.state.upper()}", style=error_style)
     if verdict.since is not None:
         head.append(f" since {time_of_day(verdict.since)} ({clock(now - verdict.since)})", style="bold")
+    head.append(" · ")
+    head.append(HINT, style="bold reverse")
     where = f"{verdict.station}: " if verdict.station else ""
     head.append(f" — {where}{one_line(verdict.words, 300)}")
-    text = Text("\n").join([head, Text(one_line(" · ".join(verdict.evidence), 600), style="dim"),
-                            Text(HINT, style="bold")] if verdict.evidence else [head, Text(HINT, style="bold")])
-    return text
+    if not verdict.evidence:
+        return head
+    return Text("\n").join([head, Text(one_line(" · ".join(verdict.evidence), 600), style="dim")])
 
 
 class ProgressBanner(Static):

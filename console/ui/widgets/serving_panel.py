@@ -63,6 +63,11 @@ def _suffix(x: float | None, text: str) -> str:
     return text if x is not None and not _bad(x) else ""
 
 
+def _short_miss(snap: ServingSnapshot) -> str:
+    """The miss in a word for the health line ("refused", "timeout", "HTTP 503"); the foot says what it means."""
+    return (snap.miss or "?").split(":")[0]
+
+
 def stale_after(snap: ServingSnapshot) -> float:
     """A large /metrics is read seldom: its values are stale only after two of its periods."""
     return max(STALE_AFTER_S, 2 * (snap.metrics_every_s or 0.0))
@@ -90,10 +95,11 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         "ok": Text("● healthy", style=pal.ok),
         "unhealthy": Text(f"● unhealthy ({code}{' redirect' if 300 <= code < 400 else ''})",
                           style=f"bold {pal.error}"),
-        "unreachable": Text("● not answering" + (f" ({snap.miss})" if snap.miss else ""), style=f"bold {pal.error}"),
+        "unreachable": Text("● not answering" + (f" ({_short_miss(snap)})" if snap.miss else ""),
+                            style=f"bold {pal.error}"),
         "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
         # issue 19: a miss of an API that answered is a warning until MISSES_FOR_RED in a row
-        "missed": Text(f"◌ missed {snap.misses} of {MISSES_FOR_RED} health checks ({snap.miss or '?'})",
+        "missed": Text(f"◌ missed {snap.misses}/{MISSES_FOR_RED} ({_short_miss(snap)})",
                        style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
     if progress is not None and progress.alarm and off is None:  # issue 19: /health 200 never reads healthy
@@ -144,6 +150,8 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text(f"updated {span(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
+    if snap.miss:  # issue 19: what the missed health check means (refused = down, timeout = hung or saturated)
+        foot.append(f" — health check: {snap.miss}", style=pal.warn)
     if snap.invalid:
         names = ", ".join(_NAMES.get(k, k) for k in snap.invalid)
         foot.append(f" — out of range from the server: {names} (shown as invalid)", style=pal.warn)
