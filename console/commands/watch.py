@@ -76,8 +76,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (issue 19's progress)
         stations.apply(ServingUpdate(snap))
 
-    async with SessionRegistry(config) as sessions, Supervisor() as jobs, \
-            ApiClient(config.api_url(), api_key=config.api_key(), timeout=config.api.timeout_s) as api:
+    async with SessionRegistry(config) as sessions, \
+            ApiClient(config.api_url(), api_key=config.api_key(), timeout=config.api.timeout_s) as api, \
+            Supervisor() as jobs:  # (the jobs end before the client closes)
         # a refusal is left to the service, which shows the station's state
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
                              config.connect_timeout_s + 2)

@@ -33,6 +33,7 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                240.0, 480.0, 960.0, 1920.0, 7680.0)
+HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLang's /health_generate waits this long for its generation (SGLANG_HEALTH_CHECK_TIMEOUT)
 CONCURRENCY_SLOWDOWN = 0.1  # per-user rate = tokens_per_s / (1 + 0.1 * (running - 1)): 115 -> ~46 at 16
 MTP_ACCEPT = (0.8, 0.55, 0.35, 0.2)  # per-position acceptance, conditional on the previous ones
 EFFORT_REASONING_TOKENS = {"none": 0, "minimal": 12, "low": 40, "medium": 90, "high": 160, "xhigh": 240,
@@ -393,7 +394,10 @@ def create_app(backend) -> web.Application:
         """SGLang's ``/health_generate``: it runs a one-token generation, so a wedged engine never answers."""
         if await phase() != "ready":
             return web.Response(status=503)
+        deadline = time.monotonic() + HEALTH_GENERATE_TIMEOUT_S
         while await wedged():
+            if time.monotonic() > deadline:  # SGLang gives up on its own generation then: 503
+                return web.Response(status=503)
             await asyncio.sleep(0.5)
         return web.Response(status=200)
 

@@ -147,7 +147,7 @@ class DashboardScreen(Screen):
         self._show_view(self.view)
         self.set_interval(0.5, self._refresh_fleet)
         self.set_interval(1.0, self._tick_ages)
-        self.set_interval(1.0, self.judge_progress)  # issue 19: a wedge shows by time passing, not by a message
+        self.set_interval(0.5, self.judge_progress)  # issue 19: a wedge shows by time passing, not by a message
 
     # ------------------------------------------------------------------ the stations' states
 
