@@ -39,7 +39,8 @@ def gpu_values(ctx, now: float) -> list[dict]:
             busy = 100.0  # an NCCL kernel spinning on a peer that never sends (workbench)
         if label == LOAD_PHASE:  # issue 19: the wedge fault's users being served (real work, high power)
             busy = 85.0
-        spinning = label in SPIN_PHASES  # issue 19: 100 % util at idle power (a kernel polling)
+        # issue 19: 100 % util at idle power (a kernel polling), the workbench's hangs included
+        spinning = label in SPIN_PHASES or label in ("waiting on collective", "hung in all-reduce")
         if spinning:
             busy = 100.0
     else:
