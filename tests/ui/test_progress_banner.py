@@ -93,6 +93,30 @@ async def test_the_banner_says_wedged_since_when_with_the_evidence_and_the_key(_
         assert row.engine == "WEDGED 0:42" and row.alarm and "wedged for 0:42" in row.error
 
 
+async def test_the_banner_says_stuck_in_nccl_init_from_the_last_log_line(_fixed_clock):
+    app = _app()
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        post = app.post_message
+        for st in ("A", "B"):
+            post(ConnectionState(st, "live", last_sample_at=T0))
+            post(GpuSample(st, _gpus(2, 104.0), T0 - 200))
+            await pilot.pause()
+            post(GpuSample(st, _gpus(100, 112.0), T0))
+            post(ContainerUpdate(st, ContainerInfo("glm53", "running"), T0 - 200))
+            post(EngineUpdate(st, EngineProgress("connecting"), T0 - 140))
+            post(LogBatch(st, ["NCCL INFO comm 0x55d5c8a000 rank 0 nranks 2 - Init COMPLETE"], at=T0 - 130))
+        await until(lambda: all(app.stations[n].gpus_at == T0 and app.stations[n].progress.log_line_at == T0 - 130
+                                for n in ("A", "B")), what="the fed state", pilot=pilot)
+        app.dashboard.judge_progress()
+        banner = app.dashboard.query_one(ProgressBanner)
+        await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
+        text = banner.content.plain
+        assert text.startswith(f"⚠ STUCK since 11:57:50 (2:12) · {HINT} — A: stuck in NCCL init / first collective "
+                               "for 2:12")
+        assert "A: last log line 2:12 ago" in text and "B GPU0 100 % at 112 W: spinning kernel" in text
+
+
 async def test_no_banner_while_tokens_move_or_nothing_runs(_fixed_clock, monkeypatch):
     app = _app()
     async with app.run_test(size=(160, 45)) as pilot:
