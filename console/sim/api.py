@@ -33,7 +33,7 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                240.0, 480.0, 960.0, 1920.0, 7680.0)
-HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLang's /health_generate waits this long for its generation (SGLANG_HEALTH_CHECK_TIMEOUT)
+HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLang's /health_generate gives up then (SGLANG_HEALTH_CHECK_TIMEOUT)
 CONCURRENCY_SLOWDOWN = 0.1  # per-user rate = tokens_per_s / (1 + 0.1 * (running - 1)): 115 -> ~46 at 16
 MTP_ACCEPT = (0.8, 0.55, 0.35, 0.2)  # per-position acceptance, conditional on the previous ones
 EFFORT_REASONING_TOKENS = {"none": 0, "minimal": 12, "low": 40, "medium": 90, "high": 160, "xhigh": 240,
@@ -244,17 +244,11 @@ class _Engine:
         self.refresh()
 
     def refresh(self, load: tuple[int, float, bool] | None = None) -> None:
-        """The gauges now; ``load``: the backend's background users (issue 19's wedge fault: running,
-        tokens so far, wedged), counted with the API's own requests."""
-        running = len(self.live)
-        if load is not None:
-            self.g_running.labels(*self.lv).set(running + load[0])
-            gained = int(load[1]) - self._bg_tokens
-            if gained > 0:
-                self.generated(gained)
-                self._bg_tokens += gained
-        else:
-            self.g_running.labels(*self.lv).set(running)
+        """The gauges now; ``load``: the wedge fault's users (running, tokens so far, wedged; issue 19)."""
+        self.g_running.labels(*self.lv).set(len(self.live) + (load[0] if load else 0))
+        if load is not None and (gained := int(load[1]) - self._bg_tokens) > 0:
+            self.generated(gained)
+            self._bg_tokens += gained
         self.g_waiting.labels(*self.lv).set(self.waiting)
         used = sum(x.prompt_tokens + x.generated for x in self.live.values())
         self.g_kv.labels(*self.lv).set(min(1.0, used / self.kv_tokens))
@@ -381,25 +375,20 @@ def create_app(backend) -> web.Application:
             "root": backend.model, "parent": None, "max_model_len": backend.max_model_len,
         }]})
 
-    async def load() -> tuple[int, float, bool] | None:
-        """The backend's background users (issue 19's wedge fault); None for a backend without them."""
-        fn = getattr(backend, "load", None)
-        return None if fn is None else await asyncio.to_thread(fn)
+    async def load() -> tuple[int, float, bool] | None:  # the wedge fault's users (issue 19), if any
+        return await asyncio.to_thread(backend.load) if hasattr(backend, "load") else None
 
     async def wedged() -> bool:
-        bg = await load()
-        return bg is not None and bg[2]
+        return bool((bg := await load()) and bg[2])
 
     async def health_generate(request: web.Request) -> web.Response:
         """SGLang's ``/health_generate``: it runs a one-token generation, so a wedged engine never answers."""
         if await phase() != "ready":
             return web.Response(status=503)
         deadline = time.monotonic() + HEALTH_GENERATE_TIMEOUT_S
-        while await wedged():
-            if time.monotonic() > deadline:  # SGLang gives up on its own generation then: 503
-                return web.Response(status=503)
+        while await wedged() and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
-        return web.Response(status=200)
+        return web.Response(status=503 if await wedged() else 200)
 
     async def metrics(request: web.Request) -> web.Response:
         e = eng()
