@@ -37,6 +37,7 @@ from console.vocabulary import (
 
 DEFAULT_WINDOW_S = 30.0
 BUSY_UTIL_PCT = 90  # a GPU at or above this is busy (a spinning NCCL kernel reads 96-100 %)
+READ_LATE_S = 20.0  # a counter read longer ago than this (or W) proves nothing about now
 LOADED_UTIL_PCT = 50  # at or above this, util and power together say spinning or working
 #: Idle power known from the model when this session never saw the GPU idle (W; hangs.md: GB10 idles
 #: at 18-27 W, eugr/spark-vllm-docker #260).
@@ -171,7 +172,7 @@ def _serving(state: StationState, head: StationState, now: float, window_s: floa
         return v(Progress.UNKNOWN, None, "cannot tell: /metrics has no generation-token counter "
                  "(vllm:generation_tokens_total; SGLang needs --enable-metrics)")
     read_age = now - f.tokens_read_at
-    if read_age > max(window_s, 10.0):
+    if read_age > max(window_s, READ_LATE_S):  # (a round whose health check times out takes its timeout)
         why = f": {snap.error}" if snap.error else ""
         return v(Progress.UNKNOWN, None, f"cannot tell: the counter was last read {clock(read_age)} ago{why}")
     running, waiting = snap.running, snap.waiting
