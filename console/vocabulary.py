@@ -142,3 +142,26 @@ class ActionOutcome(StrEnum):
     OK = "ok"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+# --- issue 19: progress truth
+class Progress(StrEnum):
+    """Whether anything moves (``watch --json``/``status --json`` ``progress``), beside the
+    connection's state: tokens or start-up lines coming (``progressing``), nothing asked of the
+    engine (``idle``), a start-up phase that stopped while the GPUs stay busy (``stuck``), requests
+    running and the generation-token counter frozen (``wedged``), or no way to tell (``unknown``,
+    always with the reason)."""
+
+    PROGRESSING = "progressing"
+    IDLE = "idle"
+    STUCK = "stuck"
+    WEDGED = "wedged"
+    UNKNOWN = "unknown"
+
+
+#: The states that raise the dashboard's banner: something should move and nothing does.
+PROGRESS_ALARMS = frozenset({Progress.STUCK, Progress.WEDGED})
+#: Worst first: the service's word when its stations disagree.
+PROGRESS_SEVERITY: dict[Progress, int] = {Progress.WEDGED: 4, Progress.STUCK: 3, Progress.UNKNOWN: 2,
+                                          Progress.PROGRESSING: 1, Progress.IDLE: 0}
+# --- end issue 19

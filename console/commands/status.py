@@ -95,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
             eng = st.get("engine")
             if eng:
                 print(f"    engine: {engine_words(eng)}")
+            if st.get("progress"):  # issue 19
+                alarm = st["progress"] in ("stuck", "wedged", "unknown")
+                print(f"    progress: {st['progress'].upper() if alarm else st['progress']}"
+                      + (f": {one_line(st['progress_why'])}" if alarm or st['progress'] == "progressing" else ""))
             api = st.get("api") or {}
             if api.get("url"):
                 state = "healthy" if api["healthy"] else api_down_words(api, eng, st["container"]["state"])

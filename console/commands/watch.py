@@ -8,7 +8,11 @@ same messages the panes render are folded into the same ``StationState`` per sta
 station per interval::
 
     {"t": 1796047812.5, "station": "B", "state": "live", "sample_age_s": 0.4, "gpus": [...],
-     "container": {...}, "engine": {"phase": "ready", ...}, "error": null}
+     "container": {...}, "engine": {"phase": "ready", ...}, "error": null,
+     "progress": "wedged", "progress_since_s": 41.2, ...}
+
+``progress`` (issue 19, console/station/progress.py) needs the API's generation-token counter, so
+``watch`` polls the API too, as the dashboard does (ServingMonitor).
 
 and with ``--logs`` every container log line in order as ``{"t": ..., "station": "B", "log": "..."}``.
 ``--seconds N`` ends after N s (default: until Ctrl+C); either way the exit status is 0.
@@ -31,9 +35,12 @@ from console.config import Config, load_config
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip
-from console.station.messages import LogBatch, LogMarker
+from console.serving.client import ApiClient
+from console.serving.metrics import ServingMonitor, ServingSnapshot
+from console.station.messages import LogBatch, LogMarker, ServingUpdate
+from console.station.progress import judge_all
 from console.station.services import start_station_services
-from console.station.snapshot import watch_json, watch_line
+from console.station.snapshot import progress_json, progress_words, watch_json, watch_line
 from console.station.state import Stations
 from console.supervisor import Supervisor
 
@@ -66,11 +73,17 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                     emit(f"{name} | {clean(clip(line, 4096))}")
             out.flush()
 
-    async with SessionRegistry(config) as sessions, Supervisor() as jobs:
+    def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (issue 19's progress)
+        stations.apply(ServingUpdate(snap))
+
+    async with SessionRegistry(config) as sessions, \
+            ApiClient(config.api_url(), api_key=config.api_key(), timeout=config.api.timeout_s) as api, \
+            Supervisor() as jobs:  # (the jobs end before the client closes)
         # a refusal is left to the service, which shows the station's state
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
                              config.connect_timeout_s + 2)
         start_station_services(jobs, config, post, sessions, sample_ms)
+        jobs.start("serving", ServingMonitor(api, serving).run)
         start = time.monotonic()
         while not stop.is_set():
             wait = interval
@@ -79,13 +92,15 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
             now = time.time()
+            verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
             if as_json:
                 for state in stations.values():
-                    emit(json.dumps(watch_json(state, now)))
+                    emit(json.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)))
             else:
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
-                lines = [watch_line(state, now) for state in stations.values()]
+                lines = [watch_line(state, now) + progress_words(verdicts[state.name])
+                         for state in stations.values()]
                 for ln in lines:
                     emit(ln)
                 drawn = len(lines)

@@ -38,6 +38,13 @@ def in_range(lo: int, hi: int) -> Check:
     return check
 
 
+def window_seconds(value: Any) -> str | None:
+    """A progress window (issue 19): a finite number of seconds, 5 to 3600."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return f"must be a number of seconds, got {value!r}"
+    return "must be >= 5 (seconds)" if value < 5 else "must be <= 3600 (seconds)" if value > 3600 else None
+
+
 def check_url(url: str) -> str | None:
     """Why ``url`` is no usable API base URL (None when it is): http(s), a host, a port 1-65535."""
     if not isinstance(url, str) or not url or not is_clean(url) or any(c.isspace() for c in url):

@@ -217,6 +217,7 @@ class Health:
     ok: bool
     status: int | None
     error: str | None = None
+    kind: str | None = None  # the ApiError kind of a miss: connect (refused), timeout, unavailable, http
 
 
 def _error_message(body: bytes, reason: str) -> str:
@@ -346,12 +347,13 @@ class ApiClient:
         await self._get_chunks(path, limit, chunks.append)
         return b"".join(chunks)
 
-    async def health(self) -> Health:
-        """``/health``: a 2xx is healthy; 503 engine dead, a redirect or anything else not; never raises."""
+    async def health(self, path: str = "/health") -> Health:
+        """``/health`` (or SGLang's ``/health_generate``): a 2xx is healthy; 503 engine dead, a redirect
+        or anything else not; never raises."""
         try:
-            await self._get("/health", MAX_ERROR_BYTES)
+            await self._get(path, MAX_ERROR_BYTES)
         except ApiError as exc:
-            return Health(False, exc.status, str(exc))
+            return Health(False, exc.status, str(exc), exc.kind)
         return Health(True, 200)
 
     async def version(self) -> str | None:

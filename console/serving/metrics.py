@@ -269,7 +269,7 @@ class ServingSnapshot:
 
     url: str = ""
     healthy: bool | None = None
-    status: str = "unknown"  # ok | unhealthy | unreachable | unauthorized | unknown
+    status: str = "unknown"  # ok | unhealthy | unreachable | unauthorized | missed (< MISSES_FOR_RED) | unknown
     error: str | None = None  # the last poll failed: the values shown are old
     note: str | None = None  # a problem that leaves the values fresh (the key refused for /v1/models)
     model: str | None = None
@@ -292,6 +292,11 @@ class ServingSnapshot:
     invalid: tuple[str, ...] = ()  # the values the server sent out of range (logical names)
     metrics_size: int | None = None  # bytes of the last /metrics read
     metrics_every_s: float | None = None  # a large /metrics is read this seldom (None: every round)
+    # issue 19: the liveness the progress judge and the health line read
+    gen_tokens_total: float | None = None  # the generation-token counter as read (the engine's heartbeat)
+    misses: int = 0  # consecutive health checks missed (no answer or a 5xx); red only at MISSES_FOR_RED
+    miss: str | None = None  # the last miss in words: "refused: down", "timed out: hung or saturated", "HTTP 500"
+    health_path: str = "/health"  # the health check asked: SGLang's /health_generate runs a generation
 
     def age_s(self, now: float | None = None) -> float | None:
         if self.updated_at is None:
@@ -403,6 +408,20 @@ class MetricsTracker:
 
 # ---------------------------------------------------------------- the poller (I/O)
 
+#: A health check that fails this many times in a row reads as down (red); fewer is a warning. One
+#: timeout of a saturated server is not an outage (gonka-ai/gonka PR #1421: 8 false restarts a day -> 0).
+MISSES_FOR_RED = 3
+
+
+def miss_words(kind: str | None, status: int | None) -> str:
+    """What a missed health check means: refused = down, timeout = hung or saturated, 5xx = error."""
+    if status is not None:
+        return f"HTTP {status}: error"
+    if kind == "timeout":
+        return "timeout: hung or saturated"
+    return "refused: down"
+
+
 LARGE_METRICS = 1 * MIB  # vLLM's own exposition is ~100-300 KB; beyond this, read it less often
 METRICS_CPU_PCT = 5.0  # what parsing a large /metrics may cost of a core, on average
 MAX_METRICS_EVERY_S = 60.0
@@ -424,20 +443,31 @@ class ServingMonitor:
         self.snapshot = ServingSnapshot(url=client.base_url)
         self._rounds = 0
         self._next_metrics_at = 0.0
+        self._health_path = "/health"
+        self._no_health_generate = False
 
     async def poll_once(self, refresh: bool = False) -> ServingSnapshot:
         """One round; the model list and version are re-read every 15 rounds or on ``refresh``;
         a large ``/metrics`` (over LARGE_METRICS) is read at most every ``metrics_every_s``."""
         snap = self.snapshot
         now = time.time()
-        health = await self.client.health()
-        if not health.ok and health.status is None:  # no HTTP answer: skip the rest of the round
+        health = await self._health(snap)
+        # a miss (no answer, a 5xx) of an API that answered is a warning until MISSES_FOR_RED in a row
+        missed = not health.ok and (health.status is None or health.status >= 500)
+        misses = snap.misses + 1 if missed else 0
+        grace = missed and misses < MISSES_FOR_RED and snap.status in ("ok", "unauthorized", "missed")
+        marks = {"misses": misses, "miss": miss_words(health.kind, health.status) if missed else None,
+                 "health_path": self._health_path}
+        # no HTTP answer: skip the rest of the round (but a /health_generate that times out is a wedge's
+        # sign while /metrics may still answer: read it, the counter tells)
+        if not health.ok and health.status is None and not (health.kind == "timeout"
+                                                             and self._health_path != "/health"):
             self._rounds += 1
-            self.snapshot = replace(snap, healthy=False, status="unreachable", error=health.error, polled_at=now,
-                                    http_status=None)
+            self.snapshot = replace(snap, healthy=False, status="missed" if grace else "unreachable",
+                                    error=health.error, polled_at=now, http_status=None, **marks)
             return self.snapshot
         # 503 (or a redirect) with /metrics still answering: the values are fresh, the status says unhealthy
-        status = "ok" if health.ok else "unhealthy"
+        status = "ok" if health.ok else "unhealthy" if health.status is not None else "unreachable"
         error = None
         updated: dict = {"note": snap.note if health.ok else health.error,
                          "http_status": None if health.ok else health.status}
@@ -468,8 +498,22 @@ class ServingMonitor:
         elif snap.error is not None and snap.error.startswith(("metrics", "/metrics")):
             error = snap.error  # between two reads of a large body, its last verdict stands
         self._rounds += 1
-        self.snapshot = replace(snap, healthy=health.ok, status=status, error=error, polled_at=now, **updated)
+        if grace and status in ("unhealthy", "unreachable"):
+            status = "missed"
+        self.snapshot = replace(snap, healthy=health.ok, status=status, error=error, polled_at=now, **updated,
+                                **marks)
         return self.snapshot
+
+    async def _health(self, snap: ServingSnapshot):
+        """The health check: SGLang's ``/health_generate`` (it runs a generation, so a wedged engine
+        fails it) once the engine is known to be SGLang; ``/health`` where that path is not served."""
+        if snap.engine == "sglang" and self._health_path == "/health" and not self._no_health_generate:
+            self._health_path = "/health_generate"
+        health = await self.client.health(self._health_path)
+        if self._health_path != "/health" and health.status in (404, 405):
+            self._health_path, self._no_health_generate = "/health", True
+            health = await self.client.health(self._health_path)
+        return health
 
     async def _read_metrics(self, now: float) -> dict:
         """Read ``/metrics`` (the chunks as they came: never joined into one copy), parse them in a
@@ -485,7 +529,8 @@ class ServingMonitor:
             every = min(MAX_METRICS_EVERY_S, max(self.interval_s, cost * 100 / METRICS_CPU_PCT))
         self._next_metrics_at = self.clock() + (every or 0.0)
         self.tracker.add(sample)
-        return self.tracker.derive() | {"engine": sample.engine, "updated_at": now, "metrics_size": sample.size,
+        gen = INVALID if "generation_tokens" in sample.invalid else sample.counters.get("generation_tokens")
+        return self.tracker.derive() | {"gen_tokens_total": gen, "engine": sample.engine, "updated_at": now, "metrics_size": sample.size,
                                         "metrics_every_s": every, "invalid": tuple(sorted(sample.invalid))}
 
     async def run(self) -> None:

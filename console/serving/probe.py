@@ -8,10 +8,12 @@ a gzip bomb, an answer dripped a byte at a time.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
+from console.serving.metrics import ServingMonitor, ServingSnapshot
 
 
 async def api_status(url: str, api_key: str | None, timeout: float) -> dict[str, Any]:
@@ -43,3 +45,27 @@ async def api_status(url: str, api_key: str | None, timeout: float) -> dict[str,
         elif res["error"] is None:
             res["error"] = "GET /v1/models lists no model (no entry with a string id)"
     return res
+
+
+# --- issue 19: progress truth (``status``'s one look at the generation-token counter)
+LOOK_GAP_S = 1.5  # between the two reads of /metrics when requests run
+
+
+async def counter_look(url: str, api_key: str | None, timeout: float, gap_s: float = LOOK_GAP_S
+                       ) -> list[ServingSnapshot]:
+    """The API's figures, read once, and a second time ``gap_s`` later when requests run (did a
+    token move between them?), through the same monitor as the dashboard's; [] when it cannot be
+    asked at all. Never raises for what the server does."""
+    try:
+        client = ApiClient(url, api_key=api_key, timeout=timeout)
+    except Exception:  # noqa: BLE001 - a URL httpx will not even hold: api_status says why
+        return []
+    looks: list[ServingSnapshot] = []
+    async with client:
+        monitor = ServingMonitor(client, looks.append, interval_s=gap_s)
+        looks.append(await monitor.poll_once())
+        if looks[0].running:
+            await asyncio.sleep(gap_s)
+            looks.append(await monitor.poll_once())
+    return looks
+# --- end issue 19

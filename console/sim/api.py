@@ -33,6 +33,7 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                240.0, 480.0, 960.0, 1920.0, 7680.0)
+HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLang's /health_generate gives up then (SGLANG_HEALTH_CHECK_TIMEOUT)
 CONCURRENCY_SLOWDOWN = 0.1  # per-user rate = tokens_per_s / (1 + 0.1 * (running - 1)): 115 -> ~46 at 16
 MTP_ACCEPT = (0.8, 0.55, 0.35, 0.2)  # per-position acceptance, conditional on the previous ones
 EFFORT_REASONING_TOKENS = {"none": 0, "minimal": 12, "low": 40, "medium": 90, "high": 160, "xhigh": 240,
@@ -239,11 +240,15 @@ class _Engine:
         self._spec_drafts = 0
         self._spec_accepted = 0
         self._gen_window: list[tuple[float, int]] = []
+        self._bg_tokens = 0  # the background users' tokens already counted (issue 19)
         self.refresh()
 
-    def refresh(self) -> None:
-        running = len(self.live)
-        self.g_running.labels(*self.lv).set(running)
+    def refresh(self, load: tuple[int, float, bool] | None = None) -> None:
+        """The gauges now; ``load``: the wedge fault's users (running, tokens so far, wedged; issue 19)."""
+        self.g_running.labels(*self.lv).set(len(self.live) + (load[0] if load else 0))
+        if load is not None and (gained := int(load[1]) - self._bg_tokens) > 0:
+            self.generated(gained)
+            self._bg_tokens += gained
         self.g_waiting.labels(*self.lv).set(self.waiting)
         used = sum(x.prompt_tokens + x.generated for x in self.live.values())
         self.g_kv.labels(*self.lv).set(min(1.0, used / self.kv_tokens))
@@ -374,9 +379,24 @@ def create_app(backend) -> web.Application:
             "root": backend.model, "parent": None, "max_model_len": backend.max_model_len,
         }]})
 
+    async def load() -> tuple[int, float, bool] | None:  # the wedge fault's users (issue 19), if any
+        return await asyncio.to_thread(backend.load) if hasattr(backend, "load") else None
+
+    async def wedged() -> bool:
+        return bool((bg := await load()) and bg[2])
+
+    async def health_generate(request: web.Request) -> web.Response:
+        """SGLang's ``/health_generate``: it runs a one-token generation, so a wedged engine never answers."""
+        if await phase() != "ready":
+            return web.Response(status=503)
+        deadline = time.monotonic() + HEALTH_GENERATE_TIMEOUT_S
+        while await wedged() and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        return web.Response(status=503 if await wedged() else 200)
+
     async def metrics(request: web.Request) -> web.Response:
         e = eng()
-        e.refresh()
+        e.refresh(await load())
         return web.Response(body=generate_latest(e.registry),
                             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
@@ -426,6 +446,8 @@ def create_app(backend) -> web.Application:
         rng = random.Random(zlib.crc32(json.dumps(body.get("messages"), sort_keys=True).encode()))
         reason = "abort"
         try:
+            while await wedged():  # issue 19: a wedged engine admits the request and never computes a token
+                await asyncio.sleep(0.5)
             hits = e.prefix(body["messages"], prompt_tokens)
             e.c_prompt.labels(*e.lv).inc(prompt_tokens)
             if not e.sglang:
@@ -583,5 +605,7 @@ def create_app(backend) -> web.Application:
     app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
+    if backend.engine == "sglang":
+        app.router.add_get("/health_generate", health_generate)
     app.router.add_post("/v1/chat/completions", chat)
     return app

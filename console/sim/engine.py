@@ -100,7 +100,8 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
     return fn(profile, state, world.faults(name), start, scale, head_ip, peers_ok, peer_fail_at, n,
               join_delay=join_at - start if peers_ok else 0.0, env=launch.run_env(run.get("args")),
               collective_ok=launch.transport_ok(world, name, run, peer_runs if state["rank"] == 0 else None),
-              hang_after_ready=bool({"collective-hang", "desync"} & launch.all_faults(world)))
+              hang_after_ready=bool({"collective-hang", "desync"} & launch.all_faults(world)),
+              hangs=frozenset(launch.all_faults(world) & {"wedge", "init-hang"}))  # issue 19: every rank
 
 
 def _run_at(world, name: str, state: dict[str, Any], runs: list[dict[str, Any]], t: float) -> dict[str, Any] | None:

@@ -26,10 +26,11 @@ from aiohttp import web
 from console.config import save_config
 from console.sim import api as sim_api
 from console.sim import station_shell
-from console.sim.engine import engine_phase, start_container, write_meminfo
+from console.sim.engine import container_status, engine_phase, start_container, write_meminfo
 from console.sim.launch import sim_overrides
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
+from console.sim.timelines import WEDGE_LOAD
 from console.sim.world import World
 
 
@@ -64,6 +65,19 @@ class SimBackend:
         if now - self._stall_cache[0] > 1.0:
             self._stall_cache = (now, any(r.in_flight for r in job(self.world)))
         return self._stall_cache[1]
+
+    def load(self) -> tuple[int, float, bool] | None:
+        """Issue 19, the wedge fault: its background users (running, tokens generated so far, wedged
+        now); None without the fault (only the API's own requests run)."""
+        now = time.time()
+        st = container_status(self.world, self.station, self.world.state(self.station), "glm53", now)
+        tl = st.get("timeline")
+        if st["state"] != "running" or tl is None or tl.wedge_at is None or tl.ready_at is None:
+            return None
+        t0 = float(st["started_at"])
+        served = max(0.0, min(now, t0 + tl.wedge_at) - (t0 + tl.ready_at))
+        rate = WEDGE_LOAD * float(self.tokens_per_s) / (1.0 + 0.1 * (WEDGE_LOAD - 1))
+        return WEDGE_LOAD, served * rate, now >= t0 + tl.wedge_at
 
 
 @dataclass

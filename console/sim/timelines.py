@@ -53,6 +53,7 @@ class Timeline:
     exit_at: float | None = None
     exit_code: int | None = None
     phases: list[tuple[float, str]] = field(default_factory=list)
+    wedge_at: float | None = None  # the wedge fault: when the tokens stop (offset, scaled); None: never
 
     def mem_at(self, t: float) -> float:
         pts = self.mem
@@ -162,6 +163,41 @@ def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], f
                     f"{1 if profile.gpu.extra_display_gpu else 0} busId 1000 commId 0x8f3e21c4d7a9b001 - Init COMPLETE")
 
 
+# --- issue 19: progress truth (the wedge and init-hang faults)
+INIT_HANG_PHASE = "hung in first collective"
+WEDGE_PHASE = "wedged (spinning)"
+LOAD_PHASE = "serving under load"
+#: Phases in which the GPUs spin at 100 % util at idle power (a kernel polling for a peer that never sends).
+SPIN_PHASES = frozenset({INIT_HANG_PHASE, WEDGE_PHASE})
+WEDGE_LOAD = 4  # the wedge fault's background requests (the users who were being served)
+WEDGE_AFTER_S = 300.0  # engine seconds of serving before the wedge (demo, time scale 0.1: 30 s)
+
+
+def _wedge(b: _Builder, cold: float, engine: str, head: bool) -> None:
+    """Serving under WEDGE_LOAD requests, then the tokens stop: the engine's stats lines give way
+    to vLLM's shared-memory broadcast warning (the head's engine core waits on its workers)."""
+    t0, t1 = cold, cold + WEDGE_AFTER_S
+    b.phase(t0, LOAD_PHASE)
+    b.phase(t1, WEDGE_PHASE)
+    b.tl.wedge_at = b.ts(t1)
+    if not head:
+        return
+    for t in range(int(t0) + 10, int(t1), 10):
+        if engine == "sglang":
+            b.at(t, f"Decode batch, #running-req: {WEDGE_LOAD}, #token: {2100 + 40 * (t - int(t0))}, token usage: "
+                    "0.03, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0")
+        else:
+            b.at(t, "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 144.9 tokens/s, "
+                    f"Running: {WEDGE_LOAD} reqs, Waiting: 0 reqs, GPU KV cache usage: 3.1%, Prefix cache hit "
+                    "rate: 0.0%", proc="APIServer", src="loggers.py:123")
+    if engine == "vllm":
+        for k in range(1, 31):
+            b.at(t1 + 60 * k, "No available shared memory broadcast block found in 60 seconds. This typically "
+                 "happens when some processes are hanging or doing some time-consuming work (e.g. compilation, "
+                 "weight/kv cache quantization).", proc="EngineCore_DP0", pid=263, src="shm_broadcast.py:801")
+# --- end issue 19
+
+
 def _watchdog(b: _Builder, t: float, seq: int, numel: int) -> None:
     """PyTorch's ProcessGroupNCCL watchdog (600 s): the collective ``seq`` never completed."""
     for dt_, tail in ((0.0, f"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
@@ -190,7 +226,7 @@ def _oom_traceback(b: _Builder, t: float, proc: str, pid: int, total_gib: float)
 def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
                   head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
                   join_delay: float = 0.0, env: dict[str, str] | None = None, collective_ok: bool = True,
-                  hang_after_ready: bool = False) -> Timeline:
+                  hang_after_ready: bool = False, hangs: frozenset[str] = frozenset()) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "vllm", state["hostname"], rank)
     tl = b.tl
@@ -240,6 +276,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     if "hostile-log" in faults:
         for i, line in enumerate(HOSTILE_LOG_LINES):
             b.at(9.5 + i * 0.01, line, raw=True)
+    if "init-hang" in hangs:  # every rank spins in the first collective; the log says nothing more
+        b.phase(10, INIT_HANG_PHASE)
+        return tl
     if not collective_ok:  # the first collective (pynccl's warm-up all-reduce of one element) never completes
         b.phase(10, "waiting on collective")
         if rank != 0:
@@ -357,6 +396,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         tl.ready_at = b.ts(g1 + 1)
         if hang_after_ready:
             b.phase(cold + 30, "hung in all-reduce")
+        if "wedge" in hangs:
+            _wedge(b, cold, "vllm", head=False)
         return tl
     b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {g1 + 2 - load1:.2f} s",
          proc="EngineCore_DP0", pid=263, src="core.py:210")
@@ -366,6 +407,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(cold - 2.8, "INFO:     Application startup complete.", raw=True)
     b.phase(cold - 2.8, "ready")
     tl.ready_at = b.ts(cold - 2.8)
+    if "wedge" in hangs:
+        _wedge(b, cold, "vllm", head=True)
     if hang_after_ready:  # serving, then both ranks stop inside one all-reduce (a software deadlock)
         b.phase(cold + 30, "hung in all-reduce")
         for k in (1, 2, 3):
@@ -381,7 +424,7 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
 def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], start: float, scale: float,
                     head_ip: str, peers_ok: bool, peer_fail_at: float | None, n: int,
                     join_delay: float = 0.0, env: dict[str, str] | None = None, collective_ok: bool = True,
-                    hang_after_ready: bool = False) -> Timeline:
+                    hang_after_ready: bool = False, hangs: frozenset[str] = frozenset()) -> Timeline:
     rank = state["rank"]
     b = _Builder(start, scale, "sglang", state["hostname"], rank)
     tl = b.tl
@@ -408,6 +451,9 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     if "hostile-log" in faults:
         for i, line in enumerate(HOSTILE_LOG_LINES):
             b.at(4.5 + i * 0.01, line, raw=True)
+    if "init-hang" in hangs:
+        b.phase(5, INIT_HANG_PHASE)
+        return tl
     if not collective_ok:
         b.phase(5, "waiting on collective")
         if rank != 0:
@@ -464,6 +510,8 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
         tl.ready_at = b.ts(g1 + 1)
+        if "wedge" in hangs:
+            _wedge(b, cold, "sglang", head=False)
         return tl
     b.at(cold - 4, "INFO:     Started server process [1]", raw=True)
     b.at(cold - 3.9, "INFO:     Waiting for application startup.", raw=True)
@@ -474,4 +522,6 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     b.at(cold - 1, "The server is fired up and ready to roll!")
     b.phase(cold - 1, "ready")
     tl.ready_at = b.ts(cold - 1)
+    if "wedge" in hangs:
+        _wedge(b, cold, "sglang", head=True)
     return tl

@@ -59,6 +59,11 @@ KNOWN_FAULTS = {
     # --- issue 19: hang evidence (RAS, flight recorder, py-spy --native)
     "desync": "serving, then the ranks fall out of step: this rank is one collective behind (it never launched the "
               "all-reduce the others wait in); RAS shows the spread, the service stalls",
+    # --- issue 19: progress truth (wedge, init-hang)
+    "wedge": "serving, then the engine wedges: 4 requests stay running, the generation-token counter freezes, "
+             "/health keeps answering 200, the GPUs spin at 100 % util at idle power",
+    "init-hang": "every rank stops in the first collective after NCCL init: the log goes silent, the GPUs spin "
+                 "at 100 % at idle power, the watchdog is far off (none fires within the hour)",
     # --- end issue 19
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
@@ -87,6 +92,9 @@ DEFAULT_FAULT_STATION = {
     "remove-ipc": 0,
     # --- issue 19: hang evidence
     "desync": 1,
+    # --- issue 19: progress truth
+    "wedge": 0,
+    "init-hang": 0,
     # --- end issue 19
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the

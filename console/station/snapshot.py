@@ -11,8 +11,9 @@ from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
+from console.station.progress import Verdict
 from console.station.state import Aspect, StationState
-from console.vocabulary import TRANSPORT_TEXT
+from console.vocabulary import TRANSPORT_TEXT, Progress
 
 
 def gpu_dict(g: GpuReading) -> dict[str, Any]:
@@ -118,3 +119,21 @@ def status_dict(state: StationState, failure: str | None = None) -> dict[str, An
     return {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
             "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,
             "container": container, "engine": engine_dict(state.engine)}
+
+
+# ---------------------------------------------------------------------- issue 19: progress truth
+
+
+def progress_json(verdict: Verdict, now: float) -> dict[str, Any]:
+    """The progress keys of ``watch --json`` and ``status --json`` (additions): ``progress`` (one of
+    progressing, idle, stuck, wedged, unknown), ``progress_since_s`` (how long it has held; null: not
+    known), ``progress_why`` (the verdict in one line) and ``progress_evidence`` (its lines)."""
+    return {"progress": str(verdict.state), "progress_since_s": verdict.since_s(now),
+            "progress_why": verdict.words, "progress_evidence": list(verdict.evidence)}
+
+
+def progress_words(verdict: Verdict) -> str:
+    """The plain ``watch`` line's tail: the progress state, and why when something is wrong."""
+    if verdict.alarm or verdict.state == Progress.UNKNOWN:
+        return f"  {verdict.state.upper()}: {one_line(verdict.words, 160)}"
+    return f"  {verdict.state}"

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from console.durations import age as age_words
-from console.probes.docker import ContainerInfo
+from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
@@ -41,6 +41,7 @@ from console.station.messages import (
     GpuSample,
     HostMemSample,
     LogBatch,
+    LogMarker,
     ServingUpdate,
 )
 from console.vocabulary import (
@@ -212,6 +213,7 @@ class StationState:
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
+        self.progress = ProgressFacts()  # issue 19: what the progress judge reads (console/station/progress.py)
 
     @classmethod
     def for_station(cls, station: Station, gpu_interval_s: float = 1.0) -> StationState:
@@ -225,6 +227,7 @@ class StationState:
 
     def apply(self, msg: object) -> frozenset[Aspect]:
         """Fold one message in; the aspects it changed (none for a message of another kind)."""
+        self._note_progress(msg)  # issue 19: the facts the progress judge reads
         match msg:
             case ConnectionState():
                 return self._connection(msg)
@@ -447,6 +450,70 @@ class StationState:
         when none is (or when no name is given)."""
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
+
+    # --- issue 19: progress truth
+    def _note_progress(self, msg: object) -> None:
+        """Keep what the progress judge needs: when the last log line was printed (its docker stamp
+        when it has one and it is not ahead of us), when the engine's phase last changed, each GPU's
+        idle power, and the generation-token counter with when it last moved."""
+        f = self.progress
+        match msg:
+            case LogBatch():
+                if any(not isinstance(line, LogMarker) for line in msg.lines):
+                    at = msg.at
+                    stamps = [t for st in msg.stamps if st and (t := parse_time(st)) is not None]
+                    if stamps:
+                        at = min(at, max(stamps))
+                    f.log_line_at = at if f.log_line_at is None else max(f.log_line_at, at)
+            case EngineUpdate():
+                if msg.progress.phase != f.phase:
+                    f.phase, f.phase_since = msg.progress.phase, msg.at
+            case GpuSample():
+                for g in msg.gpus:
+                    if g.power_w is not None and g.util_pct is not None and g.util_pct <= IDLE_UTIL_PCT:
+                        f.idle_power_w[g.index] = min(f.idle_power_w.get(g.index, g.power_w), g.power_w)
+            case ServingUpdate():
+                f.serving(msg.snapshot)
+
+
+#: A GPU at or under this utilization is idle: its power then is the GPU's idle power.
+IDLE_UTIL_PCT = 10
+
+
+@dataclass
+class ProgressFacts:
+    """The times and values the progress judge reads, kept as messages come (wall times)."""
+
+    log_line_at: float | None = None  # the last log line (not a marker)
+    phase: EnginePhase | None = None
+    phase_since: float | None = None  # when the engine's phase last changed
+    idle_power_w: dict[int, float] = field(default_factory=dict)  # per GPU: lowest power seen while idle
+    tokens: float | None = None  # the generation-token counter as last read (None: not in /metrics)
+    tokens_read_at: float | None = None  # the scrape it came from
+    tokens_moved_at: float | None = None  # when it last changed (a reset is a change; first read starts it)
+    active_since: float | None = None  # requests running or waiting since (None: none)
+    quiet_since: float | None = None  # no request since
+
+    def serving(self, snap: ServingSnapshot) -> None:
+        """A poll of the API: a new scrape moves the counter's facts (the same scrape twice, nothing)."""
+        at = snap.updated_at
+        if at is None or at == self.tokens_read_at:
+            return
+        value = snap.gen_tokens_total
+        value = None if value is None or value != value else value  # NaN: out of range, not a count
+        if value is None:
+            self.tokens, self.tokens_moved_at = None, None
+        elif self.tokens is None or value != self.tokens:  # moved, reset (a restart), or first seen
+            self.tokens_moved_at = at
+        self.tokens, self.tokens_read_at = value, at
+        running = snap.running if snap.running == snap.running else None
+        waiting = snap.waiting if snap.waiting == snap.waiting else None
+        active = bool(running) or bool(waiting)
+        if active and self.active_since is None:
+            self.active_since, self.quiet_since = at, None
+        elif not active and self.quiet_since is None:
+            self.active_since, self.quiet_since = None, at
+# --- end issue 19
 
 
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:

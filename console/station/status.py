@@ -15,6 +15,7 @@ from console.config.secrets import mask_url, redact_text
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
+from console.probes.docker import parse_time
 from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
 from console.remote import cmdlines
@@ -22,6 +23,7 @@ from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
 from console.remote.transport import CommandTimeout, HostKeyError, Transport, TransportError
 from console.serving.probe import api_status as serving_api_status
+from console.serving.probe import counter_look
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -29,8 +31,11 @@ from console.station.messages import (
     EngineUpdate,
     GpuSample,
     HostMemSample,
+    LogBatch,
+    ServingUpdate,
 )
-from console.station.snapshot import status_dict
+from console.station.progress import judge_look
+from console.station.snapshot import progress_json, status_dict
 from console.station.state import StationState
 from console.tasks import gather_owned
 from console.vocabulary import ConnState
@@ -103,9 +108,11 @@ async def station_state(config: Config, station: Station, transport: Transport, 
 ENGINE_LOG_TAIL = 5000
 
 
-async def engine_status(config: Config, station: Station, transport: Transport) -> EngineProgress | None:
+async def engine_status(config: Config, station: Station, transport: Transport
+                        ) -> tuple[EngineProgress, str | None] | None:
     """The engine phase from the tail of the container's log (None when it cannot be read): why an API
-    does not answer yet — still loading, or failed — without the operator reading the log."""
+    does not answer yet — still loading, or failed — without the operator reading the log; with the
+    last line's docker stamp (issue 19: how long the start-up has been silent)."""
     try:
         res = await transport.run(cmdlines.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
     except TransportError:
@@ -113,8 +120,9 @@ async def engine_status(config: Config, station: Station, transport: Transport) 
     if not res.ok:
         return None
     tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
-    tracker.feed_batch([docker_probe.split_timestamp(x)[1] for x in res.stdout.splitlines()])
-    return tracker.progress
+    split = [docker_probe.split_timestamp(x) for x in res.stdout.splitlines()]
+    tracker.feed_batch([line for _stamp, line in split])
+    return tracker.progress, next((stamp for stamp, _line in reversed(split) if stamp), None)
 
 
 async def api_status(config: Config) -> dict[str, Any]:
@@ -137,7 +145,8 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                 state.apply(ConnectionState(s.name, ConnState.UNREACHABLE, f"{s.name}: no answer within {limit:g} s"))
                 return state, None
 
-        read, api = await gather_owned(gather_owned(*(one(s) for s in config.stations)), api_status(config))
+        read, api, looks = await gather_owned(gather_owned(*(one(s) for s in config.stations)), api_status(config),
+                                              counter_look(config.api_url(), config.api_key(), config.api.timeout_s))
         # Only when the API does not answer: the engine's own log says whether it is still loading or
         # failed ("not healthy (ConnectError)" alone reads as an outage while the weights load).
         if not api["healthy"]:
@@ -147,15 +156,29 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
             phases = await asyncio.gather(*(asyncio.wait_for(engine_status(config, s, transports[s.name]), limit)
                                             for _st, s in present), return_exceptions=True)
             for (state, s), p in zip(present, phases, strict=True):
-                if isinstance(p, EngineProgress):
-                    state.apply(EngineUpdate(s.name, p))
+                if isinstance(p, tuple):
+                    progress, stamp = p
+                    last = parse_time(stamp) if stamp else None  # the phase began no later than the last line
+                    state.apply(EngineUpdate(s.name, progress, at=min(last, time.time()) if last else None))
+                    if stamp:
+                        state.apply(LogBatch(s.name, ["(the log's last line)"], stamps=[stamp]))
     finally:
         if registry is not None:
             await registry.close()
     head = config.head.name
+    states = [state for state, _f in read]
+    head_state = next((st for st in states if st.name == head), None)
+    if head_state is not None:
+        for snap in looks:
+            head_state.apply(ServingUpdate(snap, at=snap.polled_at))
+    now = time.time()
+    look_s = (looks[-1].polled_at or now) - (looks[0].polled_at or now) if len(looks) > 1 else 0.0
     stations = []
     for state, failure in read:
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
+        # issue 19: "progress" and "progress_since_s" (additions)
+        st |= progress_json(judge_look(state, head_state, now, config.ui.progress_window_s, look_s,
+                                       bool(api["healthy"])), now)
         # Workers serve no API: their fields are null (unknown), never invented.
         # the URL's userinfo and any secret in the error are masked (console.config.secrets)
         st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": mask_url(api["url"] or ""),

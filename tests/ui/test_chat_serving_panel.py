@@ -87,8 +87,14 @@ async def test_monitor_to_panel_then_stale() -> None:
         await runner.cleanup()  # the API goes away
         mon.post(await mon.poll_once())
         await pilot.pause()
+        out = text_of(panel.content)  # issue 19: one miss is a warning, red after 3 in a row
+        assert "◌ missed 1/3 (refused)" in out and "health check: refused: down" in out
+        assert not panel.has_class("-down")
+        for _ in range(2):
+            mon.post(await mon.poll_once())
+        await pilot.pause()
         out = text_of(panel.content)
-        assert "● not answering" in out and "stale: last good poll" in out
+        assert "● not answering (refused)" in out and "stale: last good poll" in out
         assert panel.has_class("-stale") and panel.has_class("-down")
         assert panel.snapshot.gen_tok_s is not None  # old values kept
 

@@ -119,7 +119,7 @@ def test_tables_come_from_the_dataclasses():
     assert kinds(Station)["port"] is int and kinds(Station)["local"] is bool and kinds(ApiSettings)["timeout_s"] == NUMBER
     assert [k for k, (_, required) in table(Station).items() if required] == ["name", "host", "rank"]
     assert "path" not in table(Config)  # not a TOML key
-    assert list(checks(UiSettings)) == ["refresh_ms", "log_lines", "theme"]
+    assert list(checks(UiSettings)) == ["refresh_ms", "log_lines", "theme", "progress_window_s"]  # + issue 19
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import sys
 import time
 
 from console.sim.engine import container_status, engine_phase, serving_mem_gib
+from console.sim.timelines import LOAD_PHASE, SPIN_PHASES
 from console.sim.world import held_mib
 
 _DEFAULT_PIDS = {0: 2345, 1: 2346}
@@ -36,6 +37,14 @@ def gpu_values(ctx, now: float) -> list[dict]:
             busy = 0.0
         if label in ("waiting on collective", "hung in all-reduce"):
             busy = 100.0  # an NCCL kernel spinning on a peer that never sends (workbench)
+        if label == LOAD_PHASE:  # issue 19: the wedge fault's users being served (real work, high power)
+            busy = 85.0
+        # issue 19: 100 % util at idle power (a kernel polling), the workbench's hangs included
+        spinning = label in SPIN_PHASES or label in ("waiting on collective", "hung in all-reduce")
+        if spinning:
+            busy = 100.0
+    else:
+        spinning = False
     out = []
     for g in state["gpus"]:
         if g["serving"]:
@@ -43,6 +52,8 @@ def gpu_values(ctx, now: float) -> list[dict]:
             mem = int(round(used_gib * 1024)) + g["idle_mib"] + held_mib(g)
             temp = 33 + util * 0.32 + (8 if used_gib > 1 else 0)
             power = (11.0 + util * 0.4) if g["unified"] else (96.0 + util * 6.5 + used_gib * 0.3)
+            if spinning:  # a kernel polling draws what an idle GPU does (GB10: 18-27 W, hangs.md)
+                power = (13.0 if g["unified"] else 110.0) + _noise(now + g["index"], 4.0)
         else:
             util, mem, temp, power = 1.0, g["idle_mib"], 31.0, 22.5
         out.append({

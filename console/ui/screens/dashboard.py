@@ -25,10 +25,14 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from console.config import Config, gpus_per_station
+from console.station.progress import Verdict, judge_all, service
 from console.station.state import Aspect, Stations
+from console.ui import clock
 from console.ui.widgets.diagnosis import DiagnosisPanel
 from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.fleet_table import FleetTable
+from console.ui.widgets.progress_banner import ProgressBanner
+from console.ui.widgets.serving_panel import ServingPanel
 from console.ui.widgets.station_pane import StationPane
 
 ENGINE_NAME = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -121,10 +125,12 @@ class DashboardScreen(Screen):
         self.panes: dict[str, StationPane] = {}
         self.view: View = "fleet" if len(config.stations) >= FLEET_FROM else "grid"
         self.chosen: str | None = None  # the station shown alone (station view)
+        self.verdicts: dict[str, Verdict] = {}  # issue 19: each station's progress, judged on a timer
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=getattr(self.app, "_clock", True))
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
+        yield ProgressBanner(id="progress-banner")  # issue 19: wedged or stuck, with the evidence
         p = self.config.profile
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
@@ -143,6 +149,7 @@ class DashboardScreen(Screen):
         self._show_view(self.view)
         self.set_interval(0.5, self._refresh_fleet)
         self.set_interval(1.0, self._tick_ages)
+        self.set_interval(0.5, self.judge_progress)  # issue 19: a wedge shows by time passing, not by a message
 
     # ------------------------------------------------------------------ the stations' states
 
@@ -187,7 +194,17 @@ class DashboardScreen(Screen):
 
     def _refresh_fleet(self) -> None:
         if self.view == "fleet":
-            self.query_one(FleetTable).update_from(self.stations.by_rank())
+            self.query_one(FleetTable).update_from(self.stations.by_rank(), verdicts=self.verdicts)
+
+    def judge_progress(self) -> None:
+        """Issue 19: judge every station's progress (pure, console/station/progress.py) and show the
+        service's: the banner, the serving panel's health, the fleet rows."""
+        now = clock.now()
+        self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)
+        verdict = service(self.verdicts, self.stations.head_name)
+        self.query_one(ProgressBanner).show(verdict, now)
+        for panel in self.query(ServingPanel):
+            panel.set_progress(verdict)
 
     def reveal(self, station: str) -> None:
         """Make this station's pane visible (the fleet view opens it)."""

@@ -18,7 +18,9 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.durations import age as age_text
+from console.durations import clock as mmss
 from console.sanitize import one_line
+from console.station.progress import Verdict
 from console.station.state import Aspect, StationState
 from console.ui import clock
 from console.ui.fit_text import error_words, fill_width
@@ -60,10 +62,11 @@ class FleetRow:
     transport: str
     error: str
     stale: bool = False  # the row's values are old (the station not live, its GPU samples late): dimmed
+    alarm: bool = False  # issue 19: wedged or stuck (the engine cell says it, in the error colour)
 
 
 def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | None = None,
-              expected: float | None = None) -> FleetRow:
+              expected: float | None = None, verdict: Verdict | None = None) -> FleetRow:
     """One station's row from its state: the serving GPUs only (those named ``serving_gpu`` when
     the profile expects a fill for them; all of them when none matches), memory as the state
     computes it (GB10: processes against host memory)."""
@@ -87,11 +90,16 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         error = s.gpu_error
     elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
         error = f"container {s.container.state} ({s.container.exit_code})"
+    label, alarm = s.engine_label, verdict is not None and verdict.alarm
+    if alarm:  # issue 19: a live, "ready" station whose tokens do not move is not shown as fine
+        assert verdict is not None
+        label = f"{verdict.state.upper()}" + (f" {mmss(now - verdict.since)}" if verdict.since is not None else "")
+        error = error or verdict.words
     return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
-                    p.phase if p else None, s.engine_label, sum(used) if used else None,
+                    p.phase if p else None, label, sum(used) if used else None,
                     sum(total) if total else None, max(utils) if utils else None,
                     p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400),
-                    stale=s.values_stale or s.stale(Aspect.GPUS, now))
+                    stale=s.values_stale or s.stale(Aspect.GPUS, now), alarm=alarm)
 
 
 def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
@@ -117,6 +125,8 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
     state = Text(f"{icon} {row.state}", style=style)
     age = Text(age_text(row.age_s), style="yellow" if (row.age_s or 0) > 10 else "dim")
     phase_style = palette.calm if row.phase in LOADING_PHASES else PHASE_STYLE.get(row.phase or "", "dim")
+    if row.alarm:
+        phase_style = f"bold {palette.error}"
     engine = Text(row.engine or "—", style=phase_style if row.engine else "dim")
     if row.used_mib is not None and row.total_mib:
         figures = f" {row.used_mib / 1024:.0f}/{row.total_mib / 1024:.0f} GiB"
@@ -192,15 +202,17 @@ class FleetTable(DataTable):
     def on_resize(self) -> None:
         self._columns()
 
-    def update_from(self, states: Iterable[StationState], now: float | None = None) -> None:
-        """Refresh every row from the stations' states (cells that did not change are left alone)."""
+    def update_from(self, states: Iterable[StationState], now: float | None = None,
+                    verdicts: dict[str, Verdict] | None = None) -> None:
+        """Refresh every row from the stations' states (cells that did not change are left alone);
+        ``verdicts``: each station's progress (issue 19)."""
         self._columns()
         pal = palette_of(self.app)
         cols = self._cols
         mem_width = dict(cols)["GPU memory"]
         filled = not self._rows
         for state in states:
-            row = fleet_row(state, now, self.serving_gpu, self.expected_frac)
+            row = fleet_row(state, now, self.serving_gpu, self.expected_frac, (verdicts or {}).get(state.name))
             key = row.station
             new = cells(row, self.expected_frac, mem_width, pal, cols)
             old = self._rows.get(key)

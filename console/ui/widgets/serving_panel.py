@@ -19,11 +19,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from console.durations import clock as mmss
 from console.durations import span
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
-from console.serving.metrics import ServingSnapshot
+from console.serving.metrics import MISSES_FOR_RED, ServingSnapshot
 from console.station.messages import ServingUpdate as ServingUpdate  # its old home: re-exported
+from console.station.progress import Verdict
 from console.ui import clock
 from console.ui.engine_state import api_expectation
 from console.ui.fit_text import pack
@@ -61,6 +63,11 @@ def _suffix(x: float | None, text: str) -> str:
     return text if x is not None and not _bad(x) else ""
 
 
+def _short_miss(snap: ServingSnapshot) -> str:
+    """The miss in a word for the health line ("refused", "timeout", "HTTP 503"); the foot says what it means."""
+    return (snap.miss or "?").split(":")[0]
+
+
 def stale_after(snap: ServingSnapshot) -> float:
     """A large /metrics is read seldom: its values are stale only after two of its periods."""
     return max(STALE_AFTER_S, 2 * (snap.metrics_every_s or 0.0))
@@ -68,7 +75,8 @@ def stale_after(snap: ServingSnapshot) -> float:
 
 def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
                     engine: EngineProgress | None = None, palette: Palette = DEFAULT,
-                    max_lines: int | None = None, off: str | None = None) -> ServingView:
+                    max_lines: int | None = None, off: str | None = None,
+                    progress: Verdict | None = None) -> ServingView:
     """The panel's content (pure: a snapshot, a clock and the head's engine phase in, a
     renderable out) that lays itself out for the width it gets: label/value pairs two per row
     when there is room, else packed whole into lines (a label is never cut to ``M…``).
@@ -87,9 +95,17 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         "ok": Text("● healthy", style=pal.ok),
         "unhealthy": Text(f"● unhealthy ({code}{' redirect' if 300 <= code < 400 else ''})",
                           style=f"bold {pal.error}"),
-        "unreachable": Text("● not answering", style=f"bold {pal.error}"),
+        "unreachable": Text("● not answering" + (f" ({_short_miss(snap)})" if snap.miss else ""),
+                            style=f"bold {pal.error}"),
         "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
+        # issue 19: a miss of an API that answered is a warning until MISSES_FOR_RED in a row
+        "missed": Text(f"◌ missed {snap.misses}/{MISSES_FOR_RED} ({_short_miss(snap)})",
+                       style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
+    if progress is not None and progress.alarm and off is None:  # issue 19: /health 200 never reads healthy
+        since = f" for {mmss(now - progress.since)}" if progress.since is not None else ""
+        answer = f"{snap.health_path} 200 but " if snap.status == "ok" else ""
+        health = Text(f"● {answer}{progress.state.upper()}{since}", style=f"bold {pal.error}")
     if loading:  # expected while the engine starts: calm, with the phase
         health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
     elif off is not None:
@@ -134,6 +150,8 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text(f"updated {span(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
+    if snap.miss:  # issue 19: what the missed health check means (refused = down, timeout = hung or saturated)
+        foot.append(f" — health check: {snap.miss}", style=pal.warn)
     if snap.invalid:
         names = ", ".join(_NAMES.get(k, k) for k in snap.invalid)
         foot.append(f" — out of range from the server: {names} (shown as invalid)", style=pal.warn)
@@ -201,6 +219,7 @@ class ServingPanel(Static):
         self.engine: EngineProgress | None = None  # the head station's engine phase
         self.max_lines: int | None = None  # a small terminal's budget of rows (None: all)
         self.off: str | None = None  # the head's container is not running: why (no live figures)
+        self.progress: Verdict | None = None  # the service's progress (issue 19): a wedge is never "healthy"
         self.border_title = "Serving"
 
     def set_max_lines(self, lines: int | None) -> None:
@@ -218,6 +237,12 @@ class ServingPanel(Static):
         self.snapshot, self.off = snapshot, off
         self._redraw()
 
+    def set_progress(self, verdict: Verdict | None) -> None:
+        """The service's progress verdict (the dashboard's judge, issue 19)."""
+        if verdict != self.progress:
+            self.progress = verdict
+            self._redraw()
+
     def set_engine(self, progress: EngineProgress | None) -> None:
         self.engine = progress
         self._redraw()
@@ -225,7 +250,8 @@ class ServingPanel(Static):
     def _redraw(self) -> None:
         snap = self.snapshot
         now = clock.now()
-        down = snap is not None and snap.status in ("unhealthy", "unreachable") and self.off is None
+        down = snap is not None and (snap.status in ("unhealthy", "unreachable") or (
+            self.progress is not None and self.progress.alarm)) and self.off is None
         starting = self.off is not None or (down and api_expectation(self.engine) in ("loading", "stopped"))
         late = snap is not None and snap.polled_at is not None and now - snap.polled_at > LATE_AFTER_S
         self.set_class(snap is not None and (snap.is_stale(now, stale_after(snap)) or late)
@@ -234,4 +260,5 @@ class ServingPanel(Static):
         self.set_class(starting, "-starting")
         if snap is not None and snap.url:
             self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
-        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines, self.off))
+        self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines, self.off,
+                                    self.progress))

@@ -1,0 +1,244 @@
+"""Progress truth: is anything moving, per station and for the service (issue 19).
+
+A connection can be ``live`` and ``/health`` answer 200 while no token moves (vLLM removes
+``NCCL_ASYNC_ERROR_HANDLING``, so the watchdog may never fire; shared/reference/hangs.md). So beside
+the connection state each station gets one of five words (``console.vocabulary.Progress``):
+
+- ``wedged``: requests running (or waiting) and the generation-token counter
+  (``vllm:generation_tokens_total``, ``sglang:generation_tokens_total``) frozen for the window W;
+- ``stuck``: a start-up phase that does not advance and no new log line for W while the GPUs are busy
+  (the first collective spinning after NCCL init);
+- ``progressing``: tokens or start-up lines coming; ``idle``: nothing asked of the engine, or no
+  engine running; ``unknown``: no way to tell, and the reason (no counter, station not live, ...).
+
+Each verdict carries since-when and its evidence: the counter's value and age, running/waiting, and
+per GPU its util and power (busy at idle power reads as a spinning kernel, busy at high power as
+work). Pure: the facts come from ``StationState`` (``state.progress``, kept as messages come), the
+clock from the caller. The head's counter speaks for every rank: tensor-parallel ranks generate
+together, so a worker of a serving engine is judged by it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from console.durations import clock
+from console.probes.nvidia_smi import GpuReading
+from console.station.state import Aspect, StationState
+from console.vocabulary import (
+    CONTAINER_UP_STATES,
+    LOADING_PHASES,
+    PROGRESS_ALARMS,
+    PROGRESS_SEVERITY,
+    EnginePhase,
+    Progress,
+)
+
+DEFAULT_WINDOW_S = 30.0
+BUSY_UTIL_PCT = 90  # a GPU at or above this is busy (a spinning NCCL kernel reads 96-100 %)
+READ_LATE_S = 20.0  # a counter read longer ago than this (or W) proves nothing about now
+LOADED_UTIL_PCT = 50  # at or above this, util and power together say spinning or working
+#: Idle power known from the model when this session never saw the GPU idle (W; hangs.md: GB10 idles
+#: at 18-27 W, eugr/spark-vllm-docker #260).
+IDLE_POWER_BY_NAME = {"GB10": 27.0}
+#: Busy at no more than idle power x this + SPIN_MARGIN_W: a kernel polling, not computing.
+SPIN_FACTOR, SPIN_MARGIN_W = 1.3, 15.0
+
+#: Each start-up phase in the stuck line's words ("stuck in NCCL init for 2:10").
+PHASE_WORDS: dict[EnginePhase, str] = {
+    EnginePhase.STARTING: "start-up", EnginePhase.CONNECTING: "NCCL init / first collective",
+    EnginePhase.LOADING: "weight loading", EnginePhase.LOADED: "start-up after the weights",
+    EnginePhase.KV_CACHE: "KV cache allocation", EnginePhase.GRAPHS: "CUDA graph capture"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One station's (or the service's) progress: the state, since when (wall time; None: not
+    known), one line that says it, and the evidence lines behind it."""
+
+    state: Progress
+    since: float | None
+    words: str
+    evidence: tuple[str, ...] = ()
+    station: str | None = None  # the service's verdict: the station it comes from
+
+    @property
+    def alarm(self) -> bool:
+        """Something should move and nothing does (the dashboard's banner)."""
+        return self.state in PROGRESS_ALARMS
+
+    def since_s(self, now: float) -> float | None:
+        """How long it has held (``progress_since_s``), rounded to 0.1 s."""
+        return None if self.since is None else round(max(0.0, now - self.since), 1)
+
+
+def gpu_evidence(state: StationState, now: float) -> list[str]:
+    """Per GPU: util and power, and what they mean together ("spinning kernel: busy at idle power")."""
+    out: list[str] = []
+    old = state.stale(Aspect.GPUS, now)
+    for g in state.gpus:
+        if not g.name or g.util_pct is None:
+            continue
+        text = f"{state.name} GPU{g.index} {g.util_pct} %" + ("" if g.power_w is None else f" at {g.power_w:.0f} W")
+        if g.util_pct >= LOADED_UTIL_PCT and g.power_w is not None:
+            idle = idle_power(state, g)
+            if idle is None:
+                text += " (idle power not seen yet)"
+            elif spinning(g, idle):
+                text += f": spinning kernel (busy at idle power, idle {idle:.0f} W)"
+            else:
+                text += f": working (busy at high power, idle {idle:.0f} W)"
+        if old:
+            text += f" (reading {clock(state.value_age(Aspect.GPUS, now) or 0.0)} old)"
+        out.append(text)
+    return out
+
+
+def idle_power(state: StationState, g: GpuReading) -> float | None:
+    """The GPU's idle power: the lowest seen while idle this session, else its model's, else None."""
+    seen = state.progress.idle_power_w.get(g.index)
+    if seen is not None:
+        return seen
+    return next((w for key, w in IDLE_POWER_BY_NAME.items() if key in g.name), None)
+
+
+def spinning(g: GpuReading, idle: float) -> bool:
+    return g.power_w is not None and g.power_w <= idle * SPIN_FACTOR + SPIN_MARGIN_W
+
+
+def gpus_busy(state: StationState, now: float) -> bool:
+    """Any GPU busy in fresh readings (old readings prove nothing about now)."""
+    if state.stale(Aspect.GPUS, now):
+        return False
+    return any(g.util_pct is not None and g.util_pct >= BUSY_UTIL_PCT for g in state.gpus if g.name)
+
+
+def judge(state: StationState, head: StationState | None, now: float,
+          window_s: float = DEFAULT_WINDOW_S) -> Verdict:
+    """One station's progress at ``now``; ``head``: the station whose API's counter speaks for the
+    service (the station itself when it is the head)."""
+    name = state.name
+
+    def v(p: Progress, since: float | None, words: str, evidence: Iterable[str] = ()) -> Verdict:
+        return Verdict(p, since, words, tuple(evidence), name)
+
+    conn = state.conn
+    if conn.down or state.values_stale or (not conn.live and state.seen_at is None):
+        why = state.why(now) or f"station {conn.state}"
+        return v(Progress.UNKNOWN, None, f"cannot tell: station not live ({why})")
+    c, e, f = state.container, state.engine, state.progress
+    if c is None:
+        return v(Progress.UNKNOWN, None, "cannot tell: the container was not read yet")
+    if c.state not in CONTAINER_UP_STATES:
+        return v(Progress.IDLE, state.at.get(Aspect.CONTAINER), f"no engine running (container {c.state})")
+    if e is None:
+        return v(Progress.UNKNOWN, None, "cannot tell: the engine log was not read yet")
+    if e.phase == EnginePhase.FAILED:
+        return v(Progress.UNKNOWN, f.phase_since, "cannot tell: the engine failed (its log says why)")
+    if e.phase == EnginePhase.STOPPED:
+        return v(Progress.IDLE, f.phase_since, "no engine running (stopped)")
+    if e.phase in LOADING_PHASES:
+        return _startup(state, now, window_s, v)
+    return _serving(state, head if head is not None else state, now, window_s, v)
+
+
+def _startup(state: StationState, now: float, window_s: float, v) -> Verdict:
+    """Start-up: lines or phases coming is progress; silence with busy GPUs is stuck."""
+    f, e = state.progress, state.engine
+    assert e is not None
+    moved = max((t for t in (f.log_line_at, f.phase_since) if t is not None), default=None)
+    where = PHASE_WORDS.get(e.phase, e.label)
+    if moved is None or now - moved < window_s:
+        return v(Progress.PROGRESSING, f.phase_since, f"starting: {e.label}")
+    quiet = now - moved
+    evidence = [f"{state.name}: last log line {clock(now - f.log_line_at)} ago" if f.log_line_at is not None
+                else f"{state.name}: no log line read", f"{state.name}: in {where} since the phase began "
+                f"{clock(now - f.phase_since)} ago" if f.phase_since is not None else f"{state.name}: in {where}"]
+    evidence += gpu_evidence(state, now)
+    if gpus_busy(state, now):
+        return v(Progress.STUCK, moved, f"stuck in {where} for {clock(quiet)}", evidence)
+    return v(Progress.UNKNOWN, moved, f"start-up quiet for {clock(quiet)} in {where}, GPUs not busy "
+             "(a slow disk, or waiting for a peer?)", evidence)
+
+
+def _serving(state: StationState, head: StationState, now: float, window_s: float, v) -> Verdict:
+    """Serving: the generation-token counter is the heartbeat while requests run."""
+    f, snap = head.progress, head.serving
+    if snap is None or f.tokens_read_at is None:
+        err = f" ({snap.error})" if snap is not None and snap.error else ""
+        return v(Progress.UNKNOWN, None, f"cannot tell: no /metrics read from the API yet{err}")
+    if f.tokens is None:
+        return v(Progress.UNKNOWN, None, "cannot tell: /metrics has no generation-token counter "
+                 "(vllm:generation_tokens_total; SGLang needs --enable-metrics)")
+    read_age = now - f.tokens_read_at
+    if read_age > max(window_s, READ_LATE_S):  # (a round whose health check times out takes its timeout)
+        why = f": {snap.error}" if snap.error else ""
+        return v(Progress.UNKNOWN, None, f"cannot tell: the counter was last read {clock(read_age)} ago{why}")
+    running, waiting = snap.running, snap.waiting
+    if running is None or running != running:
+        return v(Progress.UNKNOWN, None, "cannot tell: /metrics has no running-requests gauge")
+    waiting = 0.0 if waiting is None or waiting != waiting else waiting
+    reqs = f"{running:.0f} running, {waiting:.0f} waiting"
+    moved = f.tokens_moved_at or f.tokens_read_at
+    evidence = [f"generation tokens {f.tokens:,.0f}, last moved {clock(now - moved)} ago",
+                f"requests: {reqs}"]
+    if snap.status == "ok":
+        evidence.append(f"{snap.health_path} answers 200")
+    evidence += gpu_evidence(state, now)
+    if head is not state:
+        evidence += gpu_evidence(head, now)
+    if f.active_since is None:
+        since = max(t for t in (moved, f.quiet_since) if t is not None)
+        return v(Progress.IDLE, since, "idle: no request running or waiting", evidence)
+    frozen_since = max(moved, f.active_since)
+    frozen = now - frozen_since
+    if frozen >= window_s:
+        return v(Progress.WEDGED, frozen_since, f"wedged for {clock(frozen)}: {reqs}, no token generated "
+                 f"(counter frozen at {f.tokens:,.0f})", evidence)
+    rate = snap.gen_tok_s
+    rate_words = f", {rate:,.0f} tok/s" if rate is not None and rate == rate else ""
+    return v(Progress.PROGRESSING, f.active_since, f"generating: {reqs}{rate_words}", evidence)
+
+
+def judge_all(states: Iterable[StationState], head: StationState | None, now: float,
+              window_s: float = DEFAULT_WINDOW_S) -> dict[str, Verdict]:
+    """Every station's verdict, by name."""
+    return {s.name: judge(s, head, now, window_s) for s in states}
+
+
+def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
+    """The service's progress: a wedged or stuck station makes it so (the worst, the earliest);
+    else the head's word (its counter is the service's heartbeat)."""
+    alarms = [x for x in verdicts.values() if x.alarm]
+    if alarms:
+        worst = max(PROGRESS_SEVERITY[x.state] for x in alarms)
+        pick = [x for x in alarms if PROGRESS_SEVERITY[x.state] == worst]
+        first = min(pick, key=lambda x: (x.since is None, x.since or 0.0))
+        # every rank's GPUs at the same moment: the other stations' readings join the evidence
+        more = [e for x in verdicts.values() if x is not first for e in x.evidence
+                if " GPU" in e and e not in first.evidence]
+        return replace(first, evidence=first.evidence + tuple(more))
+    if head is not None and head in verdicts:
+        return verdicts[head]
+    return Verdict(Progress.UNKNOWN, None, "cannot tell: no station")
+
+
+def judge_look(state: StationState, head: StationState | None, now: float, window_s: float,
+               look_s: float, serving: bool) -> Verdict:
+    """``status``'s one-shot verdict: the live judge over what one look read (the log tail's
+    stamps date a silent start-up at once), except that a look shorter than W cannot tell a
+    wedge: a counter that did not move during it with requests running says so, and points at
+    ``watch``. ``serving``: the API answered healthy (the engine log is then not read: the
+    counter is what speaks)."""
+    v = judge(state, head, now, window_s)
+    if v.state == Progress.UNKNOWN and state.engine is None and serving and state.conn.live:
+        v = _serving(state, head if head is not None else state, now, window_s,
+                     lambda p, since, words, ev=(): Verdict(p, since, words, tuple(ev), state.name))
+    f = (head or state).progress
+    counted = state.engine is None or state.engine.phase not in LOADING_PHASES  # judged by the counter
+    if v.state == Progress.PROGRESSING and counted and f.tokens_read_at is not None:
+        if f.tokens_moved_at == f.active_since:  # no move seen during the look
+            return Verdict(Progress.UNKNOWN, None, f"no token moved in a {look_s:.1f} s look with requests running; "
+                           f"a wedge shows after {clock(window_s)} of it (dgx-console watch)", v.evidence, state.name)
+    return v

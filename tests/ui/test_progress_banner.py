@@ -1,0 +1,164 @@
+"""Issue 19 on the dashboard: the banner of a wedged or stuck service (since when, the evidence, the
+key to the hang evidence), within W + 5 s of the wedge on the simulated stations; the serving panel
+and the fleet row never read a wedge as healthy. Snapshots of the banner at 200x50, 120x35, 80x24."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from console.probes.docker import ContainerInfo
+from console.probes.engine_log import EngineProgress
+from console.probes.nvidia_smi import GpuReading
+from console.serving.metrics import ServingSnapshot
+from console.sim.engine import container_status
+from console.station.messages import ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, LogBatch
+from console.ui import clock
+from console.ui.app import ConsoleApp
+from console.ui.widgets.fleet_table import fleet_row
+from console.ui.widgets.progress_banner import HINT, ProgressBanner
+from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
+from tests.ui.pair_app import pair_config
+from tests.ui.snap_settle import settle
+from tests.waiting import until
+
+SIZES = [(200, 50), (120, 35), (80, 24)]
+IDS = [f"{w}x{h}" for w, h in SIZES]
+T0 = 1764590400.0  # 2025-12-01 12:00:00 UTC; "now" is 2 s later
+URL = "http://127.0.0.1:8000"
+W = 5.0
+
+
+def _gpus(util: int, power: float) -> list[GpuReading]:
+    return [GpuReading(0, "GPU-s0", "NVIDIA GB300", 236902, 256703, util, 48, power)]
+
+
+async def _wedged(pilot, now: float = T0 + 2.0) -> None:
+    """A and B serving; the counter last moved at T0 - 40 with 4 requests running; the GPUs at 100 %
+    and idle power: what the dashboard's 1 s judge then shows."""
+    app = pilot.app
+    post = app.post_message
+    await pilot.pause()
+    for st in ("A", "B"):
+        post(ConnectionState(st, "live", last_sample_at=T0))
+        post(GpuSample(st, _gpus(1, 108.0), T0 - 120))  # idle before the load: its idle power
+        await pilot.pause()  # (a newer sample replaces one still queued)
+        post(GpuSample(st, _gpus(100, 117.0), T0))
+        post(ContainerUpdate(st, ContainerInfo("glm53", "running"), T0 - 300))
+        post(EngineUpdate(st, EngineProgress("ready", transport="gdrdma", headless=st == "B"), T0 - 300))
+        post(LogBatch(st, ["INFO:     Application startup complete."], at=T0 - 300))
+    base = ServingSnapshot(url=URL, healthy=True, status="ok", model="glm-5.3", version="0.30.0", engine="vllm",
+                           running=4, waiting=0, kv_usage=0.031, gen_tok_s=0.0, gen_tokens_total=51230.0)
+    for at in (T0 - 44, T0 - 40, T0):
+        moved = 51230.0 if at >= T0 - 40 else 50900.0
+        post(ServingUpdate(dataclasses.replace(base, gen_tokens_total=moved, updated_at=at, polled_at=at), at=at))
+        await pilot.pause()  # each poll on its own (a newer one replaces one still queued)
+    panel = app.dashboard.query_one(ServingPanel)
+    await until(lambda: app.stations["A"].progress.tokens_read_at == T0 and panel.snapshot is not None
+                and app.stations["B"].gpus_at == T0, what="the fed state", pilot=pilot)
+    app.dashboard.judge_progress()  # what the dashboard's 1 s timer does
+    await until(lambda: app.dashboard.query_one(ProgressBanner).has_class("-alarm"), what="the banner", pilot=pilot)
+    await settle(pilot)
+
+
+def _app() -> ConsoleApp:
+    return ConsoleApp(pair_config(api_url=URL), start_services=False, clock=False)
+
+
+@pytest.fixture
+def _fixed_clock(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.setattr(clock, "now", lambda: T0 + 2.0)
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+async def test_the_banner_says_wedged_since_when_with_the_evidence_and_the_key(_fixed_clock):
+    app = _app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await _wedged(pilot)
+        banner = app.dashboard.query_one(ProgressBanner)
+        text = banner.content.plain
+        assert text.startswith(f"⚠ WEDGED since 11:59:20 (0:42) · {HINT} — A: wedged for 0:42: 4 running, 0 waiting")
+        assert "generation tokens 51,230, last moved 0:42 ago" in text and "/health answers 200" in text
+        assert "A GPU0 100 % at 117 W: spinning kernel (busy at idle power, idle 108 W)" in text
+        assert "B GPU0 100 % at 117 W: spinning kernel" in text  # every rank's GPUs
+        health = app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain
+        assert health == "● /health 200 but WEDGED for 0:42"  # a 200 never reads healthy
+        row = fleet_row(app.stations["A"], T0 + 2.0, verdict=app.dashboard.verdicts["A"])
+        assert row.engine == "WEDGED 0:42" and row.alarm and "wedged for 0:42" in row.error
+
+
+async def test_the_banner_says_stuck_in_nccl_init_from_the_last_log_line(_fixed_clock):
+    app = _app()
+    async with app.run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        post = app.post_message
+        for st in ("A", "B"):
+            post(ConnectionState(st, "live", last_sample_at=T0))
+            post(GpuSample(st, _gpus(2, 104.0), T0 - 200))
+            await pilot.pause()
+            post(GpuSample(st, _gpus(100, 112.0), T0))
+            post(ContainerUpdate(st, ContainerInfo("glm53", "running"), T0 - 200))
+            post(EngineUpdate(st, EngineProgress("connecting"), T0 - 140))
+            post(LogBatch(st, ["NCCL INFO comm 0x55d5c8a000 rank 0 nranks 2 - Init COMPLETE"], at=T0 - 130))
+        await until(lambda: all(app.stations[n].gpus_at == T0 and app.stations[n].progress.log_line_at == T0 - 130
+                                for n in ("A", "B")), what="the fed state", pilot=pilot)
+        app.dashboard.judge_progress()
+        banner = app.dashboard.query_one(ProgressBanner)
+        await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
+        text = banner.content.plain
+        assert text.startswith(f"⚠ STUCK since 11:57:50 (2:12) · {HINT} — A: stuck in NCCL init / first collective "
+                               "for 2:12")
+        assert "A: last log line 2:12 ago" in text and "B GPU0 100 % at 112 W: spinning kernel" in text
+
+
+async def test_no_banner_while_tokens_move_or_nothing_runs(_fixed_clock, monkeypatch):
+    app = _app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        post = app.post_message
+        post(ConnectionState("A", "live", last_sample_at=T0))
+        post(GpuSample("A", _gpus(85, 720.0), T0))
+        post(ContainerUpdate("A", ContainerInfo("glm53", "running"), T0 - 300))
+        post(EngineUpdate("A", EngineProgress("ready"), T0 - 300))
+        for k, at in enumerate((T0 - 4, T0 - 2, T0)):
+            post(ServingUpdate(ServingSnapshot(url=URL, healthy=True, status="ok", running=4, waiting=0,
+                                               gen_tokens_total=1000.0 + 300 * k, updated_at=at, polled_at=at), at=at))
+            await pilot.pause()
+        await until(lambda: app.stations["A"].progress.tokens_read_at == T0, what="the polls", pilot=pilot)
+        app.dashboard.judge_progress()
+        await pilot.pause()
+        assert app.dashboard.verdicts["A"].state == "progressing"
+        assert not app.dashboard.query_one(ProgressBanner).has_class("-alarm")
+        assert app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain == "● healthy"
+
+
+async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory):
+    """Live: the dashboard over the simulated stations with the wedge fault and W = 5 s (the time
+    from the freeze to the banner is printed: the README's figure is the median of three runs)."""
+    h = await sim_factory(faults=["wedge"], time_scale=0.005)
+    config = dataclasses.replace(h.config, ui=dataclasses.replace(h.config.ui, progress_window_s=W))
+    app = ConsoleApp(config, gpu_interval_ms=500)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(lambda: app.stations["A"].gpus, what="A's GPUs", pilot=pilot, timeout=30)
+        h.start_service()
+        st = await until(lambda: (s := container_status(h.world, "A", h.world.state("A"), "glm53"))["state"]
+                         == "running" and s, what="A's container running", pilot=pilot, timeout=30)
+        frozen_at = float(st["started_at"]) + st["timeline"].wedge_at
+        banner = app.dashboard.query_one(ProgressBanner)
+        await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot, timeout=60,
+                    detail=lambda: {n: (v.state, v.words) for n, v in app.dashboard.verdicts.items()})
+        took = time.time() - frozen_at
+        print(f"wedge -> banner: {took:.1f} s (W = {W:g} s)")
+        assert took <= W + 5, took
+        assert "WEDGED" in banner.content.plain and HINT in banner.content.plain
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+def test_snapshot_wedge_banner(snap_compare, size, _fixed_clock):
+    assert snap_compare(_app(), terminal_size=size, run_before=_wedged)
