@@ -6,7 +6,9 @@ from __future__ import annotations
 import shlex
 
 from console.probes import docker as docker_probe
+from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
+from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
 
 q = shlex.quote
 
@@ -379,3 +381,57 @@ def drop_caches() -> str:
     memory (GB10) the cache counts as used for the engine's free-memory check."""
     return ("sync && { sysctl -q -w vm.drop_caches=3 2>/dev/null || sudo -n sysctl -q -w vm.drop_caches=3; } "
             "&& echo dropped")
+
+
+# --- issue 24: GPU and fabric health
+HEALTH_EVERY_S = 2.0  # the health stream's interval (slower than the GPU loop; a fault shows within ~2 s)
+RAILS_EVERY_S = 2.0  # the rails loop's interval
+NET_SYSFS = "/sys/class/net"
+
+
+def gpu_health_query(loop_ms: int | None = None, prefix: str = "clocks_event_reasons",
+                     limit_s: float = TOOL_LIMIT_S) -> str:
+    """Per-GPU health (console/probes/gpu_health.py); ``prefix``: ``clocks_event_reasons`` (R535+) or
+    older drivers' ``clocks_throttle_reasons``. With ``loop_ms`` one long-lived process."""
+    cmd = f"nvidia-smi {gpu_health.query(prefix)} {smi.CSV_FORMAT}"
+    if loop_ms:
+        return ended_with_channel(cmd + f" -lms {int(loop_ms)}")
+    return bounded(cmd, limit_s)
+
+
+def _rail_reads(rails: list[tuple[str, str]]) -> str:
+    reads = []
+    for netdev, device in rails:
+        net = f"{NET_SYSFS}/{netdev}"
+        reads += [f"r {q(netdev + '.' + leaf)} {q(f'{net}/{leaf}')}" for leaf in NET_LEAVES]
+        reads += [f"r {q(netdev + '.' + s)} {q(f'{net}/statistics/{s}')}" for s in NET_STATS]
+        if device:
+            port = f"{RDMA_SYSFS}/{device}/ports/1"
+            reads.append(f"r {q(netdev + '.ib.state')} {q(port + '/state')}")
+            reads += [f"r {q(netdev + '.ib.' + c)} {q(f'{port}/hw_counters/{c}')}" for c in IB_COUNTERS]
+    return "; ".join(reads)
+
+
+def rails_stream(rails: list[tuple[str, str]], interval_s: float = RAILS_EVERY_S) -> str:
+    """Every rail's link state, speed, MTU, carrier changes and error/RoCE counters, read from sysfs
+    by bash builtins only (``read`` from the file, a never-written fd as the sleep): one process for
+    the loop's whole life, like the host memory loop. ``rails``: (netdev, RDMA device or "")."""
+    script = ('exec 3<> <(:); r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "%s %s\\n" "$1" "$v"; '
+              'else printf "%s -\\n" "$1"; fi; }; '
+              f'while :; do {_rail_reads(rails)}; printf "@@\\n"; read -t {interval_s:g} -u 3 _; done')
+    return "exec bash -c " + q(script)
+
+
+def rails_once(rails: list[tuple[str, str]]) -> str:
+    """One round of the rails loop (``status``)."""
+    script = ('r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "%s %s\\n" "$1" "$v"; '
+              'else printf "%s -\\n" "$1"; fi; }; ' + _rail_reads(rails) + '; printf "@@\\n"')
+    return "bash -c " + q(script)
+
+
+def kernel_follow(since_epoch: float) -> str:
+    """The kernel log since ``since_epoch``, then followed (one long-lived process): journald when
+    readable, else the ring buffer (``dmesg -w``; older dated lines are dropped by the reader)."""
+    return (f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)} 2>&1 || "
+            "exec dmesg -w --time-format iso 2>&1")
+# --- end issue 24
