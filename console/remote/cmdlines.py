@@ -394,9 +394,9 @@ def gpu_health_query(loop_ms: int | None = None, prefix: str = "clocks_event_rea
     """Per-GPU health (console/probes/gpu_health.py); ``prefix``: ``clocks_event_reasons`` (R535+) or
     older drivers' ``clocks_throttle_reasons``. With ``loop_ms`` one long-lived process."""
     cmd = f"nvidia-smi {gpu_health.query(prefix)} {smi.CSV_FORMAT}"
-    if loop_ms:
-        return ended_with_channel(cmd + f" -lms {int(loop_ms)}")
-    return bounded(cmd, limit_s)
+    if loop_ms:  # 2>&1: an unknown field's complaint must reach the reader (it switches the names)
+        return ended_with_channel(cmd + f" -lms {int(loop_ms)} 2>&1")
+    return bounded(cmd, limit_s) + " 2>&1"
 
 
 def _rail_reads(rails: list[tuple[str, str]]) -> str:
@@ -430,8 +430,8 @@ def rails_once(rails: list[tuple[str, str]]) -> str:
 
 
 def kernel_follow(since_epoch: float) -> str:
-    """The kernel log since ``since_epoch``, then followed (one long-lived process): journald when
-    readable, else the ring buffer (``dmesg -w``; older dated lines are dropped by the reader)."""
-    return (f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)} 2>&1 || "
-            "exec dmesg -w --time-format iso 2>&1")
+    """The kernel log since ``since_epoch``, then followed: one long-lived ``journalctl -k -f`` that
+    ends with its channel. A journal the login user may not read says so on its first line
+    (``probes/kernel_log.unreadable``), and the console shows that instead of "no Xid"."""
+    return ended_with_channel(f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)} 2>&1")
 # --- end issue 24

@@ -198,4 +198,19 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                            "(Receiver ID)"),
                 (t0 + 9.2, "NVRM: Xid (PCI:0000:01:00): 119, pid=2757, name=VLLM::Worker_TP1, Timeout after 6s of "
                            "waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL)")]
+    out += xid_lines(world, name)  # issue 24
     return sorted(out)
+
+
+def xid_lines(world: World, name: str) -> list[tuple[float, str]]:
+    """The ``xid`` fault (issue 24): an Xid 48 then an Xid 79 for the serving GPU, 1 s and 2 s after the
+    fault was set, in the driver's words (NVIDIA's Xid catalogue; the bus id as the driver prints it)."""
+    if "xid" not in world.faults(name):
+        return []
+    t0 = world.fault_since(name, "xid")
+    gpus = world.state(name)["gpus"]
+    g = next((x for x in gpus if x["serving"]), gpus[0])
+    pci = f"PCI:{g['index']:04x}:01:00"
+    return [(t0 + 1.0, f"NVRM: Xid ({pci}): 48, pid=2757, name=VLLM::Worker_TP0, An uncorrectable double bit "
+                       "error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 1."),
+            (t0 + 2.0, f"NVRM: Xid ({pci}): 79, pid=2757, name=VLLM::Worker_TP0, GPU has fallen off the bus.")]
