@@ -27,8 +27,8 @@ from console.config import save_config
 from console.sim import api as sim_api
 from console.sim import station_shell
 from console.sim.engine import engine_phase, start_container, write_meminfo
-from console.sim.rails_fs import write_rails
 from console.sim.launch import sim_overrides
+from console.sim.rails_fs import write_rails
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
 from console.sim.world import World
