@@ -1,4 +1,4 @@
-"""One round of the rails loop (``cmdlines.rails_stream``): ``KEY VALUE`` lines read from sysfs by
+"""One round of the rails loop (``cmdlines.health_stream``'s ``R`` lines, ``rails_once``): ``KEY VALUE`` lines read from sysfs by
 shell builtins, ``-`` for a file that could not be read, then ``@@``.
 
 Keys: ``NETDEV.LEAF`` for ``/sys/class/net/NETDEV/{operstate,carrier,speed,mtu,carrier_changes}``
@@ -57,7 +57,10 @@ def parse_round(lines: list[str], netdevs: list[str]) -> dict[str, RailReading]:
     """The readings of one round, by netdev (every netdev asked for, even when nothing was readable)."""
     raw: dict[str, dict[str, str]] = {n: {} for n in netdevs}
     for line in lines:
-        key, _, value = line.strip().partition(" ")
+        line = line.strip()
+        if line.startswith("R "):  # the tag of the health stream (cmdlines.health_stream)
+            line = line[2:]
+        key, _, value = line.partition(" ")
         netdev, _, leaf = key.partition(".")
         if netdev in raw and leaf:
             raw[netdev][leaf] = value.strip()

@@ -400,7 +400,7 @@ def gpu_health_query(loop_ms: int | None = None, prefix: str = "clocks_event_rea
 
 
 def _rail_reads(rails: list[tuple[str, str]]) -> str:
-    reads = []
+    reads: list[str] = []
     for netdev, device in rails:
         net = f"{NET_SYSFS}/{netdev}"
         reads += [f"r {q(netdev + '.' + leaf)} {q(f'{net}/{leaf}')}" for leaf in NET_LEAVES]
@@ -412,26 +412,46 @@ def _rail_reads(rails: list[tuple[str, str]]) -> str:
     return "; ".join(reads)
 
 
-def rails_stream(rails: list[tuple[str, str]], interval_s: float = RAILS_EVERY_S) -> str:
-    """Every rail's link state, speed, MTU, carrier changes and error/RoCE counters, read from sysfs
-    by bash builtins only (``read`` from the file, a never-written fd as the sleep): one process for
-    the loop's whole life, like the host memory loop. ``rails``: (netdev, RDMA device or "")."""
-    script = ('exec 3<> <(:); r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "%s %s\\n" "$1" "$v"; '
-              'else printf "%s -\\n" "$1"; fi; }; '
-              f'while :; do {_rail_reads(rails)}; printf "@@\\n"; read -t {interval_s:g} -u 3 _; done')
-    return "exec bash -c " + q(script)
-
-
 def rails_once(rails: list[tuple[str, str]]) -> str:
-    """One round of the rails loop (``status``)."""
-    script = ('r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "%s %s\\n" "$1" "$v"; '
-              'else printf "%s -\\n" "$1"; fi; }; ' + _rail_reads(rails) + '; printf "@@\\n"')
+    """One round of the rails loop (``status``, the links rung): ``R KEY VALUE`` lines, then ``R @@``."""
+    script = ('r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
+              'else printf "R %s -\\n" "$1"; fi; }; ' + _rail_reads(rails) + '; printf "R @@\\n"')
     return "bash -c " + q(script)
 
 
-def kernel_follow(since_epoch: float) -> str:
-    """The kernel log since ``since_epoch``, then followed: one long-lived ``journalctl -k -f`` that
-    ends with its channel. A journal the login user may not read says so on its first line
-    (``probes/kernel_log.unreadable``), and the console shows that instead of "no Xid"."""
-    return ended_with_channel(f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)} 2>&1")
+# One channel for the three: the session's long-lived streams are few (transport.MAX_STREAMS) and the
+# monitor already holds five. bash reads the health tool and the kernel log from process substitutions
+# (their pids kept: both are killed when the channel hangs up, a wedged nvidia-smi too) and sysfs with
+# builtins; each line goes out with its source's tag: ``H`` health row, ``K`` kernel log line, ``R``
+# rails round line (``R @@`` ends a round), ``H @@end`` / ``K @@end``: that tool ended.
+_HEALTH_LOOP = (
+    'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
+    'trap "kill -KILL $h $k 2>/dev/null; exit 129" HUP INT TERM; '
+    'r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
+    'else printf "R %s -\\n" "$1"; fi; }; '
+    'drain() { while :; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
+    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; elif [ $s -gt 128 ]; then '
+    '[ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; return 0; else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; '
+    'printf "%s @@end\\n" "$2"; return 1; fi; done; }; '
+    'hl=1; kl=1; t=0; while :; do '
+    '[ $hl = 1 ] && { drain 4 H || hl=0; }; [ $kl = 1 ] && { drain 5 K || kl=0; }; '
+    'if [ $t = 0 ]; then {rails}printf "R @@\\n"; fi; t=$(( (t + 1) % {ticks} )); read -t 0.5 -u 3 _; done'
+)
+
+
+def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str = "clocks_event_reasons",
+                  interval_s: float = RAILS_EVERY_S) -> str:
+    """The GPU health stream (``nvidia-smi -lms``), the kernel log (``journalctl -k -f`` since
+    ``since_epoch``; a journal the user may not read says so on its first line) and the rails loop
+    (link state, speed, MTU, carrier changes, error and RoCE counters from sysfs, every
+    ``interval_s``), multiplexed on one channel by one bash: three long-lived processes, none per
+    round. ``rails``: (netdev, RDMA device or "")."""
+    health = f"nvidia-smi {gpu_health.query(prefix)} {smi.CSV_FORMAT} -lms {int(HEALTH_EVERY_S * 1000)}"
+    kernel = f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)}"
+    reads = _rail_reads(rails)
+    script = (_HEALTH_LOOP.replace("{health}", health).replace("{kernel}", kernel)
+              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5)))))
+    return "exec bash -c " + q(script)
+
+
 # --- end issue 24

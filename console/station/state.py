@@ -486,7 +486,9 @@ class StationState:
                 return frozenset({Aspect.RAILS})
             case KernelEvents():
                 self.at[Aspect.KERNEL], self.kernel_unreadable = msg.at, msg.unreadable
-                new = [xid_event(e, self.health, msg.at) for e in msg.events if e.kind == "xid" and e.xid is not None]
+                seen = {(x.code, x.bus_id, x.at, x.text) for x in self.xids}  # a restarted follower reads them again
+                new = [x for e in msg.events if e.kind == "xid" and e.xid is not None
+                       if (x := xid_event(e, self.health, msg.at)) and (x.code, x.bus_id, x.at, x.text) not in seen]
                 self.xids = (self.xids + new)[-XIDS_KEPT:]
                 return frozenset({Aspect.KERNEL}) if new or msg.unreadable else NOTHING
         return NOTHING
