@@ -7,11 +7,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from console.probes.gpu_health import GpuHealth
 from console.probes.kernel_log import KernelEvent
 from console.probes.xid import describe as xid_describe
+from console.probes.xid import meaning as xid_meaning
 from console.probes.xid import severity as xid_severity
+
+if TYPE_CHECKING:
+    from console.station.state import StationState
 
 
 @dataclass(frozen=True)
@@ -53,3 +58,31 @@ def xid_event(ev: KernelEvent, health: Mapping[int, GpuHealth], read_at: float) 
     key = _bus_key(ev.device)
     gpu = next((i for i, h in health.items() if key is not None and _bus_key(h.bus_id) == key), None)
     return XidEvent(int(ev.xid or 0), gpu, ev.device, ev.time if ev.time is not None else read_at, ev.text)
+
+
+@dataclass(frozen=True)
+class HealthLine:
+    """One thing the health of a station says: ``level`` (``error`` | ``warn``) and its words."""
+
+    level: str
+    text: str
+    fix: str = ""
+
+    @property
+    def icon(self) -> str:
+        return "✖" if self.level == "error" else "⚠"
+
+
+def health_lines(state: StationState) -> list[HealthLine]:
+    """What the pane's health box and the fleet row say, worst first: each GPU's flags, this run's
+    Xids (NVIDIA's meaning and action) and the kernel log's unreadability. Empty: nothing to say."""
+    out: list[HealthLine] = []
+    for i in sorted(state.health):
+        for f in state.gpu_flags(i):
+            out.append(HealthLine("error" if f.level == "error" else "warn", f"GPU{i} {f.text}", f.fix))
+    for x in state.run_xids()[-3:]:
+        info = xid_meaning(x.code)
+        level = "error" if x.info_severity in ("fatal", "error") else "warn"
+        out.append(HealthLine(level, x.words(), info.action if info else ""))
+    out.sort(key=lambda h: h.level != "error")
+    return out

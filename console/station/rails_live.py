@@ -85,6 +85,14 @@ class RailView:
             text += f" · ⚠ flapped {self.flaps}× since " + time.strftime("%H:%M", time.localtime(self.flaps_since or now))
         return text
 
+    def short(self) -> str:
+        """The fleet's NCCL column when the engine has not said its transport: ``▲ 400G`` / ``✖ down``."""
+        if self.up is False:
+            return "✖ down"
+        if self.up is None:
+            return ""
+        return ("⚠ " if self.level else "▲ ") + (f"flap {self.flaps}×" if self.flaps else _gbps(self.speed_mbps))
+
     def to_dict(self, now: float) -> dict:
         """One rail of ``rails`` in ``watch --json`` / ``status --json``."""
         return {"netdev": self.netdev, "up": self.up, "down_s": None if self.down_since is None
