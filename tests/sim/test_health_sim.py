@@ -162,3 +162,28 @@ async def test_gb10_shows_no_false_flag(sim_factory):
         assert state.health_level() is None and not state.stale(Aspect.HEALTH, time.time())
     finally:
         await svc.stop()
+
+
+async def test_watch_and_status_json_carry_health_and_rails(sim_factory):
+    import io
+    import json
+
+    from console.commands.watch import watch
+    from console.station.status import collect_status
+
+    h = await sim_factory(faults=["gpu-ecc@B", "link-down@B"], time_scale=0.005)
+    out = io.StringIO()
+    await watch(h.config, out, as_json=True, logs=False, seconds=6.0, interval=0.5)
+    b = [json.loads(x) for x in out.getvalue().splitlines() if '"station": "B"' in x][-1]
+    serving = [g for g in b["gpus"] if g["name"] == h.config.profile.gpu.name][0]
+    assert serving["health"]["ecc_uncorrected"] == 2 and serving["health"]["remapped_rows_pending"] is True
+    assert {f["kind"] for f in serving["health"]["flags"]} == {"ecc", "pending"}
+    rail = b["rails"][0]
+    assert rail["netdev"] == h.config.station("B").rail_netdev and rail["up"] is False and rail["level"] == "error"
+    assert b["ages_s"]["health"] is not None and b["ages_s"]["rails"] is not None
+    data = await collect_status(h.config)
+    sb = data["stations"][1]
+    assert [g["health"]["ecc_uncorrected"] for g in sb["gpus"] if g["name"] == h.config.profile.gpu.name] == [2]
+    assert sb["rails"][0]["up"] is False and sb["rails"][0]["expected_mbps"] == h.config.profile.link.speed_mbps
+    sa = data["stations"][0]
+    assert all(not g["health"]["flags"] for g in sa["gpus"]) and sa["rails"][0]["up"] is False  # the cable: both ends

@@ -10,8 +10,10 @@ from console.commands.watch import watch
 from console.station.messages import CONN_STATES
 
 STATION_KEYS = {"t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
-                "ages_s", "gpus_age_s", "stale_sources"}  # the contract's keys, and every source's age (issue 20)
-GPU_KEYS = {"index", "name", "uuid", "memory_used_mib", "memory_total_mib", "util_pct", "temp_c", "power_w", "error"}
+                "ages_s", "gpus_age_s", "stale_sources",  # the contract's keys, and every source's age (issue 20)
+                "rails", "xids", "kernel_log_error"}  # issue 24: additions
+GPU_KEYS = {"index", "name", "uuid", "memory_used_mib", "memory_total_mib", "util_pct", "temp_c", "power_w", "error",
+            "health"}
 
 
 async def test_watch_json_is_ndjson_per_station_per_interval_with_logs(sim_factory):
