@@ -187,3 +187,25 @@ async def test_watch_and_status_json_carry_health_and_rails(sim_factory):
     assert sb["rails"][0]["up"] is False and sb["rails"][0]["expected_mbps"] == h.config.profile.link.speed_mbps
     sa = data["stations"][0]
     assert all(not g["health"]["flags"] for g in sa["gpus"]) and sa["rails"][0]["up"] is False  # the cable: both ends
+
+
+async def test_the_gpu_health_check_is_a_finding_with_evidence_and_fix(sim_factory):
+    from console.station.checks import run_checks
+
+    h = await sim_factory(faults=["gpu-pcie-downtrained@B", "gpu-power-capped@B", "rail-errors@B"])
+    results = {(r.id, r.station): r for r in await run_checks(h.config, only=["gpu-health", "rail-live"])}
+    a, b = results[("gpu-health", "A")], results[("gpu-health", "B")]
+    assert a.status == "pass", a
+    assert b.status == "warn" and "PCIe Gen3 x8 (max Gen5 x16)" in b.summary and "power-capped 600/1000 W" in b.summary
+    assert "clocks_event_reasons.active" in b.evidence and "reseat" in b.fix and "nvidia-smi -pl 1000" in b.fix
+    rail = results[("rail-live", "B")]
+    assert rail.status == "fail" and "err/s" in rail.summary and "hw_counters/out_of_sequence" in rail.evidence
+    assert results[("rail-live", "A")].status == "pass"
+
+
+async def test_gb10_gpu_health_check_passes(sim_factory):
+    from console.station.checks import run_checks
+
+    h = await sim_factory(profile="glm53-flash-nvfp4-2x-gb10-sglang")
+    results = await run_checks(h.config, only=["gpu-health"])
+    assert [r.status for r in results] == ["pass", "pass"], results

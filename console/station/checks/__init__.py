@@ -31,6 +31,7 @@ from console.station.checks.context import (
     StationDown,
     ToolMissing,
 )
+from console.station.checks.health_checks import check_gpu_health, check_rail_live
 from console.station.checks.links import (
     check_jumbo_ping,
     check_link_down,
@@ -89,6 +90,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
     Spec("env-mismatch", "all", check_env, "env file consistent", ("files",)),
     Spec("api-exposed", "head", check_api_exposed, "API exposure", ("config",)),
+    # --- issue 24: GPU and fabric health
+    Spec("gpu-health", "station", check_gpu_health, "GPU throttling, PCIe, ECC, power", ("nvidia-smi",)),
+    Spec("rail-live", "station", check_rail_live, "rail up, not flapping, no errors rising", ("sysfs counters",)),
+    # --- end issue 24
 )
 CHECK_IDS = tuple(s.id for s in SPECS)
 
@@ -141,6 +146,7 @@ _NEEDS_FIELDS = {
     "mtu-mismatch": ("rail_netdev",), "jumbo-ping": ("rail_netdev", "rail_ip"), "rail-route": ("rail_netdev", "rail_ip"),
     "rdma-netdev": ("rdma_device", "rail_netdev"), "rdma-port-down": ("rdma_device",),
     "roce-gid": ("rdma_device", "rail_ip"), "rdma-errors": ("rdma_device",),
+    "rail-live": ("rail_netdev",),  # issue 24
 }
 
 
