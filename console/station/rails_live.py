@@ -117,6 +117,8 @@ class _Track:
     samples: deque[tuple[float, dict[str, int]]] = field(default_factory=deque)
     flaps: deque[float] = field(default_factory=deque)
     last_changes: int | None = None
+    base: int | None = None  # carrier_changes at a moment the link was up
+    completed: int = 0  # down-and-ups counted since base
     last_up: bool | None = None
     down_since: float | None = None
 
@@ -134,10 +136,14 @@ class RailTracker:
             t = self._tracks.setdefault(netdev, _Track())
             up = r.up
             if r.carrier_changes is not None:
-                if t.last_changes is not None and r.carrier_changes > t.last_changes:
-                    # two changes are one down-and-up; a link now down has gone down (one more to come)
-                    n = (r.carrier_changes - t.last_changes + (1 if up is False else 0)) // 2
-                    t.flaps.extend([at] * n)
+                if t.last_changes is None or r.carrier_changes < t.last_changes:  # first look, or a reload
+                    t.last_changes, t.base, t.completed = r.carrier_changes, (r.carrier_changes if up else None), 0
+                elif t.base is None and up:  # counted from a moment the link was up
+                    t.base = r.carrier_changes
+                if t.base is not None:  # every two changes since then: one completed down-and-up
+                    done = (r.carrier_changes - t.base) // 2
+                    t.flaps.extend([at] * max(0, done - t.completed))
+                    t.completed = max(t.completed, done)
                 t.last_changes = r.carrier_changes
             elif t.last_up is False and up is True:
                 t.flaps.append(at)
