@@ -17,14 +17,14 @@ from console.sim.world import World
 
 # Faults of the cable itself: both ends see them.
 LINK_FAULTS = ("link-down", "slow-rail", "rail-flap")
-FLAP_PERIOD_S, FLAP_DOWN_S = 6.0, 2.0  # rail-flap: down for the last 2 s of every 6 s since it was set
+FLAP_PERIOD_S, FLAP_DOWN_S = 6.0, 2.0  # rail-flap: down for the first 2 s of every 6 s since it was set
 
 
 def flapping_down(world: World, now: float) -> bool:
     """The rail-flap fault's link is down now (both ends: the cable's fault)."""
     for n in world.names:
         if "rail-flap" in world.faults(n):
-            return (now - world.fault_since(n, "rail-flap")) % FLAP_PERIOD_S >= FLAP_PERIOD_S - FLAP_DOWN_S
+            return (now - world.fault_since(n, "rail-flap")) % FLAP_PERIOD_S < FLAP_DOWN_S
     return False
 
 
