@@ -195,8 +195,10 @@ def flags(h: GpuHealth) -> list[HealthFlag]:
         out.append(HealthFlag("pending", "warn", f"{what} pending (reset)",
                               f"A {what} waits for a GPU reset to take effect: reset the GPU at the next "
                               "window (`nvidia-smi -r -i N` with no process on it) or reboot."))
+    capped = bool(h.power_limit_w and h.power_default_w and h.power_limit_w < POWER_CAPPED_BELOW * h.power_default_w)
     if h.reasons:
-        words = _reason_words(h.reasons)
+        # under a lowered limit the SW power cap is that limit at work: said once, as the cap
+        words = [(w, lv) for w, lv in _reason_words(h.reasons) if not (capped and w == "power cap")]
         if words:
             level = "error" if any(lv == "error" for _, lv in words) else "warn"
             clock = f" (SM {h.sm_mhz}/{h.sm_max_mhz} MHz)" if h.sm_mhz and h.sm_max_mhz else ""
@@ -212,8 +214,9 @@ def flags(h: GpuHealth) -> list[HealthFlag]:
                               f"(max Gen{h.pcie_gen_max} x{h.pcie_width_max})",
                               "The PCIe link trained below its maximum: reseat the GPU/riser, check the slot's "
                               "BIOS setting and `lspci -vv` LnkSta; AER errors in the kernel log point at it."))
-    if h.power_limit_w and h.power_default_w and h.power_limit_w < POWER_CAPPED_BELOW * h.power_default_w:
-        out.append(HealthFlag("power-cap", "warn", f"power-capped {h.power_limit_w:.0f}/{h.power_default_w:.0f} W",
+    if capped:
+        clock = f" (SM {h.sm_mhz}/{h.sm_max_mhz} MHz)" if h.sm_mhz and h.sm_max_mhz and h.reasons and h.reasons & 0x4 else ""
+        out.append(HealthFlag("power-cap", "warn", f"power-capped {h.power_limit_w:.0f}/{h.power_default_w:.0f} W{clock}",
                               "The enforced power limit is below the default: `nvidia-smi -q -d POWER` says who "
                               "set it; restore with `sudo nvidia-smi -pl "
                               f"{h.power_default_w:.0f} -i N`."))

@@ -69,21 +69,21 @@ class RailView:
             return f"✖ down{since}" + (f" · flapped {self.flaps}×" if self.flaps else "")
         if self.up is None:
             return "? link state unreadable"
-        parts = [f"▲ {_gbps(self.speed_mbps)}"]
-        if self.slow:
-            parts[0] = f"⚠ {_gbps(self.speed_mbps)} (expected {_gbps(self.expected_mbps)})"
+        # trouble first: a narrow pane keeps the start of the line
+        flap = (f"⚠ flapped {self.flaps}× since " + time.strftime("%H:%M", time.localtime(self.flaps_since or now))
+                if self.flaps else "")
+        head = f"⚠ {_gbps(self.speed_mbps)} (expected {_gbps(self.expected_mbps)})" if self.slow else (
+            f"▲ {_gbps(self.speed_mbps)}")
         if self.mtu:
-            parts.append(str(self.mtu) + (f" (expected {self.expected_mtu})" if self.expected_mtu
-                                          and self.mtu != self.expected_mtu else ""))
-        text = " ".join(parts)
+            head += f" {self.mtu}" + (f" (expected {self.expected_mtu})" if self.expected_mtu
+                                       and self.mtu != self.expected_mtu else "")
         err = self.err_rate
-        text += " · " + ("? err/s" if err is None else f"{_rate(err)} err/s")
+        errs = "? err/s" if err is None else f"{_rate(err)} err/s"
+        parts = [p for p in ((flap, errs, head) if flap or err else (head, errs)) if p]
         cong = self.congestion_rate
         if cong:
-            text += f" · {_rate(cong)} ECN/CNP/s"
-        if self.flaps:
-            text += f" · ⚠ flapped {self.flaps}× since " + time.strftime("%H:%M", time.localtime(self.flaps_since or now))
-        return text
+            parts.append(f"{_rate(cong)} ECN/CNP/s")
+        return " · ".join(parts)
 
     def short(self) -> str:
         """The fleet's NCCL column when the engine has not said its transport: ``▲ 400G`` / ``✖ down``."""

@@ -34,7 +34,7 @@ def test_rates_over_the_last_minute_and_the_strip():
     t.feed(_round(oos=0), 100.0)
     v = t.feed(_round(oos=3000), 102.0)[N]
     assert v.rates["out_of_sequence"] == 1500.0 and v.err_rate == 1500.0 and v.level == "warn"
-    assert v.words(102.0) == "▲ 400G 9000 · 1,500 err/s"
+    assert v.words(102.0) == "1,500 err/s · ▲ 400G 9000"  # trouble first
     v = t.feed(_round(oos=3000), 200.0)[N]  # the window moved on: no growth in it
     assert v.err_rate == 0 and v.level is None and v.words(200.0) == "▲ 400G 9000 · 0 err/s" and v.short() == "▲ 400G"
 

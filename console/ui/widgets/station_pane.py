@@ -134,6 +134,21 @@ class HostMemLine:
         yield line
 
 
+class OneRowEach:
+    """Lines drawn one row each, cut with an ellipsis at the pane's edge (their start says what they
+    are): the health box and the rail strip (issue 24)."""
+
+    def __init__(self, lines: list[Text]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console, options):
+        for line in self.lines:
+            line = line.copy()
+            line.no_wrap, line.overflow = True, "ellipsis"
+            line.truncate(options.max_width, overflow="ellipsis")
+            yield line
+
+
 class StationPane(Vertical):
     DEFAULT_CSS = """
     StationPane { border: round $primary 60%; padding: 0 1; height: 1fr; }
@@ -350,36 +365,36 @@ class StationPane(Vertical):
         old = s.stale(Aspect.HEALTH, now)
         self._mark_old(Aspect.HEALTH, old)
         lines = health_lines(s)
-        text = Text()
-        for i, h in enumerate(lines[:4]):
-            if i:
-                text.append("\n")
-            text.append(f"{h.icon} {one_line(h.text, 200)}", style="dim" if old else
-                        ("bold red" if h.level == "error" else "yellow"))
-        if len(lines) > 4:
-            text.append(f"  (+{len(lines) - 4} more)", style="dim")
-        if lines and old:
-            text.append_text(old_label(s.value_age(Aspect.HEALTH, now)))
-        box.update(text)
-        box.display = bool(lines)
+        most = 2 if self.has_class("-short") else 4  # a short pane keeps its log lines
+        rows = []
+        for h in lines[:most]:
+            rows.append(Text(f"{h.icon} {one_line(h.text, 200)}", style="dim" if old else
+                             ("bold red" if h.level == "error" else "yellow")))
+        if len(lines) > most:
+            rows[-1].append(f"  (+{len(lines) - most} more)", style="dim")
+        if rows and old:
+            rows[-1].append_text(old_label(s.value_age(Aspect.HEALTH, now)))
+        box.update(OneRowEach(rows))
+        box.display = bool(rows)
         strip = self.query_one(".rails", Static)
         views = list(s.rails.views.values())
         old = s.stale(Aspect.RAILS, now)
         self._mark_old(Aspect.RAILS, old)
-        text = Text()
-        for i, v in enumerate(views):
-            if i:
-                text.append("\n")
+        width = self.content_size.width or 80
+        rows = []
+        for v in views:
             style = "dim" if old else {"error": "bold red", "warn": "yellow"}.get(v.level or "", "")
-            text.append("rail ", style="dim")
-            text.append(one_line(v.netdev, 40) + " ", style="dim" if old else "bold")
-            text.append(v.words(now), style=style)
-        if views and old:
-            text.append_text(old_label(s.value_age(Aspect.RAILS, now)))
-        text.no_wrap, text.overflow = True, "ellipsis"
-        strip.update(text)
-        strip.styles.height = max(1, len(views))
-        strip.display = bool(views)
+            words = v.words(now)
+            row = Text("rail ", style="dim")
+            if len(views) > 1 or len(f"rail {v.netdev} {words}") <= width:  # one rail: its name can go
+                row.append(one_line(v.netdev, 40) + " ", style="dim" if old else "bold")
+            row.append(words, style=style)
+            if old:
+                row.append_text(old_label(s.value_age(Aspect.RAILS, now)))
+            rows.append(row)
+        strip.update(OneRowEach(rows))
+        strip.styles.height = max(1, len(rows))
+        strip.display = bool(rows)
     # --- end issue 24
 
     def _render_status(self) -> None:
