@@ -209,3 +209,17 @@ async def test_gb10_gpu_health_check_passes(sim_factory):
     h = await sim_factory(profile="glm53-flash-nvfp4-2x-gb10-sglang")
     results = await run_checks(h.config, only=["gpu-health"])
     assert [r.status for r in results] == ["pass", "pass"], results
+
+
+async def test_the_bundle_includes_health_and_rails(sim_factory):
+    import asyncio
+    import json
+
+    from console.commands.bundle import build_bundle
+
+    h = await sim_factory(faults=["gpu-ecc@B"])
+    members, manifest = await asyncio.to_thread(build_bundle, h.config, 50, False)
+    data = json.loads(members["health.json"])
+    b = next(s for s in data["stations"] if s["name"] == "B")
+    assert manifest["health"] == {"included": True, "error": None}
+    assert any(g["health"] and g["health"]["ecc_uncorrected"] == 2 for g in b["gpus"]) and b["rails"][0]["up"] is True
