@@ -30,6 +30,7 @@ from console.station.messages import GpuHealthSample, KernelEvents, RailsSample
 if TYPE_CHECKING:
     from console.station.monitor import StationService
 
+HEALTH_RETRY_S = 10.0  # a health tool that ended (a driver failure) is asked again this often
 KERNEL_LOOKBACK_S = 3600.0  # the kernel log is read from this far back (the state keeps this run's Xids)
 ENDED = "@@end"
 
@@ -61,6 +62,7 @@ class HealthStreams:
         rounds = gh.HealthRounds(svc._gpu_count)
         since = time.time() - KERNEL_LOOKBACK_S
         block: list[str] = []
+        ended: float | None = None  # when the health tool ended (the rails and the kernel log go on)
         async for line in svc.transport.stream(cmdlines.health_stream(rails, since, self.prefix)):
             tag, _, text = line.rstrip("\r\n").partition(" ")
             if tag == "R":
@@ -68,27 +70,27 @@ class HealthStreams:
                     if netdevs:
                         self._post(RailsSample(name, parse_round(block, netdevs), time.time()))
                     block = []
+                    if ended is not None and time.monotonic() - ended >= HEALTH_RETRY_S:
+                        return  # ask the health tool again (the channel starts again within a second)
                 else:
                     block.append(text)
             elif tag == "H":
-                if not self._health(rounds, text):
-                    return  # the tool ended (or wants the older names): the stream starts again
-            elif tag == "K":
-                self._kernel(text, since)
+                if text.strip() == ENDED:
+                    ended = time.monotonic()
+                elif not self._health(rounds, text):
+                    return  # the older names wanted: the stream starts again with them
 
     def _health(self, rounds: gh.HealthRounds, text: str) -> bool:
-        """One health line; False when the stream must start again."""
+        """One health line; False when the stream must start again (with the older names)."""
         name = self.svc.station.name
-        if text.strip() == ENDED:
-            return False
         try:
             got = rounds.feed(text)
         except gh.InvalidField as exc:
             if exc.name.startswith(gh.EVENT_PREFIX) and self.prefix == gh.EVENT_PREFIX:
                 self.prefix = gh.THROTTLE_PREFIX  # an older driver: ask with its names from now on
-            else:
-                self._post(GpuHealthSample(name, [], time.time(), str(exc)))
-            return False
+                return False
+            self._post(GpuHealthSample(name, [], time.time(), str(exc)))
+            return True
         if got is None and is_tool_failure(text):
             self._post(GpuHealthSample(name, [], time.time(), f"nvidia-smi: {text.strip()[:200]}"))
         elif got is not None:

@@ -223,3 +223,22 @@ async def test_the_bundle_includes_health_and_rails(sim_factory):
     b = next(s for s in data["stations"] if s["name"] == "B")
     assert manifest["health"] == {"included": True, "error": None}
     assert any(g["health"] and g["health"]["ecc_uncorrected"] == 2 for g in b["gpus"]) and b["rails"][0]["up"] is True
+
+
+async def test_a_failing_driver_leaves_the_rails_fresh(sim):
+    """``smi-fail``: the health tool ends at once; the rails and the kernel log on the same channel go
+    on (the channel starts again only every HEALTH_RETRY_S), so the rails never turn stale."""
+    sink, svc = await _watching(sim)
+    try:
+        sim.world.set_faults("B", ["smi-fail"])
+        t0 = time.monotonic()
+        await sink.wait_for(lambda: time.monotonic() - t0 > 15, timeout=25)
+        times = [m.at for m in sink.of(RailsSample, "B") if m.at >= time.time() - 15]
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        assert len(times) >= 5 and max(gaps) < 6.0, gaps  # stale after 6 s
+        state = _folded(sink, sim.config, "B")
+        assert state.health_error and "Driver/library version mismatch" in state.health_error
+        assert not state.stale(Aspect.RAILS, time.time())
+    finally:
+        sim.world.set_faults("B", [])
+        await svc.stop()

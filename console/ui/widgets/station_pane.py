@@ -158,6 +158,7 @@ class StationPane(Vertical):
     StationPane .hostmem { height: 1; }
     StationPane .health { height: auto; display: none; }
     StationPane .rails { height: 1; display: none; }
+    StationPane.-health-error { border: round $error; }
     StationPane .badges { height: auto; display: none; }
     StationPane .gpu-error { height: auto; display: none; }
     StationPane .gpu-error.-shown { display: block; }
@@ -376,6 +377,8 @@ class StationPane(Vertical):
             rows[-1].append_text(old_label(s.value_age(Aspect.HEALTH, now)))
         box.update(OneRowEach(rows))
         box.display = bool(rows)
+        # an Xid, uncorrected ECC, HW slowdown or a rail down: the pane's border says it from afar
+        self.set_class(not old and s.health_level() == "error", "-health-error")
         strip = self.query_one(".rails", Static)
         views = list(s.rails.views.values())
         old = s.stale(Aspect.RAILS, now)
