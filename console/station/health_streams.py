@@ -17,6 +17,7 @@ own error; the station stays as live as its GPU samples say.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from console.station.messages import GpuHealthSample, KernelEvents, RailsSample
 if TYPE_CHECKING:
     from console.station.monitor import StationService
 
+START_AFTER_S = 2.0  # after a (re)connect the health channel opens this much after the other streams
 HEALTH_RETRY_S = 10.0  # a health tool that ended (a driver failure) is asked again this often
 KERNEL_LOOKBACK_S = 3600.0  # the kernel log is read from this far back (the state keeps this run's Xids)
 ENDED = "@@end"
@@ -50,7 +52,13 @@ class HealthStreams:
         self.kernel_said: str | None = None  # why the kernel log is unreadable, once said
 
     def jobs(self) -> list:
-        return [self.svc._forever(self.stream)]
+        return [self._later()]
+
+    async def _later(self) -> None:
+        """Started a moment after the other streams: on a (re)connect the GPU samples, the container
+        and its log come first (the station's state), health right after."""
+        await asyncio.sleep(START_AFTER_S)
+        await self.svc._forever(self.stream)
 
     def _post(self, msg) -> None:
         self.svc.post(msg)
@@ -79,6 +87,8 @@ class HealthStreams:
                     ended = time.monotonic()
                 elif not self._health(rounds, text):
                     return  # the older names wanted: the stream starts again with them
+            elif tag == "K":
+                self._kernel(text, since)
 
     def _health(self, rounds: gh.HealthRounds, text: str) -> bool:
         """One health line; False when the stream must start again (with the older names)."""
