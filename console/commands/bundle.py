@@ -4,8 +4,9 @@ Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, the val
 name: ``*_TOKEN=``, ``*_KEY=``, ``*_PASSWORD=``, ... as ``console.config.secrets`` decides):
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
 config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.station.checks`` is
-available), ``logs/<station>.log`` (the last N container log lines) and ``findings.json`` (the
-diagnosis over those logs and checks). An unreachable station is recorded, never fatal. Besides the
+available), ``logs/<station>.log`` (the last N container log lines), ``findings.json`` (the
+diagnosis over those logs and checks) and ``health.json`` (every GPU's health and every rail, as
+``status --json`` reads them). An unreachable station is recorded, never fatal. Besides the
 patterns, every secret value the config knows (``[overrides.extra_env]`` secrets, the API key) is
 masked wherever it appears.
 
@@ -70,13 +71,28 @@ def _check_dict(r: Any) -> dict[str, Any]:
 
 
 async def _collect(config: Config, tail: int, with_checks: bool, trust: bool
-                   ) -> tuple[list[StationLog], list[Any] | None, str | None]:
+                   ) -> tuple[list[StationLog], list[Any] | None, str | None, dict[str, Any]]:
     logs_task = asyncio.gather(*(fetch_station_log(config, s, tail, trust) for s in config.stations))
+    health_task = asyncio.ensure_future(_health(config, trust))
     if with_checks:
         (logs, (checks, err)) = await asyncio.gather(logs_task, _run_checks(config, CHECKS_TIMEOUT_S))
     else:
         logs, checks, err = await logs_task, None, "checks skipped (--no-checks)"
-    return list(logs), checks, err
+    return list(logs), checks, err, await health_task
+
+
+async def _health(config: Config, trust: bool) -> dict[str, Any]:
+    """Issue 24: every GPU's health and every rail as ``status --json`` reads them (health.json)."""
+    from console.station.status import collect_status
+
+    try:
+        data = await asyncio.wait_for(collect_status(config, trust=trust), CHECKS_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - the bundle never dies for its health part
+        return {"stations": [], "error": f"{exc.__class__.__name__}: {exc}"}
+    return {"stations": [{"name": s["name"], "reachable": s["reachable"], "error": s["error"],
+                          "gpus": [{"index": g["index"], "name": g["name"], "health": g.get("health")}
+                                   for g in s["gpus"]], "rails": s.get("rails", [])}
+                         for s in data["stations"]], "error": None}
 
 
 def _config_text(config: Config) -> str | None:
@@ -101,7 +117,7 @@ def _masker(config: Config):
 def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = True, trust: bool = False
                  ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The archive members (name -> bytes) and the manifest."""
-    logs, checks, checks_error = asyncio.run(_collect(config, tail, with_checks, trust))
+    logs, checks, checks_error, health = asyncio.run(_collect(config, tail, with_checks, trust))
     mask = _masker(config)  # the patterns, and the config's own secret values wherever they appear
     d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
     members: dict[str, bytes] = {}
@@ -145,6 +161,8 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
     from console.doctor.bundle import doctor_member  # the NCCL workbench's last report and debug tries
 
     members["doctor.json"], manifest["doctor"] = doctor_member(config, lambda obj: _masked(obj, mask))
+    members["health.json"] = json.dumps(_masked(health, mask), indent=2).encode()  # issue 24
+    manifest["health"] = {"included": bool(health["stations"]), "error": health["error"]}
     members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
     return members, manifest
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import shlex
 
 from console.probes import docker as docker_probe
+from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
+from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
 
 q = shlex.quote
 
@@ -488,3 +490,75 @@ def ncclras_diag(container: str) -> str:
     """NCCL 2.31's cross-rank comparison (GPU model, driver, ECC, NVLink, ``NCCL_*``), read from the
     RAS service inside the serving container (the ncclras client ships with NCCL)."""
     return f"docker exec {q(container)} ncclras -D 2>&1"
+# --- issue 24: GPU and fabric health
+HEALTH_EVERY_S = 2.0  # the health stream's interval (slower than the GPU loop; a fault shows within ~2 s)
+RAILS_EVERY_S = 2.0  # the rails loop's interval
+NET_SYSFS = "/sys/class/net"
+
+
+def gpu_health_query(loop_ms: int | None = None, prefix: str = "clocks_event_reasons",
+                     limit_s: float = TOOL_LIMIT_S) -> str:
+    """Per-GPU health (console/probes/gpu_health.py); ``prefix``: ``clocks_event_reasons`` (R535+) or
+    older drivers' ``clocks_throttle_reasons``. With ``loop_ms`` one long-lived process."""
+    cmd = f"nvidia-smi {gpu_health.query(prefix)} {smi.CSV_FORMAT}"
+    if loop_ms:  # 2>&1: an unknown field's complaint must reach the reader (it switches the names)
+        return ended_with_channel(cmd + f" -lms {int(loop_ms)} 2>&1")
+    return bounded(cmd, limit_s) + " 2>&1"
+
+
+def _rail_reads(rails: list[tuple[str, str]]) -> str:
+    reads: list[str] = []
+    for netdev, device in rails:
+        net = f"{NET_SYSFS}/{netdev}"
+        reads += [f"r {q(netdev + '.' + leaf)} {q(f'{net}/{leaf}')}" for leaf in NET_LEAVES]
+        reads += [f"r {q(netdev + '.' + s)} {q(f'{net}/statistics/{s}')}" for s in NET_STATS]
+        if device:
+            port = f"{RDMA_SYSFS}/{device}/ports/1"
+            reads.append(f"r {q(netdev + '.ib.state')} {q(port + '/state')}")
+            reads += [f"r {q(netdev + '.ib.' + c)} {q(f'{port}/hw_counters/{c}')}" for c in IB_COUNTERS]
+    return "; ".join(reads)
+
+
+def rails_once(rails: list[tuple[str, str]]) -> str:
+    """One round of the rails loop (``status``, the links rung): ``R KEY VALUE`` lines, then ``R @@``."""
+    script = ('r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
+              'else printf "R %s -\\n" "$1"; fi; }; ' + _rail_reads(rails) + '; printf "R @@\\n"')
+    return "bash -c " + q(script)
+
+
+# One channel for the three: the session's long-lived streams are few (transport.MAX_STREAMS) and the
+# monitor already holds five. bash reads the health tool and the kernel log from process substitutions
+# (their pids kept: both are killed when the channel hangs up, a wedged nvidia-smi too) and sysfs with
+# builtins; each line goes out with its source's tag: ``H`` health row, ``K`` kernel log line, ``R``
+# rails round line (``R @@`` ends a round), ``H @@end`` / ``K @@end``: that tool ended.
+_HEALTH_LOOP = (
+    'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
+    'trap "kill -KILL $h $k 2>/dev/null; exit 129" HUP INT TERM; '
+    'r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
+    'else printf "R %s -\\n" "$1"; fi; }; '
+    'drain() { while :; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
+    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; elif [ $s -gt 128 ]; then '
+    '[ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; return 0; else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; '
+    'printf "%s @@end\\n" "$2"; return 1; fi; done; }; '
+    'hl=1; kl=1; t=0; while :; do '
+    '[ $hl = 1 ] && { drain 4 H || hl=0; }; [ $kl = 1 ] && { drain 5 K || kl=0; }; '
+    'if [ $t = 0 ]; then {rails}printf "R @@\\n"; fi; t=$(( (t + 1) % {ticks} )); read -t 0.5 -u 3 _; done'
+)
+
+
+def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str = "clocks_event_reasons",
+                  interval_s: float = RAILS_EVERY_S) -> str:
+    """The GPU health stream (``nvidia-smi -lms``), the kernel log (``journalctl -k -f`` since
+    ``since_epoch``; a journal the user may not read says so on its first line) and the rails loop
+    (link state, speed, MTU, carrier changes, error and RoCE counters from sysfs, every
+    ``interval_s``), multiplexed on one channel by one bash: three long-lived processes, none per
+    round. ``rails``: (netdev, RDMA device or "")."""
+    health = f"nvidia-smi {gpu_health.query(prefix)} {smi.CSV_FORMAT} -lms {int(HEALTH_EVERY_S * 1000)}"
+    kernel = f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)}"
+    reads = _rail_reads(rails)
+    script = (_HEALTH_LOOP.replace("{health}", health).replace("{kernel}", kernel)
+              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5)))))
+    return "exec bash -c " + q(script)
+
+
+# --- end issue 24

@@ -218,4 +218,19 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                 (t0 + 30.0, "Out of memory: Killed process 412 (VLLM::Worker_TP) total-vm:131402388kB, "
                             "anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB oom_score_adj:0")]
     # --- end issue 23
+    out += xid_lines(world, name)  # issue 24
     return sorted(out)
+
+
+def xid_lines(world: World, name: str) -> list[tuple[float, str]]:
+    """The ``xid`` fault (issue 24): an Xid 48 then an Xid 79 for the serving GPU, 1 s and 2 s after the
+    fault was set, in the driver's words (NVIDIA's Xid catalogue; the bus id as the driver prints it)."""
+    if "xid" not in world.faults(name):
+        return []
+    t0 = world.fault_since(name, "xid")
+    gpus = world.state(name)["gpus"]
+    g = next((x for x in gpus if x["serving"]), gpus[0])
+    pci = f"PCI:{g['index']:04x}:01:00"
+    return [(t0 + 1.0, f"NVRM: Xid ({pci}): 48, pid=2757, name=VLLM::Worker_TP0, An uncorrectable double bit "
+                       "error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 1."),
+            (t0 + 2.0, f"NVRM: Xid ({pci}): 79, pid=2757, name=VLLM::Worker_TP0, GPU has fallen off the bus.")]

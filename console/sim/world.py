@@ -65,6 +65,15 @@ KNOWN_FAULTS = {
     "init-hang": "every rank stops in the first collective after NCCL init: the log goes silent, the GPUs spin "
                  "at 100 % at idle power, the watchdog is far off (none fires within the hour)",
     # --- end issue 19
+    # --- issue 24: GPU and fabric health (each holds while set; World.fault_since says since when)
+    "gpu-pcie-downtrained": "the serving GPU's PCIe link trained down to Gen3 x8 (max Gen5 x16)",
+    "gpu-ecc": "the serving GPU reports 2 uncorrected volatile ECC errors and a row remap pending",
+    "gpu-power-capped": "the serving GPU's enforced power limit is 600 W (default 1000 W): clocks held by the cap",
+    "xid": "the kernel log gets an Xid 48 (double-bit ECC) then an Xid 79 (fallen off the bus) for the serving GPU",
+    "rail-flap": "the rail link goes down for 2 s of every 6 s (both ends)",
+    "rail-errors": "the rail's RDMA port counts out-of-sequence packets (~1500/s), sequence errors and ACK timeouts",
+    "smi-old-driver": "nvidia-smi of an older driver: it knows clocks_throttle_reasons.* only",
+    # --- end issue 24
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
 DEFAULT_FAULT_STATION = {
@@ -96,6 +105,10 @@ DEFAULT_FAULT_STATION = {
     "wedge": 0,
     "init-hang": 0,
     # --- end issue 19
+    # --- issue 24: GPU and fabric health
+    "gpu-pcie-downtrained": 1, "gpu-ecc": 1, "gpu-power-capped": 1, "xid": 1, "rail-flap": 1, "rail-errors": 1,
+    "smi-old-driver": 1,
+    # --- end issue 24
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.
@@ -288,9 +301,18 @@ class World:
         with open(self.root / ".world.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = json.loads(path.read_text())
+            on = meta.setdefault("fault_on", {}).setdefault(station, {})  # issue 24: since when (fault_since)
+            for f in faults:
+                if f not in meta["faults"].get(station, []):
+                    on[f] = time.time()
             meta["faults"][station] = list(faults)
             _write_json(path, meta)
         self._meta = None
+
+    def fault_since(self, station: str, fault: str) -> float:
+        """When ``fault`` was last switched on at ``station`` (a fault of the world's creation: then)."""
+        on = self.meta.get("fault_on", {}).get(station, {})
+        return float(on.get(fault, self.meta["created_at"]))
 
     def station_dir(self, name: str) -> Path:
         return self.root / "stations" / name

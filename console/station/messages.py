@@ -140,3 +140,33 @@ class KernelLines(Message):
         super().__init__()
         self.station, self.lines, self.since = station, lines, since
 # --- end issue 23
+# --- issue 24: GPU and fabric health
+class GpuHealthSample(StationMessage):
+    """One round of the health stream (console/probes/gpu_health.py); ``error``: the query failed as
+    a whole (the last readings stay, dimmed by their age)."""
+
+    def __init__(self, station: str, gpus: list, at: float, error: str | None = None) -> None:
+        super().__init__(station)
+        self.gpus, self.at, self.error = gpus, at, error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GpuHealthSample) and message.station == self.station
+
+
+class RailsSample(StationMessage):
+    """One round of the rails loop: ``readings`` by netdev (console/probes/rails.py). Never replaced
+    in the queue: each round counts for the flaps and rates."""
+
+    def __init__(self, station: str, readings: dict, at: float, error: str | None = None) -> None:
+        super().__init__(station)
+        self.readings, self.at, self.error = readings, at, error
+
+
+class KernelEvents(StationMessage):
+    """Kernel log events (console/probes/kernel_log.py: Xid, link flaps, AER) as the follower read
+    them; ``unreadable``: why the kernel log cannot be read (permissions), else None."""
+
+    def __init__(self, station: str, events: list, at: float, unreadable: str | None = None) -> None:
+        super().__init__(station)
+        self.events, self.at, self.unreadable = events, at, unreadable
+# --- end issue 24

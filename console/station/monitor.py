@@ -49,6 +49,7 @@ from console.remote.transport import (
     tcp_probe,
 )
 from console.sanitize import one_line
+from console.station.health_streams import HealthStreams
 from console.station.logstream import LogStream
 from console.station.messages import (
     AppsSample,
@@ -116,6 +117,7 @@ class StationService:
         self._late: str | None = None  # the source named in the current stale state
         self._auth_failures = 0
         self._errors = 0
+        self.health_streams = HealthStreams(self)  # issue 24
         # the container log: followed once, read by this service and by any launch (subscribe)
         self.logs = LogStream(station, self.transport, config.ui.log_lines, refresh=self._refresh_container,
                               on_batches=self._logs_flushed, on_stopped=self._engine_stopped,
@@ -299,6 +301,7 @@ class StationService:
             self._watchdog(),
             # every station: the pane's process list (p); GB10's memory, which nvidia-smi reads as [N/A]
             self._forever(self._apps_stream),
+            *self.health_streams.jobs(),  # issue 24: GPU health, rails, kernel log (long-lived, one each)
         ]
         tasks = [asyncio.create_task(j) for j in jobs]
         try:

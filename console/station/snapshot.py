@@ -9,8 +9,11 @@ from typing import Any
 
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
+from console.probes.gpu_health import to_dict as health_to_dict
 from console.probes.nvidia_smi import GpuReading
+from console.probes.xid import meaning as xid_meaning
 from console.sanitize import one_line
+from console.station.health import XidEvent
 from console.station.progress import Verdict
 from console.station.state import Aspect, StationState
 from console.vocabulary import TRANSPORT_TEXT, Progress
@@ -53,7 +56,7 @@ def watch_json(state: StationState, now: float) -> dict[str, Any]:
         "station": state.name,
         "state": state.conn.state,
         "sample_age_s": None if age is None else round(age, 3),
-        "gpus": [gpu_dict(g) for g in state.gpus],
+        "gpus": [gpu_dict(g) | {"health": gpu_health_dict(state, g.index)} for g in state.gpus],
         "container": {"name": state.container_name, "state": c.state if c else None,
                       "exit_code": c.exit_code if c else None, "started_at": started_at(c)},
         "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
@@ -62,7 +65,7 @@ def watch_json(state: StationState, now: float) -> dict[str, Any]:
         "ages_s": state.ages(now),
         "gpus_age_s": None if (g := state.value_age(Aspect.GPUS, now)) is None else round(g, 3),
         "stale_sources": [str(a) for a in state.stale_sources(now)],
-    }
+    } | health_keys(state, now)
 
 
 def watch_line(state: StationState, now: float) -> str:
@@ -116,9 +119,38 @@ def status_dict(state: StationState, failure: str | None = None) -> dict[str, An
     if c is not None:  # "image_id" is the local ID; "image" the reference it ran
         container = {"name": c.name, "state": c.state, "started_at": started_at(c), "exit_code": c.exit_code,
                      "image": c.image, "image_id": c.image_id}
-    return {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
-            "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,
-            "container": container, "engine": engine_dict(state.engine)}
+    out = {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
+           "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,
+           "container": container, "engine": engine_dict(state.engine)}
+    for d, g in zip(gpus, state.gpus, strict=True):  # issue 24: additions only
+        d["health"] = gpu_health_dict(state, g.index)
+    out["rails"] = [v.to_dict(v.at or 0.0) for v in state.rails.views.values()]
+    return out
+
+
+# --- issue 24: GPU and fabric health (additions to watch --json and status --json)
+
+
+def gpu_health_dict(state: StationState, index: int) -> dict[str, Any] | None:
+    """``health`` of one GPU (None: the health stream has not read it)."""
+    h = state.health.get(index)
+    return None if h is None else health_to_dict(h)
+
+
+def health_keys(state: StationState, now: float) -> dict[str, Any]:
+    """``watch --json``'s station-level additions (``health`` of each GPU sits in its GPU object):
+    ``rails`` (each rail: up, speed, MTU, flaps in 10 min, counter rates per second), ``xids`` (this
+    run's, with NVIDIA's meaning and action) and ``kernel_log_error``; the sources' ages are in
+    ``ages_s`` (``health``, ``rails``)."""
+    return {"rails": [v.to_dict(now) for v in state.rails.views.values()],
+            "xids": [xid_dict(x) for x in state.run_xids()],
+            "kernel_log_error": state.kernel_unreadable}
+
+
+def xid_dict(x: XidEvent) -> dict[str, Any]:
+    info = xid_meaning(x.code)
+    return {"code": x.code, "gpu": x.gpu, "bus_id": x.bus_id, "at": x.at, "meaning": info.text if info else None,
+            "severity": x.info_severity, "action": info.action if info else None}
 
 
 # ---------------------------------------------------------------------- issue 19: progress truth

@@ -31,19 +31,28 @@ from typing import TYPE_CHECKING
 from console.durations import age as age_words
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
+from console.probes.gpu_health import GpuHealth, HealthFlag
+from console.probes.gpu_health import flags as health_flags
+from console.probes.gpu_health import worst as worst_flag
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.remote.cmdlines import HEALTH_EVERY_S, RAILS_EVERY_S
+from console.station.health import XidEvent, xid_event
 from console.station.messages import (
     AppsSample,
     ConnectionState,
     ContainerUpdate,
     EngineUpdate,
+    GpuHealthSample,
     GpuSample,
     HostMemSample,
+    KernelEvents,
     LogBatch,
     LogMarker,
+    RailsSample,
     ServingUpdate,
 )
+from console.station.rails_live import RailTracker
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     DOWN_STATES,
@@ -74,6 +83,11 @@ class Aspect(StrEnum):
     LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
     SERVING = "serving"  # the API's poll (the head station's)
     MEMORY = "memory"
+    # --- issue 24: GPU and fabric health
+    HEALTH = "health"  # the per-GPU health stream
+    RAILS = "rails"  # the rails loop
+    KERNEL = "kernel"  # the kernel log follower (Xid lines)
+    # --- end issue 24
 
 
 EVERY_ASPECT = frozenset(Aspect)
@@ -214,6 +228,15 @@ class StationState:
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
         self.progress = ProgressFacts()  # issue 19: what the progress judge reads (console/station/progress.py)
+        # --- issue 24: GPU and fabric health
+        self.late_after.update(health_late_limits())
+        self.health: dict[int, GpuHealth] = {}  # by GPU index: the health stream's last round
+        self.health_error: str | None = None
+        self.rails = RailTracker()  # expectations set by Stations.for_config (the profile's link)
+        self.rails_error: str | None = None
+        self.xids: list[XidEvent] = []  # the kernel log's Xid lines (newest last, bounded)
+        self.kernel_unreadable: str | None = None
+        # --- end issue 24
 
     @classmethod
     def for_station(cls, station: Station, gpu_interval_s: float = 1.0) -> StationState:
@@ -262,7 +285,7 @@ class StationState:
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
                 return frozenset({Aspect.SERVING, *self._derive_serving()})
-        return NOTHING
+        return self._apply_health(msg)  # issue 24
 
     def _derive_engine(self) -> frozenset[Aspect]:
         """The engine's one state, from its log and its container: an engine whose container does not
@@ -451,6 +474,46 @@ class StationState:
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
 
+    # --- issue 24: GPU and fabric health
+    def _apply_health(self, msg: object) -> frozenset[Aspect]:
+        match msg:
+            case GpuHealthSample():
+                self.at[Aspect.HEALTH], self.health_error = msg.at, msg.error
+                if msg.error is None or msg.gpus:
+                    self.health = {h.index: h for h in msg.gpus if h.index >= 0}
+                return frozenset({Aspect.HEALTH})
+            case RailsSample():
+                self.at[Aspect.RAILS], self.rails_error = msg.at, msg.error
+                if msg.readings:
+                    self.rails.feed(msg.readings, msg.at)
+                return frozenset({Aspect.RAILS})
+            case KernelEvents():
+                self.at[Aspect.KERNEL], self.kernel_unreadable = msg.at, msg.unreadable
+                seen = {(x.code, x.bus_id, x.at, x.text) for x in self.xids}  # a restarted follower reads them again
+                new = [x for e in msg.events if e.kind == "xid" and e.xid is not None
+                       if (x := xid_event(e, self.health, msg.at)) and (x.code, x.bus_id, x.at, x.text) not in seen]
+                self.xids = (self.xids + new)[-XIDS_KEPT:]
+                return frozenset({Aspect.KERNEL}) if new or msg.unreadable else NOTHING
+        return NOTHING
+
+    def gpu_flags(self, index: int) -> list[HealthFlag]:
+        """The health flags of one GPU (empty: nothing to say, or not read)."""
+        h = self.health.get(index)
+        return health_flags(h) if h is not None else []
+
+    def run_xids(self) -> list[XidEvent]:
+        """The Xids since the container started (all of them when it never did)."""
+        c = self.container
+        t0 = parse_time(c.started_at) if c is not None and c.started_at else None
+        return [x for x in self.xids if t0 is None or x.at is None or x.at >= t0 - 1.0]
+
+    def health_level(self) -> str | None:
+        """The worst of the GPU flags, the Xids of this run and the rails: ``error`` | ``warn`` | None."""
+        levels = {worst_flag(self.gpu_flags(i)) for i in self.health}
+        levels |= {("error" if x.info_severity in ("fatal", "error") else "warn") for x in self.run_xids()}
+        levels |= {v.level for v in self.rails.views.values()}
+        return "error" if "error" in levels else "warn" if "warn" in levels else None
+    # --- end issue 24
     # --- issue 19: progress truth
     def _note_progress(self, msg: object) -> None:
         """Keep what the progress judge needs: when the last log line was printed (its docker stamp
@@ -543,7 +606,10 @@ class Stations(Mapping[str, StationState]):
     def for_config(cls, config: Config, gpu_interval_s: float | None = None) -> Stations:
         """``gpu_interval_s``: the GPU sampling interval (default: the configured refresh)."""
         interval = config.ui.refresh_ms / 1000 if gpu_interval_s is None else gpu_interval_s
-        return cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
+        fleet = cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
+        for st in fleet.values():  # issue 24: each rail against the profile's link
+            st.rails.expected_mbps, st.rails.expected_mtu = config.profile.link.speed_mbps, config.profile.link.mtu
+        return fleet
 
     def __getitem__(self, name: str) -> StationState:
         return self._states[name]
@@ -581,3 +647,15 @@ class Stations(Mapping[str, StationState]):
     def unreadable_logs(self) -> dict[str, ConnState]:
         """Stations whose container log cannot be read now, and why (their connection state)."""
         return {name: s.conn.state for name, s in self._states.items() if not s.conn.logs_readable}
+
+
+# --- issue 24: GPU and fabric health
+SOURCE_WORDS.update({Aspect.HEALTH: "GPU health", Aspect.RAILS: "rails", Aspect.KERNEL: "kernel log"})
+SOURCES = (*SOURCES, Aspect.HEALTH, Aspect.RAILS)  # the kernel follower is event-driven: no age of its own
+XIDS_KEPT = 50
+
+
+def health_late_limits() -> dict[Aspect, float]:
+    """The health stream and the rails loop: late after three of their intervals."""
+    return {Aspect.HEALTH: stale_after_s(HEALTH_EVERY_S), Aspect.RAILS: stale_after_s(RAILS_EVERY_S)}
+# --- end issue 24

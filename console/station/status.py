@@ -7,17 +7,19 @@ to the good rows (every row carries ``"error"``: null when fine; additive to the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
 from console.config import Config, Station
 from console.config.secrets import mask_url, redact_text
-from console.probes import ParseError
+from console.probes import ParseError, gpu_health
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
 from console.probes.docker import parse_time
 from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
+from console.probes.rails import parse_round
 from console.remote import cmdlines
 from console.remote.host_keys import connect_with_trust
 from console.remote.session import SessionRegistry
@@ -29,9 +31,11 @@ from console.station.messages import (
     ConnectionState,
     ContainerUpdate,
     EngineUpdate,
+    GpuHealthSample,
     GpuSample,
     HostMemSample,
     LogBatch,
+    RailsSample,
     ServingUpdate,
 )
 from console.station.progress import judge_look
@@ -47,6 +51,7 @@ async def station_state(config: Config, station: Station, transport: Transport, 
     monitor posts (so ``status`` says what the dashboard says); with the failure that cut the round
     short after the station answered (a read that broke off, an unreadable ``docker inspect``)."""
     state = StationState.for_station(station)
+    state.rails.expected_mbps, state.rails.expected_mtu = config.profile.link.speed_mbps, config.profile.link.mtu
     name = station.name
     try:
         await connect_with_trust(transport, trust, replace)
@@ -91,6 +96,8 @@ async def station_state(config: Config, station: Station, transport: Transport, 
                 state.apply(HostMemSample(name, None, now, error=str(exc)))
         state.apply(ContainerUpdate(name, docker_probe.parse_inspect(station.container, ctr_res.stdout,
                                                                      ctr_res.exit_status), now))
+        if state.gpus and not state.gpu_error:  # issue 24: each GPU's health, the rail
+            await read_health(station, transport, state, now)
     except TransportError as exc:
         if state.conn.live:  # it answered, then a read broke off
             return state, str(exc)
@@ -102,6 +109,21 @@ async def station_state(config: Config, station: Station, transport: Transport, 
     except ParseError as exc:  # docker inspect said something we cannot read
         return state, str(exc)
     return state, None
+
+
+async def read_health(station: Station, transport: Transport, state: StationState, now: float) -> None:
+    """One round of the health query and the rails read (the live stream's, once), applied as its
+    messages; an older driver's field names are asked for when the newer ones are refused."""
+    res = await transport.run(cmdlines.gpu_health_query())
+    try:
+        state.apply(GpuHealthSample(station.name, gpu_health.parse_health(res.stdout), now))
+    except gpu_health.InvalidField:
+        res = await transport.run(cmdlines.gpu_health_query(prefix=gpu_health.THROTTLE_PREFIX))
+        with contextlib.suppress(gpu_health.InvalidField):
+            state.apply(GpuHealthSample(station.name, gpu_health.parse_health(res.stdout), now))
+    if station.rail_netdev:
+        res = await transport.run(cmdlines.rails_once([(station.rail_netdev, station.rdma_device or "")]))
+        state.apply(RailsSample(station.name, parse_round(res.stdout.splitlines(), [station.rail_netdev]), now))
 
 
 #: How much of a container's log ``status`` reads to tell the engine's phase when the API is down.

@@ -33,7 +33,7 @@ from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.fleet_table import FleetTable
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate
-from tests.ui.pair_app import pair_config
+from tests.ui.pair_app import pair_config, pane_text
 from tests.ui.snap_settle import settle
 from tests.waiting import until
 
@@ -253,3 +253,48 @@ async def _doctor(pilot) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 def test_doctor(snap_compare, size):
     assert snap_compare(_app(), terminal_size=size, run_before=_doctor)
+
+
+# ------------------------------------------------------------------ GPU and fabric health (issue 24)
+
+
+def _rail(up: bool, changes: int, oos: int) -> dict:
+    from console.probes.rails import parse_round
+
+    n = "enp1s0f1np1"
+    return parse_round([f"{n}.carrier {int(up)}", f"{n}.speed {400000 if up else -1}", f"{n}.mtu 9000",
+                        f"{n}.carrier_changes {changes}", f"{n}.ib.out_of_sequence {oos}",
+                        f"{n}.ib.packet_seq_err {oos // 40}"], [n])
+
+
+async def _health(pilot) -> None:
+    """The ready pair; A healthy (its rail strip only); B: a PCIe link trained down and a power cap on
+    its serving GPU, an Xid 79 in its kernel log, its rail flapped twice and counting out-of-sequence
+    packets."""
+    from console.probes.gpu_health import parse_health
+    from console.probes.kernel_log import parse_kernel_line
+    from console.station.messages import GpuHealthSample, KernelEvents, RailsSample
+
+    await _ready(pilot)
+    app, post = pilot.app, pilot.app.post_message
+    ok = "0, 00000000:01:00.0, 0x0000000000000001, 1, 5, 16, 16, 0, [N/A], No, 22.5, 300, 300, 210, 2100, 1"
+    post(GpuHealthSample("A", parse_health(ok + "\n" + "1, 00000001:01:00.0, 0x0000000000000000, 5, 5, 16, 16, 0, "
+                                           "[N/A], No, 850, 1000, 1000, 1965, 2100, 37"), T0))
+    post(GpuHealthSample("B", parse_health(ok + "\n" + "1, 00000001:01:00.0, 0x0000000000000004, 3, 5, 8, 16, 0, "
+                                           "[N/A], No, 598, 600, 1000, 1410, 2100, 35"), T0))
+    for k, t in enumerate((T0 - 60, T0 - 30, T0)):
+        post(RailsSample("A", _rail(True, 0, 0), t))
+        post(RailsSample("B", _rail(True, 4 * k, 45000 * k), t))
+    xid = parse_kernel_line("2025-12-01T11:59:30+0000 station-b kernel: NVRM: Xid (PCI:0001:01:00): 79, pid=2757, "
+                            "name=VLLM::Worker_TP0, GPU has fallen off the bus.")
+    post(KernelEvents("B", [xid], T0))
+    b = app.panes["B"]
+    await until(lambda: "Xid 79" in pane_text(app, "B") and b.query_one(".rails").display
+                and app.panes["A"].query_one(".rails").display, what="the health box and the rail strips",
+                pilot=pilot)
+    await settle(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+def test_dashboard_health(snap_compare, size):
+    assert snap_compare(_app(), terminal_size=size, run_before=_health)

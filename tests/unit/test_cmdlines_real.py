@@ -21,6 +21,8 @@ ARGS = {
     "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
     "limit_s": 10, "cmd": "nvidia-smi -L", "native": True,
     "user": "nvidia",  # issue 19
+    # issue 24
+    "prefix": "clocks_event_reasons", "rails": [("enp1s0f1np1", "mlx5_0")], "since_epoch": 1767607200.5,
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 
@@ -77,6 +79,22 @@ def test_the_module_names_no_simulator():
      "systemd-analyze cat-config systemd/logind.conf 2>/dev/null || for f in /etc/systemd/logind.conf "
      '/etc/systemd/logind.conf.d/*.conf; do [ -f "$f" ] && printf "# %s\\n" "$f" && cat "$f"; done; true'),
     (cmdlines.ncclras_diag("glm 53"), "docker exec 'glm 53' ncclras -D 2>&1"),
+    # issue 24: the health one-shot (older drivers' names too) and one rails round, builtins only
+    (cmdlines.gpu_health_query(prefix="clocks_throttle_reasons"),
+     "timeout -s KILL 10 nvidia-smi --query-gpu=index,pci.bus_id,clocks_throttle_reasons.active,pcie.link.gen.current,"
+     "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,ecc.errors.uncorrected.volatile.total,"
+     "retired_pages.pending,remapped_rows.pending,power.draw,enforced.power.limit,power.default_limit,clocks.sm,"
+     "clocks.max.sm,utilization.gpu --format=csv,noheader,nounits 2>&1"),
+    (cmdlines.rails_once([("enp1s0f1np1", "")]),
+     "bash -c 'r() { if IFS= read -r v 2>/dev/null < \"$2\"; then printf \"R %s %s\\n\" \"$1\" \"$v\"; else printf "
+     "\"R %s -\\n\" \"$1\"; fi; }; r enp1s0f1np1.operstate /sys/class/net/enp1s0f1np1/operstate; "
+     "r enp1s0f1np1.carrier /sys/class/net/enp1s0f1np1/carrier; r enp1s0f1np1.speed /sys/class/net/enp1s0f1np1/speed; "
+     "r enp1s0f1np1.mtu /sys/class/net/enp1s0f1np1/mtu; "
+     "r enp1s0f1np1.carrier_changes /sys/class/net/enp1s0f1np1/carrier_changes; "
+     "r enp1s0f1np1.rx_errors /sys/class/net/enp1s0f1np1/statistics/rx_errors; "
+     "r enp1s0f1np1.tx_errors /sys/class/net/enp1s0f1np1/statistics/tx_errors; "
+     "r enp1s0f1np1.rx_dropped /sys/class/net/enp1s0f1np1/statistics/rx_dropped; "
+     "r enp1s0f1np1.tx_dropped /sys/class/net/enp1s0f1np1/statistics/tx_dropped; printf \"R @@\\n\"'"),
 ])
 def test_real_command_text(cmd, expected):
     assert cmd == expected

@@ -39,12 +39,14 @@ def live_b() -> StationState:
 def test_watch_json_of_a_live_station():
     obj = watch_json(live_b(), 100.0)
     assert list(obj) == ["t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
-                         "ages_s", "gpus_age_s", "stale_sources"]  # the contract's keys first; ages added
+                         "ages_s", "gpus_age_s", "stale_sources",  # the contract's keys first; ages added
+                         "rails", "xids", "kernel_log_error"]  # issue 24: additions
     assert obj["t"] == 100.0 and obj["station"] == "B" and obj["state"] == "live" and obj["sample_age_s"] == 0.5
-    assert [list(g) for g in obj["gpus"]] == [GPU_KEYS, GPU_KEYS]
+    assert [list(g) for g in obj["gpus"]] == [[*GPU_KEYS, "health"]] * 2  # issue 24: health added
     assert obj["gpus"][0]["name"] is None and obj["gpus"][0]["uuid"] is None and obj["gpus"][0]["error"].startswith("Unable")
     assert obj["gpus"][1] == {"index": 1, "name": "NVIDIA GB300", "uuid": "GPU-s1", "memory_used_mib": 236902,
-                              "memory_total_mib": 256703, "util_pct": 40, "temp_c": 48, "power_w": 310.0, "error": None}
+                              "memory_total_mib": 256703, "util_pct": 40, "temp_c": 48, "power_w": 310.0, "error": None,
+                              "health": None}
     assert obj["container"] == {"name": "glm53", "state": "running", "exit_code": None,
                                 "started_at": "2025-12-01T11:55:00Z"}
     assert obj["engine"] == {"phase": "loading", "load_pct": 60, "transport": "gdrdma", "fatal": None}
@@ -81,7 +83,8 @@ def test_watch_line():
     assert watch_line(gb10, 2.0) == "D    connecting        age   0.5 s  GPU0 n/a/n/a GiB 3%  (nvidia-smi: failed)"
 
 
-STATUS_KEYS = ["name", "rank", "reachable", "error", "gpus", "host_memory", "container", "engine"]
+STATUS_KEYS = ["name", "rank", "reachable", "error", "gpus", "host_memory", "container", "engine",
+               "rails"]  # issue 24: rails added
 
 
 def test_status_of_a_reachable_station():
@@ -102,7 +105,7 @@ def test_status_of_an_unreachable_station_is_its_connections_words():
     s.apply(ConnectionState("C", "unreachable", "C: no answer within 12 s"))
     assert status_dict(s) == {"name": "C", "rank": 2, "reachable": False, "error": "C: no answer within 12 s",
                               "gpus": [], "host_memory": None, "container": {"name": "glm53", "state": None},
-                              "engine": None}
+                              "engine": None, "rails": []}
 
 
 def test_status_of_gb10_counts_the_processes_and_joins_every_sources_error():
@@ -114,7 +117,7 @@ def test_status_of_gb10_counts_the_processes_and_joins_every_sources_error():
     d = status_dict(s)
     named, lost = d["gpus"]
     assert named["process_memory_mib"] == 92772 and isinstance(named["process_memory_mib"], int)
-    assert list(named) == [*GPU_KEYS, "process_memory_mib"] and "process_memory_mib" not in lost
+    assert list(named) == [*GPU_KEYS, "process_memory_mib", "health"] and "process_memory_mib" not in lost
     assert d["error"] == "GPU1: GPU is lost; meminfo: no MemTotal" and d["host_memory"] is None
     s2 = StationState("A")
     s2.apply(ConnectionState("A", "live"))
@@ -143,6 +146,6 @@ def test_watch_json_says_which_source_is_late_and_every_sources_age():
     assert obj["state"] == "stale" and obj["sample_age_s"] == 12.0
     assert obj["error"] == "GPU samples stale 12 s: nvidia-smi not answering; SSH fine"
     assert obj["ages_s"] == {"gpus": 12.0, "apps": None, "hostmem": 0.5, "container": 21.5, "engine": 16.5,
-                             "logs": None, "serving": None}
+                             "logs": None, "serving": None, "health": None, "rails": None}
     assert obj["gpus_age_s"] == 12.0 and obj["stale_sources"] == ["gpus"]
     assert "GPU samples stale 12 s: nvidia-smi not answering; SSH fine" in watch_line(s, 111.5)

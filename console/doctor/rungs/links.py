@@ -18,9 +18,10 @@ LINK_CHECKS = ("link-down", "link-speed", "mtu-value", "mtu-mismatch", "rail-rou
                "rdma-port-down", "roce-gid", "rdma-errors", "ssh-a-to-b",
                # the stations' clocks: a skew breaks NCCL's and the engines' timeouts between the ranks and
                # every comparison of their logs (the ladder never said so)
-               "clock-unsynced", "clock-skew")
+               "clock-unsynced", "clock-skew",
+               "rail-live")  # issue 24: the rail as the dashboard's rails loop reads it (same read, same tracker)
 CAUSES = {"link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "rdma-netdev",
-          "rdma-port-down", "roce-gid"}
+          "rdma-port-down", "roce-gid", "rail-live"}
 
 
 def from_check(r: CheckResult, what: str | None = None) -> RungResult:

@@ -9,13 +9,23 @@ simulated ethtool/RDMA tools exactly as in ``ip``/``ping``.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from console.sim.world import World
 
 # Faults of the cable itself: both ends see them.
-LINK_FAULTS = ("link-down", "slow-rail")
+LINK_FAULTS = ("link-down", "slow-rail", "rail-flap")
+FLAP_PERIOD_S, FLAP_DOWN_S = 6.0, 2.0  # rail-flap: down for the first 2 s of every 6 s since it was set
+
+
+def flapping_down(world: World, now: float) -> bool:
+    """The rail-flap fault's link is down now (both ends: the cable's fault)."""
+    for n in world.names:
+        if "rail-flap" in world.faults(n):
+            return (now - world.fault_since(n, "rail-flap")) % FLAP_PERIOD_S < FLAP_DOWN_S
+    return False
 
 
 @dataclass
@@ -52,7 +62,7 @@ def rails(world: World, station: str) -> list[Rail]:
     r = st["rail"]
     real = bool(r.get("real"))
     mtu = 1500 if "mtu-mismatch" in faults else prof.link.mtu
-    up = "link-down" not in cable
+    up = "link-down" not in cable and not ("rail-flap" in cable and flapping_down(world, time.time()))
     if real:
         mtu = int(_sys(r["netdev"], "mtu") or mtu)
         up = _sys(r["netdev"], "carrier") == "1"

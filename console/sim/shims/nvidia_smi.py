@@ -13,6 +13,7 @@ import sys
 import time
 
 from console.sim.engine import container_status, engine_phase, serving_mem_gib
+from console.sim.shims._gpu_health import health_values
 from console.sim.timelines import LOAD_PHASE, SPIN_PHASES
 from console.sim.world import held_mib
 
@@ -46,6 +47,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
     else:
         spinning = False
     out = []
+    faults = _faults(ctx)
     for g in state["gpus"]:
         if g["serving"]:
             util = min(100.0, busy + (_noise(now + g["index"], 6.0) if busy else 0.0))
@@ -70,6 +72,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
             "pci.bus_id": f"0000000{g['index']}:01:00.0",
             "compute_cap": "12.1" if g["unified"] else ("10.3" if "GB300" in g["name"] else "12.0"),
             "driver_version": "580.95.05",
+            **health_values(g, util, power, faults),  # issue 24
             "_used_mib": mem,
             "_engine_mib": int(round(used_gib * 1024)) if g["serving"] else 0,
         })
@@ -116,8 +119,10 @@ def _units(field: str) -> str:
         return " MiB"
     if field.startswith("utilization."):
         return " %"
-    if field.startswith("power."):
+    if field.startswith("power.") or field.endswith("power.limit"):
         return " W"
+    if field.startswith("clocks.") and not field.startswith("clocks_"):
+        return " MHz"
     return ""
 
 

@@ -32,6 +32,7 @@ from console.station.checks.context import (
     ToolMissing,
 )
 from console.station.checks.hazards import check_image_tag, check_remove_ipc
+from console.station.checks.health_checks import check_gpu_health, check_rail_live
 from console.station.checks.links import (
     check_jumbo_ping,
     check_link_down,
@@ -95,6 +96,10 @@ SPECS: tuple[Spec, ...] = (
          ("loginctl", "logind.conf")),
     Spec("image-tag", "all", check_image_tag, "image tag names one build everywhere", ("docker",)),
     # --- end issue 19
+    # --- issue 24: GPU and fabric health
+    Spec("gpu-health", "station", check_gpu_health, "GPU throttling, PCIe, ECC, power", ("nvidia-smi",)),
+    Spec("rail-live", "station", check_rail_live, "rail up, not flapping, no errors rising", ("sysfs counters",)),
+    # --- end issue 24
 )
 CHECK_IDS = tuple(s.id for s in SPECS)
 
@@ -147,6 +152,7 @@ _NEEDS_FIELDS = {
     "mtu-mismatch": ("rail_netdev",), "jumbo-ping": ("rail_netdev", "rail_ip"), "rail-route": ("rail_netdev", "rail_ip"),
     "rdma-netdev": ("rdma_device", "rail_netdev"), "rdma-port-down": ("rdma_device",),
     "roce-gid": ("rdma_device", "rail_ip"), "rdma-errors": ("rdma_device",),
+    "rail-live": ("rail_netdev",),  # issue 24
 }
 
 

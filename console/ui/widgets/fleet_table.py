@@ -20,6 +20,7 @@ from textual.widgets import DataTable
 from console.durations import age as age_text
 from console.durations import clock as mmss
 from console.sanitize import one_line
+from console.station.health import health_lines
 from console.station.progress import Verdict
 from console.station.state import Aspect, StationState
 from console.ui import clock
@@ -63,6 +64,12 @@ class FleetRow:
     error: str
     stale: bool = False  # the row's values are old (the station not live, its GPU samples late): dimmed
     alarm: bool = False  # issue 19: wedged or stuck (the engine cell says it, in the error colour)
+    # --- issue 24: GPU and fabric health
+    health: str = ""  # the worst health line ("✖ GPU1 Xid 79: ...", "⚠ GPU1 PCIe Gen3 x8 ..."), "" when all is well
+    health_level: str | None = None  # error | warn
+    rail: str = ""  # the rail's short word ("▲ 400G", "✖ down"): the NCCL column until the engine says its transport
+    rail_level: str | None = None
+    # --- end issue 24
 
 
 def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | None = None,
@@ -95,11 +102,22 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         assert verdict is not None
         label = f"{verdict.state.upper()}" + (f" {mmss(now - verdict.since)}" if verdict.since is not None else "")
         error = error or verdict.words
+    lines = health_lines(s)  # issue 24
+    views = list(s.rails.views.values())
+    rail = views[0] if views else None
+    rail_bad = next((v for v in views if v.level), None)
+    health = f"{lines[0].icon} {lines[0].text}" if lines else ""
+    if rail_bad is not None and (not lines or (rail_bad.level == "error" and lines[0].level != "error")):
+        health = f"rail {rail_bad.netdev} {rail_bad.words(now)}"
+    level = "error" if (lines and lines[0].level == "error") or (rail_bad and rail_bad.level == "error") else (
+        "warn" if lines or rail_bad else None)
     return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
                     p.phase if p else None, label, sum(used) if used else None,
                     sum(total) if total else None, max(utils) if utils else None,
                     p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400),
-                    stale=s.values_stale or s.stale(Aspect.GPUS, now), alarm=alarm)
+                    stale=s.values_stale or s.stale(Aspect.GPUS, now), alarm=alarm,
+                    health=one_line(health, 300), health_level=level,
+                    rail=(rail_bad or rail).short() if rail else "", rail_level=(rail_bad or rail).level if rail else None)
 
 
 def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette = DEFAULT,
@@ -141,7 +159,13 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
         mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
     util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
     nccl = Text(TRANSPORT_TINY.get(row.transport, row.transport), style=transport_style(row.transport, palette))
+    if row.transport == NcclTransport.UNKNOWN and row.rail:  # issue 24: the rail says what NCCL has under it
+        nccl = Text(row.rail, style={"error": palette.error, "warn": palette.warn}.get(row.rail_level or "", "dim"))
     err = Text(row.error, style=palette.error) if row.error else Text("")
+    if row.health:  # issue 24: a GPU flag, an Xid or a rail in trouble is said beside (or as) the last error
+        hstyle = palette.error if row.health_level == "error" else palette.warn
+        err = (err + Text(" · ", style="dim") + Text(row.health, style=hstyle)) if row.error else Text(row.health,
+                                                                                                      style=hstyle)
     if row.stale:  # old values: dimmed (the age column says how old)
         for cell in (engine, mem, util, nccl):
             cell.stylize("dim")

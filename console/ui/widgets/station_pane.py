@@ -29,6 +29,7 @@ from console.durations import clock as clock_text
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
+from console.station.health import health_lines
 from console.station.state import EVERY_ASPECT, Aspect, StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
@@ -53,6 +54,7 @@ CONN_STYLE: dict[ConnState, tuple[str, str]] = {
 # Every loading phase is the theme's calm colour where it is drawn; these are the rest's.
 PHASE_STYLE: dict[EnginePhase, str] = {EnginePhase.READY: "bold green", EnginePhase.FAILED: "bold red",
                                        EnginePhase.STOPPED: "dim", **{p: "yellow" for p in LOADING_PHASES}}
+HEALTH_ASPECTS = frozenset({Aspect.HEALTH, Aspect.RAILS, Aspect.KERNEL, Aspect.CONTAINER, Aspect.CONN})  # issue 24
 TRANSPORT_LABEL = {t: (TRANSPORT_SHORT[t], TRANSPORT_STYLE[t]) for t in NcclTransport}
 
 
@@ -141,6 +143,21 @@ class HostMemLine:
         yield line
 
 
+class OneRowEach:
+    """Lines drawn one row each, cut with an ellipsis at the pane's edge (their start says what they
+    are): the health box and the rail strip (issue 24)."""
+
+    def __init__(self, lines: list[Text]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console, options):
+        for line in self.lines:
+            line = line.copy()
+            line.no_wrap, line.overflow = True, "ellipsis"
+            line.truncate(options.max_width, overflow="ellipsis")
+            yield line
+
+
 class StationPane(Vertical):
     DEFAULT_CSS = """
     StationPane { border: round $primary 60%; padding: 0 1; height: 1fr; }
@@ -148,6 +165,9 @@ class StationPane(Vertical):
     StationPane .status { height: auto; }
     StationPane .gpus { height: auto; }
     StationPane .hostmem { height: 1; }
+    StationPane .health { height: auto; display: none; }
+    StationPane .rails { height: 1; display: none; }
+    StationPane.-health-error { border: round $error; }
     StationPane .badges { height: auto; display: none; }
     StationPane .gpu-error { height: auto; display: none; }
     StationPane .gpu-error.-shown { display: block; }
@@ -185,7 +205,9 @@ class StationPane(Vertical):
         yield Static("", classes="status")
         yield Static("", classes="gpu-error")
         yield Vertical(classes="gpus")
+        yield Static("", classes="health")  # issue 24: GPU flags and Xids, only when they say something
         yield Static("", classes="hostmem")
+        yield Static("", classes="rails")  # issue 24: the rail strip
         yield Static("", classes="badges")
         yield ProcessList(classes="processes")
         if self.station.is_head:
@@ -281,6 +303,8 @@ class StationPane(Vertical):
                     panel.show(s.serving_shown, s.serving_off)  # type: ignore[attr-defined]
         if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
             self._render_status()
+        if aspects & HEALTH_ASPECTS:  # issue 24
+            self._render_health()
 
     def _mark_old(self, aspect: Aspect, old: bool) -> None:
         self._old = (self._old - {aspect}) | ({aspect} if old else frozenset())
@@ -291,8 +315,10 @@ class StationPane(Vertical):
         turned late (or old values' ages) is drawn again, whatever the other sources do, and the
         start-up clock moves while the engine is coming up."""
         s, now = self.state, clock.now()
-        old = frozenset(a for a in (Aspect.GPUS, Aspect.HOSTMEM) if s.stale(a, now))
+        old = frozenset(a for a in (Aspect.GPUS, Aspect.HOSTMEM, Aspect.HEALTH, Aspect.RAILS) if s.stale(a, now))
         redraw = old | (old ^ self._old)
+        if any(v.up is False for v in s.rails.views.values()):  # "✖ down 12 s" counts up
+            redraw |= {Aspect.RAILS}
         if redraw:
             self._show(frozenset(redraw))
         e = s.engine
@@ -339,6 +365,49 @@ class StationPane(Vertical):
             meter, memory = meters.get(g.index), s.memory.get(g.index)
             if meter is not None and memory is not None:
                 meter.show(g, memory, s.traces.get(g.index), stale_age)
+
+    # --- issue 24: GPU and fabric health
+    def _render_health(self) -> None:
+        """The health box (each GPU flag, this run's Xids; hidden when all is well) and the rail strip
+        (one line per rail), dimmed with their age when their source is late."""
+        s, now = self.state, clock.now()
+        box = self.query_one(".health", Static)
+        old = s.stale(Aspect.HEALTH, now)
+        self._mark_old(Aspect.HEALTH, old)
+        lines = health_lines(s)
+        most = 2 if self.has_class("-short") else 4  # a short pane keeps its log lines
+        rows = []
+        for h in lines[:most]:
+            rows.append(Text(f"{h.icon} {one_line(h.text, 200)}", style="dim" if old else
+                             ("bold red" if h.level == "error" else "yellow")))
+        if len(lines) > most:
+            rows[-1].append(f"  (+{len(lines) - most} more)", style="dim")
+        if rows and old:
+            rows[-1].append_text(old_label(s.value_age(Aspect.HEALTH, now)))
+        box.update(OneRowEach(rows))
+        box.display = bool(rows)
+        # an Xid, uncorrected ECC, HW slowdown or a rail down: the pane's border says it from afar
+        self.set_class(not old and s.health_level() == "error", "-health-error")
+        strip = self.query_one(".rails", Static)
+        views = list(s.rails.views.values())
+        old = s.stale(Aspect.RAILS, now)
+        self._mark_old(Aspect.RAILS, old)
+        width = self.content_size.width or 80
+        rows = []
+        for v in views:
+            style = "dim" if old else {"error": "bold red", "warn": "yellow"}.get(v.level or "", "")
+            words = v.words(now)
+            row = Text("rail ", style="dim")
+            if len(views) > 1 or len(f"rail {v.netdev} {words}") <= width:  # one rail: its name can go
+                row.append(one_line(v.netdev, 40) + " ", style="dim" if old else "bold")
+            row.append(words, style=style)
+            if old:
+                row.append_text(old_label(s.value_age(Aspect.RAILS, now)))
+            rows.append(row)
+        strip.update(OneRowEach(rows))
+        strip.styles.height = max(1, len(rows))
+        strip.display = bool(rows)
+    # --- end issue 24
 
     def _render_status(self) -> None:
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
