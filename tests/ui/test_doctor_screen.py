@@ -109,6 +109,10 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         await asyncio.wait_for(screen.job.wait(), 30)  # the stop ends the run with its report (not a cancel)
         assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
         assert "cancelled after" in screen.report.of("nccl")[0].summary
+        # issue 21 item 3: a cancelled run says so, never "verdict: ok"
+        status = str(screen.query_one("#doc-status", Static).render())
+        assert "verdict: cancelled" in status and "verdict: ok" not in status
+        assert "cause: none: the run was cancelled in nccl" in status
 
 
 class BrokenSession:
