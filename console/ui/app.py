@@ -63,6 +63,8 @@ class ConsoleApp(App):
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
         Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
+        Binding("colon", "colon_palette", "Commands", id="palette-colon", show=False,
+                tooltip="The command palette, as in k9s (ctrl+p too)"),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
@@ -253,6 +255,17 @@ class ConsoleApp(App):
         from console.ui.screens.doctor import DoctorScreen
 
         self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
+
+    def action_colon_palette(self) -> None:
+        """``:`` opens the command palette (k9s's habit); a text box that has the focus keeps its ``:``."""
+        self.action_command_palette()
+
+    def action_process_list(self, station: str | None = None) -> None:
+        """Every GPU process (user, container, command, CPU, RSS), sorted; end one after a confirm."""
+        from console.ui.screens.processes import ProcessScreen
+
+        if not isinstance(self.screen, ProcessScreen):
+            self.push_screen(ProcessScreen(self.config, read_only=self.read_only, station=station))
 
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"
