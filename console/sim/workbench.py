@@ -198,4 +198,7 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                            "(Receiver ID)"),
                 (t0 + 9.2, "NVRM: Xid (PCI:0000:01:00): 119, pid=2757, name=VLLM::Worker_TP1, Timeout after 6s of "
                            "waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL)")]
+    if "gpu-lost" in world.faults(name):  # issue 21: the driver's word for the GPU nvidia-smi cannot read
+        out.append((created + 1.0, "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
+                                   "GPU has fallen off the bus."))
     return sorted(out)

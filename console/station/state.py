@@ -448,6 +448,18 @@ class StationState:
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
 
+    # --- issue 21: a GPU in error
+    @property
+    def gpus_in_error(self) -> list[GpuReading]:
+        """The GPUs nvidia-smi printed an error line for in place of a row (a GPU lost, off the bus,
+        requiring a reset), from the latest sample; one source for the pane, the fleet and the diagnosis."""
+        return [g for g in self.gpus if g.error is not None]
+
+    def gpu_error_words(self) -> str:
+        """``GPU 1: Unable to determine the device handle ...`` (each GPU in error), or ''."""
+        return "; ".join(f"GPU {g.index}: {g.error}" for g in self.gpus_in_error)
+    # --- end issue 21
+
 
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
     """The snapshot without figures (no poll of this container's engine yet): every figure unknown."""

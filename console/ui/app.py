@@ -31,8 +31,16 @@ from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.station.checks.gpu_errors import FIX as GPU_ERRORS_FIX
 from console.station.logstream import StreamSource
-from console.station.messages import ConnectionState, ContainerUpdate, LogBatch, ServingUpdate, StationMessage
+from console.station.messages import (
+    ConnectionState,
+    ContainerUpdate,
+    GpuSample,
+    LogBatch,
+    ServingUpdate,
+    StationMessage,
+)
 from console.station.monitor import StationService
 from console.station.services import start_station_services
 from console.station.state import Aspect, Stations
@@ -179,6 +187,8 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
+        elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # issue 21: a GPU in error is a finding
+            self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX)
         if isinstance(msg, ConnectionState) and before != state.conn.state and before != ConnState.CONNECTING:
             self._checks_outdated(state.name, before, state.conn.state)
         if isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:

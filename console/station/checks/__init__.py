@@ -31,6 +31,7 @@ from console.station.checks.context import (
     StationDown,
     ToolMissing,
 )
+from console.station.checks.gpu_errors import check_gpu_errors
 from console.station.checks.links import (
     check_jumbo_ping,
     check_link_down,
@@ -84,6 +85,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("user-mismatch", "all", check_same_user, "same Linux user", ("id", "sshd")),
     Spec("image-mismatch", "all", check_image, "same container image", ("docker",)),
     Spec("container-toolkit", "station", check_toolkit, "Docker + NVIDIA toolkit", ("docker",)),
+    Spec("gpu-errors", "station", check_gpu_errors, "every GPU answers nvidia-smi", ("nvidia-smi",)),
     Spec("model-config", "station", check_model_config, "config.json architecture/quantization", ("files",)),
     Spec("checkpoint-mismatch", "all", check_checkpoint, "same model revision", ("files",)),
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
