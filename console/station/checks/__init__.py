@@ -236,10 +236,13 @@ def overall(results: Iterable[CheckResult]) -> int:
 
 
 def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, int]:
-    """Counts per status for the checks that involve ``station`` (for its pane)."""
+    """Counts per status for the checks that involve ``station`` (for its pane). A label is its stations
+    (``A``, ``A<->B``, ``A->B``, ``A,B``), then what it tested (RDMA: ``A->B mlx5_0 host``): a run
+    between two stations counts on both panes."""
     counts = dict.fromkeys(STATUSES, 0)
     for r in results:
-        if r.status in counts and station in re.split(r"<->|->|,", r.station):
+        who = r.station.split(" ", 1)[0]
+        if r.status in counts and station in re.split(r"<->|->|,", who):
             counts[r.status] += 1
     return counts
 
