@@ -201,7 +201,9 @@ class BenchScreen(Screen):
     BenchScreen #reference.-not-comparable { color: $warning; }
     BenchScreen #status { height: 1; padding: 0 1; }
     BenchScreen #bar { padding: 0 1; height: 1; }
-    BenchScreen #results { height: auto; max-height: 10; margin: 0 1; }
+    BenchScreen #results { height: auto; max-height: 10; margin: 0 1; border-top: hkey $panel-lighten-2;
+                           border-title-color: $text-muted; }
+    BenchScreen #results:focus { border-top: hkey $accent; border-title-color: $accent; }
     BenchScreen #figure { margin: 0 1; }
     BenchScreen #notes { height: auto; max-height: 6; padding: 0 1; }
     """
@@ -256,7 +258,9 @@ class BenchScreen(Screen):
                      id="status")
         yield ProgressBar(total=1, show_eta=False, id="bar")
         with Vertical(id="body"):
-            yield DataTable(id="results", cursor_type="none", zebra_stripes=True)
+            results = DataTable(id="results", cursor_type="none", zebra_stripes=True)
+            results.border_title = "results (↑↓ scroll)"  # a Tab stop says what it is (issue 21)
+            yield results
             yield ThroughputFigure(self.reference, id="figure")
             yield Static("", id="notes")
         yield Footer()
