@@ -188,7 +188,8 @@ class ConsoleApp(App):
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
         elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # issue 21: a GPU in error is a finding
-            self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX)
+            bad = ",".join(str(g.index) for g in state.gpus_in_error)
+            self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX.replace("INDEX", bad))
         if isinstance(msg, ConnectionState) and before != state.conn.state and before != ConnState.CONNECTING:
             self._checks_outdated(state.name, before, state.conn.state)
         if isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:

@@ -14,6 +14,6 @@ async def test_gpu_lost_fails_the_gpu_errors_check_with_the_xid(sim_factory):
     assert a.status == "fail" and a.id == "gpu-errors"
     assert a.summary.startswith("GPU 0 (00000000:01:00.0): Unable to determine the device handle"), a.summary
     assert "kernel: Xid 79" in a.summary and "fallen off the bus" in a.summary
-    assert "nvidia-smi -r -i INDEX" in a.fix and "reboot" in a.fix and "reseat" in a.fix
+    assert "nvidia-smi -r -i 0" in a.fix and "reboot" in a.fix and "reseat" in a.fix
     assert "Xid" in a.evidence and "Unable to determine" in a.evidence
     assert b.status == "pass" and b.summary.startswith("every GPU answers nvidia-smi")

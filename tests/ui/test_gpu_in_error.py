@@ -42,7 +42,7 @@ async def test_a_lost_gpu_is_a_finding_and_the_fleet_rows_state_and_last_error(t
                     detail=lambda: [(f.id, f.station) for f in panel.findings])
         f = next(f for f in panel.findings if f.id == "gpu-errors")
         assert f.severity == "error" and f.cause == f"a GPU in error: nvidia-smi says GPU 0: {LOST}"
-        assert "nvidia-smi -r" in f.remedy and "reboot" in f.remedy and "reseat" in f.remedy
+        assert "nvidia-smi -r -i 0`" in f.remedy and "reboot" in f.remedy and "reseat" in f.remedy
         await pilot.press("f")
         await until(lambda: app.dashboard.query_one(FleetTable).row_count == 2, what="the fleet", pilot=pilot)
         rows = fleet_text(app).splitlines()

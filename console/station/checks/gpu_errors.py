@@ -46,4 +46,5 @@ async def check_gpu_errors(run: CheckRun, st: Station) -> CheckResult:
     words = "; ".join(f"GPU {g.index}" + (f" ({g.bus_id})" if g.bus_id else "") + f": {g.error}" for g in bad)
     if xids:
         words += f"; kernel: Xid {xids[-1].xid} ({xids[-1].text[:120]})"
-    return CheckResult(ID, st.name, CheckStatus.FAIL, words, join_parts(ev, kev), FIX)
+    return CheckResult(ID, st.name, CheckStatus.FAIL, words, join_parts(ev, kev),
+                       FIX.replace("INDEX", ",".join(str(g.index) for g in bad)))

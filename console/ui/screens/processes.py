@@ -92,7 +92,7 @@ class ConfirmEnd(ModalScreen[bool]):
             yield Label(Text("End this process?", style="bold"))
             yield Static(Text(self.row.name()), id="pe-what")
             yield Static(Text(f"Sends TERM; if it is still there after {GRACE_S:g} s, KILL. What it holds on the "
-                              "GPU is freed when it exits.", style="italic"))
+                              "GPU is freed when it exits.  (y: end it · Esc: cancel)", style="italic"))
             with Horizontal(id="pe-buttons"):
                 yield Button("End it (TERM, then KILL)", id="pe-yes", variant="error")
                 yield Button("Cancel", id="pe-no", variant="primary")
@@ -199,7 +199,8 @@ class ProcessScreen(Screen):
     def _status(self) -> None:
         label = dict((k, lbl) for k, lbl, _n in COLUMNS)[self.sort]
         text = Text()
-        text.append(f"{len(self._keys)} processes on the GPUs · sorted by {label}"
+        n = len(self._keys)
+        text.append(f"{n} process{'' if n == 1 else 'es'} on the GPUs · sorted by {label}"
                     + (" (reversed)" if self.reverse else "") + " · s: sort  t: end (TERM, then KILL)  r: refresh")
         if self.read_only:
             text.append("  · read-only: ending a process is disabled", style="bold yellow")
