@@ -19,7 +19,7 @@ ARGS = {
     "pid": 4242, "ranks": [("198.18.0.1", {"NCCL_IB_HCA": "mlx5_0"}), ("198.18.0.2", {"NCCL_IB_HCA": "mlx5_0"})],
     "binary": "/usr/local/bin/all_reduce_perf", "test_args": ["-b", "8", "-e", "1G"], "allow_root": True,
     "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
-    "limit_s": 10, "cmd": "nvidia-smi -L",
+    "limit_s": 10, "cmd": "nvidia-smi -L", "pids": [4242, 17], "signal": "TERM",
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 
