@@ -212,9 +212,13 @@ class DoctorScreen(Screen):
             tries.add_column(label, key=label)
         saved = store.load(self.config).get("report")
         if saved and saved.get("rungs"):
+            named = saved.get("cause") or {}
             self.report.results = [RungResult(r["id"], r["station"], r["status"], r["summary"],
-                                              tuple(r.get("evidence") or ()), r.get("next", ""))
+                                              tuple(r.get("evidence") or ()), r.get("next", ""),
+                                              cause=(r["id"], r["station"], r["summary"]) == (
+                                                  named.get("id"), named.get("station"), named.get("summary")))
                                    for r in saved["rungs"] if r.get("id") in BY_ID]
+            self.report.cancelled = bool(saved.get("cancelled"))
             for rid in {r.id for r in self.report.results}:
                 self.rung_state[rid] = "done"
         self._fill_table()
