@@ -50,14 +50,14 @@ def print_report(report: DoctorReport, out=sys.stdout) -> None:
             print(f"{MARK[r.status]}  {r.station:<{width}}  {one_line(r.summary)}", file=out)
             if r.status in (CheckStatus.FAIL, CheckStatus.WARN) and r.next:
                 print(f"      next: {one_line(r.next)}", file=out)
-    cause = report.cause
-    print(f"verdict: {report.verdict}" + (" (the first failing rung)" if report.verdict != "ok" else ""), file=out)
-    if cause is not None:
-        print(f"cause: {cause.id} {cause.station}: {one_line(cause.summary)}", file=out)
-        if cause.next:
-            print(f"  next: {one_line(cause.next)}", file=out)
-    if report.cancelled:
-        print("(cancelled: the rungs after it did not run)", file=out)
+    verdict = report.verdict
+    note = {"ok": "", "cancelled": " (the run stopped before its end)"}.get(verdict, " (the first failing rung)")
+    print(f"verdict: {verdict}{note}", file=out)
+    cause, nxt = report.conclusion()
+    print(f"cause: {one_line(cause)}", file=out)
+    print(f"  next: {one_line(nxt)}", file=out)
+    if report.cancelled and verdict != "cancelled":
+        print(f"(cancelled in {report.cancelled_at or 'a rung'}: the rungs after it did not run)", file=out)
 
 
 def print_tries(tries: list[dict], out=sys.stderr) -> None:

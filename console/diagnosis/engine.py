@@ -459,6 +459,28 @@ class Diagnoser:
             self._findings[f.key] = f
         self.version += 1
 
+    def note_gpu_errors(self, station: str, words: str, fix: str) -> bool:
+        """Issue 21: a GPU in error on ``station`` (nvidia-smi's words from the station's state; '' when
+        none) is a finding while it lasts, so the panel never says "No findings" beside a red GPU row.
+        The ``gpu-errors`` check's finding, when the checks ran, stands in its place (it has the Xid)."""
+        key = ("gpu-errors", station)
+        old = self._findings.get(key)
+        if not words:
+            if old is None or old.origin != "state":
+                return False
+            del self._findings[key]
+        else:
+            cause = f"a GPU in error: nvidia-smi says {words}"
+            if old is not None and (old.origin == "check" or old.cause == cause):
+                return False
+            self._seq += 1
+            self._findings[key] = Finding("gpu-errors", "error", station, cause, fix,
+                                          [Evidence("nvidia-smi", None, shorten(redact(words)))], 1, None,
+                                          cat.R_ROOT, None, self._seq, origin="state", next="checks",
+                                          _cause_rank=cat.R_ROOT)
+        self.version += 1
+        return True
+
     # ------------------------------------------------------------ decisions from context
 
     def _multi_node(self, st: SourceState) -> bool | None:

@@ -6,11 +6,13 @@ its GID table), the options, and a progress callback for the screen."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from console.config import Config, Station
+from console.durations import span
 from console.remote.transport import CommandResult, Transport
 from console.station.checks import StationDown, ToolMissing
 from console.station.checks.context import CheckRun
@@ -20,6 +22,28 @@ from console.vocabulary import CheckStatus
 ProgressFn = Callable[[str, str], None]  # (rung id, text)
 
 __all__ = ["DoctorContext", "DoctorOptions", "RelaunchPlan", "StationDown", "ToolMissing"]
+
+
+class Countdown:
+    """A long rung's progress words: "3 of 16: ... (about 2 min left)", the time left from the mean of the
+    steps done so far (8 stations are minutes of perftest: the operator sees how far along it is)."""
+
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.done, self._clock = total, 0, clock
+        self._t0 = clock()
+
+    def step(self, text: str) -> str:
+        """The words for the next step (call as it starts)."""
+        self.done += 1
+        left = ""
+        if self.done > 1:
+            per = (self._clock() - self._t0) / (self.done - 1)
+            left = f" (about {span(per * (self.total - self.done + 1))} left)"
+        return f"{self.done} of {self.total}: {text}{left}"
+
+    def skip(self, n: int) -> None:
+        """Steps that will not run (no address, no GID): they leave the count, not the estimate."""
+        self.total = max(self.done, self.total - n)
 
 
 @dataclass

@@ -72,11 +72,42 @@ class DoctorReport:
 
     @property
     def verdict(self) -> str:
-        """The id of the first failing rung (ladder order), or ``ok``."""
+        """The id of the first failing rung (ladder order); else ``cancelled`` for a run stopped before its
+        end (it concluded nothing: never ``ok``); else ``ok``."""
         for rid in self.order or tuple(dict.fromkeys(r.id for r in self.results)):
             if any(r.status == CheckStatus.FAIL for r in self.of(rid)):
                 return rid
-        return "ok"
+        return "cancelled" if self.cancelled else "ok"
+
+    @property
+    def cancelled_at(self) -> str | None:
+        """The rung a cancel stopped (its one result is a skip "cancelled after ...")."""
+        hit = next((r for r in self.results if r.status == CheckStatus.SKIP
+                    and r.summary.startswith("cancelled after")), None)
+        return hit.id if hit else None
+
+    def conclusion(self) -> tuple[str, str]:
+        """(the cause line, the next step) every verdict ends on, the same words on the CLI and the screen:
+        the named cause; else the verdict rung's first failure, said to be a symptom; else what a cancel
+        or an all-pass means. The next step always moves on (never back to a rung that passed)."""
+        v = self.verdict
+        c = self.cause
+        if c is not None:
+            return (f"{c.id} {c.station}: {c.summary}",
+                    c.next or "Read this row's evidence (Enter); `dgx-console bundle PATH` keeps it for whoever helps.")
+        if v == "cancelled":
+            at = self.cancelled_at
+            return (f"none: the run was cancelled{f' in {at}' if at else ''} before it concluded (nothing failed "
+                    "before that; the rungs after it did not run)",
+                    "Run the ladder again (a, or `dgx-console doctor`) and let it finish.")
+        if v == "ok":
+            ran = len(dict.fromkeys(r.id for r in self.results))
+            return (f"none found: no rung failed ({ran} rungs ran)",
+                    "If the service still fails: the diagnosis (d, `dgx-console diagnose`) lists the log's findings; "
+                    "while it hangs, rung 6 (hang) reads the stacks and counters live.")
+        first = next(r for r in self.of(v) if r.status == CheckStatus.FAIL)
+        return (f"not named by a rung; the first failure is {first.id} {first.station}: {first.summary}",
+                first.next or "Read this row's evidence (Enter); `dgx-console bundle PATH` keeps it for whoever helps.")
 
     @property
     def cause(self) -> RungResult | None:
@@ -103,6 +134,7 @@ class DoctorReport:
         return {"rungs": [r.to_dict() for r in self.results], "verdict": self.verdict,
                 "cause": None if c is None else {"id": c.id, "station": c.station, "summary": c.summary,
                                                  "next": c.next},
+                "conclusion": dict(zip(("cause", "next"), self.conclusion(), strict=True)),
                 "cancelled": self.cancelled}
 
     def to_json(self) -> str:

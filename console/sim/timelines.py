@@ -82,6 +82,11 @@ class _Builder:
         """Offset ``t`` (real engine seconds) in wall seconds since the start, after any wait."""
         return t * self.scale + (self.hold if t >= self.hold_from else 0.0)
 
+    def secs(self, d: float) -> float:
+        """A duration the engine logs ("took 239.4 seconds"), in the wall seconds it took here: the demo's
+        line then agrees with the console's own clock beside it (issue 21: never two clocks on one line)."""
+        return d * self.scale
+
     def at(self, t: float, text: str, proc: str = "APIServer", pid: int = 1, level: str = "INFO",
            src: str = "api_server.py:1", raw: bool = False) -> None:
         ts = self.ts(t)
@@ -302,10 +307,10 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         if t > stop_at:
             break
         pct = int(100 * k / SHARDS)
-        el = int(t - load0)
+        el, left = int(b.secs(t - load0)), int(b.secs(load1 - t))
         b.at(t, f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {k}/{SHARDS} "
-                f"[{el // 60:02d}:{el % 60:02d}<{int(load1 - t) // 60:02d}:{int(load1 - t) % 60:02d}, "
-                f"{(load1 - load0) / SHARDS:.2f}s/it]", raw=True)
+                f"[{el // 60:02d}:{el % 60:02d}<{left // 60:02d}:{left % 60:02d}, "
+                f"{b.secs(load1 - load0) / SHARDS:.2f}s/it]", raw=True)
     b.mem(load0, 0.6)
     if oom:
         b.mem(stop_at, 0.6 + room)
@@ -317,9 +322,9 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         b.exit(stop_at + 2, 1)
         return tl
     b.mem(load1, 0.6 + weights)
-    b.at(load1, f"Loading weights took {load1 - load0 - 2:.2f} seconds", proc=worker_proc, pid=412,
+    b.at(load1, f"Loading weights took {b.secs(load1 - load0 - 2):.2f} seconds", proc=worker_proc, pid=412,
          src="default_loader.py:268")
-    b.at(load1 + 1.5, f"Model loading took {weights:.2f} GiB memory and {load1 - load0:.6f} seconds",
+    b.at(load1 + 1.5, f"Model loading took {weights:.2f} GiB memory and {b.secs(load1 - load0):.6f} seconds",
          proc=worker_proc, pid=412, src="gpu_model_runner.py:2677")
     if "remove-ipc" in faults and rank == 0:
         # issue 19: logind removed the launch user's IPC objects when the SSH session that started the run
@@ -387,8 +392,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     if rank == 0:
         for k in range(0, 36, 7):
             b.at(g0 + (g1 - g0) * k / 35, f"Capturing CUDA graphs (decode, FULL): {int(100 * k / 35):3d}%| "
-                                          f"{k}/35 [00:{int((g1 - g0) * k / 35) % 60:02d}<00:00]", raw=True)
-    b.at(g1, f"Graph capturing finished in {g1 - g0:.0f} secs, took 1.21 GiB", proc=worker_proc, pid=412,
+                                          f"{k}/35 [00:{int(b.secs(g1 - g0) * k / 35) % 60:02d}<00:00]", raw=True)
+    b.at(g1, f"Graph capturing finished in {b.secs(g1 - g0):.0f} secs, took 1.21 GiB", proc=worker_proc, pid=412,
          src="gpu_model_runner.py:3480")
     b.mem(g1, g.loaded_gib)
     if rank != 0:
@@ -399,7 +404,7 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         if "wedge" in hangs:
             _wedge(b, cold, "vllm", head=False)
         return tl
-    b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {g1 + 2 - load1:.2f} s",
+    b.at(g1 + 2, f"init engine (profile, create kv cache, warmup model) took {b.secs(g1 + 2 - load1):.2f} s",
          proc="EngineCore_DP0", pid=263, src="core.py:210")
     b.at(cold - 4, f"Starting vLLM server on http://0.0.0.0:{profile.api_port}", src="api_server.py:1978")
     b.at(cold - 3, "INFO:     Started server process [1]", raw=True)

@@ -219,6 +219,9 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                             "anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB oom_score_adj:0")]
     # --- end issue 23
     out += xid_lines(world, name)  # issue 24
+    if "gpu-lost" in world.faults(name):  # issue 21: the driver's word for the GPU nvidia-smi cannot read
+        out.append((created + 1.0, "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
+                                   "GPU has fallen off the bus."))
     return sorted(out)
 
 

@@ -270,7 +270,9 @@ async def gid_for(tr: Transport, st: Station, device: str) -> int | None:
 
 async def validate_rdma(config: Config, transports: dict[str, Transport] | None = None,
                         on_event: EventFn | None = None, gpu: bool | None = None) -> list[RdmaRun]:
-    """Host (and GPU) memory bandwidth on each rail, worker as server and head as client."""
+    """Host (and GPU) memory bandwidth on each rail, both directions (head -> worker, then worker ->
+    head), as the workbench's RDMA rung measures it: a one-way fault (a TX path, a port's buffers)
+    shows in one direction only, and the two commands agree."""
     emit = on_event or (lambda kind, detail: None)
     if not config.workers:
         raise ValueError("validate-rdma needs two stations (one head, at least one worker)")
@@ -317,10 +319,11 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
             kinds = [("host", {head.name: [], worker.name: []})]
             if want_gpu:
                 kinds.append(("gpu", gpu_extra))
-            for memory, extra in kinds:
-                run = RdmaRun(memory=memory, **base)
-                runs.append(await run_pair(config, tr, run, worker, head, gid, extra, emit))
-                emit("run-done", runs[-1].to_dict())
+            for srv, cli in ((worker, head), (head, worker)):
+                for memory, extra in kinds:
+                    run = RdmaRun(memory=memory, **{**base, "server": srv.name, "client": cli.name})
+                    runs.append(await run_pair(config, tr, run, srv, cli, gid, extra, emit))
+                    emit("run-done", runs[-1].to_dict())
         return runs
     finally:
         if own:

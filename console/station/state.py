@@ -514,6 +514,17 @@ class StationState:
         levels |= {v.level for v in self.rails.views.values()}
         return "error" if "error" in levels else "warn" if "warn" in levels else None
     # --- end issue 24
+    # --- issue 21: a GPU in error
+    @property
+    def gpus_in_error(self) -> list[GpuReading]:
+        """The GPUs nvidia-smi printed an error line for in place of a row (a GPU lost, off the bus,
+        requiring a reset), from the latest sample; one source for the pane, the fleet and the diagnosis."""
+        return [g for g in self.gpus if g.error is not None]
+
+    def gpu_error_words(self) -> str:
+        """``GPU 1: Unable to determine the device handle ...`` (each GPU in error), or ''."""
+        return "; ".join(f"GPU {g.index}: {g.error}" for g in self.gpus_in_error)
+    # --- end issue 21
     # --- issue 19: progress truth
     def _note_progress(self, msg: object) -> None:
         """Keep what the progress judge needs: when the last log line was printed (its docker stamp

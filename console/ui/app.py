@@ -31,10 +31,12 @@ from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.station.checks.gpu_errors import FIX as GPU_ERRORS_FIX
 from console.station.logstream import StreamSource
 from console.station.messages import (
     ConnectionState,
     ContainerUpdate,
+    GpuSample,
     KernelLines,
     LogBatch,
     ServingUpdate,
@@ -70,6 +72,8 @@ class ConsoleApp(App):
         Binding("ctrl+t", "toggle_theme", "Theme", id="theme", tooltip="Switch dark / light theme"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Stop watching and leave (stations keep running)"),
         Binding("escape", "close_help", "Close help", id="close-help", show=False, priority=True),
+        Binding("colon", "colon_palette", "Commands", id="palette-colon", show=False,
+                tooltip="The command palette, as in k9s (ctrl+p too)"),
     ]
 
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
@@ -185,6 +189,9 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
+        elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # issue 21: a GPU in error is a finding
+            bad = ",".join(str(g.index) for g in state.gpus_in_error)
+            self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX.replace("INDEX", bad))
         if isinstance(msg, ConnectionState) and before != state.conn.state and before != ConnState.CONNECTING:
             self._checks_outdated(state.name, before, state.conn.state)
         if isinstance(msg, ConnectionState) and msg.state in HOST_KEY_STATES and before != msg.state:
@@ -286,6 +293,17 @@ class ConsoleApp(App):
         from console.ui.screens.hang_evidence import HangEvidenceScreen
 
         self.push_screen(HangEvidenceScreen(self.config))
+
+    def action_colon_palette(self) -> None:
+        """``:`` opens the command palette (k9s's habit); a text box that has the focus keeps its ``:``."""
+        self.action_command_palette()
+
+    def action_process_list(self, station: str | None = None) -> None:
+        """Every GPU process (user, container, command, CPU, RSS), sorted; end one after a confirm."""
+        from console.ui.screens.processes import ProcessScreen
+
+        if not isinstance(self.screen, ProcessScreen):
+            self.push_screen(ProcessScreen(self.config, read_only=self.read_only, station=station))
 
     def action_toggle_theme(self) -> None:
         self.theme = "dgx-light" if self.theme == "dgx-dark" else "dgx-dark"

@@ -66,7 +66,7 @@ class BindingCommands(CommandList):
             offered = binding.show or bool(binding.tooltip)
             if not active.enabled or not offered or not binding.description or binding.action in seen:
                 continue
-            if binding.action in ("command_palette", "app.command_palette") or (
+            if binding.action in ("command_palette", "app.command_palette", "colon_palette", "app.colon_palette") or (
                     _on_dashboard(screen) and binding.action in _NAVIGATION_ACTIONS):
                 continue  # the palette itself; the screens are NavigationCommands' ("Open the chat")
             seen.add(binding.action)
@@ -125,6 +125,8 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("Show the diagnosis", "Findings from every station's log", "toggle_diagnosis"),
     ("Show the GPU processes", "pid, process and GPU memory on the focused station's GPUs (nvidia-smi)",
      "toggle_processes"),
+    ("Open the process list", "Every GPU process: user, container, command, CPU %, RSS; sort; end one (TERM, "
+     "then KILL)", "app.process_list"),
     ("Show the fleet", "One row per station (state, memory, engine, last error); Enter opens one", "toggle_fleet"),
     ("Show the keys (help)", "Every key of the screen you are on (F1; Esc closes)", "app.toggle_help"),
 )

@@ -24,22 +24,24 @@ async def _alive(cfg, station: str, pid: int) -> bool:
 async def test_healthy_station_pair_host_and_gpu_memory_on_both_rails(sim):
     events = []
     runs = await validate_rdma(sim.config, on_event=lambda k, d: events.append((k, d)))
-    assert [(r.rail, r.memory) for r in runs] == [("mlx5_0", "host"), ("mlx5_0", "gpu"), ("mlx5_1", "host"),
-                                                  ("mlx5_1", "gpu")]
+    # issue 21 item 7: both directions, as the workbench's RDMA rung (A->B, then B->A)
+    assert [(r.rail, r.client, r.server, r.memory) for r in runs] == [
+        (rail, c, s, m) for rail in ("mlx5_0", "mlx5_1") for c, s in (("A", "B"), ("B", "A")) for m in ("host", "gpu")]
+    assert "mlx5_0 host memory B->A: " in runs[2].summary
     assert all(r.status == "pass" and 200 <= r.gbps_avg <= 235 for r in runs)
     assert overall(runs) == 0
     assert "--use_cuda=1 --use_cuda_dmabuf" in runs[1].evidence  # the GB300 is GPU 1 next to the RTX PRO
     assert "env CUDA_DEVICE_ORDER=PCI_BUS_ID ib_write_bw" in runs[1].evidence  # ... in nvidia-smi order
     assert "Waiting for client to connect" in runs[0].evidence
-    assert [k for k, _ in events].count("server-stopped") == 4
+    assert [k for k, _ in events].count("server-stopped") == 8
     for r in runs:
-        assert not await _alive(sim.config, "B", r.server_pid)
+        assert not await _alive(sim.config, r.server, r.server_pid)
 
 
 async def test_spark_pair_host_memory_only(sim_factory):
     h = await sim_factory(profile="glm53-flash-nvfp4-2x-gb10-sglang")
     runs = await validate_rdma(h.config)
-    assert {r.memory for r in runs} == {"host"} and len(runs) == 2
+    assert {r.memory for r in runs} == {"host"} and len(runs) == 4
     assert all(r.status == "pass" and r.line_gbps == 200 for r in runs)
 
 

@@ -6,12 +6,14 @@ cause and restores the normal command."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 
 import pytest
 
 from console.cli import main
+from console.commands.doctor import print_report
 from console.doctor import DoctorOptions, RelaunchPlan, run_doctor
 from console.doctor import store as doctor_store
 from console.sim.engine import start_container
@@ -118,6 +120,14 @@ async def test_collective_hang_both_ranks_in_one_all_reduce(sim_factory):
     assert "pynccl.py" in stacks.summary
     assert find(rep, "hang", "warn", "a silent hang").station in ("A", "B")
     assert find(rep, "hang", "warn", "no memory traffic in both samples")
+    # issue 21 item 3: the rung concludes, as the cause, and its next step moves on (never back to rungs 1-3)
+    assert rep.verdict == "hang" and rep.cause is not None
+    assert rep.cause.summary.startswith("a silent hang: software, not the network") and "nccl pass" in rep.cause.summary
+    out = io.StringIO()
+    print_report(rep, out)
+    text = out.getvalue()
+    assert "cause: hang A,B: a silent hang: software, not the network" in text
+    assert "next: The collective will not complete by itself" in text and "restart the whole service" in text
 
 
 async def test_a_cancelled_run_leaves_no_task_behind(sim_factory):

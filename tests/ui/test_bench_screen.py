@@ -110,8 +110,8 @@ async def test_sweep_fills_table_figure_and_files(api_url, tmp_path):
                                                               int(str(table.get_row("2")[7]).replace(",", ""))]
         figure = _figure(screen)
         assert "per-user tok/s" in figure and "total tok/s" in figure
-        assert "● C1" in figure and "● C2" in figure and "● C16" in figure  # ours and the reference's
-        assert "reference (not comparable)" in figure and "this sweep" in figure
+        assert "● C1" in figure and "● C2" in figure and "this sweep" in figure
+        assert "● C16" not in figure and "reference" not in figure  # issue 21: NOT COMPARABLE is not drawn
         status = _text(screen.query_one("#status", Static).render())
         assert "done" in status and "saved" in status
         jpath, cpath = screen.saved
@@ -241,3 +241,26 @@ async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
         assert screen.state == "error"
         assert "cannot reach" in _text(screen.query_one("#status", Static).render())
         assert screen.saved is None and not (tmp_path / "results").exists()
+
+
+async def test_the_ready_line_follows_the_fields_and_a_not_comparable_reference_is_not_drawn(api_url, tmp_path):
+    """Issue 21 item 7: "Ready" said NVIDIA's method whatever was typed; the figure drew a reference the
+    table had already left out as NOT COMPARABLE."""
+    cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        await pilot.pause()
+        status = lambda: _text(screen.query_one("#status", Static).render())  # noqa: E731
+        assert "NVIDIA's method: warm-up 3x, measured 10x per level" in status()
+        assert "reference" in _figure(screen)  # comparable (indicative) at the defaults: drawn
+        _set(screen, concurrency="1,4", requests="2", warmup="0")
+        await until(lambda: "at concurrency 1,4 (warm-up 0, measured 2 per level" in status(),
+                    what="the ready line to follow the fields", pilot=pilot, detail=status)
+        assert "NVIDIA's method" not in status()
+        _set(screen, max_tokens="100")
+        await until(lambda: "NOT COMPARABLE" in _text(screen.query_one("#reference", Static).render()).upper(),
+                    what="not comparable", pilot=pilot)
+        await until(lambda: "reference" not in _figure(screen).replace("the reference is not comparable", ""),
+                    what="the reference gone from the figure", pilot=pilot, detail=lambda: _figure(screen))
+        _set(screen, concurrency="1,x")
+        await until(lambda: status().startswith("✖"), what="a bad field named", pilot=pilot, detail=status)

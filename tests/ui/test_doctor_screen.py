@@ -109,6 +109,10 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         await asyncio.wait_for(screen.job.wait(), 30)  # the stop ends the run with its report (not a cancel)
         assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
         assert "cancelled after" in screen.report.of("nccl")[0].summary
+        # issue 21 item 3: a cancelled run says so, never "verdict: ok"
+        status = str(screen.query_one("#doc-status", Static).render())
+        assert "verdict: cancelled" in status and "verdict: ok" not in status
+        assert "cause: none: the run was cancelled in nccl" in status
 
 
 class BrokenSession:
@@ -180,3 +184,21 @@ async def test_a_failed_launch_offers_the_workbench(sim_factory):
         await until(pilot, lambda: isinstance(app.screen, DoctorScreen), what="the workbench")
         assert app.screen.reason.startswith("launch failed: A: nccl-timeout")
         app.screen.stop_run()
+
+
+async def test_a_saved_report_reopens_on_its_named_cause(sim_factory):
+    """Issue 21 item 3: the saved report keeps which failure is the cause (the conclusion line)."""
+    from console.doctor import store
+    from console.doctor.model import DoctorReport, RungResult
+
+    h = await sim_factory()
+    rep = DoctorReport(order=tuple(r.id for r in RUNGS), results=[
+        RungResult("nccl", "A,B", "fail", "no result within 90 s"),
+        RungResult("env", "B", "fail", "GID index 3 in use", (), "set NCCL_IB_GID_INDEX=5 on B", cause=True)])
+    store.save_report(h.config, rep.to_dict())
+    screen = DoctorScreen(h.config, autostart=False)
+    async with Host(screen).run_test(size=(120, 35)) as pilot:
+        await pilot.pause()
+        status = str(screen.query_one("#doc-status", Static).render())
+        assert "verdict: nccl" in status and "cause: env B: GID index 3 in use" in status
+        assert "next: set NCCL_IB_GID_INDEX=5 on B" in status

@@ -128,3 +128,14 @@ async def test_checks_without_rail_settings_skip_with_the_config_fix():
     assert [(r.status, r.summary) for r in results] == [("skip", "not configured: A.rail_netdev"),
                                                         ("skip", "not configured: A.rail_netdev")]
     assert "rail_netdev" in results[0].fix
+
+
+def test_an_rdma_run_counts_on_both_panes():
+    """Issue 21 item 7: after one run the panes' counts disagreed: an RDMA run's label ("A->B mlx5_0 host")
+    counted on A only."""
+    from console.station.rdma import RdmaRun
+    from console.ui.screens.checks import rdma_as_check
+
+    rs = [rdma_as_check(RdmaRun("mlx5_0", m, s, c, status="pass")) for c, s in (("A", "B"), ("B", "A"))
+          for m in ("host", "gpu")]
+    assert station_summary(rs, "A") == station_summary(rs, "B") == {"pass": 4, "fail": 0, "warn": 0, "skip": 0}

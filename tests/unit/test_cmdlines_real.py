@@ -23,6 +23,7 @@ ARGS = {
     "user": "nvidia",  # issue 19
     # issue 24
     "prefix": "clocks_event_reasons", "rails": [("enp1s0f1np1", "mlx5_0")], "since_epoch": 1767607200.5,
+    "pids": [4242, 17], "signal": "TERM",  # issue 21
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 

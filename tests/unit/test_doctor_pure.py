@@ -3,8 +3,12 @@ contract, rung selection, override parsing and the launch command diff."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
+from console.commands.doctor import print_report
+from console.doctor.context import Countdown
 from console.doctor.model import DoctorReport, RungResult
 from console.doctor.relaunch import changes, diff, parse_set, with_env
 from console.doctor.rungs import addresses, env, nccl, rdma
@@ -124,3 +128,39 @@ def test_gid_description_and_launch_addresses():
     script = "until ray start --block --address=198.18.0.1:6379 --node-ip-address=198.18.0.2; do sleep 5; done"
     assert addresses.master_of(["bash", "-c", script]) == ("198.18.0.1", "ray --address")
     assert addresses.node_ip_of(["bash", "-c", script]) == "198.18.0.2"
+
+
+def test_every_verdict_has_a_cause_line_and_a_cancel_is_never_ok():
+    """Issue 21 item 3: a cancelled run says "cancelled", never "verdict: ok"; every verdict (a named cause,
+    a symptom only, a cancel, all passing) ends on a cause line and a next step."""
+    def printed(rep):
+        out = io.StringIO()
+        print_report(rep, out)
+        return out.getvalue()
+
+    cancelled = DoctorReport(order=RUNG_IDS, cancelled=True,
+                             results=[RungResult("links", "A", "pass", "ok"),
+                                      RungResult("rdma", "A,B", "skip", "cancelled after 12.0 s")])
+    assert cancelled.verdict == "cancelled" and cancelled.to_dict()["verdict"] == "cancelled"
+    text = printed(cancelled)
+    assert "verdict: ok" not in text and "verdict: cancelled" in text
+    assert "cause: none: the run was cancelled in rdma" in text and "next: Run the ladder again" in text
+    symptom = DoctorReport(order=RUNG_IDS, results=[RungResult("nccl", "A,B", "fail", "no result within 90 s",
+                                                               (), "Read the NCCL lines")])
+    assert "cause: not named by a rung; the first failure is nccl A,B: no result within 90 s" in printed(symptom)
+    assert symptom.to_dict()["conclusion"]["next"] == "Read the NCCL lines"
+    ok = DoctorReport(order=RUNG_IDS, results=[RungResult("links", "A", "pass", "ok")])
+    assert "verdict: ok\ncause: none found: no rung failed (1 rungs ran)\n  next: If the service" in printed(ok)
+
+
+def test_a_long_rung_counts_its_steps_and_the_time_left():
+    """Issue 21 item 3: 8 stations were 2.5 min of rdma with no count: N of M, and the time left from the
+    steps done so far."""
+    now = [100.0]
+    steps = Countdown(4, clock=lambda: now[0])
+    assert steps.step("mlx5_0 host memory A -> B") == "1 of 4: mlx5_0 host memory A -> B"
+    now[0] += 20
+    assert steps.step("x") == "2 of 4: x (about 60 s left)"
+    steps.skip(1)
+    now[0] += 20
+    assert steps.step("y") == "3 of 3: y (about 20 s left)"

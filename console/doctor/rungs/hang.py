@@ -113,8 +113,9 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                   "rank-missing": CheckStatus.FAIL, "idle": CheckStatus.PASS, "mixed": CheckStatus.WARN,
                   "no-dumps": CheckStatus.SKIP}[summ.verdict]
         nxt = {"same-collective": "Every rank waits in the same collective: the collective itself does not complete "
-                                  "(transport or NCCL). The counters below tell traffic from silence; rungs 2-4 hold "
-                                  "the cause; a later SeqNum after hours of load points at the NCCL version.",
+                                  "(transport or NCCL). The counters below tell traffic from silence: retries rising "
+                                  "name the network; silence with rungs 1-3 passing is a silent hang (software), "
+                                  "concluded in this rung's last row.",
                "one-elsewhere": "The others wait for the rank that is elsewhere: look at what that rank does (its "
                                 "stack and log).",
                "rank-missing": "One rank is gone (read its last log lines: watchdog, OOM, Xid) while the others still "
@@ -124,6 +125,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         out.append(RungResult(ID, label, status, f"stacks: {summ.text}", ev_py, nxt))  # type: ignore[arg-type]
 
     # 2. counters: traffic and retries
+    silent: dict[str, bool] = {}  # station -> a collective waits with no traffic and no retries
     for n, g in per.items():
         ev_c = tuple(g["s1"]["ev"] + [f"(second read {interval:g} s later)"] + g["s2"]["ev"])
         rising: dict[str, int] = {}
@@ -147,6 +149,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                                   "errors mean drops on the link: reseat or replace the cable.", cause=True))
         else:
             waiting = g["c"].running and g["dumps"] and any(pyspy.wait_point(d).kind == "collective" for d in g["dumps"])
+            silent[n] = bool(waiting and not moved)
             out.append(RungResult(ID, n, CheckStatus.WARN if waiting and not moved else CheckStatus.PASS,
                                   f"{n}: {rate}, no retry counter rising"
                                   + (" while a collective waits: a silent hang (software, not the network)"
@@ -188,4 +191,33 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             out.append(RungResult(ID, n, CheckStatus.PASS,
                                   f"{n}: kernel log clean since the container started "
                                   "(no mlx5 link change, Xid, NVRM or AER line)", (g["kernel_ev"],)))
-    return out
+    return out + _conclusion(ctx, out, dumps, silent, label)
+
+
+SILENT_NEXT = ("The collective will not complete by itself. 1) Keep the evidence: `dgx-console bundle PATH` (these "
+               "stacks and counters go with it). 2) Serve again: restart the whole service (R on the dashboard, or "
+               "`dgx-console restart`), every station, not one. 3) If it comes back after hours of load: compare "
+               "rung 4's NCCL version with the image's release notes and try a newer image; a debug relaunch (x) "
+               "with NCCL_DEBUG=INFO shows the last collective's SeqNum on each rank.")
+
+
+def _conclusion(ctx: DoctorContext, out: list[RungResult], dumps: dict, silent: dict[str, bool],
+                label: str) -> list[RungResult]:
+    """What the rung concludes when every rank waits in one collective and nothing on the wire or in the
+    kernel explains it: a silent hang (software, not the network), named as the cause with a way on,
+    instead of a warning per station and a next step that sends the operator back to the rungs that passed."""
+    stacks = next((r for r in out if r.summary.startswith("stacks: ") and r.status == CheckStatus.FAIL), None)
+    if stacks is None or "same collective" not in stacks.summary or not silent or not all(silent.values()):
+        return []
+    if any(r.status == CheckStatus.FAIL and r is not stacks for r in out):
+        return []  # a retry counter or the kernel log names something: that is the cause
+    network = [r for r in ctx.previous if r.id in ("links", "rdma", "nccl")]
+    if any(r.status == CheckStatus.FAIL for r in network):
+        return []  # an earlier rung failed: the network is still a suspect
+    ran = sorted({r.id for r in network if r.status == CheckStatus.PASS},
+                 key=("links", "rdma", "nccl").index)
+    passed = f"; {', '.join(ran)} pass" if ran else "; run rungs 1-3 to rule the network out for certain"
+    return [RungResult(ID, label, CheckStatus.FAIL,
+                       f"a silent hang: software, not the network (every rank waits in the same collective, no "
+                       f"RDMA traffic and no retry counter rising on {', '.join(sorted(silent))}, no kernel log "
+                       f"error{passed})", stacks.evidence, SILENT_NEXT, cause=True)]

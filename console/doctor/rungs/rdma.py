@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 
 from console.doctor import facts
-from console.doctor.context import DoctorContext
+from console.doctor.context import Countdown, DoctorContext
 from console.doctor.model import RungResult, Status
 from console.probes import ParseError
 from console.probes.perftest_lat import parse_lat
@@ -112,6 +112,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         return [RungResult(ID, ctx.stations[0].name, CheckStatus.SKIP, "one station: no rail to test")]
     p = ctx.profile
     want_gpu = p.link.gpudirect if ctx.options.rdma_gpu is None else ctx.options.rdma_gpu
+    plan = []
     for a, b in ctx.pairs():
         try:
             ra, rb = await facts.rails(ctx, a), await facts.rails(ctx, b)
@@ -119,7 +120,10 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP, f"rails unknown: {exc}"))
             continue
         theirs = {r.device: r for r in rb}
-        pairs = [(x, theirs.get(x.device) or (rb[0] if x.primary and rb else None)) for x in ra]
+        plan.append((a, b, [(x, theirs.get(x.device) or (rb[0] if x.primary and rb else None)) for x in ra]))
+    per_rail = 2 * ((2 if want_gpu else 1) + (1 if ctx.options.rdma_latency else 0))  # both directions
+    steps = Countdown(sum(per_rail for _a, _b, pairs in plan for _x, y in pairs if y is not None))
+    for a, b, pairs in plan:
         gpu_extra: dict[str, list[str]] = {a.name: [], b.name: []}
         if want_gpu:
             for st in (a, b):
@@ -131,6 +135,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
             if y is None or not x.ip or not y.ip:
                 out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP,
                                       f"{x.device}: no address on both ends"))
+                steps.skip(per_rail if y is not None else 0)
                 continue
             sa, sb = facts.rail_station(a, x), facts.rail_station(b, y)
             try:
@@ -138,13 +143,14 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                        b.name: await rdma_run.gid_for(ctx.transports[b.name], sb, y.device)}
             except TransportError as exc:
                 out.append(RungResult(ID, f"{a.name}<->{b.name}", CheckStatus.SKIP, f"{x.device}: {exc}"))
+                steps.skip(per_rail)
                 continue
             for srv, cli in ((sb, sa), (sa, sb)):
                 kinds = [("host", {a.name: [], b.name: []})] + ([("gpu", gpu_extra)] if want_gpu else [])
                 for memory, extra in kinds:
-                    ctx.progress(ID, f"{x.device} {memory} memory {cli.name} -> {srv.name}")
+                    ctx.progress(ID, steps.step(f"{x.device} {memory} memory {cli.name} -> {srv.name}"))
                     out.append(await _bandwidth(ctx, srv, cli, x if srv is sa else y, memory, gid, extra))
                 if ctx.options.rdma_latency:
-                    ctx.progress(ID, f"{x.device} latency {cli.name} -> {srv.name}")
+                    ctx.progress(ID, steps.step(f"{x.device} latency {cli.name} -> {srv.name}"))
                     out.append(await _latency(ctx, srv, cli, x if srv is sa else y, gid))
     return out

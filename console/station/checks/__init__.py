@@ -31,6 +31,7 @@ from console.station.checks.context import (
     StationDown,
     ToolMissing,
 )
+from console.station.checks.gpu_errors import check_gpu_errors
 from console.station.checks.hazards import check_image_tag, check_remove_ipc
 from console.station.checks.health_checks import check_gpu_health, check_rail_live
 from console.station.checks.links import (
@@ -86,6 +87,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("user-mismatch", "all", check_same_user, "same Linux user", ("id", "sshd")),
     Spec("image-mismatch", "all", check_image, "same container image", ("docker",)),
     Spec("container-toolkit", "station", check_toolkit, "Docker + NVIDIA toolkit", ("docker",)),
+    Spec("gpu-errors", "station", check_gpu_errors, "every GPU answers nvidia-smi", ("nvidia-smi",)),
     Spec("model-config", "station", check_model_config, "config.json architecture/quantization", ("files",)),
     Spec("checkpoint-mismatch", "all", check_checkpoint, "same model revision", ("files",)),
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
@@ -246,10 +248,13 @@ def overall(results: Iterable[CheckResult]) -> int:
 
 
 def station_summary(results: Iterable[CheckResult], station: str) -> dict[str, int]:
-    """Counts per status for the checks that involve ``station`` (for its pane)."""
+    """Counts per status for the checks that involve ``station`` (for its pane). A label is its stations
+    (``A``, ``A<->B``, ``A->B``, ``A,B``), then what it tested (RDMA: ``A->B mlx5_0 host``): a run
+    between two stations counts on both panes."""
     counts = dict.fromkeys(STATUSES, 0)
     for r in results:
-        if r.status in counts and station in re.split(r"<->|->|,", r.station):
+        who = r.station.split(" ", 1)[0]
+        if r.status in counts and station in re.split(r"<->|->|,", who):
             counts[r.status] += 1
     return counts
 

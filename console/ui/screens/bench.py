@@ -36,6 +36,8 @@ from console.sanitize import one_line
 from console.serving.bench import BenchRunner, parse_concurrency, resolve_model
 from console.serving.bench_model import (
     DEFAULT_MAX_TOKENS,
+    MEASURED_FACTOR,
+    WARMUP_FACTOR,
     BenchProgress,
     BenchSettings,
     LevelResult,
@@ -108,6 +110,7 @@ class ThroughputFigure(PlotextPlot):
         self.ours: list[Point] = []
         self.ref = reference_points(reference)
         self.ref_label = "reference"
+        self.ref_shown = True  # a reference measured with other settings is not drawn (issue 21)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -117,7 +120,16 @@ class ThroughputFigure(PlotextPlot):
         self.ours = figure_points(levels)
         self.ref_label = "reference" + (f" ({comparison.verdict})" if comparison and comparison.verdict
                                         != "comparable" else "")
+        self.compare(comparison, replot=False)
         self.replot()
+
+    def compare(self, comparison: ReferenceComparison | None, replot: bool = True) -> None:
+        """Draw the reference only when the settings compare with its method (as the table does)."""
+        shown = comparison is None or comparison.comparable
+        if shown != self.ref_shown:
+            self.ref_shown = shown
+            if replot:
+                self.replot()
 
     def replot(self) -> None:
         plt = self.plt
@@ -126,23 +138,37 @@ class ThroughputFigure(PlotextPlot):
         plt.title("total tok/s against per-user tok/s, one point per concurrency")
         plt.xlabel("per-user tok/s (1/ITL)")
         plt.ylabel("total tok/s")
-        for points, color, label in ((self.ref, "gray", self.ref_label), (self.ours, "green+", "this sweep")):
+        ref = self.ref if self.ref_shown else []
+        for points, color, label in ((ref, "gray", self.ref_label), (self.ours, "green+", "this sweep")):
             if not points:
                 continue
             xs, ys = [p.per_user for p in points], [p.total for p in points]
             plt.plot(xs, ys, marker="braille", color=color, label=label)
             for p in points:  # the point and its concurrency, drawn over the line
                 plt.text("● " + p.label, p.per_user, p.total, color=color, alignment="left")
-        every = self.ref + self.ours
+        every = ref + self.ours
         if every:  # from zero (throughput), with room for the labels right of the last point
             plt.xlim(0, max(p.per_user for p in every) * 1.15)
             plt.ylim(0, max(p.total for p in every) * 1.1)
-        if not self.ref and not self.ours:
-            plt.title("no results yet (Ctrl+R runs the sweep)")
+        if not ref and not self.ours:
+            plt.title("no results yet (Ctrl+R runs the sweep)" + ("" if self.ref_shown or not self.ref else
+                                                                  "; the reference is not comparable: not drawn"))
         self.refresh()
 
 
 # ---------------------------------------------------------------- the screen
+
+
+def ready_line(settings: BenchSettings) -> str:
+    """What Ctrl+R will run, from the fields as they are (not a fixed text that stops being true)."""
+    levels = ",".join(str(c) for c in settings.concurrency)
+    nvidia = settings.warmup is None and settings.requests_per_level is None
+    warm = (f"warm-up {WARMUP_FACTOR}x" if settings.warmup is None else f"warm-up {settings.warmup}")
+    measured = (f"measured {MEASURED_FACTOR}x" if settings.requests_per_level is None
+                else f"measured {settings.requests_per_level}")
+    method = "NVIDIA's method: " if nvidia else ""
+    return (f"Ready: Ctrl+R runs the sweep at concurrency {levels} ({method}{warm}, {measured} per level, "
+            f"max tokens {settings.max_tokens})")
 
 
 class BenchUpdate(Message):
@@ -175,7 +201,9 @@ class BenchScreen(Screen):
     BenchScreen #reference.-not-comparable { color: $warning; }
     BenchScreen #status { height: 1; padding: 0 1; }
     BenchScreen #bar { padding: 0 1; height: 1; }
-    BenchScreen #results { height: auto; max-height: 10; margin: 0 1; }
+    BenchScreen #results { height: auto; max-height: 10; margin: 0 1; border-top: hkey $panel-lighten-2;
+                           border-title-color: $text-muted; }
+    BenchScreen #results:focus { border-top: hkey $accent; border-title-color: $accent; }
     BenchScreen #figure { margin: 0 1; }
     BenchScreen #notes { height: auto; max-height: 6; padding: 0 1; }
     """
@@ -230,7 +258,9 @@ class BenchScreen(Screen):
                      id="status")
         yield ProgressBar(total=1, show_eta=False, id="bar")
         with Vertical(id="body"):
-            yield DataTable(id="results", cursor_type="none", zebra_stripes=True)
+            results = DataTable(id="results", cursor_type="none", zebra_stripes=True)
+            results.border_title = "results (↑↓ scroll)"  # a Tab stop says what it is (issue 21)
+            yield results
             yield ThroughputFigure(self.reference, id="figure")
             yield Static("", id="notes")
         yield Footer()
@@ -302,6 +332,17 @@ class BenchScreen(Screen):
         ref.update(Text(comp.line() + ("" if comp.comparable else " — not shown beside the results")
                         if comp else ""))
         ref.set_class(comp is not None and not comp.comparable, "-not-comparable")
+        with contextlib.suppress(NoMatches):
+            self.query_one(ThroughputFigure).compare(comp if self.state == "idle" else self.comparison)
+        if not self.running and self.state == "idle":
+            self._status(ready_line(settings) if settings else "✖ " + self._settings_problem())
+
+    def _settings_problem(self) -> str:
+        try:
+            self._settings()
+        except ValueError as exc:
+            return f"{exc} (fix it before Ctrl+R)"
+        return "the settings cannot be read"
 
     # ------------------------------------------------------------------ running
 

@@ -189,7 +189,9 @@ class ChatScreen(Screen):
     ChatScreen #max-tokens { width: 12; }
     ChatScreen #temperature { width: 13; }
     ChatScreen #api-key { width: 22; }
-    ChatScreen #conversation { height: 1fr; padding: 0 1; }
+    ChatScreen #conversation { height: 1fr; padding: 0 1; border-top: hkey $panel-lighten-2;
+                               border-title-color: $text-muted; }
+    ChatScreen #conversation:focus { border-top: hkey $accent; border-title-color: $accent; }
     ChatScreen #prompt { dock: bottom; margin: 0 0 1 0; }
     """
     BINDINGS = [
@@ -241,7 +243,9 @@ class ChatScreen(Screen):
             Label("API key"),
             Input("", placeholder="(from config)" if self._config_key else "(none)", password=True, id="api-key"),
             id="settings")
-        yield VerticalScroll(id="conversation")
+        conv = VerticalScroll(id="conversation")
+        conv.border_title = "conversation (↑↓ PgUp PgDn scroll)"  # a Tab stop says what it is (issue 21)
+        yield conv
         yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
         yield Footer()
 

@@ -107,6 +107,8 @@ class DashboardScreen(Screen):
                 tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("p", "toggle_processes", "Processes", id="processes",
                 tooltip="The processes on the focused station's GPUs (pid, name, memory), as nvitop lists them"),
+        Binding("P", "process_list", "Process list", id="process-list", show=False,
+                tooltip="Every GPU process: user, container, command, CPU %, RSS; sort; end one (TERM, then KILL)"),
         Binding("d", "toggle_diagnosis", "Diagnosis", id="diagnosis", tooltip="Findings from every station's log"),
         Binding("f", "toggle_fleet", "Fleet", id="fleet", tooltip="One row per station / the panes side by side"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat with the served model"),
@@ -275,6 +277,10 @@ class DashboardScreen(Screen):
 
     def action_doctor(self) -> None:
         self.app.action_doctor()
+
+    def action_process_list(self) -> None:
+        pane = self.focused_station() if self.view != "fleet" else None
+        self.app.action_process_list(pane.station.name if pane is not None else None)  # type: ignore[attr-defined]
 
     def action_investigate(self) -> None:
         """From an NCCL finding (the selected one when the diagnosis panel is open) to the workbench."""

@@ -162,7 +162,8 @@ class DoctorScreen(Screen):
     TITLE = "NCCL workbench"
     SUB_TITLE = "from nccl-timeout to the cause"
     DEFAULT_CSS = """
-    DoctorScreen #doc-status { height: auto; max-height: 4; padding: 0 1; }
+    DoctorScreen #doc-status { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap;
+                               text-overflow: ellipsis; }
     DoctorScreen #doc-table { height: 1fr; min-height: 6; }
     DoctorScreen #doc-detail-scroll { height: 1fr; border-top: solid $primary; padding: 0 1; }
     DoctorScreen #doc-tries { height: auto; max-height: 8; border-top: solid $panel; display: none; }
@@ -214,9 +215,13 @@ class DoctorScreen(Screen):
             tries.add_column(label, key=label)
         saved = store.load(self.config).get("report")
         if saved and saved.get("rungs"):
+            named = saved.get("cause") or {}
             self.report.results = [RungResult(r["id"], r["station"], r["status"], r["summary"],
-                                              tuple(r.get("evidence") or ()), r.get("next", ""))
+                                              tuple(r.get("evidence") or ()), r.get("next", ""),
+                                              cause=(r["id"], r["station"], r["summary"]) == (
+                                                  named.get("id"), named.get("station"), named.get("summary")))
                                    for r in saved["rungs"] if r.get("id") in BY_ID]
+            self.report.cancelled = bool(saved.get("cancelled"))
             for rid in {r.id for r in self.report.results}:
                 self.rung_state[rid] = "done"
         self._fill_table()
@@ -324,15 +329,17 @@ class DoctorScreen(Screen):
             text.append(f"running {running[0].number} {running[0].id}... (c cancels)", style="bold cyan")
         elif self.report.results:
             v = self.report.verdict
-            text.append(f"verdict: {v}", style="bold red" if v != "ok" else "bold green")
-            if v != "ok":
-                text.append(" (the first failing rung)")
+            text.append(f"verdict: {v}", style="bold green" if v == "ok" else
+                        "bold magenta" if v == "cancelled" else "bold red")
+            text.append({"ok": "", "cancelled": " (the run stopped before its end)"}.get(
+                v, " (the first failing rung)"))
+            cause, nxt = self.report.conclusion()
+            text.append("\ncause: ", style="bold")
+            text.append(one_line(cause, 160))
+            text.append("\nnext: ", style="bold green")
+            text.append(one_line(nxt, 160))
         else:
             text.append("not run yet (a: run the ladder)", style="dim")
-        cause = self.report.cause
-        if cause is not None:
-            text.append("\ncause: ", style="bold")
-            text.append(f"{cause.id} {one_line(cause.station)}: {one_line(cause.summary, 160)}")
         self.query_one("#doc-status", Static).update(text)
 
     def _selected_key(self) -> str | None:

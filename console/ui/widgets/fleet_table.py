@@ -28,7 +28,7 @@ from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of, transport_style
 from console.ui.widgets.gpu_meter import bar
 from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE
-from console.vocabulary import LOADING_PHASES, TRANSPORT_TINY, NcclTransport
+from console.vocabulary import LOADING_PHASES, TRANSPORT_TINY, ConnState, NcclTransport
 
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
            ("NCCL", 10))  # then "last error", which takes the rest
@@ -40,6 +40,7 @@ LAYOUTS: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = (
     (0, (("station", 10), ("state", 1), ("age", 5), ("engine", 19), ("GPU memory", 11))),
 )
 ERROR = "last error"
+GPU_ERROR = "gpu error"  # the state cell of a live station with a GPU in error (issue 21)
 
 
 def layout_for(width: int) -> tuple[tuple[str, int], ...]:
@@ -95,6 +96,8 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         error = error_words(p.fatal)
     elif s.gpu_error:
         error = s.gpu_error
+    elif s.gpus_in_error:  # issue 21: a GPU in error is the row's last error, and its state says so
+        error = s.gpu_error_words()
     elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
         error = f"container {s.container.state} ({s.container.exit_code})"
     label, alarm = s.engine_label, verdict is not None and verdict.alarm
@@ -111,7 +114,8 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         health = f"rail {rail_bad.netdev} {rail_bad.words(now)}"
     level = "error" if (lines and lines[0].level == "error") or (rail_bad and rail_bad.level == "error") else (
         "warn" if lines or rail_bad else None)
-    return FleetRow(s.name, s.rank, s.head, s.conn.state, None if seen is None else now - seen,
+    state_word = GPU_ERROR if s.conn.state == ConnState.LIVE and s.gpus_in_error else s.conn.state
+    return FleetRow(s.name, s.rank, s.head, state_word, None if seen is None else now - seen,
                     p.phase if p else None, label, sum(used) if used else None,
                     sum(total) if total else None, max(utils) if utils else None,
                     p.transport if p else NcclTransport.UNKNOWN, one_line(error, 400),
@@ -137,7 +141,7 @@ def cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palett
 
 
 def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: Palette) -> tuple[Text, ...]:
-    icon, style = CONN_STYLE.get(row.state, ("?", "white"))
+    icon, style = (("▲", "bold red") if row.state == GPU_ERROR else CONN_STYLE.get(row.state, ("?", "white")))
     name = Text(row.station, style="bold")
     name.append(f" r{row.rank}" + (" ·api" if row.head else ""), style="dim")
     state = Text(f"{icon} {row.state}", style=style)

@@ -69,11 +69,11 @@ class GpuHistoryPlot(PlotextPlot):
         if len(xs) < 2 or min(xs) >= 0:
             plt.title("history: waiting for samples over time")
             return
-        plt.plot(xs, mem, marker="braille", color="green+", yside="left", label="memory")
+        plt.plot(xs, mem, marker="braille", color="green+", yside="left", label="memory (GiB, left)")
         pairs = [(x, u) for x, u in zip(xs, util, strict=False) if u == u]  # NaN: not read
         if pairs:
             plt.plot([x for x, _ in pairs], [u for _, u in pairs], marker="braille", color="cyan", yside="right",
-                     label="util")
+                     label="util (%, right)")
         top = (total / 1024) if total else (max(mem) * 1.1 or 1.0)
         plt.ylim(0, top, yside="left")
         plt.yticks([0, top / 2, top], ["0", f"{top / 2:.0f}", f"{top:.0f} GiB"], yside="left")

@@ -1,0 +1,63 @@
+"""``ps`` on a simulated station: the GPU processes the station's nvidia-smi lists, in procps' format
+for the two column sets the console asks for (``cmdlines.process_details`` and ``process_running``):
+the engine (root, in the serving container) and the oom fault's leftover process (the login user's
+forgotten benchmark on the host, under the login user). Other arguments run the real ``ps``."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+
+from console.sim.shims.docker import inspect_data
+from console.sim.shims.nvidia_smi import _DEFAULT_PIDS, gpu_values
+
+
+def processes(ctx) -> dict[int, dict]:
+    """pid -> row facts of the processes this station's GPUs hold now."""
+    now = time.time()
+    out: dict[int, dict] = {}
+    vals = gpu_values(ctx, now)
+    if any(v.get("_engine_mib", 0) > 1 for v in vals):
+        data = inspect_data(ctx, "glm53", now) or {}
+        pid = _DEFAULT_PIDS.get(ctx.state["rank"], 2347)
+        out[pid] = {"engine": True, "user": "root", "pcpu": "97.4", "rss": 41_231_360, "stat": "Rl",
+                    "cgroup": f"0::/system.slice/docker-{data.get('Id', '0' * 64)}.scope",
+                    "args": "python3 -m vllm.entrypoints.openai.api_server --model /models/glm-5.3 "
+                            "--tensor-parallel-size 2"}
+    for g in ctx.state["gpus"]:
+        if g.get("held_mib"):
+            out[int(g.get("held_pid", 4242))] = {
+                "user": getpass.getuser(), "pcpu": "0.4", "rss": 2_203_648, "stat": "Sl",
+                "cgroup": "0::/user.slice/user-1000.slice/session-7.scope",
+                "args": "python3 /home/ops/bench/fp8_matmul_sweep.py --device cuda:0 --keep-alive"}
+    return out
+
+
+def main(argv: list[str], ctx) -> int:
+    fields = pids = None
+    i = 0
+    while i < len(argv):
+        if argv[i] == "-o" and i + 1 < len(argv):
+            fields, i = argv[i + 1], i + 2
+        elif argv[i] == "-p" and i + 1 < len(argv):
+            pids, i = argv[i + 1], i + 2
+        elif argv[i] == "-ww":
+            i += 1
+        else:
+            real = next(p for p in ("/usr/bin/ps", "/bin/ps") if os.path.exists(p))
+            os.execv(real, [real, *argv])
+    if fields is None or pids is None:
+        real = next(p for p in ("/usr/bin/ps", "/bin/ps") if os.path.exists(p))
+        os.execv(real, [real, *argv])
+    names = [f.split("=")[0].split(":")[0] for f in fields.split(",")]
+    procs = processes(ctx)
+    found = 0
+    for raw in pids.split(","):
+        if not raw.strip().isdigit() or int(raw) not in procs:
+            continue
+        p = {**procs[int(raw)], "pid": raw.strip()}
+        cells = [f"{p['pid']:>7}" if n == "pid" else str(p[n]) for n in names]
+        print(" ".join(cells))
+        found += 1
+    return 0 if found else 1

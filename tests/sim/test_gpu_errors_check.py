@@ -1,0 +1,19 @@
+"""Issue 21 item 4 against the simulated stations: the ``gpu-errors`` check fails on the station whose
+GPU nvidia-smi cannot read (the gpu-lost fault), with nvidia-smi's words, the kernel's Xid 79 and the
+way out; the other station passes; ``check --json`` carries it."""
+
+from __future__ import annotations
+
+from console.station.checks import run_checks
+
+
+async def test_gpu_lost_fails_the_gpu_errors_check_with_the_xid(sim_factory):
+    h = await sim_factory(faults=["gpu-lost@A"])
+    got = {r.station: r for r in await run_checks(h.config, only=["gpu-errors"])}
+    a, b = got["A"], got["B"]
+    assert a.status == "fail" and a.id == "gpu-errors"
+    assert a.summary.startswith("GPU 0 (00000000:01:00.0): Unable to determine the device handle"), a.summary
+    assert "kernel: Xid 79" in a.summary and "fallen off the bus" in a.summary
+    assert "nvidia-smi -r -i 0" in a.fix and "reboot" in a.fix and "reseat" in a.fix
+    assert "Xid" in a.evidence and "Unable to determine" in a.evidence
+    assert b.status == "pass" and b.summary.startswith("every GPU answers nvidia-smi")
