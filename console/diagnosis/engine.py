@@ -157,11 +157,14 @@ class Diagnoser:
         evidence names the kernel log (no line numbers: it is no container log line)."""
         from console.probes.kernel_log import parse_kernel_line
 
+        return self.feed_kernel_events(station, [ev for ln in lines if (ev := parse_kernel_line(ln)) is not None])
+
+    def feed_kernel_events(self, station: str, events: list) -> bool:
+        """``feed_kernel`` for events already parsed (the health channel's ``KernelEvents``)."""
         key = f"{station}\x00kernel"
-        st = self._sources.get(key)
-        if st is None:
-            st = self._sources[key] = SourceState(station=station, label=f"{station} kernel log", kernel=True)
-        return self.feed(key, [ev.text for ln in lines if (ev := parse_kernel_line(ln)) is not None])
+        if key not in self._sources:
+            self._sources[key] = SourceState(station=station, label=f"{station} kernel log", kernel=True)
+        return self.feed(key, [ev.text for ev in events])
 
     def _match_line(self, source: str, st: SourceState, lines: list[str], idx: int, lineno: int,
                     anchors: list[str]) -> bool:

@@ -130,16 +130,6 @@ class ServingUpdate(Message):
         return isinstance(message, ServingUpdate)
 
 
-# --- issue 23: the kernel log as a diagnosis source
-class KernelLines(Message):
-    """New kernel-log lines of a station since its container started (``journalctl -k`` / ``dmesg``,
-    the relevant ones: Xid, mlx5, memory registration, the OOM killer), for the diagnosis. Not a
-    ``StationMessage``: no station state changes with it, only the diagnosis reads it."""
-
-    def __init__(self, station: str, lines: list[str], since: float | None = None) -> None:
-        super().__init__()
-        self.station, self.lines, self.since = station, lines, since
-# --- end issue 23
 # --- issue 24: GPU and fabric health
 class GpuHealthSample(StationMessage):
     """One round of the health stream (console/probes/gpu_health.py); ``error``: the query failed as

@@ -37,7 +37,7 @@ from console.station.messages import (
     ConnectionState,
     ContainerUpdate,
     GpuSample,
-    KernelLines,
+    KernelEvents,
     LogBatch,
     ServingUpdate,
     StationMessage,
@@ -90,6 +90,7 @@ class ConsoleApp(App):
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
         self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
+        self._kernel_feeds: dict[str, object] = {}  # per station: the kernel events the diagnosis has had
         self._diag_version = 0
         self.last_checks: list | None = None  # the checks screen reopens with them
         self._checks_pass: ChecksDone | None = None  # the last pass (its time and its counts for the badges)
@@ -146,7 +147,6 @@ class ConsoleApp(App):
         if self._start_services:
             self.services = start_station_services(self.jobs, self.config, self.post_message, self.sessions,
                                                    self._gpu_interval_ms)
-            self._follow_kernel_logs()
             self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
                                              timeout=self.config.api.timeout_s, transport=self._serving_transport)
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
@@ -189,6 +189,8 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
+        elif isinstance(msg, KernelEvents):  # issue 23
+            self._feed_kernel(msg)
         elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # issue 21: a GPU in error is a finding
             bad = ",".join(str(g.index) for g in state.gpus_in_error)
             self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX.replace("INDEX", bad))
@@ -208,22 +210,16 @@ class ConsoleApp(App):
         self.dashboard.station_changed(state.name, changed)
 
     # --- issue 23: each station's kernel log (since its container started) feeds the live diagnosis
-    def _follow_kernel_logs(self) -> None:
-        from console.diagnosis.kernel import KernelLogFollower
+    def _feed_kernel(self, msg: KernelEvents) -> None:
+        """The health channel's kernel events (its one ``journalctl -k -f`` per station) of the
+        container's run, each once, to the diagnosis (the panel redraws on its interval)."""
+        from console.diagnosis.kernel import KernelFeed, container_since
 
-        for st in self.config.stations:
-            follower = KernelLogFollower(st.name, self.sessions.transport(st.name),
-                                         lambda name=st.name: self._container_since(name), self.post_message)
-            self.jobs.start(f"kernel-log {st.name}", follower.run)
-
-    def _container_since(self, name: str) -> float | None:
-        from console.diagnosis.kernel import container_since
-
-        c = self.stations[name].container
-        return container_since(c.started_at) if c is not None and c.state != "absent" else None
-
-    def on_kernel_lines(self, msg: KernelLines) -> None:
-        self.diagnoser.feed_kernel(msg.station, msg.lines)  # the panel redraws on its interval
+        c = self.stations[msg.station].container
+        since = container_since(c.started_at) if c is not None and c.state != "absent" else None
+        feed = self._kernel_feeds.setdefault(msg.station, KernelFeed())
+        if new := feed.new(msg.events, since):
+            self.diagnoser.feed_kernel_events(msg.station, new)
     # --- end issue 23
 
     def on_checks_done(self, msg: ChecksDone) -> None:

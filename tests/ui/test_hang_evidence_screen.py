@@ -10,14 +10,14 @@ from textual.widgets import Static
 from console.ui.screens.doctor import DoctorScreen
 from console.ui.screens.hang_evidence import HangEvidenceScreen
 from tests import waiting
-from tests.sim.test_hang_report_sim import FR_ENV, started
+from tests.sim.test_hang_report_sim import started
 
 
 async def test_h_opens_the_evidence_with_the_verdict(sim_factory):
     from console.ui.app import ConsoleApp
 
     h = await sim_factory(faults=["desync"], time_scale=0.05)
-    started(h, ago=30, extra=FR_ENV)
+    started(h, ago=30)
     app = ConsoleApp(h.config, start_services=False, clock=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("h")

@@ -6,14 +6,10 @@ public-report excerpts for each new id are in tests/fixtures/logs (test_diagnose
 
 from __future__ import annotations
 
-import asyncio
-
 from console.diagnosis import Diagnoser, has_problems
 from console.diagnosis.engine import diagnose_lines
-from console.diagnosis.kernel import KernelLogFollower
+from console.diagnosis.kernel import KernelFeed
 from console.diagnosis.text import message_of
-from console.remote.transport import CommandResult
-from console.station.messages import KernelLines
 
 HUB_RETRY = [
     "WARNING:huggingface_hub.utils._http:'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
@@ -157,41 +153,29 @@ def test_kernel_lines_are_findings_of_the_station():
     assert not any(f.id == "unrecognised-error" for f in d.ranked())
 
 
-class _Journal:
-    """A remote that answers ``journalctl -k`` with a growing kernel log (the command line is the real one)."""
+def _events(*lines: str) -> list:
+    from console.probes.kernel_log import parse_kernel_line
 
-    def __init__(self) -> None:
-        self.text = "Nov 30 14:05:28 spark-b kernel: [68185.87] mlx5_core 0000:01:00.1 enp1s0f1np1: Link down\n"
-        self.commands: list[str] = []
-
-    async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
-        self.commands.append(command)
-        return CommandResult(0, self.text, "")
+    return [ev for ln in lines if (ev := parse_kernel_line(ln)) is not None]
 
 
-def test_follower_posts_each_kernel_line_once():
-    remote, posted = _Journal(), []
-    follower = KernelLogFollower("spark-b", remote, lambda: 1_700_000_000.0, posted.append)
-
-    async def go() -> list[int]:
-        first = await follower.poll_once()
-        again = await follower.poll_once()
-        remote.text += ("Nov 30 14:05:31 spark-b kernel: [68188.40] NVRM: Xid (PCI:0000:01:00): 79, pid=2757, "
-                        "name=x, GPU has fallen off the bus.\n")
-        third = await follower.poll_once()
-        return [first, again, third]
-
-    assert asyncio.run(go()) == [1, 0, 1]
-    assert all(isinstance(m, KernelLines) and m.station == "spark-b" for m in posted)
-    assert "journalctl -k" in remote.commands[0] and "--since @1700000000" in remote.commands[0]
-    later = int(remote.commands[1].split("--since @")[1].split()[0])  # then only the recent past is read again
-    assert later > 1_700_000_000 + 3600
+LINK_DOWN = "2023-11-14T22:13:25+0000 spark-b kernel: mlx5_core 0000:01:00.1 enp1s0f1np1: Link down"
+XID_79 = ("2023-11-14T22:13:28+0000 spark-b kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=2757, name=x, "
+          "GPU has fallen off the bus.")
+BEFORE = "2023-11-14T20:00:00+0000 spark-b kernel: mlx5_core 0000:01:00.1 enp1s0f1np1: Link down"
 
 
-def test_follower_waits_while_no_container_runs():
-    remote, posted = _Journal(), []
-    follower = KernelLogFollower("spark-b", remote, lambda: None, posted.append)
-    assert asyncio.run(follower.poll_once()) == 0 and not remote.commands and not posted
+def test_the_feed_passes_each_kernel_event_of_the_run_once():
+    """The health channel's follower reads an hour back when it (re)starts: the diagnosis gets each
+    event of the container's run once, none from before the run."""
+    feed, since = KernelFeed(), 1_700_000_000.0  # 2023-11-14T22:13:20Z
+    assert [e.text for e in feed.new(_events(BEFORE, LINK_DOWN), since)] == [_events(LINK_DOWN)[0].text]
+    assert feed.new(_events(LINK_DOWN), since) == []  # read again after a restart: not fed twice
+    assert [e.xid for e in feed.new(_events(LINK_DOWN, XID_79), since)] == [79]
+
+
+def test_the_feed_waits_while_no_container_runs():
+    assert KernelFeed().new(_events(LINK_DOWN, XID_79), None) == []
 
 
 def test_engine_dead_names_the_error_before_it():
