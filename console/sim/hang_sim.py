@@ -51,8 +51,8 @@ def _hang_at(world: World, tl, started: float) -> float | None:
             return started + t0
     if "init-hang" in faults:
         return started
-    if "wedge" in faults and tl.ready_at is not None:
-        return started + tl.ready_at
+    if "wedge" in faults and tl.wedge_at is not None:  # served until the tokens stopped
+        return started + tl.wedge_at
     return None
 
 

@@ -14,6 +14,7 @@ import time
 from console.probes.activity import RETRY_COUNTERS
 from console.sim.engine import container_status
 from console.sim.launch import all_faults
+from console.sim.timelines import INIT_HANG_PHASE, WEDGE_PHASE
 from console.sim.world import World
 
 # ------------------------------------------------------------------ live state
@@ -29,7 +30,9 @@ def phase_now(world: World, name: str, now: float | None = None) -> tuple[str, f
     return st["timeline"].phase_at(now - started), started
 
 
-HUNG_PHASES = ("waiting on collective", "hung in all-reduce")
+# Phases in which no collective completes: the RDMA counters stand still (the wedge and init-hang
+# faults' phases too: their ranks spin inside a collective, issue 19)
+HUNG_PHASES = ("waiting on collective", "hung in all-reduce", INIT_HANG_PHASE, WEDGE_PHASE)
 
 
 # ------------------------------------------------------------------ processes and their stacks
@@ -110,11 +113,11 @@ def pyspy_dump(world: World, name: str, pid: int, now: float | None = None, nati
     worker = "Worker" in cmd or "scheduler" in cmd
     status = "idle"
     if worker:
-        if phase == "waiting on collective":
+        if phase in ("waiting on collective", INIT_HANG_PHASE):
             frames, status = _INIT_COLLECTIVE, "active"
         elif phase == "hung in all-reduce" and "desync" in world.faults_now(name):
             frames = _IDLE_WORKER  # one step behind: waits for work it never got, not in the collective
-        elif phase == "hung in all-reduce":
+        elif phase in ("hung in all-reduce", WEDGE_PHASE):
             frames, status = _FORWARD_COLLECTIVE, "active"
         elif phase in ("loading weights", "profiling / KV cache", "capturing CUDA graphs", "state / KV cache"):
             frames, status = _LOADING, "active+gil"

@@ -103,3 +103,21 @@ async def test_nccl_timeout_stuck_in_the_first_collective_on_the_network_path(si
         data["verdict"]
     assert data["findings"]["ras"].startswith("RAS: every rank at AllReduce op 1, frozen")
     assert "local_ack_timeout_err" in data["findings"]["counters"]
+
+
+async def test_a_wedge_after_serving_tells_one_story(sim_factory, tmp_path, capsys):
+    """The wedge fault: served for a while, then every rank spins inside one all-reduce. RAS, the flight
+    recorder, py-spy and the counters agree: the count where serving stopped (not the warm-up's), every
+    worker in the collective, no RDMA traffic (the counters stood still with the tokens)."""
+    h = await sim_factory(faults=["wedge"], time_scale=0.05)
+    started(h, ago=50)  # ready after ~21 s, wedged ~15 s later (300 engine seconds of serving)
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "w.tgz"), "--json",
+                     "--interval", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert "stuck in all_reduce" in data["verdict"], data["verdict"]
+    ras = data["findings"]["ras"]
+    assert ras.startswith("RAS: every rank at AllReduce op") and "frozen" in ras and "op 1," not in ras, ras
+    assert "traffic flows" not in data["findings"]["counters"], data["findings"]["counters"]
+    a = data["stations"]["A"]
+    assert any(p["wait"]["kind"] == "collective" for p in a["pyspy"]["processes"]), a["pyspy"]
