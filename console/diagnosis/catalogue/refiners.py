@@ -168,36 +168,17 @@ def max_len(m: re.Match[str] | None, text: str) -> Hit | bool:
                + "go above it only with RoPE scaling the model supports")
 
 
-_XID = {  # Xid -> (meaning, fix); NVIDIA's Xid catalog
-    13: ("graphics engine exception: a kernel faulted (usually a software bug, sometimes a bad GPU)",
-         "see the engine's kernel error above; relaunch; if it recurs on one GPU only, test that GPU"),
-    31: ("GPU memory page fault: a kernel touched an invalid address", None),
-    43: ("GPU stopped processing: a channel was reset after a fault", None),
-    45: ("preemptive cleanup after an earlier error", None),
-    48: ("double-bit ECC error: GPU memory is failing", "reset the GPU; replace it if it recurs"),
-    61: ("internal micro-controller breakpoint (driver/firmware)", "update the driver; reset the GPU"),
-    62: ("internal micro-controller halt (driver/firmware)", "update the driver; reset the GPU"),
-    63: ("ECC row remapping pending: the GPU needs a reset to retire bad memory", "reset the GPU or reboot"),
-    64: ("ECC row remapping failed", "replace the GPU"),
-    74: ("NVLink error", "reset the GPU; check the NVLink/NVSwitch fabric"),
-    79: ("the GPU has fallen off the bus: power, thermal or PCIe failure", "reboot; check power and cooling"),
-    92: ("high single-bit ECC error rate", "reset the GPU; watch it"),
-    94: ("contained ECC error", "restart the application; reset the GPU"),
-    95: ("uncontained ECC error", "reset the GPU (reboot)"),
-    109: ("context switch timeout", None),
-    119: ("GSP RPC timeout (GPU firmware)", "update the driver; reset the GPU or reboot"),
-    120: ("GSP error (GPU firmware)", "update the driver; reset the GPU or reboot"),
-    154: ("the driver asks for a GPU reset or reboot", "drain the station and reset the GPU or reboot"),
-}
-
-
 def xid(m: re.Match[str] | None, text: str) -> Hit:
     if m is None or not m.groupdict().get("code"):
         return Hit(rank=R_ROOT - 3, cause="the GPU has fallen off the bus and no longer answers the driver: "
                                           "power, thermal or PCIe failure",
                    fix="reboot the station; check power, cooling and the GPU's seating; replace it if it recurs")
+    from console.probes import xid as xids  # NVIDIA's catalogue, one table (the health view's too)
+
     code = int(m.group("code"))
-    meaning, fix = _XID.get(code, (f"Xid {code}", None))
+    info = xids.meaning(code)
+    meaning, fix = (f"{info.text} ({info.cause})", info.action) if info else (
+        f"not in the console's table: see NVIDIA's Xid catalogue, {xids.CATALOGUE_URL}", None)
     if code in (144, 145, 146, 147, 148, 149, 150):
         meaning, fix = "NVLink / NVLink network error", "check the NVLink fabric; reset the GPU"
     return Hit(cause=f"the NVIDIA driver reported Xid {code} on this station: {meaning}", fix=fix,
