@@ -43,7 +43,7 @@ from console.sim.engine import start_container, stop_container  # noqa: E402
 from console.sim.world import hold_memory  # noqa: E402
 from tests.sim.station_procs import station_procs  # noqa: E402
 
-USUAL_SMI = 2  # B's nvidia-smi loops while all is well: the GPUs and their processes
+USUAL_SMI = 3  # B's nvidia-smi loops while all is well: the GPUs, their processes, the health rows
 
 
 def _alive(pids: list[int]) -> list[int]:

@@ -38,9 +38,9 @@ def test_a_hung_nvidia_smi_is_the_gpu_sources_problem_and_leaves_nothing_behind(
     try:
         _live_with_gpus(w, "A", 0, 60)
         _live_with_gpus(w, "B", 0, 60)
-        usual = 2  # B's two nvidia-smi loops while all is well: the GPUs and their processes
+        usual = 3  # B's nvidia-smi loops while all is well: the GPUs, their processes, the health rows
         w.wait(lambda: True if len(_alive(station_procs(lab.world, "B"))) == usual else None, 30,
-               "B's two nvidia-smi loops")
+               "B's three nvidia-smi loops")
         t0 = time.time()
         lab.set_faults("B", ["smi-hang"])
         stale = w.wait(lambda: next((s for s in w.samples if s["station"] == "B" and s["t"] >= t0
