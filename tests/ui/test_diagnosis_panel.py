@@ -152,3 +152,18 @@ async def test_the_dashboard_tells_the_diagnosis_which_station_is_down():
         app.post_message(ConnectionState("B", "live"))
         await until(lambda: summary() == "No findings",
                     what="the summary once B is back", pilot=pilot, detail=summary)
+
+
+async def test_findings_that_arrive_while_the_panel_goes_away_are_dropped():
+    """The app's diagnosis timer can fire while the app shuts down, its children already removed: the
+    update is dropped instead of failing the app on its way out (seen: NoMatches '#diag-summary')."""
+    d = Diagnoser()
+    d.feed("station-a", ["INFO start", WATCHDOG])
+    app = PanelApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.query_one(DiagnosisPanel)
+        await panel.query_one("#diag-summary", Static).remove()
+        await pilot.pause()
+        assert panel.update_findings(d.ranked()) is None  # no NoMatches
+        await panel.remove()
+        assert panel.update_findings(d.ranked()) is None  # not mounted: nothing done

@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from console.diagnosis import Finding
 from console.sanitize import one_line
+from console.ui.widgets.mounted import while_mounted
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warning": "▲", "info": "●"}
@@ -185,6 +186,7 @@ class DiagnosisPanel(Vertical):
         idx = self.query_one(OptionList).highlighted
         return self._findings[idx] if idx is not None and idx < len(self._findings) else None
 
+    @while_mounted
     def update_findings(self, findings: Sequence[Finding]) -> None:
         """Show these findings (already ranked, root cause first); keeps the highlighted one."""
         shape = tuple((finding_key(f), f.severity, f.count, f.cause, f.explained_by, len(f.evidence))

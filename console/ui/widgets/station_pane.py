@@ -13,13 +13,11 @@ GPU's memory and utilization over time."""
 
 from __future__ import annotations
 
-import functools
 import time
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from console.config import Station
@@ -36,6 +34,7 @@ from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import TRANSPORT_STYLE, palette_of
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
+from console.ui.widgets.mounted import while_mounted
 from console.ui.widgets.process_list import ProcessList
 from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, EnginePhase, NcclTransport
 
@@ -86,21 +85,6 @@ def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
     if p.phase == EnginePhase.FAILED:  # the last phase reached is where it stopped, not where it is
         t.append(" → failed", style="bold red")
     return t
-
-
-def _while_mounted(method):
-    """Samples can still be queued while the app shuts down: drop them instead of failing."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if not self.is_mounted:
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except NoMatches:
-            return None
-
-    return wrapper
 
 
 def old_label(age_s: float | None) -> Text:
@@ -267,7 +251,7 @@ class StationPane(Vertical):
 
     # -------------------------------------------------------------- updates
 
-    @_while_mounted
+    @while_mounted
     def show_state(self, aspects: frozenset[Aspect] = EVERY_ASPECT) -> None:
         """Redraw what these aspects of the station's state show (the app calls it after each
         message it applied)."""
@@ -309,7 +293,7 @@ class StationPane(Vertical):
     def _mark_old(self, aspect: Aspect, old: bool) -> None:
         self._old = (self._old - {aspect}) | ({aspect} if old else frozenset())
 
-    @_while_mounted
+    @while_mounted
     def tick(self) -> None:
         """Once a second: ages and countdowns move while the station is not live, a source that
         turned late (or old values' ages) is drawn again, whatever the other sources do, and the
@@ -325,7 +309,7 @@ class StationPane(Vertical):
         if not s.conn.live or redraw or (e is not None and e.timeline and e.phase in LOADING_PHASES):
             self._render_status()
 
-    @_while_mounted
+    @while_mounted
     def set_badge(self, key: str, text: Text | str | None) -> None:
         """Summaries from other services (checks, diagnosis); ``None`` removes one."""
         if text is None:
@@ -349,7 +333,7 @@ class StationPane(Vertical):
                            for g in gpus]
             box.mount(*self.meters)
 
-    @_while_mounted
+    @while_mounted
     def add_logs(self, lines: list[str]) -> None:
         self.log_pane.add_lines(lines)
 
