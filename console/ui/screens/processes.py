@@ -186,8 +186,8 @@ class ProcessScreen(Screen):
         for r in self.rows():
             d = r.detail
             cells = [r.station, r.gpu, str(r.pid),
-                     one_line(d.user, 32) if d else NONE,
-                     one_line(d.container, 40) if d and d.container else ("host" if d else NONE),
+                     Text(one_line(d.user, 32)) if d else NONE,  # outside words: Text, never markup
+                     Text(one_line(d.container, 40)) if d and d.container else ("host" if d else NONE),
                      f"{d.cpu_pct:.1f}" if d else NONE, _mib(d.rss_mib) if d else NONE, _mib(r.gpu_mib),
                      Text(one_line(d.command, 300)) if d else Text("(not read yet)", style="dim")]
             table.add_row(*cells, key=r.key)
