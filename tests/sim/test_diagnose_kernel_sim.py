@@ -4,23 +4,10 @@ an mlx5 link drop and an Xid. ``dgx-console diagnose --station`` reads them sinc
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from console.cli import main
+from tests.sim.test_hostile_log_sim import run_cli
 from tests.waiting import until
-
-
-async def run_cli(capsys, *argv):
-    def call():
-        try:
-            return main(list(argv))
-        except SystemExit as exc:
-            return exc.code
-
-    rc = await asyncio.wait_for(asyncio.to_thread(call), 120)
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 async def test_worker_dies_oom_killer_from_the_kernel_log(sim_factory, capsys):
