@@ -10,54 +10,34 @@ last_completed_collective}}) and ``entries`` (one per recorded operation: ``reco
 debug pipe (``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``) writes to ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>``
 (newer: ``TORCH_FR_DUMP_TEMP_FILE``) is a pickle of the same dict.
 
-Reading a pickle from a station is reading untrusted data: ``restricted_loads`` never imports
-anything (``find_class`` and persistent ids refuse), so only plain containers, strings and numbers
-come out; anything else is a ParseError. The size is bounded by the caller.
+Reading a pickle from a station is reading untrusted data: ``restricted_loads`` is
+``safe_pickle.loads`` (a bounded reader of plain data that never imports, calls or hashes a
+container), and ``from_dict`` reads only the fields it knows, each with its type and range checked
+(a number out of range is "unknown", never a crash); the entries read are capped. The size is
+bounded here and by the caller.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.probes import ParseError
+from console.probes import ParseError, safe_pickle
 
 MAX_DUMP_BYTES = 32 * 1024 * 1024
-
-
-def _tagged(value: Any, _type: Any = None) -> Any:
-    return value
-
-
-# TorchScript's pickler wraps typed lists in these helpers (torch/jit/_pickle.py); each is our own
-# harmless stand-in, never an import. Every other global is refused.
-_SAFE_GLOBALS = {("torch.jit._pickle", n): list for n in ("build_intlist", "build_doublelist", "build_boollist",
-                                                          "build_list")}
-_SAFE_GLOBALS[("torch.jit._pickle", "restore_type_tag")] = _tagged
-
-
-class _NoGlobals(pickle.Unpickler):
-    """Plain data only: no class, function or persistent object is ever resolved (but the list helpers above)."""
-
-    def find_class(self, module: str, name: str):  # noqa: D401 - pickle API
-        if (module, name) in _SAFE_GLOBALS:
-            return _SAFE_GLOBALS[(module, name)]
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dump")
-
-    def persistent_load(self, pid: Any):
-        raise pickle.UnpicklingError("refusing a persistent object in a dump")
+MAX_ENTRIES = 100_000  # torch's buffer default is 2,000 entries; TORCH_NCCL_TRACE_BUFFER_SIZE may raise it
+MAX_TEXT = 200  # characters kept of a name or state
+MAX_INT = 2**63 - 1  # a sequence number, record id or timeout that fits torch's int64
 
 
 def restricted_loads(data: bytes) -> Any:
     if len(data) > MAX_DUMP_BYTES:
         raise ParseError(f"flight recorder dump larger than {MAX_DUMP_BYTES // (1024 * 1024)} MB")
     try:
-        return _NoGlobals(io.BytesIO(data)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, MemoryError, RecursionError) as exc:
+        return safe_pickle.loads(data)
+    except safe_pickle.PickleRefused as exc:
         raise ParseError(f"flight recorder pickle not readable as plain data: {exc}") from None
 
 
@@ -92,42 +72,97 @@ class FrDump:
 
 
 def _int(v: Any, default: int = 0) -> int:
-    try:
+    """An integer field: an int (or an integral float, or decimal digits as dump_json writes them) in
+    0..2**63-1, else ``default`` (wrong type, NaN, inf, negative, huge: "unknown", never a crash)."""
+    if isinstance(v, bool):
         return int(v)
-    except (TypeError, ValueError):
+    if isinstance(v, float):
+        if not math.isfinite(v) or not v.is_integer():
+            return default
+        v = int(v)
+    elif isinstance(v, (str, bytes)):
+        t = v.strip() if isinstance(v, str) else v.decode("ascii", "replace").strip()
+        if not (0 < len(t) <= 19 and t.isdigit() and t.isascii()):
+            return default
+        v = int(t)
+    if not isinstance(v, int) or not 0 <= v <= MAX_INT:
         return default
+    return v
+
+
+def _text(v: Any) -> str:
+    """A text field: a str (bytes decoded), at most MAX_TEXT characters; any other type is ""."""
+    if isinstance(v, bytes):
+        v = v[: MAX_TEXT * 4].decode("utf-8", "replace")
+    return v[:MAX_TEXT] if isinstance(v, str) else ""
+
+
+def _version(v: Any) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e6:
+        return f"{v:g}"
+    return _text(v)
 
 
 def from_dict(data: Any, rank: int | None = None) -> FrDump:
+    """The dump's known fields, each type- and range-checked (a malformed entry is skipped)."""
     if not isinstance(data, dict) or "version" not in data:
         raise ParseError("flight recorder dump: not a dict with a 'version'")
+    raw_entries = data.get("entries")
+    if raw_entries is None:
+        raw_entries = []
+    if not isinstance(raw_entries, list):
+        raise ParseError("flight recorder dump: 'entries' is not a list")
     entries = []
-    for e in data.get("entries") or []:
+    for e in raw_entries[:MAX_ENTRIES]:
         if not isinstance(e, dict):
             continue
         pg = e.get("process_group")
-        pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(pg or "")
-        p2p = bool(e.get("is_p2p"))
-        name = str(e.get("profiling_name") or "")
+        pg_name = _text(pg[0]) if isinstance(pg, (list, tuple)) and pg else _text(pg)
+        p2p = e.get("is_p2p") is True
+        name = _text(e.get("profiling_name"))
+        timeout = _int(e.get("timeout_ms"), 0)
         entries.append(FrEntry(_int(e.get("record_id")), _int(e.get("pg_id")), pg_name,
                                _int(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id")),
-                               name.split(":", 1)[-1], str(e.get("state") or ""), p2p,
-                               _int(e.get("timeout_ms"), 0) or None))
-    status = {}
-    for pg, st in (data.get("pg_status") or {}).items():
-        if isinstance(st, dict):
-            status[str(pg)] = {str(k): _int(v) for k, v in st.items()}
-    return FrDump(rank, str(data.get("version")), tuple(entries), status)
+                               name.split(":", 1)[-1], _text(e.get("state")), p2p, timeout or None))
+    status: dict[str, dict[str, int]] = {}
+    raw_status = data.get("pg_status")
+    if isinstance(raw_status, dict):
+        for pg, st in list(raw_status.items())[:1000]:
+            if isinstance(st, dict) and isinstance(pg, (str, int)) and not isinstance(pg, bool):
+                status[_text(str(pg))] = {_text(k): _int(v) for k, v in list(st.items())[:50] if isinstance(k, str)}
+    return FrDump(rank, _version(data.get("version")), tuple(entries), status)
+
+
+def _strict_json(text: str) -> Any:
+    """JSON without NaN/Infinity tokens, numbers as Python reads them but bounded in digits."""
+
+    def bad_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    def number(s: str) -> Any:
+        if len(s) > 40:
+            raise ValueError(f"a number of {len(s)} characters")
+        return float(s)
+
+    def integer(s: str) -> int:
+        if len(s) > 40:
+            raise ValueError(f"an integer of {len(s)} digits")
+        return int(s)
+
+    return json.loads(text, parse_constant=bad_constant, parse_float=number, parse_int=integer)
 
 
 def parse_dump(data: bytes, rank: int | None = None) -> FrDump:
     """A dump as the file holds it: JSON (``dump_json``) or a pickle (read without importing anything)."""
     head = data.lstrip()[:1]
     if head == b"{":
+        if len(data) > MAX_DUMP_BYTES:
+            raise ParseError(f"flight recorder dump larger than {MAX_DUMP_BYTES // (1024 * 1024)} MB")
         try:
-            return from_dict(json.loads(data.decode("utf-8", "replace")), rank)
-        except ValueError as exc:
-            raise ParseError(f"flight recorder JSON: {exc}") from None
+            loaded = _strict_json(data.decode("utf-8", "replace"))
+        except (ValueError, RecursionError) as exc:
+            raise ParseError(f"flight recorder JSON: {str(exc)[:160]}") from None
+        return from_dict(loaded, rank)
     if head[:1] == b"\x80":  # pickle protocol 2+
         return from_dict(restricted_loads(data), rank)
     raise ParseError("flight recorder dump: neither JSON nor a pickle")
