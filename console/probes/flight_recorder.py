@@ -19,12 +19,12 @@ bounded here and by the caller.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from console.probes import ParseError, safe_pickle
+from console.probes.bounded import strict_json
 
 MAX_DUMP_BYTES = 32 * 1024 * 1024
 MAX_ENTRIES = 100_000  # torch's buffer default is 2,000 entries; TORCH_NCCL_TRACE_BUFFER_SIZE may raise it
@@ -133,25 +133,6 @@ def from_dict(data: Any, rank: int | None = None) -> FrDump:
     return FrDump(rank, _version(data.get("version")), tuple(entries), status)
 
 
-def _strict_json(text: str) -> Any:
-    """JSON without NaN/Infinity tokens, numbers as Python reads them but bounded in digits."""
-
-    def bad_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a number JSON allows")
-
-    def number(s: str) -> Any:
-        if len(s) > 40:
-            raise ValueError(f"a number of {len(s)} characters")
-        return float(s)
-
-    def integer(s: str) -> int:
-        if len(s) > 40:
-            raise ValueError(f"an integer of {len(s)} digits")
-        return int(s)
-
-    return json.loads(text, parse_constant=bad_constant, parse_float=number, parse_int=integer)
-
-
 def parse_dump(data: bytes, rank: int | None = None) -> FrDump:
     """A dump as the file holds it: JSON (``dump_json``) or a pickle (read without importing anything)."""
     head = data.lstrip()[:1]
@@ -159,7 +140,7 @@ def parse_dump(data: bytes, rank: int | None = None) -> FrDump:
         if len(data) > MAX_DUMP_BYTES:
             raise ParseError(f"flight recorder dump larger than {MAX_DUMP_BYTES // (1024 * 1024)} MB")
         try:
-            loaded = _strict_json(data.decode("utf-8", "replace"))
+            loaded = strict_json(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"flight recorder JSON: {str(exc)[:160]}") from None
         return from_dict(loaded, rank)

@@ -18,12 +18,18 @@ frozen with a spread = ranks out of step (the ones behind are the suspects).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from console.probes import ParseError
+from console.probes.bounded import count, digits, strict_json
+from console.probes.bounded import text as short_text
+
+MAX_REPORT_CHARS = 4 * 1024 * 1024  # a report of 8 stations x 8 GPUs is a few KiB
+MAX_LINE = 2000  # a longer line is no line of NCCL's report (and is not matched)
+MAX_RANK = 1 << 20
+MAX_ITEMS = 1 << 16  # communicators, ranks, counts read from one report
 
 # NCCL's collective functions in its own order (src/include/nccl_common.h, NCCL_NUM_FUNCTIONS = 5).
 FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
@@ -115,7 +121,14 @@ _RANK_ONLY = re.compile(r"^\s+Rank (\d+)(?: has status (\w+))? -- (?:GPU (\S+) m
 _PROCESS = re.compile(r"^\s+(Process \d+ on node \S+ managing GPUs? .*)$")
 
 
+def _rank(s: str | None) -> int | None:
+    n = digits(s)
+    return n if n is not None and n <= MAX_RANK else None
+
+
 def parse_ras_text(text: str) -> RasReport:
+    if len(text) > MAX_REPORT_CHARS:
+        raise ParseError(f"ncclras: a report of {len(text):,} characters (more than any real one)")
     version = None
     table: dict[int, tuple[int, str, list[str]]] = {}  # group -> (ranks per comm, status, errors)
     comms: dict[str, dict] = {}
@@ -128,55 +141,69 @@ def parse_ras_text(text: str) -> RasReport:
     seen = False
     for raw in text.splitlines():
         line = raw.rstrip()
+        if len(line) > MAX_LINE:
+            continue
         if m := _VERSION.match(line):
-            version, seen = m.group(1), True
+            version, seen = m.group(1)[:80], True
             continue
         if line in ("Job summary", "Errors", "Warnings") or line.startswith("Group     Comms"):
             section, cur, seen = line.split()[0], None, True
             continue
         if section == "Group" and (m := _TABLE_ROW.match(line)):
-            table[int(m.group(1))] = (int(m.group(5)), m.group(7), m.group(8).split(","))
+            g, size = digits(m.group(1)), _rank(m.group(5))
+            if g is not None and len(table) < MAX_ITEMS:
+                table[g] = (size, m.group(7), m.group(8).split(","))
             continue
         if line in ("INCOMPLETE", "DEAD"):
             section, cur = line, None
             continue
         if section in ("INCOMPLETE", "DEAD") and (m := _PROCESS.match(line)):
-            (dead if section == "DEAD" else missing_procs).append(m.group(1))
+            into = dead if section == "DEAD" else missing_procs
+            if len(into) < MAX_ITEMS:
+                into.append(m.group(1)[:300])
             continue
         if m := _COMM_HEAD.match(line):
-            key = m.group(3).lower()
-            cur = comms.setdefault(key, {"group": int(m.group(1)), "ranks": {}, "missing": {}, "errors": set(),
-                                         "top": {}})
+            key = m.group(3).lower()[:64]
+            if key not in comms and len(comms) >= MAX_ITEMS:
+                cur = None
+                continue
+            cur = comms.setdefault(key, {"group": digits(m.group(1), -1), "ranks": {}, "missing": {},
+                                         "errors": set(), "top": {}})
             cur["errors"].add(m.group(4))
             section, coll, group_value = m.group(4), "", None
             continue
         if cur is None:
             continue
         if m := _DIFFERENT.match(line):
-            coll = m.group(1)
+            coll = m.group(1)[:40]
             continue
         if section == "MISMATCH" and coll and (m := _GROUP_OPS.match(line)):
-            group_value = int(m.group(2) or 0)
-            cur["top"][coll] = max(cur["top"].get(coll, 0), group_value)
+            group_value = digits(m.group(2) or "0")
+            if group_value is not None:
+                cur["top"][coll] = max(cur["top"].get(coll, 0), group_value)
             continue
         if section == "MISMATCH" and coll and (m := _RANK_OPS.match(line)):
-            r = int(m.group(1))
+            r, ops = _rank(m.group(1)), digits(m.group(2) or "0")
+            if r is None or ops is None or (r not in cur["ranks"] and len(cur["ranks"]) >= MAX_ITEMS):
+                continue
             entry = cur["ranks"].setdefault(r, {"counts": {}})
-            entry["counts"][coll] = int(m.group(2) or 0)
-            cur["top"][coll] = max(cur["top"].get(coll, 0), int(m.group(2) or 0))
+            entry["counts"][coll] = ops
+            cur["top"][coll] = max(cur["top"].get(coll, 0), ops)
             if m.group(3):
-                entry.update(gpu=m.group(3), pid=int(m.group(4)), host=m.group(5))
+                entry.update(gpu=m.group(3)[:40], pid=digits(m.group(4)), host=m.group(5)[:200])
             continue
         if m := _RANK_ONLY.match(line):
-            r = int(m.group(1))
+            r = _rank(m.group(1))
             where = cur["missing"] if section == "INCOMPLETE" else cur["ranks"]
+            if r is None or (r not in where and len(where) >= MAX_ITEMS):
+                continue
             entry = where.setdefault(r, {"counts": {}})
             if section == "MISMATCH" and coll and group_value is not None:
                 entry["counts"][coll] = group_value
             if m.group(2):
                 entry["status"] = m.group(2)
             if m.group(3):
-                entry.update(gpu=m.group(3), pid=int(m.group(4)), host=m.group(5))
+                entry.update(gpu=m.group(3)[:40], pid=digits(m.group(4)), host=m.group(5)[:200])
     if not seen:
         raise ParseError(f"ncclras: no 'NCCL version' or report section in {text.strip()[:160]!r}")
     out = []
@@ -198,32 +225,46 @@ def parse_ras_text(text: str) -> RasReport:
 # ------------------------------------------------------------------ json
 
 
+def _dict(v: object) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: object) -> list:
+    return v[:MAX_ITEMS] if isinstance(v, list) else []
+
+
+def _json_rank(r: dict, missing: bool) -> RasRank | None:
+    rank = count(r.get("rank"), None, MAX_RANK)
+    if rank is None:
+        return None
+    st = _dict(r.get("status"))
+    dev = r.get("cuda_dev")
+    gpu = short_text(dev, 40) if isinstance(dev, str) else str(n) if (n := count(dev)) is not None else None
+    host, pid = short_text(r.get("host")), count(r.get("pid"))
+    if missing:
+        return RasRank(rank, host, pid, gpu, {}, "", st.get("unresponsive") is True, st.get("considered_dead") is True)
+    counts = {k[:40]: n for k, v in list(_dict(r.get("collective_counts")).items())[:64]
+              if isinstance(k, str) and (n := count(v)) is not None}
+    state = "ABORT" if st.get("abort_flag") is True else "FINALIZE" if st.get("finalize_called") is True else "RUNNING"
+    return RasRank(rank, host, pid, gpu, counts, state)
+
+
 def parse_ras_json(text: str) -> RasReport:
+    if len(text) > MAX_REPORT_CHARS:
+        raise ParseError(f"ncclras -f json: a report of {len(text):,} characters (more than any real one)")
     start = text.find("{")
     try:
-        data = json.loads(text[start:]) if start >= 0 else None
+        data = strict_json(text[start:]) if start >= 0 else None
     except ValueError as exc:
-        raise ParseError(f"ncclras -f json: not JSON ({exc})") from None
+        raise ParseError(f"ncclras -f json: not JSON NCCL writes ({str(exc)[:160]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("communicators"), list):
         raise ParseError("ncclras -f json: no 'communicators' list")
     comms = []
-    for c in data["communicators"]:
+    for c in _list(data["communicators"]):
         if not isinstance(c, dict):
             continue
-        ranks = []
-        for r in c.get("ranks") or []:
-            st = r.get("status") or {}
-            counts = {str(k): int(v) for k, v in (r.get("collective_counts") or {}).items()
-                      if isinstance(v, (int, float))}
-            state = ("ABORT" if st.get("abort_flag") else "FINALIZE" if st.get("finalize_called")
-                     else "RUNNING")
-            ranks.append(RasRank(int(r.get("rank", -1)), r.get("host"), r.get("pid"), str(r.get("cuda_dev", "")),
-                                 counts, state))
-        missing = []
-        for r in c.get("missing_ranks") or []:
-            st = r.get("status") or {}
-            missing.append(RasRank(int(r.get("rank", -1)), r.get("host"), r.get("pid"), str(r.get("cuda_dev", "")),
-                                   {}, "", bool(st.get("unresponsive")), bool(st.get("considered_dead"))))
+        ranks = [x for r in _list(c.get("ranks")) if isinstance(r, dict) and (x := _json_rank(r, False))]
+        missing = [x for r in _list(c.get("missing_ranks")) if isinstance(r, dict) and (x := _json_rank(r, True))]
         errors = []
         if missing:
             errors.append("INCOMPLETE")
@@ -231,10 +272,11 @@ def parse_ras_json(text: str) -> RasReport:
             errors.append("MISMATCH")
         if any(r.status == "ABORT" for r in ranks):
             errors.append("ERROR")
-        comms.append(RasComm(str(c.get("hash", "")), c.get("size"), tuple(sorted(ranks, key=lambda r: r.rank)),
-                             tuple(missing), tuple(errors), "RUNNING" if ranks else ""))
+        comms.append(RasComm(short_text(c.get("hash"), 64) or "", count(c.get("size"), None, MAX_RANK),
+                             tuple(sorted(ranks, key=lambda r: r.rank)), tuple(missing), tuple(errors),
+                             "RUNNING" if ranks else ""))
     dead = tuple(f"rank {r.rank} (process {r.pid} on node {r.host})" for c in comms for r in c.missing if r.dead)
-    return RasReport("json", data.get("nccl_version"), tuple(comms), dead, (), counts_complete=True)
+    return RasReport("json", short_text(data.get("nccl_version"), 80), tuple(comms), dead, (), counts_complete=True)
 
 
 def parse_ras(text: str) -> RasReport:

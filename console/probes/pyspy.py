@@ -21,6 +21,13 @@ import re
 from dataclasses import dataclass, field
 
 from console.probes import ParseError
+from console.probes.bounded import digits
+
+MAX_DUMP_CHARS = 16 * 1024 * 1024  # the dumps of every engine process of a station
+MAX_LINE = 4000  # a longer line is no line of py-spy's (and is not matched)
+MAX_PROCESSES = 256
+MAX_THREADS = 1024
+MAX_FRAMES = 512  # per thread (a deep recursion is cut here: the innermost frames are the ones read)
 
 
 @dataclass(frozen=True)
@@ -58,12 +65,31 @@ _PROCESS = re.compile(r"^Process (\d+): (.*)$")
 _MARK = re.compile(r"^=== PID (\d+)(?::\s*(.*))?$")
 _PYTHON = re.compile(r"^Python v(\S+)")
 _THREAD = re.compile(r"^Thread (0x[0-9A-Fa-f]+|\d+)(?: \(([\w+]+)\))?(?:: \"(.*)\")?\s*$")
-_FRAME = re.compile(r"^\s{4}(\S.*?) \((.+?)(?::(\d+))?\)\s*$")
 _ERROR = re.compile(r"^(?:Error|error): (.*)$")
+
+
+def _frame(line: str) -> Frame | None:
+    """``    function (file:line)`` in linear time (a regex with two lazy groups is quadratic on a
+    hostile line of many " (")."""
+    if not line.startswith("    ") or line[4:5].isspace():
+        return None
+    body = line.rstrip()
+    i = body.rfind(" (")
+    if not body.endswith(")") or i <= 4:
+        return None
+    func, loc = body[4:i], body[i + 2:-1]
+    if not loc:
+        return None
+    path, colon, num = loc.rpartition(":")
+    if colon and num.isdigit():
+        return Frame(func[:300], path[:500], digits(num))
+    return Frame(func[:300], loc[:500], None)
 
 
 def parse_pyspy(text: str) -> list[ProcessDump]:
     """Every process dump in ``text``; a process py-spy could not read keeps its error."""
+    if len(text) > MAX_DUMP_CHARS:
+        text = text[:MAX_DUMP_CHARS]  # the first processes' dumps are still whole
     out: list[ProcessDump] = []
     cur: dict | None = None
     thread: dict | None = None
@@ -77,38 +103,43 @@ def parse_pyspy(text: str) -> list[ProcessDump]:
     def close() -> None:
         nonlocal cur
         close_thread()
-        if cur is not None:
+        if cur is not None and len(out) < MAX_PROCESSES:
             out.append(ProcessDump(cur["pid"], cur["cmd"], cur["python"], tuple(cur["threads"]), cur["error"]))
         cur = None
 
     for raw in text.splitlines():
         line = raw.rstrip("\r")
+        if len(line) > MAX_LINE:
+            continue
         if m := _MARK.match(line):
             close()
-            cur = {"pid": int(m.group(1)), "cmd": (m.group(2) or "").strip(), "python": None, "threads": [],
+            cur = {"pid": digits(m.group(1), 0), "cmd": (m.group(2) or "").strip()[:500], "python": None, "threads": [],
                    "error": None, "marked": True}
             continue
         if m := _PROCESS.match(line):
-            if cur is not None and not (cur.get("marked") and not cur["threads"] and int(m.group(1)) == cur["pid"]):
+            pid = digits(m.group(1), 0)
+            if cur is not None and not (cur.get("marked") and not cur["threads"] and pid == cur["pid"]):
                 close()
             if cur is None:
-                cur = {"pid": int(m.group(1)), "cmd": "", "python": None, "threads": [], "error": None}
-            cur["cmd"] = m.group(2).strip()
+                cur = {"pid": pid, "cmd": "", "python": None, "threads": [], "error": None}
+            cur["cmd"] = m.group(2).strip()[:500]
             cur["marked"] = False
             continue
         if cur is None:
             continue
         if m := _PYTHON.match(line):
-            cur["python"] = m.group(1)
+            cur["python"] = m.group(1)[:80]
         elif m := _THREAD.match(line):
             close_thread()
-            thread = {"id": m.group(1), "status": m.group(2) or "", "name": m.group(3) or "", "frames": []}
-        elif thread is not None and (m := _FRAME.match(line)):
-            thread["frames"].append(Frame(m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None))
+            if len(cur["threads"]) < MAX_THREADS:
+                thread = {"id": m.group(1)[:40], "status": (m.group(2) or "")[:20], "name": (m.group(3) or "")[:200],
+                          "frames": []}
+        elif thread is not None and len(thread["frames"]) < MAX_FRAMES and (f := _frame(line)) is not None:
+            thread["frames"].append(f)
         elif m := _ERROR.match(line.strip()):
-            cur["error"] = m.group(1).strip()
+            cur["error"] = m.group(1).strip()[:500]
         elif line.strip().lower().startswith(("permission denied", "operation not permitted")):
-            cur["error"] = line.strip()
+            cur["error"] = line.strip()[:500]
     close()
     if not out and text.strip():
         raise ParseError(f"py-spy: no 'Process N: CMD' dump in {text.strip()[:160]!r}")
