@@ -98,7 +98,9 @@ def _text(v: Any) -> str:
 
 
 def _version(v: Any) -> str:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e6:
+    if isinstance(v, int) and not isinstance(v, bool) and -10**6 < v < 10**6:
+        return str(v)
+    if isinstance(v, float) and math.isfinite(v) and abs(v) < 1e6:
         return f"{v:g}"
     return _text(v)
 
