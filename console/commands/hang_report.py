@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +24,9 @@ from typing import Any
 
 from console import __version__
 from console.commands.args import UsageError, add_config_args, check_seconds
-from console.commands.bundle import _masked, write_archive
+from console.commands.bundle import write_archive
 from console.config import load_config, masker
+from console.config.secrets import mask_tree
 from console.diagnosis import redact
 from console.doctor.evidence import HangEvidence, capture
 from console.safe_files import FileProblem, prepare_target
@@ -33,11 +35,28 @@ from console.sanitize import one_line
 RAW_FILES = ("pyspy.txt", "flight_recorder.txt", "ras-1.txt", "ras-2.txt", "kernel.txt", "counters.txt")
 
 
+def _masked(obj: Any, mask) -> Any:
+    """Every string inside ``obj`` masked, dictionary keys too (a secret-named key's value whole)."""
+    return _finite(mask_tree(obj, mask))
+
+
+def _finite(obj: Any) -> Any:
+    """NaN / inf are "unknown" (null) in JSON, never a token strict parsers refuse."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def members(ev: HangEvidence, mask) -> dict[str, bytes]:
     """The archive's files, every string masked before it is encoded."""
     data = _masked(ev.to_dict(), mask)
-    out = {"evidence.json": json.dumps(data, indent=2).encode(),
+    out = {"evidence.json": json.dumps(data, indent=2, allow_nan=False, default=str).encode(),
            "verdict.txt": (data["verdict"] + "\n\n" + "\n".join(f"{k}: {v}" for k, v in data["findings"].items())
+                           + (f"\n\nnext: {data['next_step']}" if data.get("next_step") else "")
                            + "\n").encode()}
     for name, st in ev.stations.items():
         for fname in RAW_FILES:
@@ -70,10 +89,17 @@ def run(args: argparse.Namespace) -> int:
         return redact(mask(text))
 
     progress = None if args.json else (lambda text: print(f"hang-report: {text}", file=sys.stderr))
-    ev = asyncio.run(capture(config, interval_s=args.interval, deadline_s=args.deadline, progress=progress))
+    try:
+        ev = asyncio.run(capture(config, interval_s=args.interval, deadline_s=args.deadline, progress=progress))
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a station's answer we did not foresee: one line, never a traceback
+        print(f"dgx-console: hang-report: the capture failed: {one_line(full_mask(f'{type(exc).__name__}: {exc}'), 300)}",
+              file=sys.stderr)
+        return 2
     if not ev.captured:
         if args.json:
-            print(json.dumps(_masked(ev.to_dict(), full_mask)))
+            print(json.dumps(_masked(ev.to_dict(), full_mask), allow_nan=False, default=str))
         print(f"dgx-console: {one_line(full_mask(ev.verdict), 400)}", file=sys.stderr)
         return 1
     try:
@@ -83,11 +109,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"{args.path}: cannot write: {exc.strerror or exc}") from None
     if args.json:
-        print(json.dumps(_json(ev, full_mask)))
+        print(json.dumps(_json(ev, full_mask), allow_nan=False, default=str))
     else:
         print(one_line(full_mask(ev.verdict), 2000))
         for k, v in ev.findings.items():
             print(f"  {k}: {one_line(full_mask(v), 400)}")
+        if ev.next_step:
+            print(f"next: {one_line(ev.next_step, 600)}")
         print(f"wrote {path} ({ev.capture_s:.1f} s to capture {len(ev.stations)} stations)")
     return 0
 
@@ -106,6 +134,6 @@ def register(sub) -> None:
     p.add_argument("--interval", type=float, default=3.0, metavar="S",
                    help="seconds between the two RAS / counter reads (default 3)")
     p.add_argument("--deadline", type=float, default=90.0, metavar="S",
-                   help="give up on a station that has not answered after this long (default 90)")
+                   help="the whole capture ends by then; what has not answered is said as cut (default 90)")
     p.add_argument("--force", action="store_true", help="replace PATH if it is an existing regular file")
     p.set_defaults(func=run)

@@ -197,3 +197,23 @@ def text_masker(values: Collection[str] = ()):
         return redact_text(text)
 
     return mask
+
+
+def mask_tree(obj: object, mask, listed: Collection[str] = (), depth: int = 0) -> object:
+    """Every string inside ``obj`` (dict keys as well as values) passed through ``mask``, and the
+    whole value of a key that is a secret name (``is_secret_name``) replaced by MASK: a key never
+    carries a secret into a file. Depth is bounded (deeper parts become MASK)."""
+    if depth > 64:
+        return MASK
+    if isinstance(obj, str):
+        return mask(obj)
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            key = mask(k) if isinstance(k, str) else k
+            secret = isinstance(k, str) and is_secret_name(k, listed)
+            out[key] = MASK if secret and v not in (None, "") else mask_tree(v, mask, listed, depth + 1)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [mask_tree(v, mask, listed, depth + 1) for v in obj]
+    return obj

@@ -20,6 +20,7 @@ from typing import Any
 from console.config import Config, Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext, DoctorOptions
+from console.doctor.hang_model import Finding, TwoReads
 from console.doctor.rungs.hang import _sample as sample_counters
 from console.probes import ParseError, ncclras, pyspy
 from console.probes import activity as act
@@ -55,6 +56,8 @@ class StationEvidence:
     dumps: list[pyspy.ProcessDump] = field(default_factory=list)
     fr_dumps: list[fr.FrDump] = field(default_factory=list)
     ras_reports: list[ncclras.RasReport] = field(default_factory=list)
+    ras_reads: TwoReads[ncclras.RasReport] = field(default_factory=TwoReads)
+    counter_reads: TwoReads[dict] = field(default_factory=TwoReads)
 
     @property
     def running(self) -> bool:
@@ -75,9 +78,14 @@ class HangEvidence:
     capture_s: float
     interval_s: float
     captured: bool  # False: nothing to capture (no engine container running anywhere)
+    covers: dict[str, Finding] = field(default_factory=dict)  # finding key -> the stations it speaks for
+    next_step: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captured": self.captured, "findings": self.findings,
+                "finding_stations": {k: {"covers": list(f.stations), "not_read": list(f.not_read)}
+                                     for k, f in self.covers.items()},
+                "next_step": self.next_step,
                 "captured_at": self.captured_at, "capture_s": round(self.capture_s, 2), "interval_s": self.interval_s,
                 "stations": {n: s.to_dict() for n, s in self.stations.items()}}
 
@@ -151,16 +159,22 @@ def _entry(e: fr.FrEntry | None) -> dict[str, Any] | None:
     return None if e is None else {"op": e.op, "seq": e.seq, "state": e.state, "pg": e.pg_name}
 
 
-def _ras_read(ev: StationEvidence, text: str, n: int) -> None:
+def _ras_read(ev: StationEvidence, text: str, n: int, at: float | None = None) -> None:
     ev.raw[f"ras-{n}.txt"] = text
     why = ncclras.unavailable(text)
     try:
         rep = ncclras.parse_ras(text.replace("NO-NCCLRAS-CLIENT\n", ""))
-    except ParseError:
-        rep = None
+    except ParseError as exc:
+        rep, why = None, why or str(exc)
+    if rep is None and n == 2:
+        ev.ras_reads.why_not = f"the second read gave no report ({one_line(why or text.strip()[-200:], 200)})"
     if rep is not None:
         ev.ras_reports.append(rep)
-        ev.ras = {"status": "ok", "format": rep.format, "nccl_version": rep.nccl_version, "reads": ev.ras.get("reads", [])
+        if n == 1:
+            ev.ras_reads.first, ev.ras_reads.first_at = rep, at
+        else:
+            ev.ras_reads.second, ev.ras_reads.second_at = rep, at
+        ev.ras = {"status": "ok", "read_count": ev.ras_reads.state, "format": rep.format, "nccl_version": rep.nccl_version, "reads": ev.ras.get("reads", [])
                   + [{r: {"ops": x.ops, "counts": x.counts, "missing": x.unresponsive, "dead": x.dead}
                       for r, x in rep.ranks().items()}],
                   "via": "socket (no ncclras client in the container)" if "NO-NCCLRAS-CLIENT" in text else "ncclras"}
@@ -179,77 +193,162 @@ def _gpus(ev: StationEvidence, text: str) -> None:
                                for g in rows])
 
 
-async def _first(ctx: DoctorContext, st: Station, ev: StationEvidence) -> dict:
-    """Every first read of one station, all at once (the capture's 'same moment')."""
-    gpus = asyncio.ensure_future(ctx.run(st.name, rc.gpu_query(), tag="evidence:"))  # needs nothing else
+class _Clock:
+    """The capture's one deadline: every read gets what is left of it, never more."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.end = time.monotonic() + deadline_s
+        self.deadline_s = deadline_s
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    async def run(self, coro, limit: float | None = None):
+        left = self.left()
+        if left <= 0:
+            coro.close()
+            raise TimeoutError
+        return await asyncio.wait_for(coro, min(left, limit) if limit else left)
+
+
+def _why(exc: BaseException, clock: _Clock, limit: float | None = None) -> str:
+    if isinstance(exc, TimeoutError):
+        if clock.left() <= 0.05:
+            return f"cut by the deadline ({clock.deadline_s:g} s)"
+        return f"no answer within {limit:g} s" if limit else "timed out"
+    return one_line(f"{exc.__class__.__name__}: {exc}", 300)
+
+
+async def _text(ctx: DoctorContext, st: Station, cmd: str, tag: str, clock: _Clock, limit: float | None = None) -> str:
+    res = await clock.run(ctx.run(st.name, cmd, timeout=limit, tag=tag), limit)
+    return res.stdout + res.stderr
+
+
+async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interval_s: float, clock: _Clock) -> None:
+    """Every read of one station, each source its own task: one tool that hangs or fails is that
+    tool's line, the others still come back; the sources read twice wait the one interval between
+    their own two reads."""
     try:
-        c, rails = await asyncio.gather(facts.container(ctx, st, fresh="evidence:"), facts.rails(ctx, st))
-    except BaseException:
-        gpus.cancel()
-        raise
-    rails = list(rails)
+        c = await clock.run(facts.container(ctx, st, fresh="evidence:"))
+    except (StationDown, ToolMissing) as exc:
+        ev.error = one_line(str(exc), 300)
+        return
+    except Exception as exc:  # noqa: BLE001 - a timeout or a bad answer: this station's one line
+        ev.error = _why(exc, clock)
+        return
     rt = c.runtime
     ev.container = {"name": c.name, "state": rt.state if rt else "absent", "exit_code": rt.exit_code if rt else None,
                     "started_at": rt.started_at if rt else None, "note": c.note}
     since = (parse_time(rt.started_at or "") if rt else None) or time.time() - 3600
 
-    async def run(cmd: str, timeout: float | None = None) -> str:
+    async def guarded(part: str, job, on_error) -> None:
         try:
-            res = await ctx.run(st.name, cmd, timeout=timeout, tag="evidence:")
-            return res.stdout + res.stderr
-        except ToolMissing as exc:
-            return f"NOT-FOUND {exc}"
+            await job()
+        except StationDown as exc:
+            ev.error = ev.error or one_line(str(exc), 300)
+            on_error(f"not read: the station went away ({one_line(str(exc), 200)})")
+        except Exception as exc:  # noqa: BLE001 - one source's failure is that source's line
+            on_error(f"not read: {_why(exc, clock, LIMITS.get(part))}")
 
-    async def gpu_text() -> str:
-        res = await gpus
-        return res.stdout + res.stderr
+    async def pyspy_job() -> None:
+        text = await _text(ctx, st, rc.pyspy_dump_engines(c.name, native=True), "evidence:", clock, LIMITS["pyspy"])
+        await asyncio.to_thread(_pyspy, ev, text)
 
-    jobs: dict[str, Any] = {"kernel": run(rc.kernel_log_since(since)), "gpus": gpu_text(),
-                            "counters": sample_counters(ctx, st, rails, "evidence1:")}
+    async def fr_job() -> None:
+        text = await _text(ctx, st, rc.flight_recorder_dump(c.name), "evidence:", clock, LIMITS["fr"])
+        await asyncio.to_thread(_flight_recorder, ev, text)
+
+    async def ras_job() -> None:
+        t0 = time.monotonic()
+        text = await _text(ctx, st, rc.ncclras_report(c.name), "evidence:", clock, LIMITS["ras"])
+        await asyncio.to_thread(_ras_read, ev, text, 1, (t0 + time.monotonic()) / 2)
+        if ev.ras_reads.first is None:
+            return
+        try:
+            await clock.run(asyncio.sleep(interval_s))
+            t0 = time.monotonic()
+            text = await _text(ctx, st, rc.ncclras_report(c.name), "evidence2:", clock, LIMITS["ras"])
+        except Exception as exc:  # noqa: BLE001 - the first read stands; the second's absence is said
+            ev.ras_reads.why_not = f"no second read: {_why(exc, clock, LIMITS['ras'])}"
+            ev.ras["read_count"] = ev.ras_reads.state
+            ev.ras["second_read"] = ev.ras_reads.why_not
+            return
+        await asyncio.to_thread(_ras_read, ev, text, 2, (t0 + time.monotonic()) / 2)
+        if ev.ras_reads.why_not:
+            ev.ras["second_read"] = ev.ras_reads.why_not
+
+    async def gpu_job() -> None:
+        _gpus(ev, await _text(ctx, st, rc.gpu_query(), "evidence:", clock))
+        await clock.run(asyncio.sleep(interval_s))
+        _gpus(ev, await _text(ctx, st, rc.gpu_query(), "evidence2:", clock))
+
+    async def kernel_job() -> None:
+        ktext = await _text(ctx, st, rc.kernel_log_since(since), "evidence:", clock)
+        ktext = ktext[-KERNEL_MAX_CHARS:]
+        events = await asyncio.to_thread(kl.parse_kernel_log, ktext, since=since)
+        bad = kl.unreadable(ktext)
+        ev.kernel = {"status": "unreadable" if bad and not events else "ok", "note": bad or "", "since": since,
+                     "events": [{"kind": e.kind, "severity": e.severity, "text": one_line(e.text, 300)}
+                                for e in events[:500]]}
+        ev.raw["kernel.txt"] = ktext[-200_000:]
+
+    async def counters_job() -> None:
+        rails = list(await clock.run(facts.rails(ctx, st)))
+        t0 = time.monotonic()
+        s1 = await clock.run(sample_counters(ctx, st, rails, "evidence1:"))
+        ev.counter_reads.first, ev.counter_reads.first_at = s1, (t0 + time.monotonic()) / 2
+        await clock.run(asyncio.sleep(interval_s))
+        t0 = time.monotonic()
+        s2 = await clock.run(sample_counters(ctx, st, rails, "evidence2:"))
+        ev.counter_reads.second, ev.counter_reads.second_at = s2, (t0 + time.monotonic()) / 2
+        _counters(ev, interval_s)
+
+    async def logs_job() -> None:
+        text = await _text(ctx, st, rc.log_tail(c.name, LOG_LINES), "evidence:", clock)
+        ev.logs = [one_line(x, 2000) for x in text[-LOGS_MAX_CHARS:].splitlines()[-LOG_LINES:]]
+
+    def set_part(part: str):
+        def put(note: str) -> None:
+            if part == "kernel":
+                ev.kernel = {"status": "not-read", "note": note, "events": []}
+            elif part == "counters":
+                if ev.counter_reads.first is not None:
+                    ev.counter_reads.why_not = note
+                ev.counters = {"status": "not-read", "note": note}
+            elif part == "gpus":
+                ev.gpus.setdefault("errors", []).append(note)
+            elif part == "ras":
+                if ev.ras_reads.first is None:
+                    ev.ras = {"status": "not-read", "note": note}
+            elif part == "logs":
+                ev.logs = [f"({note})"]
+            else:
+                setattr(ev, part, {"status": "not-read", "note": note})
+        return put
+
+    jobs: dict[str, Any] = {"kernel": kernel_job, "gpus": gpu_job, "counters": counters_job}
     if c.running:
-        jobs.update(pyspy=run(rc.pyspy_dump_engines(c.name, native=True), 60.0),
-                    fr=run(rc.flight_recorder_dump(c.name), 30.0), ras=run(rc.ncclras_report(c.name), 40.0))
-    if rt is not None:
-        jobs["logs"] = run(rc.log_tail(c.name, LOG_LINES))
-    got = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True), strict=True))
-    for k, v in got.items():
-        if isinstance(v, StationDown):
-            raise v
-        if isinstance(v, BaseException):
-            got[k] = f"(failed: {v.__class__.__name__}: {v})"
-    if "pyspy" in got:
-        _pyspy(ev, got["pyspy"])
-        _flight_recorder(ev, got["fr"])
-        _ras_read(ev, got["ras"], 1)
+        jobs.update(pyspy=pyspy_job, flight_recorder=fr_job, ras=ras_job)
     else:
         why = f"the container {c.name} is {ev.container['state']}"
         for part in ("pyspy", "flight_recorder", "ras"):
             setattr(ev, part, {"status": "not-running", "note": why})
-    _gpus(ev, got["gpus"])
-    ktext = got["kernel"]
-    events = kl.parse_kernel_log(ktext, since=since)
-    bad = kl.unreadable(ktext)
-    ev.kernel = {"status": "unreadable" if bad and not events else "ok", "note": bad or "", "since": since,
-                 "events": [{"kind": e.kind, "severity": e.severity, "text": one_line(e.text, 300)} for e in events]}
-    ev.raw["kernel.txt"] = ktext[-200_000:]
-    if "logs" in got:
-        ev.logs = got["logs"].splitlines()[-LOG_LINES:]
-    return {"rails": rails, "s1": got["counters"], "container": c}
+    if rt is not None:
+        jobs["logs"] = logs_job
+    async with asyncio.TaskGroup() as tg:
+        for part, job in jobs.items():
+            tg.create_task(guarded(part, job, set_part(part)))
 
 
-async def _second(ctx: DoctorContext, st: Station, ev: StationEvidence, first: dict) -> None:
-    c = first["container"]
-    jobs = {"counters": sample_counters(ctx, st, first["rails"], "evidence2:"),
-            "gpus": ctx.run(st.name, rc.gpu_query(), tag="evidence2:")}
-    if c.running:
-        jobs["ras"] = ctx.run(st.name, rc.ncclras_report(c.name), timeout=40.0, tag="evidence2:")
-    got = dict(zip(jobs, await asyncio.gather(*jobs.values(), return_exceptions=True), strict=True))
-    if not isinstance(got["gpus"], BaseException):
-        _gpus(ev, got["gpus"].stdout)
-    if "ras" in got and not isinstance(got["ras"], BaseException):
-        _ras_read(ev, got["ras"].stdout + got["ras"].stderr, 2)
-    s1, s2 = first["s1"], got["counters"]
-    if isinstance(s1, BaseException) or isinstance(s2, BaseException) or not (s1["rdma"] or s1["nic"]):
+LIMITS = {"pyspy": 60.0, "fr": 30.0, "ras": 40.0}
+KERNEL_MAX_CHARS = 4 * 1024 * 1024  # the kernel log since the container started, its newest part
+LOGS_MAX_CHARS = 2 * 1024 * 1024
+
+
+def _counters(ev: StationEvidence, interval_s: float) -> None:
+    """Traffic and retries between the two counter reads, as a rate over the time measured between them."""
+    s1, s2 = ev.counter_reads.first, ev.counter_reads.second
+    if s1 is None or s2 is None or not (s1["rdma"] or s1["nic"]):
         ev.counters = {"status": "unreadable", "note": "no RDMA or NIC counter could be read"}
         return
     rising: dict[str, int] = {}
@@ -258,8 +357,10 @@ async def _second(ctx: DoctorContext, st: Station, ev: StationEvidence, first: d
         rising.update({f"{dev} {k}": v for k, v in act.growth(a, s2["rdma"].get(dev, {}), act.RETRY_COUNTERS).items()})
     for dev, a in s1["nic"].items():
         moved += sum(act.growth(a, s2["nic"].get(dev, {}), act.TRAFFIC_COUNTERS).values())
-    ev.counters = {"status": "ok", "interval_s": ctx.options.counter_interval_s, "rdma_bytes_moved": moved,
-                   "retries_rising": rising, "frozen": moved == 0 and not rising}
+    elapsed = ev.counter_reads.elapsed_s or interval_s
+    ev.counters = {"status": "ok", "interval_s": round(elapsed, 3), "nominal_interval_s": interval_s,
+                   "rdma_bytes_moved": moved, "retries_rising": rising, "frozen": moved == 0 and not rising,
+                   "read_count": ev.counter_reads.state}
     ev.raw["counters.txt"] = "\n\n".join(s1["ev"] + ["(second read)"] + s2["ev"])
 
 
@@ -268,8 +369,8 @@ async def _second(ctx: DoctorContext, st: Station, ev: StationEvidence, first: d
 
 async def capture(config: Config, transports: dict[str, Transport] | None = None, interval_s: float = 3.0,
                   deadline_s: float = 90.0, progress: Callable[[str], None] | None = None) -> HangEvidence:
-    """Evidence from every station; a station that does not answer within ``deadline_s`` is recorded
-    as such, never waited for past it."""
+    """Evidence from every station at once; ``deadline_s`` bounds the whole capture (what is not back
+    by then is said as cut by the deadline, and what came back is kept)."""
     from console.doctor.verdict import judge
 
     own = transports is None
@@ -278,29 +379,19 @@ async def capture(config: Config, transports: dict[str, Transport] | None = None
                       for s in config.stations}
     ctx = DoctorContext(config, transports, DoctorOptions(counter_interval_s=interval_s))
     t0, at = time.monotonic(), time.time()
+    clock = _Clock(deadline_s)
     evs = {s.name: StationEvidence(s.name) for s in ctx.stations}
     say = progress or (lambda text: None)
-
-    async def bounded(coro, st: Station):
-        try:
-            return await asyncio.wait_for(coro, max(1.0, deadline_s - (time.monotonic() - t0)))
-        except TimeoutError:
-            evs[st.name].error = f"no answer within {deadline_s:g} s"
-        except (StationDown, ToolMissing) as exc:
-            evs[st.name].error = str(exc)
-        return None
-
     try:
-        say("reading every station (py-spy, flight recorder, RAS, GPUs, kernel log, counters, logs)")
-        firsts = await asyncio.gather(*(bounded(_first(ctx, s, evs[s.name]), s) for s in ctx.stations))
-        say(f"second reads in {interval_s:g} s (RAS, counters, GPUs)")
-        await asyncio.sleep(interval_s)
-        await asyncio.gather(*(bounded(_second(ctx, s, evs[s.name], f), s)
-                               for s, f in zip(ctx.stations, firsts, strict=True) if f is not None))
+        say(f"reading every station at once (py-spy, flight recorder, RAS, GPUs, kernel log, counters, logs); "
+            f"RAS, counters and GPUs again {interval_s:g} s after their first read")
+        async with asyncio.TaskGroup() as tg:
+            for s in ctx.stations:
+                tg.create_task(_station(ctx, s, evs[s.name], interval_s, clock))
     finally:
         await asyncio.shield(ctx.close())
         if own:
             await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
-    verdict, findings = judge(config, evs, interval_s)
+    verdict, findings, covers, nxt = await asyncio.to_thread(judge, config, evs, interval_s, True)
     captured = any(e.running for e in evs.values())  # a live engine process to take evidence from
-    return HangEvidence(evs, verdict, findings, at, time.monotonic() - t0, interval_s, captured)
+    return HangEvidence(evs, verdict, findings, at, time.monotonic() - t0, interval_s, captured, covers, nxt)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from console.config import Config
+from console.doctor.hang_model import Finding
+from console.doctor.next_steps import next_step
 from console.probes import flight_recorder as fr
 from console.probes import ncclras, pyspy
 
@@ -28,14 +30,22 @@ def rank_names(config: Config, report: ncclras.RasReport) -> dict[int, str]:
 
 
 def _ras(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> ncclras.RasVerdict:
-    order = sorted(evs.values(), key=lambda e: (len(e.ras_reports) < 2, config.station(e.name).rank))
-    best = next((e for e in order if e.ras_reports), None)
+    """RAS over the station with two reads (else one): one read is judged as one, never as two."""
+    order = sorted(evs.values(), key=lambda e: (e.ras_reads.state != "two-reads", config.station(e.name).rank))
+    best = next((e for e in order if e.ras_reads.state != "not-read"), None)
     if best is None:
         why = "; ".join(f"{e.name}: {e.ras.get('note')}" for e in evs.values() if e.ras.get("note")) or "no report"
         return ncclras.verdict(None, None, interval_s, why_absent=why)
-    names = rank_names(config, best.ras_reports[-1])
-    return ncclras.verdict(best.ras_reports[0], best.ras_reports[-1], interval_s,
-                           lambda r: names.get(r, f"rank {r}"))
+    reads = best.ras_reads
+    last = reads.second or reads.first
+    assert last is not None
+    names = rank_names(config, last)
+    v = ncclras.verdict(reads.first, reads.second, round(reads.elapsed_s or interval_s, 1),
+                        lambda r: names.get(r, f"rank {r}"))
+    if reads.state == "one-read" and reads.why_not:
+        v = ncclras.RasVerdict(v.kind, f"{v.text} [{best.name}: {reads.why_not}]", v.behind, v.ops, v.missing,
+                               v.dead)
+    return v
 
 
 def _fr(evs: dict[str, StationEvidence]) -> fr.FrVerdict | None:
@@ -59,9 +69,14 @@ def _counters(evs: dict[str, StationEvidence]) -> tuple[str, bool]:
     if len(frozen) == len(read):
         side = "on both sides" if len(read) == 2 else "on every station"
         return f"RDMA counters frozen {side} (no traffic, no retries): nothing is sent, nothing is lost", False
-    moving = ", ".join(f"{n} {c['rdma_bytes_moved'] * 8 / c['interval_s'] / 1e9:.1f} Gb/s" for n, c in read.items()
-                       if not c["frozen"])
+    moving = ", ".join(f"{n} {_gbps(c)}" for n, c in read.items() if not c["frozen"])
     return f"RDMA traffic flows ({moving}), no retry counter rising", False
+
+
+def _gbps(c: dict) -> str:
+    """The RDMA rate over the time measured between the two counter reads."""
+    secs = c.get("interval_s") or 0
+    return f"{c['rdma_bytes_moved'] * 8 / secs / 1e9:.1f} Gb/s" if secs > 0 else "traffic (rate unknown)"
 
 
 def _gpus(evs: dict[str, StationEvidence]) -> str:
@@ -78,7 +93,8 @@ def _gpus(evs: dict[str, StationEvidence]) -> str:
 
 
 def _kernel(evs: dict[str, StationEvidence]) -> tuple[str, list[str]]:
-    bad, lines = [], []
+    """One line over the kernel logs: "clean" only of the logs that were read, naming them."""
+    bad, lines, clean = [], [], []
     for n, e in evs.items():
         errs = [x for x in e.kernel.get("events", []) if x["severity"] == "error"]
         if errs:
@@ -86,8 +102,29 @@ def _kernel(evs: dict[str, StationEvidence]) -> tuple[str, list[str]]:
             lines.append(f"{n}: {errs[0]['text'][:120]}")
         elif e.kernel.get("status") == "unreadable":
             lines.append(f"{n}: not readable ({e.kernel.get('note')})")
-    return ("kernel log since the start: " + "; ".join(lines)) if lines else \
-        "kernel logs clean since the container started (no Xid, link flap or AER error)", bad
+        elif e.kernel.get("status") == "ok":
+            clean.append(n)
+        else:
+            lines.append(f"{n}: not read" + (f" ({e.kernel['note']})" if e.kernel.get("note") else ""))
+    if not lines:
+        return "kernel logs clean since the container started (no Xid, link flap or AER error)", bad
+    if clean:
+        lines.append(f"{', '.join(clean)}: clean")
+    return "kernel log since the start: " + "; ".join(lines), bad
+
+
+def _covers(evs: dict[str, StationEvidence]) -> dict[str, Finding]:
+    """Per finding, the stations whose source was read (and those not)."""
+    read = {
+        "ras": lambda e: e.ras_reads.state != "not-read",
+        "flight_recorder": lambda e: bool(e.fr_dumps),
+        "pyspy": lambda e: bool(e.dumps),
+        "counters": lambda e: e.counters.get("status") == "ok",
+        "gpus": lambda e: bool(e.gpus.get("samples")),
+        "kernel": lambda e: e.kernel.get("status") == "ok",
+    }
+    return {k: Finding(k, "", tuple(n for n, e in evs.items() if f(e)), tuple(n for n, e in evs.items() if not f(e)))
+            for k, f in read.items()}
 
 
 def _pyspy(evs: dict[str, StationEvidence]) -> pyspy.HangSummary:
@@ -101,7 +138,20 @@ def _pyspy(evs: dict[str, StationEvidence]) -> pyspy.HangSummary:
     return pyspy.summarise(dumps, missing)
 
 
-def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> tuple[str, dict[str, str]]:
+def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float, full: bool = False):
+    """(verdict, findings); with ``full`` also (covers, next step): per finding the stations it speaks
+    for, and the next step from the one table (``next_steps``)."""
+    verdict, findings, kind = _judge(config, evs, interval_s)
+    if not full:
+        return verdict, findings
+    covers = _covers(evs)
+    denied = any(e.pyspy.get("status") == "permission-denied" for e in evs.values())
+    if kind == "unknown" and denied:
+        kind = "no-ptrace"
+    return verdict, findings, covers, next_step(kind).text
+
+
+def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> tuple[str, dict[str, str], str]:
     ras = _ras(config, evs, interval_s)
     frv = _fr(evs)
     stacks = _pyspy(evs)
@@ -122,7 +172,8 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) ->
     running = [n for n, e in evs.items() if e.running]
     if not running:
         states = ", ".join(f"{n}: {e.error or e.container.get('state', 'absent')}" for n, e in evs.items())
-        return f"nothing to capture: no engine container runs on any station ({states})", findings
+        return (f"nothing to capture: no engine container runs on any station ({states})", findings,
+                "nothing-running")
     tail = []
     if kbad:
         tail.append(f"{', '.join(kbad)}'s kernel log has errors since the start")
@@ -133,52 +184,64 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) ->
         extra = tail if network or not with_counters else tail + [counters]
         return "; ".join([head] + extra)
 
+    stuck_kind = "network" if network else "kernel" if kbad else "stuck-collective"
     where = {n: [pyspy.wait_point(d) for d in e.dumps] for n, e in evs.items()}
     coll = {n: next((w for w in ws if w.kind == "collective"), None) for n, ws in where.items()}
     seq = f" SeqNum {max(frv.seq.values())}" if frv and frv.seq else ""
     down = [n for n, e in evs.items() if n not in running]
-    if down and any(coll.values()):
-        waiting = next(n for n, w in coll.items() if w)
-        gone = ", ".join(f"{n} ({_state(evs[n])})" for n in down)
-        return line(f"{gone} gone while {waiting} waits in {coll[waiting].name or coll[waiting].label()}{seq}",
-                    False), findings
-    if ras.kind == "missing-ranks":
-        return line(ras.text, False), findings
+    # a live rank not in any collective while another is gone or waits: the one that fell behind
+    behind_live = [n for n in running if where.get(n) and not coll.get(n)]
+    if ras.kind == "missing-ranks" or (down and (any(coll.values()) or behind_live)):
+        gone = ", ".join(f"{n} ({_state(evs[n])})" for n in down) or ras.text.removeprefix("RAS: ")
+        if behind_live:
+            cause = "; ".join(f"{n} {_where(evs[n])}" for n in behind_live)
+            return line(f"{', '.join(behind_live)} fell behind (the cause: {cause}); {gone} "
+                        f"{'is' if len(down) <= 1 else 'are'} the consequence (a rank waiting for it gave up or "
+                        "was ended)", False), findings, "rank-gone"
+        if down and any(coll.values()):
+            waiting = next(n for n, w in coll.items() if w)
+            return line(f"{gone} gone while {waiting} waits in {coll[waiting].name or coll[waiting].label()}{seq}",
+                        False), findings, "rank-gone"
+        return line(ras.text, False), findings, "rank-gone"
     if ras.kind == "out-of-step":
         detail = []
+        rep = next(e for e in evs.values() if e.ras_reports).ras_reports[-1]
+        names = rank_names(config, rep)
         for r in sorted(ras.behind):
-            n = rank_names(config, next(e for e in evs.values() if e.ras_reports).ras_reports[-1]).get(r)
+            n = names.get(r)
             if n in where and where[n] and not coll.get(n):
                 detail.append(f"{n} {_where(evs[n])}")
         ahead = [n for n, w in coll.items() if w]
         if ahead:
             detail.append(f"{', '.join(ahead)} wait{'s' if len(ahead) == 1 else ''} in "
                           f"{coll[ahead[0]].name or 'a collective'}{seq}")
-        return line(ras.text.split(" (frozen")[0] + (f" ({'; '.join(detail)})" if detail else ""), False), findings
+        return (line(ras.text.split(" (frozen")[0].split(" (one read")[0] + (f" ({'; '.join(detail)})" if detail else ""),
+                     False), findings, "out-of-step")
     if ras.kind == "moving":
-        return line(ras.text, False), findings
+        return line(ras.text, False), findings, "moving"
     if frv and frv.kind == "rank-missing":
         miss = ", ".join(frv.missing)
         inside = ", ".join(n for n in frv.seq if n not in frv.missing)
-        return line(f"{miss} never entered {next(iter(frv.missing.values()))} ({inside} waits in it)"), findings
+        return (line(f"{miss} never entered {next(iter(frv.missing.values()))} ({inside} waits in it)"), findings,
+                "out-of-step")
     if stacks.verdict == "same-collective" or ras.kind == "frozen-equal":
         names = [n for n, w in coll.items() if w]
         what = (coll[names[0]].name if names and coll[names[0]].name else "the same collective") + seq
-        if len(names) >= 2:
-            head = f"{names[-1]} stuck in {what} ({', '.join(names[:-1])} wait{'s' if len(names) == 2 else ''} in the same collective)"
-        else:
-            head = f"every rank stuck in {what}" if not names else f"{names[0]} stuck in {what}"
-        return line(head), findings
+        equal = (f"; RAS: every rank at {ras.text.split('every rank at ', 1)[1].split(',')[0]}"
+                 if ras.kind == "frozen-equal" else "")
+        stacks_said = f" ({', '.join(names)} in it by the stacks)" if names else ""
+        return (line(f"every rank stuck in {what}{stacks_said}{equal}: no rank is behind, none to blame"), findings,
+                stuck_kind)
     if stacks.verdict == "one-elsewhere":
-        return line(stacks.text), findings
+        return line(stacks.text), findings, "out-of-step"
     if stacks.verdict == "idle":
         return line("no rank waits in a collective: every engine process is idle in its loop (not an NCCL hang)",
-                    False), findings
+                    False), findings, "idle"
     strongest = next((t for k, t in findings.items() if k in ("ras", "pyspy", "flight_recorder")
                       and not t.startswith(("RAS not read", "no stack dump", "no flight"))), None)
     return line("no verdict from the stacks and counters" + (f": {strongest}" if strongest else "")
                 + (f" ({', '.join(denied)}: {'py-spy: permission denied — launch with --cap-add SYS_PTRACE'})"
-                   if denied else ""), False), findings
+                   if denied else ""), False), findings, "unknown"
 
 
 def _where(e: StationEvidence) -> str:

@@ -291,7 +291,7 @@ def parse_ras(text: str) -> RasReport:
 
 @dataclass(frozen=True)
 class RasVerdict:
-    kind: str  # frozen-equal | out-of-step | moving | in-step | missing-ranks | unavailable | unknown
+    kind: str  # frozen-equal | out-of-step | moving | in-step | missing-ranks | one-read | unavailable | unknown
     text: str
     behind: dict[int, int] = field(default_factory=dict)  # rank -> operations behind the most advanced
     ops: dict[int, int] = field(default_factory=dict)  # rank -> operations launched (second read)
@@ -303,11 +303,33 @@ def _label(name: Callable[[int], str] | None, rank: int) -> str:
     return name(rank) if name else f"rank {rank}"
 
 
+def roll_call(ops: dict[int, int]) -> tuple[list[tuple[int, list[int]]], list[int]]:
+    """Ranks grouped by the operation they stopped at (most advanced first), and the suspects: the
+    ranks not with a strict majority, else (no majority: two ranks, or an even split) the ranks behind
+    the most advanced. All equal: no suspect."""
+    groups: dict[int, list[int]] = {}
+    for r, v in sorted(ops.items()):
+        groups.setdefault(v, []).append(r)
+    ordered = sorted(groups.items(), key=lambda kv: -kv[0])
+    if len(ordered) <= 1:
+        return ordered, []
+    biggest = max(ordered, key=lambda kv: len(kv[1]))
+    if len(biggest[1]) * 2 > len(ops):
+        return ordered, sorted(r for v, rs in ordered if v != biggest[0] for r in rs)
+    top = ordered[0][0]
+    return ordered, sorted(r for v, rs in ordered if v < top for r in rs)
+
+
 def verdict(first: RasReport | None, second: RasReport | None, interval_s: float,
             name: Callable[[int], str] | None = None, why_absent: str | None = None) -> RasVerdict:
-    """What two reads ``interval_s`` apart say (``name`` maps a rank number to a station's name)."""
-    if first is None or second is None:
+    """What two reads ``interval_s`` apart say (``name`` maps a rank number to a station's name). One
+    read (``second`` None, or ``first`` None) is judged as one: where the ranks are, never "frozen"."""
+    if first is None and second is None:
         return RasVerdict("unavailable", f"RAS not read: {why_absent or 'no report'}")
+    one_read = first is None or second is None
+    if one_read:
+        first = second = first or second
+    assert first is not None and second is not None
     r1, r2 = first.ranks(), second.ranks()
     missing = tuple(sorted(r for r, x in r2.items() if x.unresponsive or x.dead))
     dead = tuple(sorted(r for r, x in r2.items() if x.dead))
@@ -330,20 +352,22 @@ def verdict(first: RasReport | None, second: RasReport | None, interval_s: float
         top, key=lambda c: top[c])
     ops2 = {r: v.get(key, top[key]) for r, v in c2.items()}
     behind = {r: n for r, v in c2.items() if (n := sum(top[c] - v.get(c, top[c]) for c in top)) > 0}
-    moved = any(c1.get(r) != v for r, v in c2.items()) if c1 else None
-    by_value: dict[int, list[int]] = {}
-    for r, v in sorted(ops2.items()):
-        by_value.setdefault(v, []).append(r)
-    spread = ", ".join(f"{', '.join(_label(name, r) for r in rs)} at op {v}" for v, rs in sorted(by_value.items(),
-                                                                                            reverse=True))
+    moved = None if one_read else any(c1.get(r) != v for r, v in c2.items()) if c1 else None
+    groups, suspects = roll_call(ops2)
+    spread = ", ".join(f"{', '.join(_label(name, r) for r in rs)} at op {v}" for v, rs in groups)
     if lead.get(key, 0) > max(ops2.values()):
         spread = f"the others at op {lead[key]}, " + spread
+        suspects = sorted(behind)
     if moved:
         return RasVerdict("moving", f"RAS: operations advance ({spread} after {interval_s:g} s): NCCL is not stuck",
                           behind, ops2)
-    frozen = f"frozen over {interval_s:g} s" if moved is False else "one read"
+    frozen = f"frozen over {interval_s:g} s" if moved is False else "one read: whether they move is not known"
     if behind:
         names = ", ".join(f"{_label(name, r)} {n} op{'s' if n != 1 else ''} behind" for r, n in sorted(behind.items()))
-        return RasVerdict("out-of-step", f"ranks out of step: {spread} ({frozen}; {names})", behind, ops2)
+        odd = (f"; not with the others: {', '.join(_label(name, r) for r in suspects)}"
+               if suspects and len(ops2) > 2 else "")
+        return RasVerdict("out-of-step", f"ranks out of step: {spread} ({frozen}; {names}{odd})", behind, ops2)
+    if one_read:
+        return RasVerdict("one-read", f"RAS: every rank at {key} op {top[key]} ({frozen}: no second read)", {}, ops2)
     return RasVerdict("frozen-equal", f"RAS: every rank at {key} op {top[key]}, {frozen}: a stuck kernel or host "
                       "(every rank entered the same collective and none completes)", {}, ops2)
