@@ -27,6 +27,7 @@ from console.probes import activity as act
 from console.probes import flight_recorder as fr
 from console.probes import kernel_log as kl
 from console.probes import nvidia_smi as smi
+from console.probes.bounded import digits
 from console.probes.docker import parse_time
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
@@ -131,9 +132,12 @@ def _flight_recorder(ev: StationEvidence, text: str) -> None:
     nopipe = "NO-FR-PIPE" in text
     dumps, errors, files = [], [], []
     for i, line in enumerate(lines):
+        if line.startswith("=== FR-SYMLINK "):
+            errors.append(f"{one_line(line[15:], 200)}: a symlink, not followed")
+            continue
         if m := _FR_BLOCK.match(line.strip()):
             path = m.group(1)
-            rank = int(mm.group(1)) if (mm := re.search(r"(\d+)$", path)) else None
+            rank = digits(mm.group(1)) if (mm := re.search(r"(\d{1,9})$", path)) else None
             try:
                 data = base64.b64decode((lines[i + 1] if i + 1 < len(lines) else "").strip(), validate=False)
                 d = fr.parse_dump(data, rank)
@@ -141,7 +145,7 @@ def _flight_recorder(ev: StationEvidence, text: str) -> None:
                 last, pend = d.last(), d.pending()
                 files.append({"file": path, "rank": rank, "last": _entry(last), "pending": _entry(pend)})
             except (ParseError, ValueError) as exc:
-                errors.append(f"{path}: {exc}")
+                errors.append(one_line(f"{path}: {exc}", 300))
     ev.fr_dumps = dumps
     ev.raw["flight_recorder.txt"] = "\n".join(ln for ln in lines if not ln or ln.startswith(("===", "NO-")) or len(ln) < 200)
     if dumps:
@@ -185,8 +189,8 @@ def _ras_read(ev: StationEvidence, text: str, n: int, at: float | None = None) -
 def _gpus(ev: StationEvidence, text: str) -> None:
     try:
         rows = smi.parse_gpus(text)
-    except ParseError as exc:
-        ev.gpus.setdefault("errors", []).append(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bad nvidia-smi answer is this source's line
+        ev.gpus.setdefault("errors", []).append(one_line(str(exc), 300))
         return
     ev.gpus["samples"].append([{"index": g.index, "name": g.name, "util_pct": g.util_pct, "power_w": g.power_w,
                                 "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib}

@@ -410,7 +410,8 @@ def flight_recorder_dump(container: str, interval_s: float = 2.0) -> str:
     """Ask every rank of the container for a flight recorder dump without stopping anything (a line
     into each ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``), then print every dump file
     (``TORCH_FR_DUMP_TEMP_FILE`` / ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` + rank) base64-encoded after
-    ``=== FR PATH MTIME``. ``NO-FR-BUFFER``: the trace buffer is off; ``NO-FR-PIPE``: no dump pipe."""
+    ``=== FR PATH MTIME``. ``NO-FR-BUFFER``: the trace buffer is off; ``NO-FR-PIPE``: no dump pipe.
+    A dump path that is a symlink is never followed (``=== FR-SYMLINK PATH`` says it was skipped)."""
     script = (
         '[ -n "${TORCH_NCCL_TRACE_BUFFER_SIZE:-${TORCH_FR_BUFFER_SIZE:-}}" ] || echo NO-FR-BUFFER; '
         'pipe="${TORCH_NCCL_DEBUG_INFO_PIPE_FILE:-}"; '
@@ -418,7 +419,8 @@ def flight_recorder_dump(container: str, interval_s: float = 2.0) -> str:
         'if [ -n "$pipe" ]; then n=0; for f in "$pipe"*.pipe; do [ -p "$f" ] || continue; n=1; '
         'timeout 2 sh -c \'echo 1 > "$1"\' _ "$f"; done; '
         f'[ "$n" = 1 ] && sleep {max(0.5, float(interval_s)):g} || echo NO-FR-PIPE; else echo NO-FR-PIPE; fi; '
-        'for f in "$dump"*; do [ -f "$f" ] || continue; '
+        'for f in "$dump"*; do if [ -L "$f" ]; then echo "=== FR-SYMLINK $f"; continue; fi; '
+        '[ -f "$f" ] || continue; '
         'echo "=== FR $f $(stat -c %Y "$f" 2>/dev/null)"; '
         f'head -c {FR_DUMP_MAX_BYTES} "$f" | base64 | tr -d "\\n"; echo; done'
     )

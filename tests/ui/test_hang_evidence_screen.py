@@ -38,3 +38,45 @@ async def test_h_opens_the_evidence_with_the_verdict(sim_factory):
         await waiting.until(lambda: isinstance(app.screen, HangEvidenceScreen), what="h in the workbench",
                             pilot=pilot)
         await asyncio.wait_for(app.screen.job.wait(), 120) if app.screen.job else None
+
+
+def _evidence():
+    from console.doctor.evidence import HangEvidence, StationEvidence
+
+    st = StationEvidence("A")
+    st.container = {"name": "glm53", "state": "running"}
+    return HangEvidence({"A": st}, "every rank stuck in all_reduce", {"ras": "RAS: x"}, 0.0, 1.0, 3.0, True,
+                        next_step="restart the whole service")
+
+
+async def test_save_into_a_directory_named_with_markup_and_a_failed_capture_keep_the_app(tmp_path, monkeypatch):
+    from textual.app import App
+
+    from console.ui.screens import hang_evidence
+    from tests.ui.pair_app import pair_config
+
+    where = tmp_path / "x[" / "]y"  # the directory x[/]y: "[/]" is a closing tag to Rich markup
+    where.mkdir(parents=True)
+    monkeypatch.chdir(where)
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(HangEvidenceScreen(pair_config(), evidence=_evidence(), autostart=False))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await waiting.until(lambda: isinstance(app.screen, HangEvidenceScreen), what="the screen", pilot=pilot)
+        assert "next: restart the whole service" in str(app.screen.query_one("#hang-verdict", Static).render())
+        await pilot.press("s")
+        await waiting.until(lambda: list(where.glob("hang-report-*.tar.gz")), what="the archive", pilot=pilot)
+        assert app.is_running
+
+        async def broken(*_a, **_k):
+            raise ValueError("a station answered nonsense")
+
+        monkeypatch.setattr(hang_evidence, "capture", broken)
+        await pilot.press("r")
+        await waiting.until(lambda: app.screen.failure is not None, what="the failure line", pilot=pilot)
+        assert app.is_running
+        assert "capture failed: ValueError: a station answered nonsense" in str(
+            app.screen.query_one("#hang-verdict", Static).render())

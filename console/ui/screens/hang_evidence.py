@@ -22,6 +22,7 @@ from console.doctor.evidence import HangEvidence, StationEvidence, capture
 from console.sanitize import one_line
 
 CAPTURE_INTERVAL_S = 3.0
+CAPTURE_DEADLINE_S = 60.0
 
 
 def station_lines(ev: StationEvidence, ras_ops: dict[str, int]) -> list[tuple[str, str]]:
@@ -113,6 +114,7 @@ class HangEvidenceScreen(Screen):
         super().__init__()
         self.config, self.evidence, self.autostart, self.interval_s = config, evidence, autostart, interval_s
         self.progress_text = ""
+        self.failure: str | None = None
         self._job: Worker | None = None
 
     def compose(self) -> ComposeResult:
@@ -139,14 +141,22 @@ class HangEvidenceScreen(Screen):
             return
         self.progress_text = "reading every station at once..."
         self._show()
-        self._job = self.run_worker(self._capture(), name="hang evidence", exclusive=True)
+        self._job = self.run_worker(self._capture(), name="hang evidence", exclusive=True, exit_on_error=False)
 
     async def _capture(self) -> None:
         def progress(text: str) -> None:
             self.progress_text = text
             self._show()
 
-        ev = await capture(self.config, interval_s=self.interval_s, progress=progress)
+        try:
+            ev = await capture(self.config, interval_s=self.interval_s, deadline_s=CAPTURE_DEADLINE_S,
+                               progress=progress)
+        except Exception as exc:  # noqa: BLE001 - a capture that fails is a line on this screen, never the app's end
+            self.failure = one_line(f"{type(exc).__name__}: {exc}", 300)
+            self.progress_text = ""
+            self._show()
+            return
+        self.failure = None
         self.evidence = ev
         self.progress_text = ""
         self._show()
@@ -168,21 +178,28 @@ class HangEvidenceScreen(Screen):
         try:
             write_archive(path, members(self.evidence, lambda t: redact(mask(t))))
         except (FileProblem, OSError) as exc:
-            self.notify(f"not written: {exc}", severity="error")
+            self.notify(one_line(f"not written: {exc}", 300), severity="error", markup=False)
             return
-        self.notify(f"wrote {path}", timeout=6)
+        self.notify(one_line(f"wrote {path}", 400), timeout=6, markup=False)  # a directory may be called "[/]"
 
     def _show(self) -> None:
         if not self.query("#hang-verdict"):
             return  # not composed yet
         ev = self.evidence
         head = Text()
-        if ev is None:
+        if self.failure and not self.progress_text:
+            head.append("capture failed: ", style="bold red")
+            head.append(self.failure)
+            head.append("\nr captures again", style="dim")
+        elif ev is None:
             head.append("capturing: ", style="bold cyan")
             head.append(self.progress_text or "waiting to start")
         else:
             head.append("verdict: ", style="bold")
             head.append(one_line(ev.verdict, 600), style="bold red" if ev.captured else "bold yellow")
+            if ev.next_step:
+                head.append("\nnext: ", style="bold")
+                head.append(one_line(ev.next_step, 600))
             if self.progress_text:
                 head.append(f"\n(capturing again: {one_line(self.progress_text, 120)})", style="dim")
             else:
@@ -194,7 +211,11 @@ class HangEvidenceScreen(Screen):
         if ev is not None:
             for k, v in ev.findings.items():
                 findings.append(f"{k:<16}", style="bold")
-                findings.append(one_line(v, 400) + "\n")
+                findings.append(one_line(v, 400))
+                cov = ev.covers.get(k)
+                if cov is not None and cov.not_read:
+                    findings.append(f"  (not read on {', '.join(cov.not_read)})", style="dim")
+                findings.append("\n")
         self.query_one("#hang-findings", Static).update(findings)
         width = max(20, (self.size.width or 80) // max(1, len(self.config.stations)) - 3)
         ops = ras_ops_by_station(ev, self.config) if ev is not None else {}
