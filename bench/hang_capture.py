@@ -2,7 +2,7 @@
 flight recorder's environment in the launch), ``evidence.capture`` with the 3-s interval between the
 two RAS / counter / GPU reads, three captures per station count.
 
-    python bench/hang_capture.py [--interval 3] 2 4
+    python bench/hang_capture.py [--interval 3] [--runs 3] 2 4 8
 
 Prints every capture's seconds and the median, and the verdict. The shims are one Python process per
 command line (docker exec nests two), so on a shared machine most of a capture is process start-up;
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -56,11 +57,13 @@ async def one(n: int, interval: float, runs: int = 3) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stations", nargs="*", type=int, default=[2, 4])
+    ap.add_argument("stations", nargs="*", type=int, default=[2, 8])
     ap.add_argument("--interval", type=float, default=3.0)
+    ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
+    print(f"load: {os.getloadavg()[0]:.2f} (1-min average, {os.cpu_count()} CPUs)")
     for n in a.stations:
-        asyncio.run(one(n, a.interval))
+        asyncio.run(one(n, a.interval, a.runs))
 
 
 if __name__ == "__main__":

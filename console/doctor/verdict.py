@@ -215,8 +215,12 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -
         if ahead:
             detail.append(f"{', '.join(ahead)} wait{'s' if len(ahead) == 1 else ''} in "
                           f"{coll[ahead[0]].name or 'a collective'}{seq}")
-        return (line(ras.text.split(" (frozen")[0].split(" (one read")[0] + (f" ({'; '.join(detail)})" if detail else ""),
-                     False), findings, "out-of-step")
+        _groups, odd = ncclras.roll_call(ras.ops)
+        odd = odd or sorted(ras.behind)
+        who = ", ".join(names.get(r, f"rank {r}") for r in odd)
+        cause = f"; not with the others: {who} (the cause; the others wait for {'it' if len(odd) == 1 else 'them'})"
+        return (line(ras.text.split(" (frozen")[0].split(" (one read")[0] + (f" ({'; '.join(detail)})" if detail else "")
+                     + (cause if who else ""), False), findings, "out-of-step")
     if ras.kind == "moving":
         return line(ras.text, False), findings, "moving"
     if frv and frv.kind == "rank-missing":
