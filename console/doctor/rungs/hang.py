@@ -14,6 +14,7 @@ from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
+from console.doctor.next_steps import next_step
 from console.probes import ParseError, pyspy
 from console.probes import activity as act
 from console.probes import kernel_log as kl
@@ -122,6 +123,10 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                                "wait for it; restart the whole service, not one station.",
                "mixed": "Ranks are in different places: take a second dump in a minute to see who moves."}.get(
             summ.verdict, "")
+        kind = {"same-collective": "stuck-collective", "one-elsewhere": "out-of-step", "rank-missing": "rank-gone",
+                "mixed": "unknown"}.get(summ.verdict)
+        if kind:  # the same next step as h and hang-report give (one table)
+            nxt = f"{nxt} Next: {next_step(kind).text}"
         out.append(RungResult(ID, label, status, f"stacks: {summ.text}", ev_py, nxt))  # type: ignore[arg-type]
 
     # 2. counters: traffic and retries
