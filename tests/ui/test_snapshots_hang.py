@@ -71,8 +71,8 @@ def desync_evidence(config) -> HangEvidence:
         ev.logs = ["(EngineCore_DP0 pid=263) WARNING shm_broadcast.py:801] No available shared memory broadcast "
                    "block found in 60 seconds."]
         evs[name] = ev
-    verdict, findings = judge(config, evs, 3.0)
-    return HangEvidence(evs, verdict, findings, T0, 4.2, 3.0, True)
+    verdict, findings, covers, nxt = judge(config, evs, 3.0, True)
+    return HangEvidence(evs, verdict, findings, T0, 4.2, 3.0, True, covers, nxt)
 
 
 class Host(App):
@@ -96,6 +96,8 @@ def _utc(monkeypatch):
 def test_the_fixed_desync_verdict():
     ev = desync_evidence(pair_config())
     assert ev.verdict.startswith("ranks out of step: A at op 6650, B at op 6649 (B idle in its loop")
+    assert ev.verdict.endswith("not with the others: B (the cause; the others wait for it)"), ev.verdict
+    assert ev.next_step.startswith("1) keep the evidence first")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
