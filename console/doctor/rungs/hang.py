@@ -29,24 +29,32 @@ PYSPY_NEXT = ("py-spy is on neither the station nor the container: `pip install 
 
 
 async def _sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], tag: str) -> dict:
+    """One read of every rail's RDMA and NIC counters and the GPUs' activity, the commands at once."""
     out: dict = {"rdma": {}, "nic": {}, "gpu": None, "ev": []}
-    for r in rails:
-        for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
-                                 ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats)):
-            try:
-                res = await ctx.run(st.name, cmd, tag=tag)
-                parsed = parse(res.stdout)
-                out[kind][r.device] = (next(iter(parsed.values())) if kind == "rdma" and parsed else parsed)
-                keep = [ln for ln in res.stdout.splitlines() if kind == "rdma" or "rdma_unicast" in ln]
-                out["ev"].append(facts.ev(st.name, cmd, "\n".join(keep)))
-            except (ParseError, ToolMissing, StopIteration) as exc:
-                out["ev"].append(f"[{st.name}] $ {cmd}\n({exc})")
-    try:
-        res = await ctx.run(st.name, rc.gpu_activity(), tag=tag)
-        out["gpu"] = act.parse_gpu_activity(res.stdout)
-        out["ev"].append(facts.ev(st.name, rc.gpu_activity(), res.stdout))
-    except (ParseError, ToolMissing):
-        pass
+
+    async def counter(r: facts.RailInfo, kind: str, cmd: str, parse) -> str:
+        try:
+            res = await ctx.run(st.name, cmd, tag=tag)
+            parsed = parse(res.stdout)
+            out[kind][r.device] = (next(iter(parsed.values())) if kind == "rdma" and parsed else parsed)
+            keep = [ln for ln in res.stdout.splitlines() if kind == "rdma" or "rdma_unicast" in ln]
+            return facts.ev(st.name, cmd, "\n".join(keep))
+        except (ParseError, ToolMissing, StopIteration) as exc:
+            return f"[{st.name}] $ {cmd}\n({exc})"
+
+    async def gpu() -> str:
+        try:
+            res = await ctx.run(st.name, rc.gpu_activity(), tag=tag)
+            out["gpu"] = act.parse_gpu_activity(res.stdout)
+            return facts.ev(st.name, rc.gpu_activity(), res.stdout)
+        except (ParseError, ToolMissing):
+            return ""
+
+    jobs = [counter(r, kind, cmd, parse) for r in rails
+            for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
+                                     ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
+    got = await asyncio.gather(*jobs, gpu())
+    out["ev"] = [x for x in got if x]
     return out
 
 
