@@ -53,3 +53,19 @@ async def test_a_rank_dead_after_another_fell_behind_is_the_consequence(sim_fact
     assert v.startswith("B fell behind (the cause"), v
     assert "A (" in v and "the consequence" in v, v
     assert "read the gone rank's last log lines" in data["next_step"]
+
+
+async def test_a_hung_tool_is_its_own_line_and_the_deadline_holds(sim_factory, tmp_path, capsys):
+    """nvidia-smi hangs on a station: its GPU line is "not read" (cut by the deadline), and RAS, the
+    flight recorder and py-spy of every station still judge."""
+    h = await sim_factory(faults=["desync", "smi-hang"], time_scale=0.05)
+    started(h, ago=30)
+    rc = await asyncio.to_thread(main, ["hang-report", "--config", str(h.config_path), str(tmp_path / "h.tgz"),
+                                        "--json", "--interval", "1", "--deadline", "8"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0, data
+    assert data["verdict"].startswith("ranks out of step: A at op "), data["verdict"]
+    gpu_errors = [e for s in data["stations"].values() for e in s["gpus"].get("errors", [])]
+    assert any(e.startswith("not read: ") for e in gpu_errors), data["stations"]
+    assert all(s["ras"]["status"] == "ok" for s in data["stations"].values())
+    assert any("cut by the deadline (8 s)" in e for e in gpu_errors), gpu_errors  # the whole capture's deadline
