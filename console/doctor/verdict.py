@@ -4,6 +4,7 @@ power, the kernel log and the RoCE counters), and one line per kind of evidence.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from console.config import Config
@@ -43,8 +44,7 @@ def _ras(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> 
     v = ncclras.verdict(reads.first, reads.second, round(reads.elapsed_s or interval_s, 1),
                         lambda r: names.get(r, f"rank {r}"))
     if reads.state == "one-read" and reads.why_not:
-        v = ncclras.RasVerdict(v.kind, f"{v.text} [{best.name}: {reads.why_not}]", v.behind, v.ops, v.missing,
-                               v.dead)
+        v = dataclasses.replace(v, text=f"{v.text} [{best.name}: {reads.why_not}]")
     return v
 
 
@@ -192,7 +192,7 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -
     # a live rank not in any collective while another is gone or waits: the one that fell behind
     behind_live = [n for n in running if where.get(n) and not coll.get(n)]
     if ras.kind == "missing-ranks" or (down and (any(coll.values()) or behind_live)):
-        gone = ", ".join(f"{n} ({_state(evs[n])})" for n in down) or ras.text.removeprefix("RAS: ")
+        gone = ", ".join(f"{n} ({_state(evs[n])})" for n in down) or _missing(config, evs, ras)
         if behind_live:
             cause = "; ".join(f"{n} {_where(evs[n])}" for n in behind_live)
             return line(f"{', '.join(behind_live)} fell behind (the cause: {cause}); {gone} "
@@ -219,7 +219,7 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -
         odd = odd or sorted(ras.behind)
         who = ", ".join(names.get(r, f"rank {r}") for r in odd)
         cause = f"; not with the others: {who} (the cause; the others wait for {'it' if len(odd) == 1 else 'them'})"
-        return (line(ras.text.split(" (frozen")[0].split(" (one read")[0] + (f" ({'; '.join(detail)})" if detail else "")
+        return (line(f"ranks out of step: {ras.spread}" + (f" ({'; '.join(detail)})" if detail else "")
                      + (cause if who else ""), False), findings, "out-of-step")
     if ras.kind == "moving":
         return line(ras.text, False), findings, "moving"
@@ -231,8 +231,7 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -
     if stacks.verdict == "same-collective" or ras.kind == "frozen-equal":
         names = [n for n, w in coll.items() if w]
         what = (coll[names[0]].name if names and coll[names[0]].name else "the same collective") + seq
-        equal = (f"; RAS: every rank at {ras.text.split('every rank at ', 1)[1].split(',')[0]}"
-                 if ras.kind == "frozen-equal" else "")
+        equal = f"; RAS: every rank at {ras.collective} op {ras.at}" if ras.kind == "frozen-equal" else ""
         stacks_said = f" ({', '.join(names)} in it by the stacks)" if names else ""
         return (line(f"every rank stuck in {what}{stacks_said}{equal}: no rank is behind, none to blame"), findings,
                 stuck_kind)
@@ -246,6 +245,15 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -
     return line("no verdict from the stacks and counters" + (f": {strongest}" if strongest else "")
                 + (f" ({', '.join(denied)}: {'py-spy: permission denied — launch with --cap-add SYS_PTRACE'})"
                    if denied else ""), False), findings, "unknown"
+
+
+def _missing(config: Config, evs: dict[str, StationEvidence], ras: ncclras.RasVerdict) -> str:
+    """The ranks RAS says are missing, by station name where one is known (from the verdict's fields)."""
+    rep = next((e.ras_reads.second or e.ras_reads.first for e in evs.values() if e.ras_reads.state != "not-read"),
+               None)
+    names = rank_names(config, rep) if rep is not None else {}
+    return ", ".join(f"{names.get(r, f'rank {r}')} ({'dead' if r in ras.dead else 'not answering'} in RAS)"
+                     for r in ras.missing) or "a rank (RAS names a dead process)"
 
 
 def _where(e: StationEvidence) -> str:

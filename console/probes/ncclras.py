@@ -297,6 +297,9 @@ class RasVerdict:
     ops: dict[int, int] = field(default_factory=dict)  # rank -> operations launched (second read)
     missing: tuple[int, ...] = ()
     dead: tuple[int, ...] = ()
+    spread: str = ""  # "A at op 6650, B at op 6649": the ranks grouped by where they stopped
+    collective: str = ""  # the collective the counts are of (AllReduce)
+    at: int | None = None  # every rank's operation when they are equal
 
 
 def _label(name: Callable[[int], str] | None, rank: int) -> str:
@@ -366,8 +369,11 @@ def verdict(first: RasReport | None, second: RasReport | None, interval_s: float
         names = ", ".join(f"{_label(name, r)} {n} op{'s' if n != 1 else ''} behind" for r, n in sorted(behind.items()))
         odd = (f"; not with the others: {', '.join(_label(name, r) for r in suspects)}"
                if suspects and len(ops2) > 2 else "")
-        return RasVerdict("out-of-step", f"ranks out of step: {spread} ({frozen}; {names}{odd})", behind, ops2)
+        return RasVerdict("out-of-step", f"ranks out of step: {spread} ({frozen}; {names}{odd})", behind, ops2,
+                          spread=spread, collective=key)
     if one_read:
-        return RasVerdict("one-read", f"RAS: every rank at {key} op {top[key]} ({frozen}: no second read)", {}, ops2)
+        return RasVerdict("one-read", f"RAS: every rank at {key} op {top[key]} ({frozen}: no second read)", {}, ops2,
+                          spread=spread, collective=key, at=top[key])
     return RasVerdict("frozen-equal", f"RAS: every rank at {key} op {top[key]}, {frozen}: a stuck kernel or host "
-                      "(every rank entered the same collective and none completes)", {}, ops2)
+                      "(every rank entered the same collective and none completes)", {}, ops2, spread=spread,
+                      collective=key, at=top[key])
