@@ -69,3 +69,21 @@ async def test_a_hung_tool_is_its_own_line_and_the_deadline_holds(sim_factory, t
     assert any(e.startswith("not read: ") for e in gpu_errors), data["stations"]
     assert all(s["ras"]["status"] == "ok" for s in data["stations"].values())
     assert any("cut by the deadline (8 s)" in e for e in gpu_errors), gpu_errors  # the whole capture's deadline
+
+
+async def test_a_parser_that_breaks_is_that_sources_line(sim_factory, tmp_path, capsys, monkeypatch):
+    """Whatever a parser does with a station's answer, the CLI says it as that source's line (exit 0),
+    never a traceback, and the other sources still judge."""
+    from console.probes import flight_recorder as fr
+
+    def boom(*_a, **_k):
+        raise RuntimeError("an answer no parser foresaw")
+
+    monkeypatch.setattr(fr, "parse_dump", boom)
+    h = await sim_factory(faults=["desync"], time_scale=0.05)
+    started(h, ago=30)
+    data = await _report(h, tmp_path, capsys)
+    a = data["stations"]["A"]
+    assert a["flight_recorder"]["status"] == "not-read", a["flight_recorder"]
+    assert "RuntimeError: an answer no parser foresaw" in a["flight_recorder"]["note"]
+    assert a["ras"]["status"] == "ok" and data["verdict"].startswith("ranks out of step")
