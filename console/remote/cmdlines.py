@@ -562,29 +562,7 @@ def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str 
 
 
 # --- end issue 24
-# --- issue 21: the process list (who holds a GPU, and ending it)
-PROCESS_FIELDS = "pid=,user:32=,pcpu=,rss=,cgroup:512=,args="
-CONTAINERS_MARK = "--- containers"
-SIGNALS = ("TERM", "KILL")
-
-
-def process_details(pids: list[int]) -> str:
-    """User, CPU share, resident memory, cgroup and the whole command line of ``pids`` (``ps -ww``: no
-    column cut), then every running container's full id and name (the cgroup names the container)."""
-    ids = ",".join(str(int(p)) for p in pids) or "1"
-    return (f"ps -ww -o {q(PROCESS_FIELDS)} -p {q(ids)}; echo {q(CONTAINERS_MARK)}; "
-            f"docker ps --no-trunc --format {q('{{.ID}} {{.Names}}')} 2>/dev/null; true")
-
-
-def signal_process(pid: int, signal: str) -> str:
-    """Send ``signal`` (TERM or KILL) to ``pid``: ``env kill`` runs procps' kill (not the shell's), whose
-    words say why it could not ("Operation not permitted", "No such process")."""
-    if signal not in SIGNALS:
-        raise ValueError(f"signal {signal!r}: only {', '.join(SIGNALS)}")
-    return f"env kill -s {q(signal)} {q(str(int(pid)))}"
-
-
-def process_running(pid: int) -> str:
-    """``pid`` and its state letter while it exists (Z: a zombie, gone for the GPU; D: stuck in the driver)."""
-    return f"ps -o pid=,stat= -p {q(str(int(pid)))}; true"
-# --- end issue 21
+# the process list's command lines (who holds a GPU, and ending it) live in cmdlines_processes.py
+from console.remote.cmdlines_processes import (  # noqa: E402,F401 - re-exported: cmdlines is their one home
+    CONTAINERS_MARK, IDENTITY_MARK, PROCESS_FIELDS, SIGNALS, process_details, process_identity, process_running,
+    identity_words, signal_process, signal_if_same)
