@@ -10,6 +10,20 @@ from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
 from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
 
+# the process list's command lines (who holds a GPU, and ending it), re-exported: this is their one home
+from console.remote.cmdlines_processes import (  # noqa: F401
+    CONTAINERS_MARK,
+    IDENTITY_MARK,
+    PROCESS_FIELDS,
+    SIGNALS,
+    identity_words,
+    process_details,
+    process_identity,
+    process_running,
+    signal_if_same,
+    signal_process,
+)
+
 q = shlex.quote
 
 
@@ -562,7 +576,3 @@ def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str 
 
 
 # --- end issue 24
-# the process list's command lines (who holds a GPU, and ending it) live in cmdlines_processes.py
-from console.remote.cmdlines_processes import (  # noqa: E402,F401 - re-exported: cmdlines is their one home
-    CONTAINERS_MARK, IDENTITY_MARK, PROCESS_FIELDS, SIGNALS, process_details, process_identity, process_running,
-    identity_words, signal_process, signal_if_same)

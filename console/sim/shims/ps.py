@@ -14,7 +14,6 @@ import time
 from console.sim.shims.docker import inspect_data
 from console.sim.shims.nvidia_smi import _DEFAULT_PIDS, gpu_values
 
-
 HELD_ARGS = "python3 /home/ops/bench/fp8_matmul_sweep.py --device cuda:0 --keep-alive"
 
 
