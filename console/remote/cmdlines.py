@@ -16,6 +16,7 @@ from console.remote.cmdlines_processes import (  # noqa: F401
     IDENTITY_MARK,
     PROCESS_FIELDS,
     SIGNALS,
+    identity_fingerprint,
     identity_words,
     process_details,
     process_identity,

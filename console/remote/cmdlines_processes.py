@@ -8,6 +8,7 @@ check and the signal is the shell's, microseconds, never the operator's minutes.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 
@@ -42,19 +43,28 @@ def identity_words(started: str, command: str) -> str:
     return _SPACE.sub(" ", f"{started} {command}").strip()
 
 
-def signal_if_same(pid: int, signal: str, started: str, command: str) -> str:
-    """Send ``signal`` to ``pid`` only if it still started at ``started`` and runs ``command``; the first
+def identity_fingerprint(started: str, command: str) -> str:
+    """What ``signal_if_same`` compares: the SHA-256 of the identity words and a newline, as the
+    station's ``sha256sum`` prints it (the command line itself, secrets and all, never goes back in
+    an argv)."""
+    return hashlib.sha256((identity_words(started, command) + "\n").encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def signal_if_same(pid: int, signal: str, fingerprint: str) -> str:
+    """Send ``signal`` to ``pid`` only if its start time and command line still hash to ``fingerprint``
+    (``identity_fingerprint`` of the row shown); the first
     line says which: ``identity: same`` (then procps' kill's own words and exit status), ``identity:
     gone`` (nothing runs under the pid: nothing sent) or ``identity: changed <start and command now>``
     (another process holds the pid: nothing sent)."""
     if signal not in SIGNALS:
         raise ValueError(f"signal {signal!r}: only {', '.join(SIGNALS)}")
+    if not re.fullmatch(r"[0-9a-f]{64}", fingerprint):
+        raise ValueError("fingerprint: a SHA-256 in hex")
     p = _pid(pid)
-    want = q(identity_words(started, command))
     return (f"now=$(LC_ALL=C ps -ww -o {q('lstart=,args=')} -p {p} 2>/dev/null | tr -s {q(_TR_SPACE)} ' '); "
-            'now=${now# }; now=${now% }; '
+            'now=${now# }; now=${now% }; h=$(printf \'%s\\n\' "$now" | sha256sum); '
             f"if [ -z \"$now\" ]; then echo {q(IDENTITY_MARK + ' gone')}; "
-            f"elif [ \"$now\" != {want} ]; then printf '%s %s\\n' {q(IDENTITY_MARK + ' changed')} \"$now\"; "
+            f"elif [ \"${{h%% *}}\" != {fingerprint} ]; then printf '%s %s\\n' {q(IDENTITY_MARK + ' changed')} \"$now\"; "
             f"else echo {q(IDENTITY_MARK + ' same')}; env kill -s {q(signal)} {p}; fi")
 
 

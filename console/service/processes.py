@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from console.config import Config
+from console.config.export import masker
 from console.probes import processes as pp
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
@@ -38,8 +39,9 @@ class ProcessDetail:
     cpu_pct: float
     rss_mib: float
     container: str | None  # the container's name; None: on the host (outside every container)
-    command: str
-    started: str = ""  # ps's start time: with the command, the process's identity ("": not read)
+    command: str  # secrets masked (the config's values, and the one rule: --api-key, token=, ...)
+    started: str = ""  # ps's start time ("": not read)
+    fingerprint: str = ""  # the start time and the whole command line (unmasked) hashed: who the pid is
 
 
 @dataclass
@@ -63,9 +65,10 @@ async def read_processes(cfg: Config, station: str, pids: Iterable[int]) -> dict
     res = await _transport(cfg, station).run(rc.process_details(wanted), timeout=cfg.command_timeout_s)
     procs, _, rest = res.stdout.partition(rc.CONTAINERS_MARK)
     rows, containers = pp.parse_ps(procs), pp.parse_containers(rest)
+    mask = masker(cfg)
     return {pid: ProcessDetail(pid, r.user, r.cpu_pct, r.rss_mib, pp.container_of(r.container_id, containers)
-                               or (f"{r.container_id[:12]} (not running)" if r.container_id else None), r.command,
-                               r.started)
+                               or (f"{r.container_id[:12]} (not running)" if r.container_id else None),
+                               mask(r.command), r.started, rc.identity_fingerprint(r.started, r.command))
             for pid, r in rows.items() if pid in wanted}
 
 
@@ -102,7 +105,7 @@ async def end_process(cfg: Config, station: str, shown: ProcessDetail, read_only
     pid = shown.pid
     out = EndResult(station, pid, False, "")
     why = never_signalled(cfg, station, pid)
-    if why is None and not shown.started:
+    if why is None and not shown.fingerprint:
         why = (f"pid {pid} on {station}: its start time was not read, so the console cannot tell it is still the "
                "process shown: not signalled (refresh with r, then try again)")
     if why:
@@ -110,7 +113,7 @@ async def end_process(cfg: Config, station: str, shown: ProcessDetail, read_only
         return out
     t = _transport(cfg, station)
     for signal in rc.SIGNALS:
-        cmd = rc.signal_if_same(pid, signal, shown.started, shown.command)
+        cmd = rc.signal_if_same(pid, signal, shown.fingerprint)
         try:
             res = await t.run(cmd, timeout=cfg.command_timeout_s)
         except TransportError as exc:
@@ -128,8 +131,9 @@ async def end_process(cfg: Config, station: str, shown: ProcessDetail, read_only
         if verdict.startswith("changed"):  # the kernel gave the pid to another process: never signal it
             out.steps.append(f"{signal} not sent: pid {pid} now names another process")
             out.ended = signal == "KILL"  # after TERM, the process shown went away
+            now = masker(cfg)(verdict[len("changed"):].strip())  # another process's argv: its secrets too
             out.words = ((f"pid {pid} on {station} ended after TERM; " if signal == "KILL" else "")
-                         + _changed_words(pid, station, verdict[len("changed"):].strip(), shown))
+                         + _changed_words(pid, station, now, shown))
             return out
         if verdict != "same":
             out.words = f"{signal} not sent: the station's identity check did not answer ({one_line(res.stdout, 80) or f'exit {res.exit_status}'})"
@@ -171,5 +175,4 @@ async def _alive(t, cfg: Config, shown: ProcessDetail) -> str:
     st = pp.parse_identity(res.stdout)
     if st is None or st.stat.startswith("Z"):
         return ""
-    same = rc.identity_words(st.started, st.command) == rc.identity_words(shown.started, shown.command)
-    return st.stat if same else ""
+    return st.stat if rc.identity_fingerprint(st.started, st.command) == shown.fingerprint else ""

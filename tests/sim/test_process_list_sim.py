@@ -87,10 +87,36 @@ async def test_pid_1_the_console_itself_and_an_unread_row_are_refused_without_a_
     me = dataclasses.replace(init, pid=os.getpid(), command="python3 -m console")
     res = await end_process(cfg, "B", me)
     assert not res.ended and "this console itself" in res.words
-    unread = ProcessDetail(HELD_PID, "ops", 0.4, 2000.0, None, "python3 x.py")  # no start time read
+    unread = ProcessDetail(HELD_PID, "ops", 0.4, 2000.0, None, "python3 x.py")  # who it is was not read
     res = await end_process(sim.config, "B", unread)
     assert not res.ended and "start time was not read" in res.words
     assert HELD_PID in await read_processes(sim.config, "B", [HELD_PID])
+
+
+async def test_secrets_in_argv_are_masked_and_the_process_can_still_be_ended(sim_factory):
+    sim = await sim_factory(n=2, time_scale=0.01, faults=["oom"])
+    argv = ("python3 sweep.py --api-key sk-abcdefghijklmnopqrstu --hf-token hf_abcdefghijklmnop token=s3cr3tvalue "
+            "-H 'Authorization: Basic dXNlcjpwYXNzd29yZA=='")
+    with sim.world.edit("B") as st:
+        for g in st["gpus"]:
+            if g.get("held_pid"):
+                g["held_args"] = argv
+    shown = (await read_processes(sim.config, "B", [HELD_PID]))[HELD_PID]
+    for secret in ("abcdefghijklmnopqrstu", "hf_abcdefghijklmnop", "s3cr3tvalue", "dXNlcjpwYXNzd29yZA"):
+        assert secret not in shown.command, shown.command
+    assert shown.command.startswith("python3 sweep.py --api-key *** --hf-token ***")
+    with sim.world.edit("B") as st:  # pid reuse by a process with a secret of its own: named, masked
+        for g in st["gpus"]:
+            if g.get("held_pid"):
+                g["held_args"] = "other --password hunter22"
+    res = await end_process(sim.config, "B", shown, grace_s=1.0)
+    assert "no longer the process shown" in res.words and "hunter22" not in res.words and "--password ***" in res.words
+    with sim.world.edit("B") as st:
+        for g in st["gpus"]:
+            if g.get("held_pid"):
+                g["held_args"] = argv
+    res = await end_process(sim.config, "B", shown, grace_s=3.0)  # the masked row still names the process
+    assert res.ended and "ended by TERM" in res.words, res
 
 
 def test_the_command_lines_quote_every_argument():

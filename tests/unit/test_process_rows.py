@@ -5,7 +5,12 @@ check compares."""
 from __future__ import annotations
 
 from console.probes.processes import parse_identity, parse_ps
-from console.remote.cmdlines import identity_words, process_identity, signal_if_same
+import hashlib
+import subprocess
+
+import pytest
+
+from console.remote.cmdlines import identity_fingerprint, identity_words, process_identity, signal_if_same
 
 GOOD = "   4242 ops 0.4 2203648 0::/user.slice/s.scope Sat Dec  5 14:12:43 2026 python3 a.py  --x"
 
@@ -39,7 +44,21 @@ def test_the_identity_row_and_what_the_check_compares():
     assert process_identity(4242) == "LC_ALL=C ps -ww -o stat=,lstart=,args= -p 4242; true"
 
 
-def test_the_checked_signal_quotes_what_it_compares():
-    cmd = signal_if_same(4242, "TERM", "Sat Dec  5 14:12:43 2026", "python3 a.py --name \"$(reboot)\" 'x'")
-    assert "'Sat Dec 5 14:12:43 2026 python3 a.py --name \"$(reboot)\" '\"'\"'x'\"'\"''" in cmd
-    assert cmd.endswith("else echo 'identity: same'; env kill -s TERM 4242; fi")
+def test_the_checked_signal_carries_a_hash_never_the_command_line():
+    fp = identity_fingerprint("Sat Dec  5 14:12:43 2026", "serve --api-key sk-abcdefghijklmnopqrstu")
+    assert fp == hashlib.sha256(b"Sat Dec 5 14:12:43 2026 serve --api-key sk-abcdefghijklmnopqrstu\n").hexdigest()
+    cmd = signal_if_same(4242, "TERM", fp)
+    assert "sk-" not in cmd and fp in cmd and cmd.endswith("else echo 'identity: same'; env kill -s TERM 4242; fi")
+    with pytest.raises(ValueError):
+        signal_if_same(4242, "TERM", "'; reboot; '")
+    with pytest.raises(ValueError):
+        signal_if_same(4242, "HUP", fp)
+
+
+def test_the_station_side_hash_is_the_consoles():
+    """The station's squeeze and sha256sum give the fingerprint the console computed (real bash)."""
+    words = "Sat Dec  5 14:12:43 2026   python3\ta.py --x 'y'  "
+    got = subprocess.run(["bash", "-c", "now=$(printf '%s' \"$1\" | tr -s ' \\t\\n\\r\\v\\f' ' '); now=${now# }; "
+                          "now=${now% }; printf '%s\\n' \"$now\" | sha256sum", "-", words],
+                         capture_output=True, text=True, check=True).stdout.split()[0]
+    assert got == identity_fingerprint("Sat Dec  5 14:12:43 2026", "  python3\ta.py --x 'y'  ")

@@ -270,7 +270,7 @@ class ProcessScreen(Screen):
         why = never_signalled(self.config, row.station, row.pid)
         if why:
             return why
-        if row.detail is None or not row.detail.started:
+        if row.detail is None or not row.detail.fingerprint:
             return (f"pid {row.pid} on {row.station}: who it is was not read yet (start time, command line): "
                     "not signalled (r: read again)")
         st = getattr(self.app, "stations", {}).get(row.station)
