@@ -4,12 +4,12 @@ check compares."""
 
 from __future__ import annotations
 
-from console.probes.processes import parse_identity, parse_ps
 import hashlib
 import subprocess
 
 import pytest
 
+from console.probes.processes import parse_identity, parse_ps
 from console.remote.cmdlines import identity_fingerprint, identity_words, process_identity, signal_if_same
 
 GOOD = "   4242 ops 0.4 2203648 0::/user.slice/s.scope Sat Dec  5 14:12:43 2026 python3 a.py  --x"
