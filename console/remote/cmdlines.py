@@ -546,15 +546,25 @@ def rails_once(rails: list[tuple[str, str]]) -> str:
 # (their pids kept: both are killed when the channel hangs up, a wedged nvidia-smi too) and sysfs with
 # builtins; each line goes out with its source's tag: ``H`` health row, ``K`` kernel log line, ``R``
 # rails round line (``R @@`` ends a round), ``H @@end`` / ``K @@end``: that tool ended.
+# Each round forwards what each source has, whole lines only: a line read in part when the short
+# read timed out is carried (c4, c5) to the next round, never printed in pieces (an "Xid 79" written
+# in two pieces must not read as "Xid 7"); a carry past 64 KiB goes out as it is. At most
+# HEALTH_LINES_PER_ROUND lines per source and round: a kernel-log flood waits in its pipe (nothing
+# lost, journald keeps it) and never starves the GPU health rows or the rails rounds; a round that
+# hit the bound says so ("K @@busy"), so the reader can tell the log is behind.
+HEALTH_LINES_PER_ROUND = 50
 _HEALTH_LOOP = (
     'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
     'trap "kill -KILL $h $k 2>/dev/null; exit 129" HUP INT TERM; '
     'r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
     'else printf "R %s -\\n" "$1"; fi; }; '
-    'drain() { while :; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
-    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; elif [ $s -gt 128 ]; then '
-    '[ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; return 0; else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; '
-    'printf "%s @@end\\n" "$2"; return 1; fi; done; }; '
+    'c4=; c5=; '
+    'drain() { local n=0 v=c$1 l s; while [ $n -lt {per_round} ]; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
+    'l="${!v}$l"; printf -v "$v" %s ""; '
+    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; n=$((n + 1)); elif [ $s -gt 128 ]; then '
+    'if [ ${#l} -gt 65536 ]; then printf "%s %s\\n" "$2" "$l"; else printf -v "$v" %s "$l"; fi; return 0; '
+    'else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; printf "%s @@end\\n" "$2"; return 1; fi; done; '
+    'printf "%s @@busy\\n" "$2"; }; '
     'hl=1; kl=1; t=0; while :; do '
     '[ $hl = 1 ] && { drain 4 H || hl=0; }; [ $kl = 1 ] && { drain 5 K || kl=0; }; '
     'if [ $t = 0 ]; then {rails}printf "R @@\\n"; fi; t=$(( (t + 1) % {ticks} )); read -t 0.5 -u 3 _; done'
@@ -572,7 +582,8 @@ def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str 
     kernel = f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)}"
     reads = _rail_reads(rails)
     script = (_HEALTH_LOOP.replace("{health}", health).replace("{kernel}", kernel)
-              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5)))))
+              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5))))
+              .replace("{per_round}", str(HEALTH_LINES_PER_ROUND)))
     return "exec bash -c " + q(script)
 
 
