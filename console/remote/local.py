@@ -6,11 +6,13 @@ over SSH."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from types import FrameType
 
 from console.config import Station
 from console.remote.bounded import DEFAULT_MAX_BYTES, read_both
@@ -37,6 +39,7 @@ class LocalTransport:
             command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True, env=self.env,
         )
+        _LIVE.add(proc.pid)
         limit = timeout or self.command_timeout
 
         async def collect() -> tuple[str, str, bool]:
@@ -49,6 +52,7 @@ class LocalTransport:
             # at the cap the rest is never read: the command (its whole group) ends there
             out, err, cut = await read_both(proc.stdout.read, proc.stderr.read, max_bytes, lambda: _end(proc))
             await proc.wait()
+            _LIVE.discard(proc.pid)  # reaped: its pid may name another process from now on
             return out, err, cut
         try:
             out, err, cut = await asyncio.wait_for(collect(), limit)
@@ -66,6 +70,7 @@ class LocalTransport:
             command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env,
         )
+        _LIVE.add(proc.pid)
         try:
             assert proc.stdout is not None
             stdout, decoder = proc.stdout, codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -85,8 +90,39 @@ class LocalTransport:
         return None
 
 
+# Every local command runs in a session of its own (so that a timeout can end its whole group); a
+# console killed by a signal would leave them running (a `journalctl -k -f` for ever). The groups
+# alive now, for ``end_all`` on the way out.
+_LIVE: set[int] = set()
+
+
+def end_all() -> None:
+    """Kill every local command's group still running (the console is going away)."""
+    for pgid in list(_LIVE):
+        _killpg(pgid)
+    _LIVE.clear()
+
+
+def install_reaper() -> None:
+    """On SIGHUP (the terminal went away) or SIGTERM, and at a normal exit: no local command outlives
+    the console. The signal's own effect follows (the process ends as it would have)."""
+    atexit.register(end_all)
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+
+        def handler(signum: int, frame: FrameType | None, previous=previous) -> None:
+            end_all()
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+        signal.signal(sig, handler)
+
+
 async def _end(proc: asyncio.subprocess.Process) -> None:
     """Kill a local command's process group (it runs in a session of its own) and reap it."""
+    _LIVE.discard(proc.pid)
     if proc.returncode is None:
         _killpg(proc.pid)
     with contextlib.suppress(Exception):
