@@ -30,6 +30,8 @@ class SharedTransport:
 
     async def run(self, command: str, timeout: float | None = None, input: str | None = None,
                   max_bytes: int = DEFAULT_MAX_BYTES) -> CommandResult:
+        if max_bytes == DEFAULT_MAX_BYTES:  # (a transport written before the cap takes no max_bytes)
+            return await self.inner.run(command, timeout=timeout, input=input)
         return await self.inner.run(command, timeout=timeout, input=input, max_bytes=max_bytes)
 
     def stream(self, command: str) -> AsyncIterator[str]:
