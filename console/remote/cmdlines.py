@@ -36,9 +36,23 @@ TOOL_LIMIT_S = 10  # a one-shot nvidia-smi is killed (SIGKILL, station-side) aft
 KILLED_STATUS = 137  # what ``timeout -s KILL`` exits with when it had to kill
 
 
+# A process stuck in the driver (state D) survives even SIGKILL: every retry would leave one more. So a
+# one-shot nvidia-smi holds a per-user lock while it runs; the next waits SMI_LOCK_WAIT_S for it (a
+# healthy one takes a moment) and otherwise is not started at all and exits as a killed one does
+# (137: "not answering"). At most one stuck query per station and user, however often we ask.
+SMI_LOCK_WAIT_S = 3
+SMI_LOCK = '"${XDG_RUNTIME_DIR:-/tmp}/dgx-console-nvidia-smi-$(id -u).lock"'
+
+
 def bounded(cmd: str, limit_s: float = TOOL_LIMIT_S) -> str:
-    """``cmd`` killed station-side after ``limit_s`` (exit 137), whatever signals it ignores."""
-    return f"timeout -s KILL {max(1, int(limit_s))} {cmd}"
+    """``cmd`` killed station-side after ``limit_s`` (exit 137), whatever signals it ignores; an
+    ``nvidia-smi`` one-shot only while no earlier one is stuck (the lock above; no ``flock`` on the
+    station: as before, unlocked)."""
+    run = f"timeout -s KILL {max(1, int(limit_s))} {cmd}"
+    if not cmd.startswith("nvidia-smi "):
+        return run
+    return (f"if command -v flock >/dev/null 2>&1; then flock -w {SMI_LOCK_WAIT_S} -E {KILLED_STATUS} "
+            f"{SMI_LOCK} {run}; else {run}; fi")
 
 
 def ended_with_channel(cmd: str) -> str:
