@@ -36,10 +36,8 @@ TOOL_LIMIT_S = 10  # a one-shot nvidia-smi is killed (SIGKILL, station-side) aft
 KILLED_STATUS = 137  # what ``timeout -s KILL`` exits with when it had to kill
 
 
-# A process stuck in the driver (state D) survives even SIGKILL: every retry would leave one more. So a
-# one-shot nvidia-smi holds a per-user lock while it runs; the next waits SMI_LOCK_WAIT_S for it (a
-# healthy one takes a moment) and otherwise is not started at all and exits as a killed one does
-# (137: "not answering"). At most one stuck query per station and user, however often we ask.
+# A process stuck in the driver (state D) survives SIGKILL: a one-shot nvidia-smi holds a per-user lock;
+# the next waits SMI_LOCK_WAIT_S, else is not started and exits 137 (at most one stuck per station).
 SMI_LOCK_WAIT_S = 3
 SMI_LOCK = '"${XDG_RUNTIME_DIR:-/tmp}/dgx-console-nvidia-smi-$(id -u).lock"'
 
@@ -560,12 +558,9 @@ def rails_once(rails: list[tuple[str, str]]) -> str:
 # (their pids kept: both are killed when the channel hangs up, a wedged nvidia-smi too) and sysfs with
 # builtins; each line goes out with its source's tag: ``H`` health row, ``K`` kernel log line, ``R``
 # rails round line (``R @@`` ends a round), ``H @@end`` / ``K @@end``: that tool ended.
-# Each round forwards what each source has, whole lines only: a line read in part when the short
-# read timed out is carried (c4, c5) to the next round, never printed in pieces (an "Xid 79" written
-# in two pieces must not read as "Xid 7"); a carry past 64 KiB goes out as it is. At most
-# HEALTH_LINES_PER_ROUND lines per source and round: a kernel-log flood waits in its pipe (nothing
-# lost, journald keeps it) and never starves the GPU health rows or the rails rounds; a round that
-# hit the bound says so ("K @@busy"), so the reader can tell the log is behind.
+# Whole lines only: a line read in part when the short read timed out is carried (c4, c5) to the next
+# round (an "Xid 79" in two pieces never reads as "Xid 7"). At most HEALTH_LINES_PER_ROUND lines per
+# source and round: a kernel-log flood waits in its pipe, never starving the others ("K @@busy": behind).
 HEALTH_LINES_PER_ROUND = 50
 _HEALTH_LOOP = (
     'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
