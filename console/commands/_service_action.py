@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 
+from console import json_out
 from console.commands.args import UsageError, add_config_args, check_seconds
 from console.config import Config, load_config
 from console.remote.host_keys import HostKeyChoice
@@ -105,7 +105,7 @@ def print_fit(plan: ActionPlan, out=sys.stderr) -> None:
 def _print_result(res: ActionResult, json_mode: bool) -> None:
     """The verdict on stdout (``--json``: the result object on stdout, the verdict on stderr)."""
     if json_mode:
-        print(json.dumps(res.to_json(), indent=2))
+        print(json_out.dumps(res.to_json(), indent=2))
     out = sys.stderr if json_mode else sys.stdout
     verdict = {"ok": "OK", "failed": "FAILED", "cancelled": "CANCELLED"}[res.result]
     extra = f"; NCCL transport: {res.transport}" if res.transport != NcclTransport.UNKNOWN else ""
@@ -187,7 +187,7 @@ def run_action_command(args: argparse.Namespace, action: str) -> int:
                 if action == "launch":
                     doc["running"] = plan.running
                     doc["fit"] = plan.fit.to_json() if plan.fit else None
-                print(json.dumps(doc, indent=2))
+                print(json_out.dumps(doc, indent=2))
             else:
                 _print_plan(plan.commands, sys.stdout)
                 print_fit(plan, sys.stdout)

@@ -27,6 +27,9 @@ def run_app(config: Config, args: argparse.Namespace) -> int:
 
     check_theme(getattr(args, "theme", None))
     check_keymap(config)  # [keys]: unknown ids or key names are one line and exit 2, before the screen
+    from console.remote.local import install_reaper
+
+    install_reaper()  # killed by SIGHUP/SIGTERM: no local station command (journalctl -k -f) left behind
     app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None))
     app.run()
     return app.return_code or 0

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from console import json_out
 from console.commands.args import (
     UsageError,
     add_config_args,
@@ -266,7 +266,7 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
             return 1
         print(f"saved {jpath} and {cpath}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json_out.dumps(report.to_json(), indent=2))
     else:
         print_table(report, t.reference, comparison=t.comparison)
     for w in report.warnings[len(t.warnings):]:  # what the server reported during the sweep

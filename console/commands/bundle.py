@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import json
 import sys
 import tarfile
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 import tomli_w
 
-from console import __version__
+from console import __version__, json_out
 from console.commands.args import UsageError, add_config_args, check_count
 from console.config import (
     MAX_CONFIG_BYTES,
@@ -145,7 +144,7 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
         "redaction": "API keys, hub tokens, Bearer credentials and the values of secret names (*_TOKEN, *_KEY, "
                      "*SECRET*, *PASSWORD*, *PASSWD*, *CREDENTIAL*, ...) are masked",
     }
-    members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
+    members["manifest.json"] = json_out.dumps(_masked(manifest, mask), indent=2).encode()
     text = _config_text(config)
     if text is not None:
         members["config.toml"] = mask(text).encode()
@@ -153,17 +152,17 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
     if "overrides" in effective:
         effective["overrides"] = masked_overrides(config)
     members["config.effective.toml"] = mask(tomli_w.dumps(effective)).encode()
-    members["checks.json"] = json.dumps(_masked(
+    members["checks.json"] = json_out.dumps(_masked(
         {"checks": [_check_dict(r) for r in checks]} if checks is not None else {"checks": [], "error": checks_error},
         mask), indent=2).encode()
-    members["findings.json"] = json.dumps(_masked({"findings": [f.to_dict() for f in findings]}, mask),
+    members["findings.json"] = json_out.dumps(_masked({"findings": [f.to_dict() for f in findings]}, mask),
                                           indent=2).encode()
     from console.doctor.bundle import doctor_member  # the NCCL workbench's last report and debug tries
 
     members["doctor.json"], manifest["doctor"] = doctor_member(config, lambda obj: _masked(obj, mask))
-    members["health.json"] = json.dumps(_masked(health, mask), indent=2).encode()  # issue 24
+    members["health.json"] = json_out.dumps(_masked(health, mask), indent=2).encode()  # issue 24
     manifest["health"] = {"included": bool(health["stations"]), "error": health["error"]}
-    members["manifest.json"] = json.dumps(_masked(manifest, mask), indent=2).encode()
+    members["manifest.json"] = json_out.dumps(_masked(manifest, mask), indent=2).encode()
     return members, manifest
 
 

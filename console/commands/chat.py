@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 
+from console import json_out
 from console.commands.args import (
     UsageError,
     add_config_args,
@@ -110,7 +110,7 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint:
     if result.error is not None:
         return _fail(args, result.error, result)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json_out.dumps(result.to_json(), indent=2))
     else:
         _summary(result)
     return 0
@@ -169,6 +169,6 @@ def _fail(args: argparse.Namespace, exc: ApiError, partial: ChatResult | None = 
     if args.json:
         out = (partial or ChatResult(error=exc)).to_json()
         out["error"] = {"kind": exc.kind, "message": str(exc)}
-        print(json.dumps(out, indent=2))
+        print(json_out.dumps(out, indent=2))
     print(f"dgx-console: chat: {exc}", file=sys.stderr)
     return 1

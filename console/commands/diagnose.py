@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 
+from console import json_out
 from console.commands.args import UsageError, add_config_args, check_count
 from console.config import Config, ConfigError, find_config, load_config
 from console.diagnosis import Diagnoser, Finding, has_problems
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     findings = d.ranked()
     unreadable = any(s["error"] for s in sources)
     if args.json:
-        print(json.dumps({"findings": [f.to_dict() for f in findings], "sources": sources}, indent=2))
+        print(json_out.dumps({"findings": [f.to_dict() for f in findings], "sources": sources}, indent=2))
     elif findings:
         print("\n\n".join(format_finding(f) for f in findings))
     else:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 
+from console import json_out
 from console.commands.args import UsageError, add_config_args, check_seconds
 from console.commands.check import MARK
 from console.config import Config, load_config
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         data = report.to_dict()
         if tries:
             data["tries"] = tries
-        print(json.dumps(data, indent=2))
+        print(json_out.dumps(data, indent=2))
     else:
         print_report(report)
         print_tries(tries)

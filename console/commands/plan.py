@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
+from console import json_out
 from console.commands.args import add_config_args
 from console.config import Config, load_config
 from console.remote.host_keys import HostKeyChoice, trust_stations
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         doc = report.to_json()
         if note:
             doc["note"] = note
-        print(json.dumps(doc, indent=2))
+        print(json_out.dumps(doc, indent=2))
     else:
         print_report(report, cfg, note)
     return 0 if report.ok else 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 
+from console import json_out
 from console.commands.args import add_config_args
 from console.config import load_config
 from console.probes.engine_log import EngineProgress
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     data = asyncio.run(collect_status(config, trust=args.trust_host_key, replace=args.replace_host_key))
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json_out.dumps(data, indent=2))
     else:
         for st in data["stations"]:
             mark = "up  " if st["reachable"] else "DOWN"

@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 import time
 from typing import TextIO
 
+from console import json_out
 from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
@@ -68,7 +68,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             for line in msg.lines:
                 if as_json:
                     if not isinstance(line, LogMarker):
-                        emit(json.dumps({"t": round(now, 3), "station": name, "log": line}))
+                        emit(json_out.dumps({"t": round(now, 3), "station": name, "log": line}))
                 else:
                     emit(f"{name} | {clean(clip(line, 4096))}")
             out.flush()
@@ -95,7 +95,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
             if as_json:
                 for state in stations.values():
-                    emit(json.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)))
+                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)))
             else:
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place

@@ -27,6 +27,12 @@ fits env names (``HF_TOKEN``), engine flags (``--api-key``), TOML/JSON keys (``a
   and ``secret_env``);
 * any name the operator lists in ``overrides.secret_env`` (over every rule above).
 
+In free text (``redact_text``) a bare ``token=``/``key=``/``pass=``/``auth=`` assignment is masked too
+(an ``=`` right after the word: an assignment, where ``token: '<'`` is prose); so are an HTTP
+``Authorization:`` header's credentials (``Basic``, ``Bearer``, ... or none) and API keys by their
+shape (``hf_...``, ``sk-...``). ``redact_tree`` applies the rule to a parsed document's keys as well
+as its values.
+
 Secrets by value: a URL's userinfo (``http://user:password@host``) is a secret wherever it appears
 (``mask_url``, and ``redact_text`` for free text); ``is_secret_value`` says a value carries one, so
 that value travels and shows like a secret-named one.
@@ -133,6 +139,11 @@ def mask_values(text: str, values: Collection[str], mask: str = MASK) -> str:
 
 # Free text (logs, remote output, check evidence): a value is masked when it follows a secret name.
 _HUB_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+_SK_TOKEN = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")  # OpenAI-style API keys (sk-..., sk-proj-...)
+# An HTTP Authorization header, whatever the scheme: the credentials after it
+_AUTH_HEADER = re.compile(r"(\b(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?"
+                          r"(?:(?:basic|bearer|token|digest|negotiate|apikey|aws4-hmac-sha256)\s+)?)"
+                          r"[^\s'\",}\]]+", re.I)
 _BEARER = re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.I)
 # NAME=value, NAME: value, 'name': 'value', name='value', name=['value'] (Python reprs of server args)
 _ASSIGNMENT = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[:=]\s*\[?['\"]?)"
@@ -157,27 +168,37 @@ def _hinted_secret(name: str) -> bool:
     return _HINT.search(name) is not None and is_secret_name(name)
 
 
-def _prose_secret(name: str) -> bool:
-    return _hinted_secret(name) and name.upper() not in _PROSE_WORDS
+def _assigned_secret(m: re.Match[str]) -> bool:
+    """A secret name before this assignment's value: a bare prose word (``token``, ``key``) only when
+    an ``=`` follows it (``token=abc``), never a colon (``unexpected token: '<'``)."""
+    name = m.group("name")
+    if not _hinted_secret(name):
+        return False
+    return name.upper() not in _PROSE_WORDS or "=" in m.group("sep")
 
 
 def redact_text(text: str) -> str:
-    """Mask what looks like a secret in free text: hub tokens (``hf_...``), Bearer credentials, the
+    """Mask what looks like a secret in free text: hub tokens (``hf_...``), API keys (``sk-...``),
+    Bearer credentials, an Authorization header's credentials, the
     value after a secret name (``HF_TOKEN=...``, ``'api_key': '...'``, ``--api-key ...``), URL userinfo
     (``http://user:***@host``)."""
     text = mask_url(text)
     if "hf_" in text:
         text = _HUB_TOKEN.sub("hf_***", text)
+    if "sk-" in text:
+        text = _SK_TOKEN.sub("sk-***", text)
     if "earer" in text:
         text = _BEARER.sub(r"\1***", text)
     low = text.lower()  # (substring tests: a case-blind regex costs ~15 us on every log line)
     if not any(w in low for w in _HINT_WORDS):
         return text
+    if "authorization" in low:
+        text = _AUTH_HEADER.sub(lambda m: m.group(0) if m.group(0).endswith(MASK) else f"{m.group(1)}{MASK}", text)
     if "--" in text:
         text = _FLAG.sub(lambda m: m.group(0) if not _hinted_secret(m.group("name"))
                          else f"{m.group('name')}{m.group('sep')}{m.group('q')}{MASK}", text)
     if ("=" in text or ":" in text) and _HINTED_ASSIGNMENT.search(low):
-        text = _ASSIGNMENT.sub(lambda m: m.group(0) if not _prose_secret(m.group("name"))
+        text = _ASSIGNMENT.sub(lambda m: m.group(0) if not _assigned_secret(m)
                                or m.group("value") == MASK
                                else f"{m.group('name')}{m.group('sep')}{MASK}", text)
     return text
@@ -217,3 +238,33 @@ def mask_tree(obj: object, mask, listed: Collection[str] = (), depth: int = 0) -
     if isinstance(obj, (list, tuple)):
         return [mask_tree(v, mask, listed, depth + 1) for v in obj]
     return obj
+
+
+def redact_tree(obj: object, listed: Collection[str] = (), max_nodes: int = 100_000) -> object:
+    """A parsed document (dicts, lists, strings, numbers) with its secrets masked, in keys as well as
+    values: a string (key or value) through ``redact_text``, the value of a secret-named key as
+    ``MASK``. Iterative and bounded: past ``max_nodes`` nodes (or for a node of another type) the rest
+    is ``MASK`` (never a string of an untrusted object)."""
+    budget = [max_nodes]
+
+    def one(o: object, depth: int) -> object:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 200:
+            return MASK
+        if isinstance(o, str):
+            return redact_text(o)
+        if o is None or isinstance(o, (bool, int, float)):
+            return o
+        if isinstance(o, dict):
+            out = {}
+            for k, v in o.items():
+                key = redact_text(k) if isinstance(k, str) else (k if isinstance(k, (bool, int, float)) else MASK)
+                secret = isinstance(k, str) and (is_secret_name(k, listed) or k.lower().endswith("authorization"))
+                out[key] = MASK if secret and v not in (None, "") \
+                    else one(v, depth + 1)
+            return out
+        if isinstance(o, (list, tuple)):
+            return [one(v, depth + 1) for v in o]
+        return MASK
+
+    return one(obj, 0)

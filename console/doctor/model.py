@@ -8,12 +8,12 @@ names a cause rather than a symptom, and ``suggest`` carries overrides the debug
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console import json_out
 from console.vocabulary import CheckStatus
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class DoctorReport:
                 "cancelled": self.cancelled}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json_out.dumps(self.to_dict(), indent=2)
 
 
 def counts(results: Iterable[RungResult]) -> dict[str, int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from console.probes.nvidia_smi import _BUS_ID, _cells, _num, is_tool_failure
+from console.probes.nvidia_smi import _BUS_ID, ANY, INDEX, PCT, WATTS, _cells, _num, is_tool_failure
 
 EVENT_PREFIX = "clocks_event_reasons"  # R535+ name
 THROTTLE_PREFIX = "clocks_throttle_reasons"  # older drivers (and still accepted by many newer ones)
@@ -111,8 +111,10 @@ def _yes_no(value: str) -> bool | None:
 
 def _hex(value: str) -> int | None:
     v = value.strip().lower()
+    if not v.startswith("0x") or len(v) > 18:  # a 64-bit mask at most
+        return None
     try:
-        return int(v, 16) if v.startswith("0x") else None
+        return int(v, 16)
     except ValueError:
         return None
 
@@ -129,14 +131,20 @@ def parse_health_line(line: str) -> GpuHealth | None:
     if len(row) != N_FIELDS or _num(row[0]) is None:
         m = _BUS_ID.search(line)
         return GpuHealth(-1, m.group(1) if m else None, error=line[:300])
-    n = [_num(c) for c in row]
-    f = [_num(c, float) for c in row]
+    # each cell in its physical range (a negative ECC count, "Gen-1 x-16", a 2^64 clock: unknown)
+    n = [_num(c, int, lim) for c, lim in zip(row, _INT_LIMITS, strict=True)]
+    f = [_num(c, float, WATTS) for c in row]
     return GpuHealth(
         index=int(n[0]), bus_id=row[1] or None, reasons=_hex(row[2]),  # type: ignore[arg-type]
         pcie_gen=n[3], pcie_gen_max=n[4], pcie_width=n[5], pcie_width_max=n[6],  # type: ignore[arg-type]
         ecc_uncorrected=n[7], retired_pending=_yes_no(row[8]), remap_pending=_yes_no(row[9]),  # type: ignore[arg-type]
         power_w=f[10], power_limit_w=f[11], power_default_w=f[12],
         sm_mhz=n[13], sm_max_mhz=n[14], util_pct=n[15])  # type: ignore[arg-type]
+
+
+_GEN, _WIDTH, _MHZ = (1, 16), (1, 64), (0, 100_000)
+# per cell of the query, in its order (the non-numeric cells' limits are never used)
+_INT_LIMITS = (INDEX, ANY, ANY, _GEN, _GEN, _WIDTH, _WIDTH, ANY, ANY, ANY, WATTS, WATTS, WATTS, _MHZ, _MHZ, PCT)
 
 
 def parse_health(text: str) -> list[GpuHealth]:

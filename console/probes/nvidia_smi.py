@@ -18,6 +18,7 @@ Variants from public reports (shared/reference/command-outputs.md):
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 
@@ -86,13 +87,28 @@ def _clean(value: str) -> str:
     return v
 
 
-def _num(value: str, kind: type = int) -> int | float | None:
+# What a cell may hold at most: a value outside [lo, hi] (or nan, inf, a 400-digit number) is no
+# reading; it is unknown (None) here, once, so nothing downstream ever sees it.
+ANY = (0.0, 1e12)
+INDEX = (0, 4095)
+PID = (1, 4_194_304)  # the kernel's pid limit (2^22)
+MIB = (0, 1e9)  # a petabyte of GPU memory is no reading
+PCT = (0, 100)
+TEMP_C = (0, 200)  # NVML reports an unsigned temperature
+WATTS = (0, 1e5)
+
+
+def _num(value: str, kind: type = int, limits: tuple[float, float] = ANY) -> int | float | None:
+    """A cell as a number, or None: not reported, an NVML error word, not a number, not finite, or
+    outside ``limits``."""
     v = _clean(value)
-    if v.lower() in _MISSING or v.lower() in _FIELD_ERRORS:
+    if len(v) > 32 or v.lower() in _MISSING or v.lower() in _FIELD_ERRORS:
         return None
     try:
         f = float(v.replace(",", ""))
     except ValueError:
+        return None
+    if not math.isfinite(f) or not limits[0] <= f <= limits[1]:
         return None
     return int(round(f)) if kind is int else f
 
@@ -124,7 +140,7 @@ def parse_gpu_line(line: str, position: int = 0) -> GpuReading:
     row = _cells(line)
     if len(row) != len(GPU_FIELDS):
         return error_reading(position, line)
-    idx = _num(row[0])
+    idx = _num(row[0], int, INDEX)
     bad = [f"{f}: {v}" for f, v in zip(GPU_FIELDS, row, strict=True) if _is_field_error(v)]
     if idx is None:
         return error_reading(position, line if not bad else f"GPU index unreadable: {', '.join(bad)}")
@@ -132,11 +148,11 @@ def parse_gpu_line(line: str, position: int = 0) -> GpuReading:
         index=int(idx),
         uuid=row[1],
         name=row[2],
-        memory_used_mib=_num(row[3]),  # type: ignore[arg-type]
-        memory_total_mib=_num(row[4]),  # type: ignore[arg-type]
-        util_pct=_num(row[5]),  # type: ignore[arg-type]
-        temp_c=_num(row[6]),  # type: ignore[arg-type]
-        power_w=_num(row[7], float),  # type: ignore[arg-type]
+        memory_used_mib=_num(row[3], int, MIB),  # type: ignore[arg-type]
+        memory_total_mib=_num(row[4], int, MIB),  # type: ignore[arg-type]
+        util_pct=_num(row[5], int, PCT),  # type: ignore[arg-type]
+        temp_c=_num(row[6], int, TEMP_C),  # type: ignore[arg-type]
+        power_w=_num(row[7], float, WATTS),  # type: ignore[arg-type]
         error=("nvidia-smi reports " + ", ".join(bad)) if bad else None,
     )
 
@@ -218,9 +234,10 @@ def parse_compute_apps(text: str) -> list[ComputeApp]:
         row = _cells(line)
         if not row or not any(row) or row[0].lower() in ("gpu_uuid", "no running processes found"):
             continue
-        if len(row) != 4 or _num(row[1]) is None:
+        pid = _num(row[1], int, PID) if len(row) == 4 else None
+        if pid is None:
             continue
-        out.append(ComputeApp(row[0], int(_num(row[1]) or 0), row[2], _num(row[3])))  # type: ignore[arg-type]
+        out.append(ComputeApp(row[0], int(pid), row[2], _num(row[3], int, MIB)))  # type: ignore[arg-type]
     if not out and text.strip() and is_tool_failure(text):
         raise ParseError(f"nvidia-smi: {text.strip().splitlines()[0][:200]}")
     return out

@@ -46,11 +46,21 @@ class RailReading:
         return None
 
 
-def _int(value: str) -> int | None:
+U64 = (0, 2**64 - 1)  # a kernel counter
+SPEED_MBPS = (1, 10_000_000)  # sysfs speed: 10 Tb/s is no link today (a 2^64 speed is no reading)
+MTU = (68, 1 << 20)
+
+
+def _int(value: str, limits: tuple[int, int] = U64) -> int | None:
+    """A sysfs number in its range, or None (a hostile or broken read: negative, huge, not a number)."""
+    v = value.strip()
+    if not v or len(v) > 24:
+        return None
     try:
-        return int(value.strip())
+        n = int(v)
     except ValueError:
         return None
+    return n if limits[0] <= n <= limits[1] else None
 
 
 def parse_round(lines: list[str], netdevs: list[str]) -> dict[str, RailReading]:
@@ -70,7 +80,7 @@ def parse_round(lines: list[str], netdevs: list[str]) -> dict[str, RailReading]:
             v = kv.get(k)
             return None if v is None or v in ("-", "") else v
 
-        speed = _int(get("speed") or "")
+        speed = _int(get("speed") or "", SPEED_MBPS)
         carrier = get("carrier")
         port = get("ib.state")
         counters = {}
@@ -81,7 +91,7 @@ def parse_round(lines: list[str], netdevs: list[str]) -> dict[str, RailReading]:
         out[netdev] = RailReading(
             netdev, operstate=(get("operstate") or "").lower() or None,
             carrier=None if carrier is None else carrier == "1",
-            speed_mbps=speed if speed is not None and speed > 0 else None, mtu=_int(get("mtu") or ""),
+            speed_mbps=speed, mtu=_int(get("mtu") or "", MTU),
             carrier_changes=_int(get("carrier_changes") or ""),
             port_state=port.split(":", 1)[-1].strip().upper() if port else None, counters=counters)
     return out

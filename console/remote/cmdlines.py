@@ -10,6 +10,21 @@ from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
 from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
 
+# the process list's command lines (who holds a GPU, and ending it), re-exported: this is their one home
+from console.remote.cmdlines_processes import (  # noqa: F401
+    CONTAINERS_MARK,
+    IDENTITY_MARK,
+    PROCESS_FIELDS,
+    SIGNALS,
+    identity_fingerprint,
+    identity_words,
+    process_details,
+    process_identity,
+    process_running,
+    signal_if_same,
+    signal_process,
+)
+
 q = shlex.quote
 
 
@@ -21,9 +36,21 @@ TOOL_LIMIT_S = 10  # a one-shot nvidia-smi is killed (SIGKILL, station-side) aft
 KILLED_STATUS = 137  # what ``timeout -s KILL`` exits with when it had to kill
 
 
+# A process stuck in the driver (state D) survives SIGKILL: a one-shot nvidia-smi holds a per-user lock;
+# the next waits SMI_LOCK_WAIT_S, else is not started and exits 137 (at most one stuck per station).
+SMI_LOCK_WAIT_S = 3
+SMI_LOCK = '"${XDG_RUNTIME_DIR:-/tmp}/dgx-console-nvidia-smi-$(id -u).lock"'
+
+
 def bounded(cmd: str, limit_s: float = TOOL_LIMIT_S) -> str:
-    """``cmd`` killed station-side after ``limit_s`` (exit 137), whatever signals it ignores."""
-    return f"timeout -s KILL {max(1, int(limit_s))} {cmd}"
+    """``cmd`` killed station-side after ``limit_s`` (exit 137), whatever signals it ignores; an
+    ``nvidia-smi`` one-shot only while no earlier one is stuck (the lock above; no ``flock`` on the
+    station: as before, unlocked)."""
+    run = f"timeout -s KILL {max(1, int(limit_s))} {cmd}"
+    if not cmd.startswith("nvidia-smi "):
+        return run
+    return (f"if command -v flock >/dev/null 2>&1; then flock -w {SMI_LOCK_WAIT_S} -E {KILLED_STATUS} "
+            f"{SMI_LOCK} {run}; else {run}; fi")
 
 
 def ended_with_channel(cmd: str) -> str:
@@ -533,15 +560,22 @@ def rails_once(rails: list[tuple[str, str]]) -> str:
 # (their pids kept: both are killed when the channel hangs up, a wedged nvidia-smi too) and sysfs with
 # builtins; each line goes out with its source's tag: ``H`` health row, ``K`` kernel log line, ``R``
 # rails round line (``R @@`` ends a round), ``H @@end`` / ``K @@end``: that tool ended.
+# Whole lines only: a line read in part when the short read timed out is carried (c4, c5) to the next
+# round (an "Xid 79" in two pieces never reads as "Xid 7"). At most HEALTH_LINES_PER_ROUND lines per
+# source and round: a kernel-log flood waits in its pipe, never starving the others ("K @@busy": behind).
+HEALTH_LINES_PER_ROUND = 50
 _HEALTH_LOOP = (
     'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
     'trap "kill -KILL $h $k 2>/dev/null; exit 129" HUP INT TERM; '
     'r() { if IFS= read -r v 2>/dev/null < "$2"; then printf "R %s %s\\n" "$1" "$v"; '
     'else printf "R %s -\\n" "$1"; fi; }; '
-    'drain() { while :; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
-    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; elif [ $s -gt 128 ]; then '
-    '[ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; return 0; else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; '
-    'printf "%s @@end\\n" "$2"; return 1; fi; done; }; '
+    'c4=; c5=; '
+    'drain() { local n=0 v=c$1 l s; while [ $n -lt {per_round} ]; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
+    'l="${!v}$l"; printf -v "$v" %s ""; '
+    'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; n=$((n + 1)); elif [ $s -gt 128 ]; then '
+    'if [ ${#l} -gt 65536 ]; then printf "%s %s\\n" "$2" "$l"; else printf -v "$v" %s "$l"; fi; return 0; '
+    'else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; printf "%s @@end\\n" "$2"; return 1; fi; done; '
+    'printf "%s @@busy\\n" "$2"; }; '
     'hl=1; kl=1; t=0; while :; do '
     '[ $hl = 1 ] && { drain 4 H || hl=0; }; [ $kl = 1 ] && { drain 5 K || kl=0; }; '
     'if [ $t = 0 ]; then {rails}printf "R @@\\n"; fi; t=$(( (t + 1) % {ticks} )); read -t 0.5 -u 3 _; done'
@@ -559,34 +593,9 @@ def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str 
     kernel = f"journalctl -k -f --no-pager -o short-iso --since @{int(since_epoch)}"
     reads = _rail_reads(rails)
     script = (_HEALTH_LOOP.replace("{health}", health).replace("{kernel}", kernel)
-              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5)))))
+              .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5))))
+              .replace("{per_round}", str(HEALTH_LINES_PER_ROUND)))
     return "exec bash -c " + q(script)
 
 
 # --- end issue 24
-# --- issue 21: the process list (who holds a GPU, and ending it)
-PROCESS_FIELDS = "pid=,user:32=,pcpu=,rss=,cgroup:512=,args="
-CONTAINERS_MARK = "--- containers"
-SIGNALS = ("TERM", "KILL")
-
-
-def process_details(pids: list[int]) -> str:
-    """User, CPU share, resident memory, cgroup and the whole command line of ``pids`` (``ps -ww``: no
-    column cut), then every running container's full id and name (the cgroup names the container)."""
-    ids = ",".join(str(int(p)) for p in pids) or "1"
-    return (f"ps -ww -o {q(PROCESS_FIELDS)} -p {q(ids)}; echo {q(CONTAINERS_MARK)}; "
-            f"docker ps --no-trunc --format {q('{{.ID}} {{.Names}}')} 2>/dev/null; true")
-
-
-def signal_process(pid: int, signal: str) -> str:
-    """Send ``signal`` (TERM or KILL) to ``pid``: ``env kill`` runs procps' kill (not the shell's), whose
-    words say why it could not ("Operation not permitted", "No such process")."""
-    if signal not in SIGNALS:
-        raise ValueError(f"signal {signal!r}: only {', '.join(SIGNALS)}")
-    return f"env kill -s {q(signal)} {q(str(int(pid)))}"
-
-
-def process_running(pid: int) -> str:
-    """``pid`` and its state letter while it exists (Z: a zombie, gone for the GPU; D: stuck in the driver)."""
-    return f"ps -o pid=,stat= -p {q(str(int(pid)))}; true"
-# --- end issue 21

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 from console.config import Config, Station
+from console.remote.bounded import DEFAULT_MAX_BYTES
 from console.remote.transport import CommandResult, Transport, new_transport
 
 _ACTIVE: list[SessionRegistry] = []
@@ -27,8 +28,11 @@ class SharedTransport:
         self.inner = inner
         self.station = inner.station
 
-    async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
-        return await self.inner.run(command, timeout=timeout, input=input)
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> CommandResult:
+        if max_bytes == DEFAULT_MAX_BYTES:  # (a transport written before the cap takes no max_bytes)
+            return await self.inner.run(command, timeout=timeout, input=input)
+        return await self.inner.run(command, timeout=timeout, input=input, max_bytes=max_bytes)
 
     def stream(self, command: str) -> AsyncIterator[str]:
         return self.inner.stream(command)

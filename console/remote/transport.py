@@ -18,10 +18,8 @@ close the channel.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
-import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from typing import Literal, Protocol, TypeVar
 import asyncssh
 
 from console.config import Station
+from console.remote.bounded import DEFAULT_MAX_BYTES, read_both
 from console.remote.lines import clipped_lines
 
 MAX_CHANNELS = 8
@@ -55,6 +54,7 @@ class CommandResult:
     exit_status: int
     stdout: str
     stderr: str
+    cut: bool = False  # the output was over the cap: the rest was not read (the text ends saying so)
 
     @property
     def ok(self) -> bool:
@@ -158,7 +158,8 @@ class HostKeyError(TransportError):
 class Transport(Protocol):
     station: Station
 
-    async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult: ...
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> CommandResult: ...
 
     def stream(self, command: str) -> AsyncIterator[str]: ...
 
@@ -420,25 +421,35 @@ class SSHTransport:
                 await asyncio.sleep(delay)
                 delay = min(1.0, delay * 2)
 
-    async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
+    async def run(self, command: str, timeout: float | None = None, input: str | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> CommandResult:
+        """One command's exit status and output, each stream read up to ``max_bytes`` (the channel is
+        closed at the cap: the rest is never read, and the result says it was cut)."""
         conn = await self.connect()
         limit = timeout or self.command_timeout
         async with self._sem:
             try:
-                proc = await self._open(command, lambda: conn.create_process(command, encoding="utf-8",
-                                                                             errors="replace"))
+                proc = await self._open(command, lambda: conn.create_process(command, encoding=None))
                 try:
                     if input is not None:
-                        proc.stdin.write(input)
+                        proc.stdin.write(input.encode())
                     proc.stdin.write_eof()
+
+                    async def collect() -> tuple[str, str, bool, int | None]:
+                        async def stop() -> None:  # at the cap: nothing more of the command is read
+                            proc.close()
+                        out, err, cut = await read_both(proc.stdout.read, proc.stderr.read, max_bytes, stop)
+                        if cut:
+                            return out, err, cut, proc.exit_status
+                        done = await proc.wait(check=False)
+                        return out, err, cut, done.exit_status
                     try:
-                        done = await asyncio.wait_for(proc.wait(check=False), limit)
+                        out, err, cut, status = await asyncio.wait_for(collect(), limit)
                     except TimeoutError:
                         proc.kill()
                         raise CommandTimeout(f"{self.station.name}: command timed out after {limit:g} s: "
                                              f"{command[:80]}") from None
-                    status = done.exit_status if done.exit_status is not None else 255
-                    return CommandResult(status, str(done.stdout or ""), str(done.stderr or ""))
+                    return CommandResult(status if status is not None else (0 if cut else 255), out, err, cut)
                 finally:  # never wait long for a station slow to acknowledge the close (cancel, timeout)
                     proc.close()
                     # The wait is owned (not shielded: a shielded wait outlived a cancelled read, left
@@ -509,72 +520,6 @@ async def tcp_probe(host: str, port: int, timeout: float = 1.5) -> bool:
     return True
 
 
-class LocalTransport:
-    """The console runs on this station: commands are local subprocesses (no SSH)."""
-
-    def __init__(self, station: Station, command_timeout: float = 30.0, env: dict[str, str] | None = None):
-        self.station = station
-        self.command_timeout = command_timeout
-        self.env = env
-
-    connected = True
-
-    def drop(self) -> None:
-        return None
-
-    async def run(self, command: str, timeout: float | None = None, input: str | None = None) -> CommandResult:
-        proc = await asyncio.create_subprocess_shell(
-            command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, env=self.env,
-        )
-        limit = timeout or self.command_timeout
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(input.encode() if input else None), limit)
-        except TimeoutError:
-            await _end(proc)
-            raise CommandTimeout(f"{self.station.name}: command timed out after {limit:g} s: {command[:80]}") from None
-        except BaseException:  # cancelled (or anything else): the child and its group never outlive the call
-            await asyncio.shield(_end(proc))
-            raise
-        return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
-
-    async def stream(self, command: str) -> AsyncIterator[str]:
-        proc = await asyncio.create_subprocess_shell(
-            command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=self.env,
-        )
-        try:
-            assert proc.stdout is not None
-            stdout, decoder = proc.stdout, codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-            async def read(n: int) -> str:  # "" only at the end (half a character decodes to "")
-                while data := await stdout.read(n):
-                    if text := decoder.decode(data):
-                        return text
-                return decoder.decode(b"", final=True)
-
-            async for line in clipped_lines(read):  # clipped as over SSH: a giant line never stops the stream
-                yield line
-        finally:
-            await asyncio.shield(_end(proc))
-
-    async def close(self) -> None:
-        return None
-
-
-async def _end(proc: asyncio.subprocess.Process) -> None:
-    """Kill a local command's process group (it runs in a session of its own) and reap it."""
-    if proc.returncode is None:
-        _killpg(proc.pid)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(proc.wait(), 2)
-
-
-def _killpg(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc) or exc.__class__.__name__
     return " ".join(text.split())
@@ -587,6 +532,14 @@ def ssh_of(transport: object) -> SSHTransport | None:
 
 
 def new_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
+    from console.remote.local import LocalTransport  # (it needs this module's results and errors)
     if station.local:
         return LocalTransport(station, command_timeout)
     return SSHTransport(station, connect_timeout, command_timeout)
+
+
+def __getattr__(name: str):
+    if name == "LocalTransport":  # its home is console.remote.local; the old import path still works
+        from console.remote.local import LocalTransport
+        return LocalTransport
+    raise AttributeError(name)

@@ -2,7 +2,11 @@
 process is (user, CPU, resident memory, container, whole command line), and end one process — TERM,
 a grace period, then KILL if it still runs — reporting exactly what happened.
 
-The screen confirms first; this layer refuses in ``--read-only`` as the other actions do. A process
+The screen confirms first; this layer refuses in ``--read-only`` as the other actions do, and sends
+each signal (TERM, and KILL again) only while the pid is still the process the row showed: one
+station-side command re-reads its start time and command line and signals only if both match
+(``cmdlines.signal_if_same``), so a pid the kernel gave to another process since is never signalled.
+It never signals pid 1, the console's own process, or a process it was not shown. A process
 that survives KILL is in the kernel (state D, stuck in the driver): only a GPU reset or a reboot
 frees what it holds, and the result says so.
 """
@@ -10,11 +14,13 @@ frees what it holds, and the result says so.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from console.config import Config
+from console.config.export import masker
 from console.probes import processes as pp
 from console.remote import cmdlines as rc
 from console.remote.session import make_transport
@@ -33,7 +39,9 @@ class ProcessDetail:
     cpu_pct: float
     rss_mib: float
     container: str | None  # the container's name; None: on the host (outside every container)
-    command: str
+    command: str  # secrets masked (the config's values, and the one rule: --api-key, token=, ...)
+    started: str = ""  # ps's start time ("": not read)
+    fingerprint: str = ""  # the start time and the whole command line (unmasked) hashed: who the pid is
 
 
 @dataclass
@@ -57,29 +65,84 @@ async def read_processes(cfg: Config, station: str, pids: Iterable[int]) -> dict
     res = await _transport(cfg, station).run(rc.process_details(wanted), timeout=cfg.command_timeout_s)
     procs, _, rest = res.stdout.partition(rc.CONTAINERS_MARK)
     rows, containers = pp.parse_ps(procs), pp.parse_containers(rest)
+    mask = masker(cfg)
     return {pid: ProcessDetail(pid, r.user, r.cpu_pct, r.rss_mib, pp.container_of(r.container_id, containers)
-                               or (f"{r.container_id[:12]} (not running)" if r.container_id else None), r.command)
+                               or (f"{r.container_id[:12]} (not running)" if r.container_id else None),
+                               mask(r.command), r.started, rc.identity_fingerprint(r.started, r.command))
             for pid, r in rows.items() if pid in wanted}
 
 
-async def end_process(cfg: Config, station: str, pid: int, read_only: bool = False, grace_s: float = GRACE_S,
-                      clock: Callable[[], float] = time.monotonic) -> EndResult:
-    """TERM, wait up to ``grace_s`` for ``pid`` to go, then KILL and wait again; ReadOnlyError in --read-only."""
+def _is_this_host(cfg: Config, station: str) -> bool:
+    try:
+        st = cfg.station(station)
+    except Exception:  # noqa: BLE001 - an unknown station: treat it as this host (refuse more, never less)
+        return True
+    return bool(st.local) or st.host in ("localhost", "127.0.0.1", "::1") or st.host.startswith("127.")
+
+
+def never_signalled(cfg: Config, station: str, pid: int) -> str | None:
+    """Why ``pid`` on ``station`` is never offered for a signal (pid 1 and below, the console's own
+    process where the console runs on that station), or None."""
+    if pid <= 1:
+        return f"pid {pid} is the station's init (or no process): never signalled from here"
+    if pid == os.getpid() and _is_this_host(cfg, station):
+        return f"pid {pid} on {station} is this console itself: never signalled from here"
+    return None
+
+
+def _changed_words(pid: int, station: str, now: str, shown: ProcessDetail) -> str:
+    return (f"pid {pid} on {station} is no longer the process shown (started {one_line(shown.started, 40)}: "
+            f"{one_line(shown.command, 60)}); it is now {one_line(now, 120) or 'another process'}: not signalled")
+
+
+async def end_process(cfg: Config, station: str, shown: ProcessDetail, read_only: bool = False,
+                      grace_s: float = GRACE_S, clock: Callable[[], float] = time.monotonic) -> EndResult:
+    """TERM, wait up to ``grace_s`` for the process ``shown`` to go, then KILL and wait again; each
+    signal only while its pid still started when ``shown`` says and runs its command line (else the
+    result says what holds the pid now, and nothing is sent); ReadOnlyError in --read-only."""
     if read_only:
         raise ReadOnlyError("read-only mode: signalling a process is disabled (--read-only)")
-    t = _transport(cfg, station)
+    pid = shown.pid
     out = EndResult(station, pid, False, "")
+    why = never_signalled(cfg, station, pid)
+    if why is None and not shown.fingerprint:
+        why = (f"pid {pid} on {station}: its start time was not read, so the console cannot tell it is still the "
+               "process shown: not signalled (refresh with r, then try again)")
+    if why:
+        out.words = why
+        return out
+    t = _transport(cfg, station)
     for signal in rc.SIGNALS:
+        cmd = rc.signal_if_same(pid, signal, shown.fingerprint)
         try:
-            res = await t.run(rc.signal_process(pid, signal), timeout=cfg.command_timeout_s)
+            res = await t.run(cmd, timeout=cfg.command_timeout_s)
         except TransportError as exc:
             out.words = f"{signal} not sent: {one_line(str(exc), 160)}"
             return out
-        said = one_line((res.stderr or res.stdout).strip(), 160)
-        out.steps.append(f"$ {rc.signal_process(pid, signal)} -> exit {res.exit_status}" + (f": {said}" if said else ""))
+        first, _, rest = res.stdout.partition("\n")
+        said = one_line((res.stderr or rest).strip(), 160)
+        verdict = first[len(rc.IDENTITY_MARK):].strip() if first.startswith(rc.IDENTITY_MARK) else ""
+        if verdict == "gone":  # the process shown exited: nothing to signal
+            out.steps.append(f"{signal} not sent: pid {pid} gone")
+            out.ended = True
+            out.words = (f"pid {pid} on {station} was already gone" if signal == "TERM" else
+                         f"pid {pid} on {station} ended after TERM (gone before KILL)")
+            return out
+        if verdict.startswith("changed"):  # the kernel gave the pid to another process: never signal it
+            out.steps.append(f"{signal} not sent: pid {pid} now names another process")
+            out.ended = signal == "KILL"  # after TERM, the process shown went away
+            now = masker(cfg)(verdict[len("changed"):].strip())  # another process's argv: its secrets too
+            out.words = ((f"pid {pid} on {station} ended after TERM; " if signal == "KILL" else "")
+                         + _changed_words(pid, station, now, shown))
+            return out
+        if verdict != "same":
+            out.words = f"{signal} not sent: the station's identity check did not answer ({one_line(res.stdout, 80) or f'exit {res.exit_status}'})"
+            return out
+        out.steps.append(f"$ env kill -s {signal} {pid} (identity checked) -> exit {res.exit_status}"
+                         + (f": {said}" if said else ""))
         if not res.ok:
             gone = "no such process" in said.lower()
-            out.ended = gone and signal == "TERM" and not await _alive(t, cfg, pid)
+            out.ended = gone and signal == "TERM" and not await _alive(t, cfg, shown)
             out.words = (f"pid {pid} on {station} was already gone" if out.ended else
                          f"{signal} refused: {said or f'exit {res.exit_status}'}"
                          + (" (the login user may not signal it: `sudo kill -s TERM "
@@ -88,7 +151,7 @@ async def end_process(cfg: Config, station: str, pid: int, read_only: bool = Fal
         t0 = clock()
         limit = grace_s if signal == "TERM" else max(2.0, grace_s / 2)
         while True:
-            state = await _alive(t, cfg, pid)
+            state = await _alive(t, cfg, shown)
             if not state:
                 out.ended = True
                 out.words = f"pid {pid} on {station} ended by {signal} after {clock() - t0:.1f} s"
@@ -102,11 +165,14 @@ async def end_process(cfg: Config, station: str, pid: int, read_only: bool = Fal
     return out
 
 
-async def _alive(t, cfg: Config, pid: int) -> str:
-    """The process's ps state while it lives ('' when gone; a zombie holds no GPU memory: gone)."""
+async def _alive(t, cfg: Config, shown: ProcessDetail) -> str:
+    """The process's ps state while it lives ('' when gone: no process under its pid, another process
+    under it since, or a zombie, which holds no GPU memory)."""
     try:
-        res = await t.run(rc.process_running(pid), timeout=cfg.command_timeout_s)
+        res = await t.run(rc.process_identity(shown.pid), timeout=cfg.command_timeout_s)
     except TransportError:
         return "?"
-    st = pp.parse_states(res.stdout).get(pid)
-    return "" if st is None or st.stat.startswith("Z") else st.stat
+    st = pp.parse_identity(res.stdout)
+    if st is None or st.stat.startswith("Z"):
+        return ""
+    return st.stat if rc.identity_fingerprint(st.started, st.command) == shown.fingerprint else ""

@@ -101,6 +101,7 @@ def station_env(base: Mapping[str, str], root: str | os.PathLike, station: str, 
     # The shims are Python: with HOME moved, a per-user install must still be found where it is.
     env.setdefault("PYTHONUSERBASE", site.getuserbase())
     env["HOME"] = mounts.home
+    env["XDG_RUNTIME_DIR"] = mounts.home  # each station its own runtime dir (the nvidia-smi lock is per station)
     env["DGX_SIM_ROOT"] = str(root)
     env["DGX_SIM_STATION"] = station
     env.pop("SSH_ORIGINAL_COMMAND", None)

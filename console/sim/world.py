@@ -53,6 +53,8 @@ KNOWN_FAULTS = {
                 "mismatch' and exits",
     "smi-hang-cycle": "smi-hang for 20 s of every minute (from 30 s into it)",
     "smi-fail-cycle": "smi-fail for 20 s of every minute (from 30 s into it)",
+    "smi-garbage": "nvidia-smi prints hostile numbers in its cells: nan, inf, -inf, a 400-digit number, negative "
+                   "values (memory, util, temperature, power, PCIe gen/width, ECC, clocks)",
     # --- issue 19: NCCL launch facts
     "remove-ipc": "systemd-logind's RemoveIPC=yes (stock logind.conf) and the launch user does not linger: "
                   "its IPC objects vanish when the SSH session closes",
@@ -97,6 +99,7 @@ DEFAULT_FAULT_STATION = {
     "smi-fail": 1,
     "smi-hang-cycle": 1,
     "smi-fail-cycle": 1,
+    "smi-garbage": 1,
     # --- issue 19: NCCL launch facts
     "remove-ipc": 0,
     # --- issue 19: hang evidence

@@ -35,6 +35,7 @@ START_AFTER_S = 2.0  # after a (re)connect the health channel opens this much af
 HEALTH_RETRY_S = 10.0  # a health tool that ended (a driver failure) is asked again this often
 KERNEL_LOOKBACK_S = 3600.0  # the kernel log is read from this far back (the state keeps this run's Xids)
 ENDED = "@@end"
+BUSY = "@@busy"  # a source had more lines than a round forwards (a kernel-log flood): the rest follows
 
 
 def rails_of(svc: StationService) -> list[tuple[str, str]]:
@@ -50,6 +51,7 @@ class HealthStreams:
         self.svc = svc
         self.prefix = gh.EVENT_PREFIX  # switched once to the older names when the driver asks for them
         self.kernel_said: str | None = None  # why the kernel log is unreadable, once said
+        self.busy_rounds = 0  # rounds in which a source had more lines than one round forwards
 
     def jobs(self) -> list:
         return [self._later()]
@@ -73,6 +75,9 @@ class HealthStreams:
         ended: float | None = None  # when the health tool ended (the rails and the kernel log go on)
         async for line in svc.transport.stream(cmdlines.health_stream(rails, since, self.prefix)):
             tag, _, text = line.rstrip("\r\n").partition(" ")
+            if text.strip() == BUSY:
+                self.busy_rounds += 1
+                continue
             if tag == "R":
                 if text.strip() == END:
                     if netdevs:

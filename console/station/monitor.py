@@ -113,6 +113,9 @@ class StationService:
         self.restarts = 0  # supervised restarts after an unexpected error
         self._beat = time.monotonic()  # the last sample of any stream: the connection's heartbeat
         self._gpu_beat = self._beat  # the last answer of nvidia-smi (readings or an error): live or not
+        # nvidia-smi has answered since this connection began; until it has, the station is not live
+        # (its GPU values are from before), and once a GPU round went unanswered it is stale (GPU named)
+        self._gpu_answered, self._gpu_unanswered = False, False
         self._gpu_failing = False  # its last answer was an error (driver, NVML): asked again every GPU_PROBE_S
         self._late: str | None = None  # the source named in the current stale state
         self._auth_failures = 0
@@ -169,6 +172,7 @@ class StationService:
         self._beat = time.monotonic()
         if gpu:
             self._gpu_beat = self._beat
+            self._gpu_answered = True
         self.last_sample_at = time.time()
         self._judge()
 
@@ -178,6 +182,10 @@ class StationService:
         is named (the connection is fine, so it is not dropped for it)."""
         now = time.monotonic()
         silent, gpu_silent = now - self._beat, now - self._gpu_beat
+        if silent <= self.stale_after and not self._gpu_answered:  # the GPUs not read on this connection yet
+            if self._gpu_unanswered and (self.state != ConnState.STALE or self._late != Aspect.GPUS):
+                self._set_state("stale", GPU_LATE_DETAIL, late=Aspect.GPUS)
+            return
         if silent > self.stale_after:
             if self.state == ConnState.LIVE or self._late is not None:
                 self._set_state("stale", f"no sample for {silent:.0f} s")
@@ -192,6 +200,7 @@ class StationService:
 
     async def _supervise(self) -> None:
         while not self._stopping:
+            self._gpu_answered = self._gpu_unanswered = False  # this connection's GPU reads start now
             if self.state not in ("unreachable", "stale"):  # retrying after an outage stays "unreachable"
                 self._set_state("connecting", self._where())
             try:
@@ -264,10 +273,12 @@ class StationService:
         try:
             res = await self.transport.run(cmdlines.gpu_query(limit_s=limit), timeout=limit + 5)
         except CommandTimeout:
-            self._post_gpus([], error=smi.not_answering(limit))
+            self._gpu_unanswered = True
+            self._post_gpus([], error=smi.not_answering(limit), answered=False)
             return
         if res.exit_status == cmdlines.KILLED_STATUS and not res.stdout.strip():
-            self._post_gpus([], error=smi.not_answering(limit))
+            self._gpu_unanswered = True
+            self._post_gpus([], error=smi.not_answering(limit), answered=False)
             return
         try:
             gpus = smi.parse_gpus(res.stdout)
@@ -360,10 +371,13 @@ class StationService:
             if got is not None:
                 self._post_gpus(got)
 
-    def _post_gpus(self, gpus: list[smi.GpuReading], error: str | None = None) -> None:
+    def _post_gpus(self, gpus: list[smi.GpuReading], error: str | None = None, answered: bool = True) -> None:
+        """``answered``: nvidia-smi said something (readings, or its own error); a tool that did not
+        answer (hung, killed at its limit) is no GPU heartbeat: the GPU values stay as old as they are,
+        and the station turns stale with that source named instead of "live" on old data."""
         self.post(GpuSample(self.station.name, gpus, time.time(), error))
         self._gpu_failing = error is not None and not gpus
-        self._heard(gpu=True)
+        self._heard(gpu=answered)
         # the process list (and GB10's memory) come from the compute-apps stream; no line at all
         # means no compute process: forget apps not seen lately
         horizon = time.monotonic() - 2.5 * self.gpu_interval_ms / 1000

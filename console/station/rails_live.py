@@ -18,6 +18,10 @@ from console.probes.rails import CONGESTION_COUNTERS, ERROR_COUNTERS, RailReadin
 
 RATE_WINDOW_S = 60.0
 FLAP_WINDOW_S = 600.0
+# A link renegotiates in tens of milliseconds at the very least: ten down-and-ups a second is past what
+# a NIC can do; the flap list never holds more than the window could.
+MAX_FLAPS_PER_S = 10
+MAX_FLAPS = int(FLAP_WINDOW_S * MAX_FLAPS_PER_S)
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class _Track:
     completed: int = 0  # down-and-ups counted since base
     last_up: bool | None = None
     down_since: float | None = None
+    last_at: float | None = None
 
 
 class RailTracker:
@@ -142,8 +147,11 @@ class RailTracker:
                     t.base = r.carrier_changes
                 if t.base is not None:  # every two changes since then: one completed down-and-up
                     done = (r.carrier_changes - t.base) // 2
-                    t.flaps.extend([at] * max(0, done - t.completed))
+                    new = min(max(0, done - t.completed), _possible_flaps(t.last_at, at))
+                    t.flaps.extend([at] * new)
                     t.completed = max(t.completed, done)
+                    while len(t.flaps) > MAX_FLAPS:
+                        t.flaps.popleft()
                 t.last_changes = r.carrier_changes
             elif t.last_up is False and up is True:
                 t.flaps.append(at)
@@ -152,6 +160,7 @@ class RailTracker:
             elif up is not False:
                 t.down_since = None
             t.last_up = up
+            t.last_at = at
             t.samples.append((at, dict(r.counters)))
             while t.samples and at - t.samples[0][0] > RATE_WINDOW_S:
                 t.samples.popleft()
@@ -161,6 +170,12 @@ class RailTracker:
                 netdev, up, t.down_since, r.speed_mbps, self.expected_mbps, r.mtu, self.expected_mtu,
                 r.port_state, len(t.flaps), t.flaps[0] if t.flaps else None, _rates(t.samples), at)
         return self.views
+
+
+def _possible_flaps(since: float | None, at: float) -> int:
+    """The most down-and-ups a link can make between two reads: a jump of ``carrier_changes`` past it
+    (a counter a broken driver or a hostile station reports) is clamped, never a huge flap list."""
+    return 1 + int(max(0.0, at - since) * MAX_FLAPS_PER_S) if since is not None else 1
 
 
 def _rates(samples: deque[tuple[float, dict[str, int]]]) -> dict[str, float]:

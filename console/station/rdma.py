@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import csv
 import io
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from console import json_out
 from console.config import Config, Station
 from console.probes import ParseError, iproute
 from console.probes import perftest as pt
@@ -335,5 +335,5 @@ def overall(runs: list[RdmaRun]) -> int:
 
 
 def to_json(runs: list[RdmaRun]) -> str:
-    return json.dumps({"runs": [r.to_dict() for r in runs], "result": "failed" if overall(runs) else "ok"},
+    return json_out.dumps({"runs": [r.to_dict() for r in runs], "result": "failed" if overall(runs) else "ok"},
                       indent=2)

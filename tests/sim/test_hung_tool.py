@@ -89,3 +89,29 @@ async def test_a_closed_stream_ends_a_tool_that_ignores_the_hangup(sim):
     finally:
         set_hang(sim.world, "A", False)
         await t.close()
+
+
+async def test_a_station_whose_nvidia_smi_hangs_from_the_start_is_never_called_live(sim):
+    """The first GPU round times out: that is no GPU sample, so the station is stale with the GPU source
+    named (its other sources answer), never "live" on GPU values nobody read."""
+    from console.station.state import Aspect
+
+    w = sim.world
+    set_hang(w, "B", True)
+    sink = Collector()
+    svc = StationService(sim.config, sim.config.station("B"), sink, gpu_interval_ms=200)
+    svc.start()
+    try:
+        await until(lambda: any(m.error and "not answering" in m.error for m in sink.of(GpuSample, "B")),
+                    what="the first GPU round's timeout", timeout=30)
+        await until(lambda: sink.of(ConnectionState, "B")[-1].late == Aspect.GPUS,
+                    what="stale, the GPU source named", timeout=20,
+                    detail=lambda: sink.of(ConnectionState, "B")[-3:])
+        states = [m.state for m in sink.of(ConnectionState, "B")]
+        assert "live" not in states, states
+        set_hang(w, "B", False)
+        await until(lambda: sink.of(ConnectionState, "B")[-1].state == "live", what="live once it answers",
+                    timeout=30)
+    finally:
+        set_hang(w, "B", False)
+        await svc.stop()

@@ -66,3 +66,30 @@ async def test_read_only_ends_nothing(sim_factory):
         await pilot.pause()
         assert isinstance(app.screen, ProcessScreen)  # no confirmation, nothing sent
         assert h.world.state("B")["gpus"][-1].get("held_pid") == HELD_PID
+
+
+async def test_a_pid_reused_while_the_dialog_is_open_is_not_signalled(sim_factory):
+    """The confirmation names the process the row showed; if the kernel gives its pid to another process
+    before ``y``, nothing is sent and the screen says what holds the pid now."""
+    h = await sim_factory(faults=["oom"], running=False)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(lambda: app.stations["B"].apps, what="B's GPU processes", pilot=pilot)
+        await pilot.press("P")
+        await until(lambda: isinstance(app.screen, ProcessScreen), what="the process list", pilot=pilot)
+        screen = app.screen
+        await until(lambda: "fp8_matmul_sweep" in table_text(screen), what="the leftover's row", pilot=pilot,
+                    detail=lambda: table_text(screen))
+        screen.query_one("#proc-table", DataTable).move_cursor(
+            row=next(i for i, k in enumerate(screen._keys) if k == f"B:{HELD_PID}"))
+        await pilot.press("t")
+        await until(lambda: isinstance(app.screen, ConfirmEnd), what="the confirmation", pilot=pilot)
+        with h.world.edit("B") as st:  # the leftover exits; pid 4242 now names an unrelated process
+            for g in st["gpus"]:
+                if g.get("held_pid"):
+                    g["held_started_at"], g["held_args"] = 1_796_000_600, "/usr/sbin/chronyd -F 1"
+        await pilot.press("y")
+        await until(lambda: "no longer the process shown" in screen.last, what="the refusal", pilot=pilot,
+                    detail=lambda: screen.last)
+        assert "chronyd -F 1" in screen.last and "ended" not in screen.last
+        assert h.world.state("B")["gpus"][-1].get("held_pid") == HELD_PID  # nothing was sent

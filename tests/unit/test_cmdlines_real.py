@@ -9,6 +9,12 @@ import pytest
 
 from console.remote import cmdlines
 
+
+def _locked(run: str) -> str:
+    """A one-shot nvidia-smi as it runs: only while no earlier one is stuck (the per-user lock)."""
+    return (f"if command -v flock >/dev/null 2>&1; then flock -w 3 -E 137 "
+            f'"${{XDG_RUNTIME_DIR:-/tmp}}/dgx-console-nvidia-smi-$(id -u).lock" {run}; else {run}; fi')
+
 # One value per parameter name of the builders (a new builder with a new parameter must add it here).
 ARGS = {
     "loop_ms": 1000, "interval_s": 2.0, "container": "glm53", "since": "2026-01-05T10:00:00.000000000Z",
@@ -67,7 +73,7 @@ def test_the_module_names_no_simulator():
     (cmdlines.model_config("/models/GLM-5.3-NVFP4/"), "cat /models/GLM-5.3-NVFP4/config.json"),
     (cmdlines.tail_file("~/x.log", 5), 'tail -n 5 "$HOME"/x.log'),
     # a wedged nvidia-smi ends station-side: a one-shot after its limit, a loop with its channel (issue 20)
-    (cmdlines.gpu_index_names(), "timeout -s KILL 10 nvidia-smi --query-gpu=index,name --format=csv,noheader"),
+    (cmdlines.gpu_index_names(), _locked("timeout -s KILL 10 nvidia-smi --query-gpu=index,name --format=csv,noheader")),
     (cmdlines.compute_apps_query(500),
      "exec sh -c 'nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,"
      "nounits -lms 500 & p=$!; trap \"kill -KILL $p 2>/dev/null; exit 129\" HUP INT TERM; wait \"$p\"'"),
@@ -82,10 +88,11 @@ def test_the_module_names_no_simulator():
     (cmdlines.ncclras_diag("glm 53"), "docker exec 'glm 53' ncclras -D 2>&1"),
     # issue 24: the health one-shot (older drivers' names too) and one rails round, builtins only
     (cmdlines.gpu_health_query(prefix="clocks_throttle_reasons"),
-     "timeout -s KILL 10 nvidia-smi --query-gpu=index,pci.bus_id,clocks_throttle_reasons.active,pcie.link.gen.current,"
-     "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,ecc.errors.uncorrected.volatile.total,"
-     "retired_pages.pending,remapped_rows.pending,power.draw,enforced.power.limit,power.default_limit,clocks.sm,"
-     "clocks.max.sm,utilization.gpu --format=csv,noheader,nounits 2>&1"),
+     _locked("timeout -s KILL 10 nvidia-smi --query-gpu=index,pci.bus_id,clocks_throttle_reasons.active,"
+             "pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,"
+             "ecc.errors.uncorrected.volatile.total,retired_pages.pending,remapped_rows.pending,power.draw,"
+             "enforced.power.limit,power.default_limit,clocks.sm,clocks.max.sm,utilization.gpu "
+             "--format=csv,noheader,nounits") + " 2>&1"),
     (cmdlines.rails_once([("enp1s0f1np1", "")]),
      "bash -c 'r() { if IFS= read -r v 2>/dev/null < \"$2\"; then printf \"R %s %s\\n\" \"$1\" \"$v\"; else printf "
      "\"R %s -\\n\" \"$1\"; fi; }; r enp1s0f1np1.operstate /sys/class/net/enp1s0f1np1/operstate; "

@@ -90,3 +90,40 @@ async def test_a_line_over_16_mb_is_clipped_and_the_lines_after_it_arrive():
     assert len(lines) == 4, [line[:40] for line in lines]
     assert lines[0] == "x" * STREAM_LINE_MAX + f"… [+{big - STREAM_LINE_MAX:,} chars]"
     assert lines[1:] == ["after one", "model 模型", "last, no newline"]
+
+
+def test_a_console_killed_by_sighup_leaves_no_local_command(tmp_path):
+    """A local station's long-lived command (journalctl -k -f in the TUI) runs in a session of its own;
+    the console ended by SIGHUP (its terminal closed) ends it too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "console_like.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from console.config import Station\n"
+        "from console.remote.local import LocalTransport, install_reaper\n"
+        "install_reaper()\n"
+        "async def main():\n"
+        "    t = LocalTransport(Station(name='local', host='localhost', rank=0, local=True))\n"
+        "    async for line in t.stream('echo $$; exec sleep 300'):\n"
+        "        print(line.strip(), flush=True)\n"
+        "asyncio.run(main())\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=os.environ)
+    child = int(proc.stdout.readline())
+    os.kill(child, 0)  # the stand-in for journalctl runs
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(30) == -signal.SIGHUP  # the console ends as SIGHUP ends it
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        subprocess.run(["kill", "-KILL", str(child)], check=False)
+        raise AssertionError(f"pid {child} outlived the console")

@@ -133,6 +133,10 @@ def _header(field: str) -> str:
     }.get(field, field)
 
 
+_GARBAGE = ("nan", "inf", "-inf", "9" * 400, "-5", "NaN", "1e999", "-1")
+_NOT_NUMBERS = {"index", "uuid", "name", "pci.bus_id", "retired_pages.pending", "remapped_rows.pending"}
+
+
 def main(argv: list[str], ctx) -> int:
     query = None
     apps = None
@@ -200,13 +204,16 @@ def main(argv: list[str], ctx) -> int:
             if not noheader:
                 lines.append(", ".join(_header(f) for f in fields))
             lost = _lost_index(ctx) if "gpu-lost" in ctx.faults else None
+            garbage = "smi-garbage" in ctx.faults
             for v in vals:
                 if int(v["index"]) == lost:  # what nvidia-smi prints for a GPU that fell off the bus
                     lines.append(f"Unable to determine the device handle for GPU{v['pci.bus_id']}: Unknown Error")
                     continue
                 cells = []
-                for f in fields:
+                for n, f in enumerate(fields):
                     cell = v[f]
+                    if garbage and f not in _NOT_NUMBERS:  # the fault: hostile numbers, a different one per cell
+                        cell = _GARBAGE[n % len(_GARBAGE)]
                     if not nounits and cell != "[N/A]":
                         cell += _units(f)
                     cells.append(cell)

@@ -1,7 +1,9 @@
 """``ps`` on a simulated station: the GPU processes the station's nvidia-smi lists, in procps' format
 for the two column sets the console asks for (``cmdlines.process_details`` and ``process_running``):
 the engine (root, in the serving container) and the oom fault's leftover process (the login user's
-forgotten benchmark on the host, under the login user). Other arguments run the real ``ps``."""
+forgotten benchmark on the host, under the login user). Each has a start time (``lstart``, C locale); a
+GPU entry's ``held_args`` / ``held_started_at`` stand in for another process that the kernel gave the
+leftover's pid to (a test's pid reuse). Other arguments run the real ``ps``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,14 @@ import time
 from console.sim.shims.docker import inspect_data
 from console.sim.shims.nvidia_smi import _DEFAULT_PIDS, gpu_values
 
+HELD_ARGS = "python3 /home/ops/bench/fp8_matmul_sweep.py --device cuda:0 --keep-alive"
+
+
+def lstart(epoch: float) -> str:
+    """procps' ``lstart`` in the C locale: ``Sat Dec  5 14:12:43 2026``."""
+    t = time.localtime(epoch)
+    return time.strftime("%a %b ", t) + f"{t.tm_mday:>2}" + time.strftime(" %H:%M:%S %Y", t)
+
 
 def processes(ctx) -> dict[int, dict]:
     """pid -> row facts of the processes this station's GPUs hold now."""
@@ -21,7 +31,10 @@ def processes(ctx) -> dict[int, dict]:
     if any(v.get("_engine_mib", 0) > 1 for v in vals):
         data = inspect_data(ctx, "glm53", now) or {}
         pid = _DEFAULT_PIDS.get(ctx.state["rank"], 2347)
+        runs = (ctx.state["containers"].get("glm53") or {}).get("runs") or [{}]
+        started = float(runs[-1].get("started_at") or 1_796_000_000)
         out[pid] = {"engine": True, "user": "root", "pcpu": "97.4", "rss": 41_231_360, "stat": "Rl",
+                    "lstart": lstart(started),
                     "cgroup": f"0::/system.slice/docker-{data.get('Id', '0' * 64)}.scope",
                     "args": "python3 -m vllm.entrypoints.openai.api_server --model /models/glm-5.3 "
                             "--tensor-parallel-size 2"}
@@ -30,7 +43,8 @@ def processes(ctx) -> dict[int, dict]:
             out[int(g.get("held_pid", 4242))] = {
                 "user": getpass.getuser(), "pcpu": "0.4", "rss": 2_203_648, "stat": "Sl",
                 "cgroup": "0::/user.slice/user-1000.slice/session-7.scope",
-                "args": "python3 /home/ops/bench/fp8_matmul_sweep.py --device cuda:0 --keep-alive"}
+                "lstart": lstart(float(g.get("held_started_at", 1_796_000_000))),
+                "args": str(g.get("held_args", HELD_ARGS))}
     return out
 
 

@@ -13,10 +13,10 @@ its SSH login to it) still run and say what they see. A channel the station refu
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable, Iterable
 
+from console import json_out
 from console.config import Config, Station
 from console.probes import ParseError
 from console.remote.session import make_transport
@@ -268,4 +268,4 @@ def summary_line(counts: dict[str, int]) -> str:
 
 
 def to_json(results: Iterable[CheckResult]) -> str:
-    return json.dumps({"checks": [r.to_dict() for r in results]}, indent=2)
+    return json_out.dumps({"checks": [r.to_dict() for r in results]}, indent=2)

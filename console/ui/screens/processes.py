@@ -2,7 +2,10 @@
 nvitop and k9s users expect it — station, GPU, pid, user, container, CPU %, host RSS, GPU memory and
 the whole command line — sorted by a column (``s`` cycles, a click on a header sorts by it, again
 reverses), and ``t`` ends the selected process: TERM, then KILL if it is still there after a grace
-period, after a confirmation that names it; off in ``--read-only``.
+period, after a confirmation that names it; off in ``--read-only``. Each signal goes only to the
+process the row showed (its pid, start time and command line checked on the station just before);
+pid 1, the console's own process, a row whose process was not read and a pid no longer on the GPU
+list are refused with the reason.
 
 Which processes hold a GPU comes from the station's state (nvidia-smi's compute apps, streamed by its
 monitor); who they are is read by ``console.service.processes`` (one ``ps`` per station, in a worker of
@@ -25,7 +28,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Label, Static
 from console.config import Config
 from console.durations import NONE
 from console.sanitize import one_line
-from console.service.processes import GRACE_S, ProcessDetail, end_process, read_processes
+from console.service.processes import GRACE_S, ProcessDetail, end_process, never_signalled, read_processes
 from console.service.steps import ReadOnlyError
 
 REFRESH_S = 3.0
@@ -254,14 +257,43 @@ class ProcessScreen(Screen):
         if row is None:
             self.notify("No process selected.", timeout=3)
             return
-        self.app.push_screen(ConfirmEnd(row), lambda yes: self._end(row) if yes else None)
+        why = self._refusal(row)
+        if why:
+            self.last = why
+            self._status()
+            self.notify(why, severity="warning", timeout=6, markup=False)
+            return
+        self.app.push_screen(ConfirmEnd(row), lambda yes: self._confirmed(row) if yes else None)
+
+    def _refusal(self, row: ProcRow) -> str | None:
+        """Why this row's process is not offered for a signal, or None."""
+        why = never_signalled(self.config, row.station, row.pid)
+        if why:
+            return why
+        if row.detail is None or not row.detail.fingerprint:
+            return (f"pid {row.pid} on {row.station}: who it is was not read yet (start time, command line): "
+                    "not signalled (r: read again)")
+        st = getattr(self.app, "stations", {}).get(row.station)
+        if st is None or not any(a.pid == row.pid for a in st.apps):
+            return f"pid {row.pid} on {row.station} is no longer on the GPU list: not signalled"
+        return None
+
+    def _confirmed(self, row: ProcRow) -> None:
+        why = self._refusal(row)  # the list may have moved on while the dialog was open
+        if why:
+            self.last = why
+            self._status()
+            return
+        self._end(row)
 
     @work(group="processes-end", exit_on_error=False)
     async def _end(self, row: ProcRow) -> None:
-        self.last = f"ending pid {row.pid} on {row.station}: TERM sent ..."
+        if row.detail is None:  # _refusal saw to it; kept for the type
+            return
+        self.last = f"ending pid {row.pid} on {row.station}: checking it is still the process shown, then TERM ..."
         self._status()
         try:
-            res = await end_process(self.config, row.station, row.pid, read_only=self.read_only)
+            res = await end_process(self.config, row.station, row.detail, read_only=self.read_only)
         except ReadOnlyError as exc:
             self.last = str(exc)
         except Exception as exc:  # noqa: BLE001 - shown on the screen, never a silent dead worker
