@@ -109,9 +109,9 @@ def short(command: str, n: int = 60) -> str:
 class ChannelBudget:
     """One connection's channels: a stream slot per kind, then a channel; what each holds, in words."""
 
-    def __init__(self, station: str, slot_wait_s: float = STREAM_SLOT_WAIT_S) -> None:
+    def __init__(self, station: str, slot_wait_s: float | None = None) -> None:
         self.station = station
-        self.slot_wait_s = slot_wait_s
+        self.slot_wait_s = STREAM_SLOT_WAIT_S if slot_wait_s is None else slot_wait_s
         self._channels = asyncio.Semaphore(MAX_CHANNELS)
         self._slots: dict[ChannelKind, asyncio.Semaphore] = {k: asyncio.Semaphore(n) for k, n in STREAM_SLOTS.items()}
         self.open: dict[ChannelKind, list[str]] = {"watch": [], "job": []}  # the streams holding a slot
@@ -139,22 +139,15 @@ class ChannelBudget:
                        limit: float | None) -> None:
         """Take ``sem``; past WAIT_NOTICE_S the wait is announced, past ``limit`` it is refused."""
         t0 = time.monotonic()
-        try:
-            await asyncio.wait_for(sem.acquire(), WAIT_NOTICE_S)
+        if await _take(sem, WAIT_NOTICE_S):
             return
-        except TimeoutError:
-            pass
         self.waits += 1
         _tell(ChannelWait(self.station, short(command), "waiting", time.monotonic() - t0, self.held(kind)))
-        try:
-            if limit is None:
-                await sem.acquire()
-            else:
-                await asyncio.wait_for(sem.acquire(), max(0.0, limit - (time.monotonic() - t0)))
-        except TimeoutError:
+        left = None if limit is None else max(0.0, limit - (time.monotonic() - t0))
+        if not await _take(sem, left):
             wait = ChannelWait(self.station, short(command), "refused", time.monotonic() - t0, self.held(kind))
             _tell(wait)
-            raise SlotTimeout(wait) from None
+            raise SlotTimeout(wait)
         _tell(ChannelWait(self.station, short(command), "granted", time.monotonic() - t0, self.held(kind)))
 
     @contextlib.asynccontextmanager
@@ -184,3 +177,34 @@ class ChannelBudget:
                 self._channels.release()
         finally:
             slot.release()
+
+
+async def _take(sem: asyncio.Semaphore, timeout: float | None) -> bool:
+    """``sem`` within ``timeout`` (None: however long); never holds it after a cancel or a timeout.
+    (Not ``asyncio.wait_for``: in Python 3.11 it can swallow a cancel that races the acquire.)"""
+    if not sem.locked():
+        await sem.acquire()  # (free: taken without suspending)
+        return True
+    taking = asyncio.ensure_future(sem.acquire())
+    try:
+        await asyncio.wait({taking}, timeout=timeout)
+    except BaseException:
+        _abandon(sem, taking)
+        raise
+    if taking.done():
+        return True
+    _abandon(sem, taking)
+    return False
+
+
+def _abandon(sem: asyncio.Semaphore, taking: asyncio.Future) -> None:
+    """Give back what an abandoned acquire took, now or when it ends."""
+    def give_back(f: asyncio.Future) -> None:
+        if not f.cancelled() and f.exception() is None:
+            sem.release()
+
+    if taking.done():
+        give_back(taking)
+    else:
+        taking.cancel()
+        taking.add_done_callback(give_back)
