@@ -17,3 +17,16 @@ async def test_gpu_lost_fails_the_gpu_errors_check_with_the_xid(sim_factory):
     assert "nvidia-smi -r -i 0" in a.fix and "reboot" in a.fix and "reseat" in a.fix
     assert "Xid" in a.evidence and "Unable to determine" in a.evidence
     assert b.status == "pass" and b.summary.startswith("every GPU answers nvidia-smi")
+
+
+async def test_a_recent_xid_fails_the_check_as_the_pane_shows_it_every_run(sim_factory):
+    """Every GPU answers, but the kernel logged Xid 48 and 79 this run (the pane's health box says so):
+    the check fails too, with NVIDIA's meaning and action, and the same on every run."""
+    h = await sim_factory(faults=["xid@B"])
+    for _ in range(3):
+        got = {r.station: r for r in await run_checks(h.config, only=["gpu-errors"])}
+        a, b = got["A"], got["B"]
+        assert b.status == "fail", b.summary
+        assert "the kernel logged Xid 48, Xid 79 this run" in b.summary, b.summary
+        assert "fallen off the bus" in b.summary and "fallen off the bus" in b.evidence and b.fix
+        assert a.status == "pass" and "no Xid in the kernel log this run" in a.summary
