@@ -1,4 +1,4 @@
-"""Issue 21 item 4 against the simulated stations: the ``gpu-errors`` check fails on the station whose
+"""Issue 21 item 4 (and the checks reading what the pane shows: Xids, flaps) against the simulated stations: the ``gpu-errors`` check fails on the station whose
 GPU nvidia-smi cannot read (the gpu-lost fault), with nvidia-smi's words, the kernel's Xid 79 and the
 way out; the other station passes; ``check --json`` carries it."""
 
@@ -30,3 +30,13 @@ async def test_a_recent_xid_fails_the_check_as_the_pane_shows_it_every_run(sim_f
         assert "the kernel logged Xid 48, Xid 79 this run" in b.summary, b.summary
         assert "fallen off the bus" in b.summary and "fallen off the bus" in b.evidence and b.fix
         assert a.status == "pass" and "no Xid in the kernel log this run" in a.summary
+
+
+async def test_recent_flaps_fail_rail_live_on_every_run(sim_factory):
+    """The pane says "flapped N×" over ten minutes; two reads a second apart caught a flap only by luck
+    (the exit code flipped run to run): the kernel's Link down lines of the window say it every run."""
+    h = await sim_factory(faults=["rail-flap@B"])  # (the cable's fault: both ends flap)
+    for _ in range(3):
+        got = {r.station: r for r in await run_checks(h.config, only=["rail-live"])}
+        assert {r.status for r in got.values()} == {"fail"}, [r.summary for r in got.values()]
+        assert all("flapped" in r.summary or "down" in r.summary for r in got.values())
