@@ -315,8 +315,9 @@ class Diagnoser:
         if loading:
             return cat.Hit(cause="GPU memory ran out while loading the weights", fix=cat.OOM_LOAD_FIX)
         return cat.Hit(cause="GPU memory ran out while the engine was running (after the weights loaded)",
-                       fix="lower --gpu-memory-utilization (more room outside the KV cache for activations and "
-                           "CUDA graphs), --max-num-seqs / --max-num-batched-tokens, or --max-model-len")
+                       fix=cat.OOM_HOLDERS + "lower --gpu-memory-utilization (more room outside the KV cache "
+                           "for activations and CUDA graphs), --max-num-seqs / --max-num-batched-tokens, or "
+                           "--max-model-len")
 
     # ------------------------------------------------------------ errors no entry explains
 

@@ -15,6 +15,7 @@ from console.doctor.context import DoctorContext, DoctorOptions, ProgressFn
 from console.doctor.model import DoctorReport, Rung, RungResult
 from console.doctor.rungs import addresses, env, hang, links, nccl, rdma, relaunch
 from console.durations import elapsed
+from console.remote import channels
 from console.remote.session import make_transport
 from console.remote.transport import Transport
 from console.tasks import stoppable
@@ -75,7 +76,9 @@ async def run_doctor(config: Config, transports: dict[str, Transport] | None = N
             ctx.previous = prior + report.results
             t0 = time.monotonic()
             try:
-                got, stopped = await stoppable(rung.run(ctx), stop, name=f"doctor-{rung.id}")
+                # a job that waits for an SSH channel says so in the rung's progress line
+                with channels.on_wait(lambda w, rid=rung.id: ctx.progress(rid, w.text())):
+                    got, stopped = await stoppable(rung.run(ctx), stop, name=f"doctor-{rung.id}")
             except Exception as exc:  # noqa: BLE001 - one broken rung must not hide the others
                 results = [RungResult(rung.id, ",".join(s.name for s in ctx.stations), CheckStatus.FAIL,
                                       f"the rung failed: {exc.__class__.__name__}: {exc}", (),

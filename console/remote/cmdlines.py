@@ -77,19 +77,6 @@ def compute_apps_query(loop_ms: int | None = None) -> str:
 
 MEMINFO = "/proc/meminfo"
 
-# A bash loop made of builtins only (read from a never-written fd as the sleep), so monitoring
-# host memory starts one process for its whole life instead of one per sample.
-_MEMINFO_LOOP = (
-    'exec 3<> <(:); '
-    'while :; do while IFS= read -r l; do printf "%s\\n" "$l"; done < ' + MEMINFO + '; '
-    'printf "@@\\n"; read -t {secs} -u 3 _; done'
-)
-
-
-def meminfo_stream(interval_s: float = 2.0) -> str:
-    return "exec bash -c " + q(_MEMINFO_LOOP.replace("{secs}", f"{interval_s:g}"))
-
-
 def meminfo_once() -> str:
     return f"cat {MEMINFO}"
 
@@ -564,6 +551,11 @@ def rails_once(rails: list[tuple[str, str]]) -> str:
 # round (an "Xid 79" in two pieces never reads as "Xid 7"). At most HEALTH_LINES_PER_ROUND lines per
 # source and round: a kernel-log flood waits in its pipe, never starving the others ("K @@busy": behind).
 HEALTH_LINES_PER_ROUND = 50
+# The station loop's drain (below): every line as it comes, no per-round bound.
+_DRAIN = ('drain() { while :; do IFS= read -r -t 0.01 -u "$1" l; s=$?; '
+          'if [ $s = 0 ]; then printf "%s %s\\n" "$2" "$l"; elif [ $s -gt 128 ]; then '
+          '[ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; return 0; else [ -n "$l" ] && printf "%s %s\\n" "$2" "$l"; '
+          'printf "%s @@end\\n" "$2"; return 1; fi; done; }; ')
 _HEALTH_LOOP = (
     'exec 3<> <(:); exec 4< <(exec {health} 2>&1); h=$!; exec 5< <(exec {kernel} 2>&1); k=$!; '
     'trap "kill -KILL $h $k 2>/dev/null; exit 129" HUP INT TERM; '
@@ -595,6 +587,27 @@ def health_stream(rails: list[tuple[str, str]], since_epoch: float, prefix: str 
     script = (_HEALTH_LOOP.replace("{health}", health).replace("{kernel}", kernel)
               .replace("{rails}", reads + "; " if reads else "").replace("{ticks}", str(max(1, round(interval_s / 0.5))))
               .replace("{per_round}", str(HEALTH_LINES_PER_ROUND)))
+    return "exec bash -c " + q(script)
+
+
+# The station loop, the same way: the compute-apps loop (``A``), ``docker events`` (``E``) and
+# /proc/meminfo every ``interval_s`` by builtins (``M`` lines, ``M @@`` ends one), polled every tick.
+_STATION_LOOP = ('exec 3<> <(:); exec 4< <(exec {apps} 2>&1); a=$!; exec 5< <(exec {events} 2>&1); e=$!; '
+                 'trap "kill -KILL $a $e 2>/dev/null; exit 129" HUP INT TERM; ' + _DRAIN +
+                 'al=1; el=1; t=0; while :; do [ $al = 1 ] && { drain 4 A || al=0; }; '
+                 '[ $el = 1 ] && { drain 5 E || el=0; }; if [ $t = 0 ]; then while IFS= read -r l; do '
+                 'printf "M %s\\n" "$l"; done < ' + MEMINFO + '; printf "M @@\\n"; fi; '
+                 't=$(( (t + 1) % {ticks} )); read -t {tick} -u 3 _; done')
+
+
+def station_stream(container: str, loop_ms: int, interval_s: float = 2.0) -> str:
+    """The station service's second channel: its process list, its container's events and its host
+    memory multiplexed by one bash (two long-lived processes, none per round). The tick is half the
+    GPU interval (0.05-0.5 s): a process line is never later than the list's horizon."""
+    tick = min(0.5, max(0.05, loop_ms / 2000))
+    apps = f"nvidia-smi {smi.APPS_QUERY} {smi.CSV_FORMAT} -lms {int(loop_ms)}"
+    script = (_STATION_LOOP.replace("{apps}", apps).replace("{events}", docker_events(container)[len("exec "):])
+              .replace("{ticks}", str(max(1, round(interval_s / tick)))).replace("{tick}", f"{tick:g}"))
     return "exec bash -c " + q(script)
 
 

@@ -3,9 +3,9 @@
 The console app and each CLI command create one ``SessionRegistry`` and make it active; while it
 is active, ``make_transport`` (used by the monitor, checks, actions, RDMA validation, the
 diagnosis fetch and status) hands out a ``SharedTransport`` on the station's one session instead
-of opening a connection of its own. The session's channel budget (``transport.MAX_CHANNELS``,
-streams within ``MAX_STREAMS``) therefore counts everybody's long-lived streams and commands
-together, and a channel refused by sshd is retried there. Users keep the ``Transport`` protocol:
+of opening a connection of its own. The session's channel budget (``channels.py``: the
+dashboard's streams, on-demand jobs' streams and one-shot commands, each kind its own share) therefore
+counts everybody's channels together, and a channel refused by sshd is retried there. Users keep the ``Transport`` protocol:
 their ``close()`` only lets go of the handle; the registry closes the connections.
 """
 

@@ -1,9 +1,9 @@
 """The only code that talks to stations: SSH (asyncssh) or local subprocesses.
 
 One SSH connection per host, many channels, within a budget below OpenSSH's default
-``MaxSessions`` (10): sessions the client already closed can still count on the server for a
-moment, so the budget is 8, of which long-lived streams may hold at most 6 (one-shot commands
-always find a channel). A channel the server refuses ("no more sessions", administratively
+``MaxSessions`` (10): ``channels.py`` (8 in all; the dashboard's long-lived streams at most 4, an
+on-demand job's at most 2, so a job always finds a stream slot beside a streaming dashboard and
+one-shot commands always find a channel). A channel the server refuses ("no more sessions", administratively
 prohibited, resource shortage) is retried briefly and is never a lost connection.
 
 Host keys are checked as OpenSSH does: known_hosts is read with asyncssh's own parser (hashed
@@ -30,13 +30,11 @@ import asyncssh
 
 from console.config import Station
 from console.remote.bounded import DEFAULT_MAX_BYTES, read_both
+from console.remote.channels import ChannelBudget, ChannelWait, SlotTimeout
 from console.remote.lines import clipped_lines
 
-MAX_CHANNELS = 8
-MAX_STREAMS = 6
 KEEPALIVE_S = 10
 CHANNEL_RETRY_S = 5.0  # how long a refused channel open is retried before the command fails
-STREAM_SLOT_WAIT_S = 30.0  # a stream waiting this long for one of the MAX_STREAMS slots fails visibly
 
 # OpenSSH's default HostKeyAlgorithms (ssh_config(5)), plain keys, in its order of preference.
 OPENSSH_HOST_KEY_ALGS = (
@@ -80,6 +78,15 @@ class CommandTimeout(TransportError):
 class ChannelRefused(TransportError):
     """The connection is fine but no channel could be opened in time (server refusals or our own
     budget): the command failed, the station did not go away."""
+
+
+class ChannelShortage(ChannelRefused):
+    """No stream slot within the console's own channel budget (``channels.py``) in time: the console's
+    limit, never the station nor its network (a check or rung says "not measured", not "failed")."""
+
+    def __init__(self, wait: ChannelWait) -> None:
+        self.wait = wait
+        super().__init__(f"{wait.text()} (the console's SSH channel budget, not the network)")
 
 
 @dataclass(frozen=True)
@@ -222,11 +229,13 @@ class SSHTransport:
         self.command_timeout = command_timeout
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
-        self._sem = asyncio.Semaphore(MAX_CHANNELS)
-        self._stream_sem = asyncio.Semaphore(MAX_STREAMS)
+        self.budget = ChannelBudget(station.name)  # this connection's channels (channels.py)
         self.connects = 0  # how many connections were opened (for tests and the status line)
         self.refusals = 0  # channel opens the server refused and we retried
-        self.streams_open = 0
+
+    @property
+    def streams_open(self) -> int:
+        return self.budget.streams_open
 
     @property
     def known_hosts(self) -> str:
@@ -427,7 +436,7 @@ class SSHTransport:
         closed at the cap: the rest is never read, and the result says it was cut)."""
         conn = await self.connect()
         limit = timeout or self.command_timeout
-        async with self._sem:
+        async with self.budget.command(command):  # queued (announced when long), never refused here
             try:
                 proc = await self._open(command, lambda: conn.create_process(command, encoding=None))
                 try:
@@ -468,37 +477,34 @@ class SSHTransport:
         reconnecting must not hang on a peer that is slow to acknowledge the channel close.
         """
         conn = await self.connect()
+        slot = self.budget.stream(command)  # this context's kind: the dashboard's, or a job's
         try:
-            await asyncio.wait_for(self._stream_sem.acquire(), STREAM_SLOT_WAIT_S)
-        except TimeoutError:
-            raise ChannelRefused(f"{self.station.name}: {MAX_STREAMS} long-lived streams already open; "
-                                 f"no channel for: {command[:80]}") from None
+            await slot.__aenter__()
+        except SlotTimeout as exc:
+            raise ChannelShortage(exc.wait) from None
         try:
-            async with self._sem:
-                try:
-                    proc = await self._open(command, lambda: conn.create_process(
-                        command, encoding="utf-8", errors="replace", term_type="dumb", request_pty="force"))
-                except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
-                    if self._conn is conn:
-                        self.drop()
-                    raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
-                self.streams_open += 1
-                try:
-                    async for line in clipped_lines(proc.stdout.read):  # one line, however long
-                        yield line
-                except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
-                    if self._conn is conn:
-                        self.drop()
-                    raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
-                finally:
-                    self.streams_open -= 1
-                    proc.close()
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
-                if conn is not self._conn:  # ended because the connection went away, not the command
-                    raise Unreachable(f"{self.station.name}: connection dropped")
+            try:
+                proc = await self._open(command, lambda: conn.create_process(
+                    command, encoding="utf-8", errors="replace", term_type="dumb", request_pty="force"))
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                if self._conn is conn:
+                    self.drop()
+                raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+            try:
+                async for line in clipped_lines(proc.stdout.read):  # one line, however long
+                    yield line
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError) as exc:
+                if self._conn is conn:
+                    self.drop()
+                raise Unreachable(f"{self.station.name}: connection lost: {_one_line(exc)}") from None
+            finally:
+                proc.close()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait_closed()), 2)
+            if conn is not self._conn:  # ended because the connection went away, not the command
+                raise Unreachable(f"{self.station.name}: connection dropped")
         finally:
-            self._stream_sem.release()
+            await slot.__aexit__(None, None, None)
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

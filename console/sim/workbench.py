@@ -222,10 +222,30 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                             "anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB oom_score_adj:0")]
     # --- end issue 23
     out += xid_lines(world, name)  # issue 24
+    out += flap_lines(world, name)
     if "gpu-lost" in world.faults(name):  # issue 21: the driver's word for the GPU nvidia-smi cannot read
         out.append((created + 1.0, "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
                                    "GPU has fallen off the bus."))
     return sorted(out)
+
+
+def flap_lines(world: World, name: str) -> list[tuple[float, str]]:
+    """The ``rail-flap`` fault as mlx5 logs it on both ends: ``Link down`` then ``Link up`` each period
+    (the last ten minutes of it, and the next period: journalctl -f prints a line once it is due)."""
+    from console.sim.shims._net import FLAP_DOWN_S, FLAP_PERIOD_S
+
+    flapping = [n for n in world.names if "rail-flap" in world.faults(n)]
+    if not flapping:
+        return []
+    t0, now = world.fault_since(flapping[0], "rail-flap"), time.time()
+    netdev = world.state(name)["rail"]["netdev"]
+    out: list[tuple[float, str]] = []
+    k = max(0, int((now - 600.0 - t0) // FLAP_PERIOD_S))
+    while (down := t0 + k * FLAP_PERIOD_S) <= now + FLAP_PERIOD_S:
+        out += [(down, f"mlx5_core 0000:01:00.1 {netdev}: Link down"),
+                (down + FLAP_DOWN_S, f"mlx5_core 0000:01:00.1 {netdev}: Link up")]
+        k += 1
+    return out
 
 
 def xid_lines(world: World, name: str) -> list[tuple[float, str]]:

@@ -1,8 +1,10 @@
 """Per-station monitoring service: watches one station through its session and never lies about it.
 
-One supervised asyncio task tree per station. Streams (``nvidia-smi -lms``, a builtin-only
-meminfo loop, ``docker events``, ``docker logs -f``) replace polling, so watching a station starts
-a handful of remote processes in total. Truth about the connection comes from the samples, not
+One supervised asyncio task tree per station. Streams replace polling, so watching a station starts
+a handful of remote processes on four long-lived channels (``remote/channels.py``: the dashboard's
+slots; on-demand jobs keep theirs): ``nvidia-smi -lms``; the station loop (the compute-apps loop,
+``docker events`` and a builtin-only meminfo loop, multiplexed by one bash); ``docker logs -f``; the
+health channel (``health_streams.py``). Truth about the connection comes from the samples, not
 from SSH: the station is ``live`` only while its GPU samples arrive, ``stale`` after max(3 s, 3 x
 the interval) of silence (values kept, with their age) or when the GPU samples alone stop while the
 other streams answer (a hung nvidia-smi: that source is named, the connection kept), and declared
@@ -35,7 +37,7 @@ from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
 from console.probes.engine_log import EngineLogTracker
 from console.probes.meminfo import HostMemory, parse_meminfo
-from console.remote import cmdlines
+from console.remote import channels, cmdlines
 from console.remote.session import make_transport
 from console.remote.transport import (
     AuthRefused,
@@ -73,6 +75,8 @@ GPU_LATE_DETAIL = "nvidia-smi not answering; SSH fine"  # StationState.why: "GPU
 AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
 ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
 HOSTKEY_RECHECK_S = 30.0
+TOOL_RETRY_S = 5.0  # a tool of the station loop that ended (docker restarted, a driver error) is asked again
+STREAM_ENDED = "@@end"  # the multiplexing loops' word for "this tool ended"
 INITIAL_GPU_LIMIT_S = 5  # the first GPU round (a reconnect's too): a hung nvidia-smi is killed after this
 
 
@@ -305,16 +309,19 @@ class StationService:
         self._beat = self._gpu_beat = time.monotonic()
         jobs: list[Awaitable[None]] = [
             self._forever(self._gpu_stream, fast=lambda: self._gpu_failing),
-            self._forever(self._meminfo_stream),
-            self._forever(self._events_stream),
+            # the process list (p; GB10's memory, which nvidia-smi reads as [N/A]), the container's
+            # events and host memory: one channel
+            self._forever(self._station_stream),
             self.logs.follow(),
             self.logs.flush_every(),
             self._watchdog(),
-            # every station: the pane's process list (p); GB10's memory, which nvidia-smi reads as [N/A]
-            self._forever(self._apps_stream),
-            *self.health_streams.jobs(),  # issue 24: GPU health, rails, kernel log (long-lived, one each)
+            *self.health_streams.jobs(),  # GPU health, rails, kernel log: one channel
         ]
-        tasks = [asyncio.create_task(j) for j in jobs]
+        if self.station.local:
+            jobs.append(self._meminfo_stream())
+        # four long-lived channels, all of the dashboard's kind: on-demand jobs keep their own slots
+        with channels.watching():
+            tasks = [asyncio.create_task(j) for j in jobs]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for t in done:
@@ -386,37 +393,43 @@ class StationService:
             del self._apps[pid]
         self.post(AppsSample(self.station.name, [a for a, _ in self._apps.values()], time.time()))
 
-    async def _apps_stream(self) -> None:
-        async for line in self.transport.stream(cmdlines.compute_apps_query(self.gpu_interval_ms)):
-            try:
-                apps = smi.parse_compute_apps(line)
-            except ParseError:
-                continue
-            for app in apps:
-                self._apps[app.pid] = (app, time.monotonic())
+    async def _station_stream(self) -> None:
+        """The station loop's lines (``cmdlines.station_stream``): ``A`` a process, ``E`` a container
+        event, ``M`` host memory (a block ends with ``M @@``: the connection's heartbeat between GPU
+        rounds). A tool that ended (``@@end``) is asked again with the channel, after a while."""
+        block: list[str] = []
+        ended: float | None = None
+        cmd = cmdlines.station_stream(self.station.container, self.gpu_interval_ms, HOSTMEM_EVERY_S)
+        async for line in self.transport.stream(cmd):
+            tag, _, text = line.rstrip("\r\n").partition(" ")
+            if text.strip() == STREAM_ENDED:
+                ended = ended or time.monotonic()
+            elif tag == "A":
+                with contextlib.suppress(ParseError):
+                    for app in smi.parse_compute_apps(text):
+                        self._apps[app.pid] = (app, time.monotonic())
+            elif tag == "E":
+                if docker_probe.parse_event(text):
+                    await self._refresh_container()
+            elif tag == "M" and text.strip() != "@@":
+                block.append(text)
+            elif tag == "M":
+                if not self.station.local:  # (the console's own station: psutil says it)
+                    with contextlib.suppress(ParseError):
+                        self.post(HostMemSample(self.station.name, parse_meminfo("\n".join(block)), time.time()))
+                        self._heard()
+                block = []
+                if ended is not None and time.monotonic() - ended >= TOOL_RETRY_S:
+                    return  # ask the ended tool again: the channel starts again at once
 
     async def _meminfo_stream(self) -> None:
-        if self.station.local:  # the console runs on this station: psutil, no process at all
-            while True:
-                vm = psutil.virtual_memory()
-                mem = HostMemory(vm.total // 2**20, vm.available // 2**20, getattr(vm, "cached", 0) // 2**20 or None)
-                self.post(HostMemSample(self.station.name, mem, time.time()))
-                self._heard()
-                await asyncio.sleep(HOSTMEM_EVERY_S)
-        block: list[str] = []
-        async for line in self.transport.stream(cmdlines.meminfo_stream(HOSTMEM_EVERY_S)):
-            if line.strip() == "@@":
-                with contextlib.suppress(ParseError):
-                    self.post(HostMemSample(self.station.name, parse_meminfo("\n".join(block)), time.time()))
-                    self._heard()
-                block = []
-            else:
-                block.append(line)
-
-    async def _events_stream(self) -> None:
-        async for line in self.transport.stream(cmdlines.docker_events(self.station.container)):
-            if docker_probe.parse_event(line):
-                await self._refresh_container()
+        """The console's own station: host memory from psutil, no process at all."""
+        while True:
+            vm = psutil.virtual_memory()
+            mem = HostMemory(vm.total // 2**20, vm.available // 2**20, getattr(vm, "cached", 0) // 2**20 or None)
+            self.post(HostMemSample(self.station.name, mem, time.time()))
+            self._heard()
+            await asyncio.sleep(HOSTMEM_EVERY_S)
 
     # ------------------------------------------------------------------ logs (the owner's side)
 

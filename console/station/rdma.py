@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import csv
 import io
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -22,9 +23,11 @@ from console.config import Config, Station
 from console.probes import ParseError, iproute
 from console.probes import perftest as pt
 from console.probes import rdma as rdma_probe
+from console.remote import channels
 from console.remote import cmdlines as rc
+from console.remote.channels import ChannelWait
 from console.remote.session import make_transport
-from console.remote.transport import Transport, TransportError
+from console.remote.transport import ChannelRefused, Transport, TransportError
 from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus
 
@@ -53,7 +56,11 @@ _FIX = {
                 "on both ends (`ip link set dev NETDEV mtu 9000`, persistent in netplan) and rerun.",
     "rdma-timeout": "perftest did not finish in time: the server never saw the client (firewall, wrong IP) or "
                     "the link stalled.",
+    "ssh-channels": "Not measured: the console had no SSH channel free on the station (its own budget, or the "
+                    "station's sshd MaxSessions), so nothing about the rails is known. Rerun when the other jobs "
+                    "(another workbench or validation run) have ended.",
 }
+SHORTAGE_ID = "ssh-channels"  # a run not measured for want of an SSH channel: never a network verdict
 
 
 @dataclass
@@ -127,12 +134,31 @@ class _Server:
         self.ended = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.error: str | None = None
+        self.refused: ChannelRefused | None = None  # no SSH channel for the server (not the network)
         self.exited = False
+        self.channel_wait_s = 0.0  # time spent waiting for an SSH channel (not the server's readiness)
+        self._waiting_since: float | None = None
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._drain())
 
+    def _channel(self, wait: ChannelWait) -> None:
+        if wait.state == "waiting":
+            self._waiting_since = time.monotonic() - wait.waited_s
+        elif self._waiting_since is not None:
+            self.channel_wait_s += time.monotonic() - self._waiting_since
+            self._waiting_since = None
+
+    def waited(self) -> float:
+        """Seconds spent waiting for a channel so far (the readiness clock does not run meanwhile)."""
+        now = time.monotonic()
+        return self.channel_wait_s + (now - self._waiting_since if self._waiting_since is not None else 0.0)
+
     async def _drain(self) -> None:
+        with channels.on_wait(self._channel):
+            await self._read()
+
+    async def _read(self) -> None:
         agen = self.transport.stream(self.cmd)
         try:
             async for line in agen:
@@ -143,6 +169,8 @@ class _Server:
                 if pt.is_ready(line):
                     self.ready.set()
             self.exited = True  # the remote command ended by itself (its output says why)
+        except ChannelRefused as exc:
+            self.error, self.refused = str(exc), exc
         except TransportError as exc:
             self.error = str(exc)
         finally:
@@ -151,9 +179,16 @@ class _Server:
                 await agen.aclose()
 
     async def wait_ready(self, timeout: float) -> bool:
+        """Ready within ``timeout`` of the server's channel opening (a wait for the channel is the
+        console's queue, not the server's start-up)."""
+        t0 = time.monotonic()
         waiters = [asyncio.ensure_future(self.ready.wait()), asyncio.ensure_future(self.ended.wait())]
         try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            while not (self.ready.is_set() or self.ended.is_set()):
+                left = t0 + timeout + self.waited() - time.monotonic()
+                if left <= 0:
+                    break
+                await asyncio.wait(waiters, timeout=min(left, 1.0), return_when=asyncio.FIRST_COMPLETED)
         finally:
             await cancel_and_wait(waiters)
         return self.ready.is_set()
@@ -183,6 +218,8 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
         emit("server-starting", {"rail": run.rail, "memory": run.memory, "station": srv_st.name})
         if not await server.wait_ready(READY_TIMEOUT_S):
             run.server_pid = server.pid
+            if server.refused is not None:
+                return not_measured(run, server.refused)
             err = pt.find_error(server.output)
             run.evidence = f"[{srv_st.name}] $ {scmd}\n{server.output}" + (f"\n{server.error}" if server.error else "")
             if err:
@@ -211,6 +248,8 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
         if not parsed.error:
             await _check_mtu(config, tr, run, parsed, (srv_st, cli_st))
         return run
+    except ChannelRefused as exc:
+        return not_measured(run, exc)
     except TransportError as exc:
         run.status, run.id, run.summary = CheckStatus.FAIL, "rdma-timeout", str(exc)
         run.fix = _FIX["rdma-timeout"]
@@ -218,6 +257,14 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
     finally:
         await asyncio.shield(server.cleanup())
         emit("server-stopped", {"rail": run.rail, "memory": run.memory, "station": srv_st.name, "pid": server.pid})
+
+
+def not_measured(run: RdmaRun, exc: ChannelRefused) -> RdmaRun:
+    """No SSH channel for a side of the pair: skipped and named a channel shortage, never a verdict
+    on the rails."""
+    run.status, run.id, run.fix = CheckStatus.SKIP, SHORTAGE_ID, _FIX[SHORTAGE_ID]
+    run.summary = f"{run.rail} {run.memory} memory: not measured: {exc}"
+    return run
 
 
 async def _check_mtu(config: Config, tr: dict[str, Transport], run: RdmaRun, result: pt.PerftestResult,
@@ -331,7 +378,8 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
 
 
 def overall(runs: list[RdmaRun]) -> int:
-    return 1 if not runs or any(r.status == CheckStatus.FAIL for r in runs) else 0
+    """1 when a run failed, or was not measured for want of a channel (nothing was proved)."""
+    return 1 if not runs or any(r.status == CheckStatus.FAIL or r.id == SHORTAGE_ID for r in runs) else 0
 
 
 def to_json(runs: list[RdmaRun]) -> str:

@@ -62,9 +62,18 @@ def test_the_module_names_no_simulator():
 
 @pytest.mark.parametrize("cmd,expected", [
     (cmdlines.meminfo_once(), "cat /proc/meminfo"),
-    (cmdlines.meminfo_stream(2.0),
-     "exec bash -c 'exec 3<> <(:); while :; do while IFS= read -r l; do printf \"%s\\n\" \"$l\"; done "
-     "< /proc/meminfo; printf \"@@\\n\"; read -t 2 -u 3 _; done'"),
+    # the station loop: the process list, the container's events and host memory on one channel
+    (cmdlines.station_stream("glm53", 500, 2.0),
+     "exec bash -c 'exec 3<> <(:); exec 4< <(exec nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,"
+     "used_memory --format=csv,noheader,nounits -lms 500 2>&1); a=$!; exec 5< <(exec docker events --since 30s "
+     "--filter container=glm53 --format '\"'\"'{{.Status}}|{{.Actor.Attributes.name}}|{{.Time}}'\"'\"' 2>&1); "
+     "e=$!; trap \"kill -KILL $a $e 2>/dev/null; exit 129\" HUP INT TERM; drain() { while :; do IFS= read -r "
+     "-t 0.01 -u \"$1\" l; s=$?; if [ $s = 0 ]; then printf \"%s %s\\n\" \"$2\" \"$l\"; elif [ $s -gt 128 ]; "
+     "then [ -n \"$l\" ] && printf \"%s %s\\n\" \"$2\" \"$l\"; return 0; else [ -n \"$l\" ] && printf "
+     "\"%s %s\\n\" \"$2\" \"$l\"; printf \"%s @@end\\n\" \"$2\"; return 1; fi; done; }; al=1; el=1; t=0; "
+     "while :; do [ $al = 1 ] && { drain 4 A || al=0; }; [ $el = 1 ] && { drain 5 E || el=0; }; if [ $t = 0 ]; "
+     "then while IFS= read -r l; do printf \"M %s\\n\" \"$l\"; done < /proc/meminfo; printf \"M @@\\n\"; fi; "
+     "t=$(( (t + 1) % 8 )); read -t 0.25 -u 3 _; done'"),
     (cmdlines.rdma_counters("mlx5_0"),
      "cd /sys/class/infiniband/mlx5_0/ports/1/counters && grep -H . port_rcv_errors port_xmit_discards "
      "symbol_error link_error_recovery link_downed"),

@@ -343,3 +343,9 @@ def test_healthy_formats_from_engines_reference_stay_clean():
     d.finish()
     # GB10's "GPU Direct RDMA Disabled" is info at most, and no finding at all next to GDRDMA channels
     assert [(f.id, f.severity) for f in d.ranked()] == []
+
+
+def test_the_oom_fix_points_to_the_process_list_first():
+    """A leftover process holding the GPU is the usual OOM on a desk: the fix names the process list (P)."""
+    oom = next(x for x in diagnose_lines("a", TRACEBACK) if x.id == "cuda-oom")
+    assert oom.fix.startswith("first see who else holds the GPU's memory: the process list (P in the console)")

@@ -39,8 +39,8 @@ def test_a_command_passed_on_to_a_peer_reads_the_peer_tree():
     assert line == "cat /w/stations/B/fs/proc/meminfo"
 
 
-def test_the_console_meminfo_stream_reads_the_station_tree():
-    line = MOUNTS.bind(cmdlines.meminfo_stream(2.0))
+def test_the_console_station_stream_reads_the_station_tree():
+    line = MOUNTS.bind(cmdlines.station_stream("glm53", 500, 2.0))
     assert f"done < {FS}/proc/meminfo;" in line and line.count("/proc/meminfo") == 1
 
 

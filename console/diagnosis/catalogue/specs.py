@@ -64,8 +64,10 @@ class Hit:
 
 
 
-OOM_LOAD_FIX = ("the weights do not fit in this GPU's memory: more tensor parallelism (more stations/GPUs), a "
-                "smaller quantization of the checkpoint, or free the GPU of other processes first")
+OOM_HOLDERS = ("first see who else holds the GPU's memory: the process list (P in the console) shows each "
+               "process with its user and container and ends a leftover one (t); then ")
+OOM_LOAD_FIX = (OOM_HOLDERS + "if the weights still do not fit in this GPU's memory: more tensor parallelism (more "
+                "stations/GPUs) or a smaller quantization of the checkpoint")
 
 SPECS: dict[str, Spec] = {s.id: s for s in (
     Spec("nccl-socket-fallback", "warning", R_FALLBACK,
@@ -102,9 +104,9 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
          "set GLOO_SOCKET_IFNAME to a concrete interface name (not ^lo) on each node", fatal=True),
     Spec("cuda-oom", "error", R_ROOT,
          "GPU memory exhausted",
-         "at run time: lower --gpu-memory-utilization (more room outside the KV cache for activations and "
-         "graphs), --max-num-seqs / --max-num-batched-tokens, or --max-model-len; " + OOM_LOAD_FIX.replace(
-             "the weights do not fit", "while loading weights, the weights do not fit"), fatal=True),
+         OOM_HOLDERS + "at run time: lower --gpu-memory-utilization (more room outside the KV cache for "
+         "activations and graphs), --max-num-seqs / --max-num-batched-tokens, or --max-model-len; while loading "
+         "weights that do not fit: more tensor parallelism or a smaller quantization", fatal=True),
     Spec("kv-cache-too-small", "error", R_ROOT,
          "the KV cache cannot hold one max-length request",
          "lower --max-model-len (the log states the estimated max) or raise --gpu-memory-utilization", fatal=True),

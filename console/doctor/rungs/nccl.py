@@ -25,7 +25,7 @@ from console.durations import elapsed
 from console.probes import ParseError
 from console.probes.nccl_tests import NcclInfo, NcclTestResult, parse_nccl_info, parse_nccl_tests
 from console.remote import cmdlines as rc
-from console.remote.transport import TransportError
+from console.remote.transport import ChannelRefused, TransportError
 from console.station.checks import StationDown, ToolMissing
 from console.tasks import cancel_and_wait
 from console.vocabulary import CheckStatus, NcclTransport
@@ -171,6 +171,9 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     t0 = time.monotonic()
     try:
         lines, finished, _pid = await _stream(ctx, head.name, cmd, ctx.options.nccl_timeout_s)
+    except ChannelRefused as exc:  # the console's channels, not NCCL: nothing was measured
+        return [RungResult(ID, label, CheckStatus.SKIP, f"nccl-tests not run: {exc}", (),
+                           "Rerun this rung when the other jobs on the station (a validation run) have ended.")]
     except TransportError as exc:
         return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun could not run on {head.name}: {exc}")]
     took = time.monotonic() - t0

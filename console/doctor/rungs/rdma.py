@@ -21,7 +21,7 @@ from console.doctor.model import RungResult, Status
 from console.probes import ParseError
 from console.probes.perftest_lat import parse_lat
 from console.remote import cmdlines as rc
-from console.remote.transport import TransportError
+from console.remote.transport import ChannelRefused, TransportError
 from console.station import rdma as rdma_run
 from console.station.checks import StationDown, ToolMissing
 from console.vocabulary import CheckStatus
@@ -54,6 +54,8 @@ async def _latency(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, gid: di
     what = f"{rail_s.device} latency"
     try:
         if not await server.wait_ready(rdma_run.READY_TIMEOUT_S):
+            if server.refused is not None:
+                return _not_measured(label, what, server.refused)
             return RungResult(ID, label, CheckStatus.FAIL,
                               f"{what}: the ib_write_lat server on {srv.name} never became ready",
                               (f"[{srv.name}] $ {scmd}\n{server.output}",), rdma_run._FIX["rdma-timeout"])
@@ -75,10 +77,17 @@ async def _latency(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, gid: di
                               text + f" (p99 above {LAT_P99_WARN_US:g} us: retransmits or a "
                               "congested/stale port)", evidence, STALE_NEXT if typ > 4 else "")
         return RungResult(ID, label, CheckStatus.PASS, text, evidence)
+    except ChannelRefused as exc:
+        return _not_measured(label, what, exc)
     except TransportError as exc:
         return RungResult(ID, label, CheckStatus.FAIL, f"{what}: {exc}", (), rdma_run._FIX["rdma-timeout"])
     finally:
         await asyncio.shield(server.cleanup())
+
+
+def _not_measured(label: str, what: str, exc: ChannelRefused) -> RungResult:
+    return RungResult(ID, label, CheckStatus.SKIP, f"{what}: not measured: {exc}", (),
+                      rdma_run._FIX[rdma_run.SHORTAGE_ID])
 
 
 async def _bandwidth(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, memory: str, gid: dict,
@@ -91,6 +100,8 @@ async def _bandwidth(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, memor
     where = f"{rail_s.device} {memory} memory"
     evidence = (run.evidence,) if run.evidence else ()
     if run.gbps_avg is None:
+        if run.id == rdma_run.SHORTAGE_ID:  # no SSH channel: nothing known about the rail
+            return RungResult(ID, label, CheckStatus.SKIP, run.summary, evidence, run.fix)
         if run.id == "rdma-mr" and memory == "gpu":
             return RungResult(ID, label, CheckStatus.WARN,
                               f"{where}: {run.summary.split(': ', 1)[-1]} (GPU memory cannot be "

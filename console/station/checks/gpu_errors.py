@@ -10,15 +10,22 @@ driver has lost the GPU", which no setting fixes. ``FIX`` is also the live diagn
 
 from __future__ import annotations
 
+import time
+
 from console.config import Station
 from console.probes import ParseError
 from console.probes import kernel_log as kl
+from console.probes.docker import parse_inspect, parse_time
 from console.probes.nvidia_smi import not_answering, parse_gpus
+from console.probes.xid import describe as xid_describe
+from console.probes.xid import meaning as xid_meaning
+from console.probes.xid import severity as xid_severity
 from console.remote import cmdlines as rc
 from console.station.checks.context import CheckResult, CheckRun, evidence, join_parts
 from console.vocabulary import CheckStatus
 
 ID = "gpu-errors"
+RECENT_S = 3600.0  # the Xids the pane shows: this run's, read from at most this far back (health_streams)
 FIX = ("Stop the service, then reset the GPU with nothing on it: `sudo nvidia-smi -r -i INDEX`. If the reset "
        "fails or nvidia-smi says the GPU is lost, reboot the station. If it drops out again (Xid 79: fallen off "
        "the bus), reseat the GPU and its power cables or move it to another slot, and call the vendor.")
@@ -38,7 +45,7 @@ async def check_gpu_errors(run: CheckRun, st: Station) -> CheckResult:
                            "otherwise reinstall the driver. " + FIX)
     bad = [g for g in gpus if g.error is not None]
     if not bad:
-        return CheckResult(ID, st.name, CheckStatus.PASS, f"every GPU answers nvidia-smi ({len(gpus)})", ev)
+        return await _recent_xids(run, st, len(gpus), ev)
     kcmd = rc.kernel_log_since(0)
     kres = await run.run(st.name, kcmd)
     xids = [e for e in kl.parse_kernel_log(kres.stdout) if e.kind == "xid"]
@@ -48,3 +55,42 @@ async def check_gpu_errors(run: CheckRun, st: Station) -> CheckResult:
         words += f"; kernel: Xid {xids[-1].xid} ({xids[-1].text[:120]})"
     return CheckResult(ID, st.name, CheckStatus.FAIL, words, join_parts(ev, kev),
                        FIX.replace("INDEX", ",".join(str(g.index) for g in bad)))
+
+
+async def _recent_xids(run: CheckRun, st: Station, count: int, ev: str) -> CheckResult:
+    """Every GPU answers; the Xids of this run (since the container started, at most ``RECENT_S`` back,
+    as the pane's health box counts them) still fail or warn: the pane and the check say the same."""
+    since = time.time() - RECENT_S
+    with_container = st.container
+    if with_container:
+        ires = await run.run(st.name, rc.docker_inspect(with_container))
+        info = parse_inspect(with_container, ires.stdout, ires.exit_status)
+        t0 = parse_time(info.started_at) if info.started_at else None
+        if t0 is not None:
+            since = max(since, t0 - 1.0)
+    kcmd = rc.kernel_log_since(since)
+    kres = await run.run(st.name, kcmd)
+    if kl.unreadable(kres.stdout):
+        return CheckResult(ID, st.name, CheckStatus.PASS,
+                           f"every GPU answers nvidia-smi ({count}); the kernel log is not readable here, so its "
+                           "Xids are not read", ev)
+    xids = [e for e in kl.parse_kernel_log(kres.stdout)
+            if e.kind == "xid" and e.xid is not None and (e.time is None or e.time >= since)]
+    if not xids:
+        return CheckResult(ID, st.name, CheckStatus.PASS,
+                           f"every GPU answers nvidia-smi ({count}); no Xid in the kernel log this run", ev)
+    worst = max(xids, key=lambda e: (("warning", "error", "fatal").index(_sev(e)), e.time or 0.0))
+    level = CheckStatus.FAIL if _sev(worst) in ("fatal", "error") else CheckStatus.WARN
+    when = time.strftime("%H:%M:%S", time.localtime(worst.time)) if worst.time else "?"
+    codes = ", ".join(dict.fromkeys(f"Xid {e.xid}" for e in xids))
+    info = xid_meaning(worst.xid or 0)
+    kev = f"[{st.name}] $ {kcmd}\n" + "\n".join(e.text for e in xids[-8:])
+    return CheckResult(ID, st.name, level,
+                       f"every GPU answers nvidia-smi now, but the kernel logged {codes} this run; worst: "
+                       f"{xid_describe(worst.xid or 0)} at {when}" + (f" ({worst.device})" if worst.device else ""),
+                       join_parts(ev, kev), (info.action if info else "") or FIX)
+
+
+def _sev(e: kl.KernelEvent) -> str:
+    s = xid_severity(e.xid or 0)
+    return s if s in ("warning", "error", "fatal") else "error"

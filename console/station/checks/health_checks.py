@@ -15,10 +15,11 @@ import time
 
 from console.config import Station
 from console.probes import gpu_health as gh
+from console.probes import kernel_log as kl
 from console.probes.rails import parse_round
 from console.remote import cmdlines as rc
 from console.station.checks.context import COUNTER_INTERVAL_S, CheckResult, CheckRun, evidence, join_parts
-from console.station.rails_live import RailTracker
+from console.station.rails_live import FLAP_WINDOW_S, RailTracker
 from console.vocabulary import CheckStatus
 
 
@@ -53,6 +54,21 @@ async def check_gpu_health(run: CheckRun, st: Station) -> CheckResult:
     return CheckResult("gpu-health", st.name, worst, summary, ev, " ".join(fixes))
 
 
+FLAP_FIX = ("A link that flaps loses RDMA packets and stalls NCCL: reseat or replace the cable/transceiver, compare "
+            "`ethtool -S` on both ends; the kernel log's mlx5 Link down/up lines say when.")
+
+
+async def _kernel_flaps(run: CheckRun, st: Station) -> tuple[int, str]:
+    """How many times the kernel logged the rail's link going down in the flap window (0 when the log
+    is not readable), with the evidence."""
+    cmd = rc.kernel_log_since(time.time() - FLAP_WINDOW_S)
+    res = await run.run(st.name, cmd)
+    if kl.unreadable(res.stdout):
+        return 0, ""
+    downs = [e for e in kl.parse_kernel_log(res.stdout) if e.kind == "link-down" and st.rail_netdev in e.text]
+    return len(downs), f"[{st.name}] $ {cmd}\n" + "\n".join(e.text for e in downs[-6:])
+
+
 async def check_rail_live(run: CheckRun, st: Station) -> CheckResult:
     cmd = rc.rails_once([(st.rail_netdev, st.rdma_device or "")])
     tracker = RailTracker(run.profile.link.speed_mbps, run.profile.link.mtu)
@@ -63,6 +79,13 @@ async def check_rail_live(run: CheckRun, st: Station) -> CheckResult:
     view = tracker.feed(parse_round(second.stdout.splitlines(), [st.rail_netdev]), time.time())[st.rail_netdev]
     ev = join_parts(evidence(cmd, first), evidence(cmd, second))
     words = f"{st.rail_netdev} {view.words(time.time())}"
+    # two reads a second apart catch a flap only by luck: the kernel's Link down lines of the flap
+    # window (the pane's "flapped N×") say it every run
+    downs, kev = await _kernel_flaps(run, st)
+    if downs and not view.flaps and view.up is not False:
+        words += f" · flapped {downs}× in the last {FLAP_WINDOW_S / 60:.0f} min (kernel log: Link down)"
+        ev = join_parts(ev, kev)
+        return CheckResult("rail-live", st.name, CheckStatus.FAIL, words, ev, FLAP_FIX)
     if view.up is None:
         return CheckResult("rail-live", st.name, CheckStatus.WARN, f"{st.rail_netdev}: link state unreadable", ev,
                            f"Check that /sys/class/net/{st.rail_netdev} exists (the netdev named in the config).")

@@ -24,6 +24,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from console.config import Config
 from console.durations import time_of_day
+from console.remote import channels
+from console.remote.channels import ChannelWait
 from console.remote.transport import Transport
 from console.sanitize import clean, one_line, plain
 from console.station.checks import CheckResult, planned, run_checks, station_summary, summary_line
@@ -292,8 +294,12 @@ class ChecksScreen(Screen):
             elif kind == "server-ready":
                 self._status(f"{detail['rail']} {detail['memory']} memory: server ready on {detail['station']}")
 
+        def channel(wait: ChannelWait) -> None:  # the console's queue, said as such
+            self._status(wait.text() if wait.state == "waiting" else "RDMA validation: perftest between the rails")
+
         try:
-            runs = await validate_rdma(self.config, self.transports, on_event=progress)
+            with channels.on_wait(channel):
+                runs = await validate_rdma(self.config, self.transports, on_event=progress)
         finally:
             self.busy = False
         for run in runs:
