@@ -274,6 +274,15 @@ def _serving(state: StationState, head: StationState, now: float, window_s: floa
     return v(Progress.PROGRESSING, f.active_since, f"generating: {reqs}{rate_words}", evidence)
 
 
+def job_ras(states: Iterable[StationState], now: float) -> RasView:
+    """The fleet's RAS watch at ``now`` (``watch --json``'s ``ras``): busy when any station's GPUs are."""
+    every = list(states)
+    if not every:
+        return RasView(RasState.UNKNOWN, None, "RAS: no station")
+    serving = any(s.engine is not None and s.engine.phase == EnginePhase.READY for s in every)
+    return every[0].ras.view(now, busy=any(gpus_busy(s, now) for s in every), serving=serving)
+
+
 def judge_all(states: Iterable[StationState], head: StationState | None, now: float,
               window_s: float = DEFAULT_WINDOW_S) -> dict[str, Verdict]:
     """Every station's verdict, by name."""
