@@ -24,7 +24,7 @@ from console.station.progress import job_ras, judge_all, service
 from console.station.ras_monitor import ras_target
 from console.station.ras_watch import FROZEN_BUSY_S, RAS_LATE_S
 from console.station.snapshot import progress_json
-from console.station.state import StationState, Stations
+from console.station.state import Stations, StationState
 from console.ui.widgets.progress_banner import HINT, banner_text
 from console.vocabulary import ConnState, EnginePhase, Progress, RasState
 
