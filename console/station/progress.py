@@ -308,13 +308,13 @@ def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
 
 
 def judge_look(state: StationState, head: StationState | None, now: float, window_s: float,
-               look_s: float, serving: bool) -> Verdict:
+               look_s: float, serving: bool, peers: Iterable[StationState] = ()) -> Verdict:
     """``status``'s one-shot verdict: the live judge over what one look read (the log tail's
     stamps date a silent start-up at once), except that a look shorter than W cannot tell a
     wedge: a counter that did not move during it with requests running says so, and points at
     ``watch``. ``serving``: the API answered healthy (the engine log is then not read: the
-    counter is what speaks)."""
-    v = judge(state, head, now, window_s)
+    counter is what speaks; ``peers``: every station read, a rank gone among them)."""
+    v = judge(state, head, now, window_s, peers)
     if v.state == Progress.UNKNOWN and state.engine is None and serving and state.conn.live:
         v = _serving(state, head if head is not None else state, now, window_s,
                      lambda p, since, words, ev=(): Verdict(p, since, words, tuple(ev), state.name))

@@ -77,3 +77,17 @@ async def test_a_healthy_pairs_ras_reads_healthy(sim_factory):
     seen = {o["ras"]["state"] for o in objs}
     assert "healthy" in seen and not seen & {"stuck"}, _trail(objs)
     assert not any(o.get("progress") in ("out-of-step", "stuck", "peer-down", "wedged") for o in objs)
+
+
+async def test_status_after_the_watchdog_killed_the_head_says_b_cannot_serve(sim_factory):
+    from console.station.status import collect_status
+
+    h = await sim_factory(faults=["desync"], time_scale=0.05)
+    started(h, ago=62)  # ready ~41 s ago, out of step ~39 s ago, A ended by its watchdog ~8 s ago
+    _hang_at, watchdog_at = _times(h)
+    assert watchdog_at < time.time() - 5
+    doc = await collect_status(h.config)
+    b = next(st for st in doc["stations"] if st["name"] == "B")
+    assert b["progress"] == "peer-down" and b["progress_consequence"] == ["A"], (b["progress"], b["progress_why"])
+    assert b["ras"]["state"] == "stuck" and b["ras"]["missing"] == ["A"] and b["ras"]["read_on"] == "B"
+    assert "the service cannot serve" in b["progress_why"]
