@@ -165,18 +165,17 @@ def _with_ras(v: Verdict, view: RasView) -> Verdict:
 
 
 def peer_down(state: StationState, others: list[StationState], v: Verdict) -> Verdict | None:
-    """This engine serves while another rank's engine is gone (its container exited with an error or
-    died, or its engine failed): the job cannot run a collective, so the service cannot serve."""
+    """This engine serves while another rank's container, seen running this session, went down with an
+    error (exit code, dead, OOM): the job cannot run a collective, so the service cannot serve. (A
+    container found down when the console started may be an old run: RAS says whether it is missing.)"""
     for p in sorted(others, key=lambda s: s.rank):
-        c, e = p.container, p.engine
-        if p.conn.down or c is None:
-            continue  # not read: not known to be gone
-        failed = e is not None and e.phase == EnginePhase.FAILED
-        exited = c.state not in CONTAINER_UP_STATES and (c.state == "dead" or c.oom_killed or c.exit_code not in (0, None))
-        if not (failed or exited):
-            continue
-        how = f"container {c.state} ({c.exit_code})" if exited else "engine failed"
-        since = p.at.get(Aspect.CONTAINER) if exited else p.progress.phase_since
+        c = p.container
+        if p.conn.down or c is None or p.progress.down_at is None:
+            continue  # not read, or not seen to go down: not known to be gone from this job
+        if not (c.state == "dead" or c.oom_killed or c.exit_code not in (0, None)):
+            continue  # a clean stop
+        how = f"container {c.state} ({c.exit_code})"
+        since = p.progress.down_at
         words = f"{p.name}'s engine is gone ({how}): this rank's job cannot serve; restart the whole service"
         return Verdict(Progress.PEER_DOWN, since, words, (f"{p.name}: {how}", *v.evidence), state.name,
                        consequence=(p.name,))

@@ -275,6 +275,9 @@ class StationState:
                 unified = any(m.unified for m in self.memory.values())
                 return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
             case ContainerUpdate():
+                was_up = self.container is not None and self.container.state in CONTAINER_UP_STATES
+                self.progress.down_at = (msg.at if was_up else self.progress.down_at) \
+                    if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
                 if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
                     self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
@@ -573,6 +576,7 @@ class ProgressFacts:
     tokens_read_at: float | None = None  # the scrape it came from
     tokens_moved_at: float | None = None  # when it last changed (a reset is a change; first read starts it)
     tokens_first_at: float | None = None  # the first read of it (a move is a change seen after this)
+    down_at: float | None = None  # the container was seen running, then not (None: up, or never seen up)
     active_since: float | None = None  # requests running or waiting since (None: none)
     quiet_since: float | None = None  # no request since
 

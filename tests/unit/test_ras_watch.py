@@ -218,3 +218,17 @@ def test_a_fresh_console_on_requests_in_flight_says_unknown_until_it_can_judge()
     poll(h, T0, 5100.0, running=4)
     poll(h, T0 + 1, 5200.0, running=4)
     assert verdicts(h, T0 + 1.5)[1].state == Progress.PROGRESSING
+
+
+def test_a_peer_found_down_when_the_console_starts_is_left_to_ras() -> None:
+    f = fleet()
+    g = Stations([StationState("A", rank=0), StationState("B", rank=1, head=False)], head="A")
+    for name in ("A", "B"):
+        g[name].apply(ConnectionState(name, ConnState.LIVE, last_sample_at=T0))
+        g[name].apply(GpuSample(name, f[name].gpus, T0))
+    g["A"].apply(ContainerUpdate("A", ContainerInfo("glm53", "exited", exit_code=1), T0))  # an old run, perhaps
+    g["B"].apply(ContainerUpdate("B", ContainerInfo("glm53", "running"), T0))
+    g["B"].apply(EngineUpdate("B", EngineProgress(phase=EnginePhase.READY), T0))
+    assert verdicts(g, T0 + 1)[0]["B"].state != Progress.PEER_DOWN
+    read(g, T0 + 1, ras_json({1: 40}, missing={0: True}), on="B")  # RAS: A is gone from this job
+    assert verdicts(g, T0 + 1.5)[0]["B"].state == Progress.PEER_DOWN
