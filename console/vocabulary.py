@@ -157,11 +157,27 @@ class Progress(StrEnum):
     STUCK = "stuck"
     WEDGED = "wedged"
     UNKNOWN = "unknown"
+    OUT_OF_STEP = "out-of-step"  # NCCL RAS: the ranks stopped at different collectives (the ones behind named)
+    PEER_DOWN = "peer-down"  # this engine runs but a rank of its job is gone: the service cannot serve
 
 
 #: The states that raise the dashboard's banner: something should move and nothing does.
-PROGRESS_ALARMS = frozenset({Progress.STUCK, Progress.WEDGED})
-#: Worst first: the service's word when its stations disagree.
-PROGRESS_SEVERITY: dict[Progress, int] = {Progress.WEDGED: 4, Progress.STUCK: 3, Progress.UNKNOWN: 2,
-                                          Progress.PROGRESSING: 1, Progress.IDLE: 0}
+PROGRESS_ALARMS = frozenset({Progress.STUCK, Progress.WEDGED, Progress.OUT_OF_STEP, Progress.PEER_DOWN})
+#: Worst first: the service's word when its stations disagree (out of step names the cause: before
+#: the death it leads to, before the frozen counter it explains).
+PROGRESS_SEVERITY: dict[Progress, int] = {Progress.OUT_OF_STEP: 6, Progress.PEER_DOWN: 5, Progress.WEDGED: 4,
+                                          Progress.STUCK: 3, Progress.UNKNOWN: 2, Progress.PROGRESSING: 1,
+                                          Progress.IDLE: 0}
+
+
+class RasState(StrEnum):
+    """The continuous NCCL RAS watch (``watch --json``/``status --json`` ``ras``): collective counts
+    advancing or in step (``healthy``), a spread or a busy freeze seen once (``suspect``), a spread
+    frozen over two reads, every rank frozen in one collective with its GPUs busy, or a rank missing
+    from the job (``stuck``), or no way to tell (``unknown``, always with the reason)."""
+
+    HEALTHY = "healthy"
+    UNKNOWN = "unknown"
+    SUSPECT = "suspect"
+    STUCK = "stuck"
 # --- end issue 19

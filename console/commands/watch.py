@@ -12,7 +12,9 @@ station per interval::
      "progress": "wedged", "progress_since_s": 41.2, ...}
 
 ``progress`` (issue 19, console/station/progress.py) needs the API's generation-token counter, so
-``watch`` polls the API too, as the dashboard does (ServingMonitor).
+``watch`` polls the API too, as the dashboard does (ServingMonitor); and NCCL's RAS report, read
+once every few seconds on the head while an engine serves (console/station/ras_monitor.py): ``ras``
+(the job's watch: state healthy/suspect/stuck/unknown, why, the stations behind) on every line.
 
 and with ``--logs`` every container log line in order as ``{"t": ..., "station": "B", "log": "..."}``.
 ``--seconds N`` ends after N s (default: until Ctrl+C); either way the exit status is 0.
@@ -38,7 +40,8 @@ from console.sanitize import clean, clip
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
-from console.station.progress import judge_all
+from console.station.progress import job_ras, judge_all
+from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.snapshot import progress_json, progress_words, watch_json, watch_line
 from console.station.state import Stations
@@ -84,6 +87,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                              config.connect_timeout_s + 2)
         start_station_services(jobs, config, post, sessions, sample_ms)
         jobs.start("serving", ServingMonitor(api, serving).run)
+        start_ras_watch(jobs, sessions, stations, post)  # one short ncclras every few s while an engine serves
         start = time.monotonic()
         while not stop.is_set():
             wait = interval
@@ -94,8 +98,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             now = time.time()
             verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
             if as_json:
+                ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
-                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)))
+                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now) | {"ras": ras}))
             else:
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place

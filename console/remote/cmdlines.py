@@ -420,6 +420,16 @@ def ncclras_report(container: str, limit_s: int = 20) -> str:
     return f"docker exec {q(container)} sh -c {q(script)}"
 
 
+RAS_WATCH_EVERY_S = 4.0  # the continuous RAS watch: one read this often while an engine serves
+RAS_WATCH_LIMIT_S = 3  # one watch read, bounded station-side (the RAS service answers in milliseconds)
+
+
+def ncclras_watch(container: str) -> str:
+    """One read of the continuous RAS watch (console/station/ras_monitor.py): the report above,
+    bounded to RAS_WATCH_LIMIT_S a client (one short ``docker exec`` every RAS_WATCH_EVERY_S)."""
+    return ncclras_report(container, RAS_WATCH_LIMIT_S)
+
+
 def flight_recorder_dump(container: str, interval_s: float = 2.0) -> str:
     """Ask every rank of the container for a flight recorder dump without stopping anything (a line
     into each ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``), then print every dump file

@@ -23,6 +23,10 @@ OPS_PER_S = 25.0  # all-reduces a second while serving (real seconds: decode ste
 BASE_COUNTS = {"Broadcast": 1, "Reduce": 0, "AllGather": 4, "ReduceScatter": 0}
 WORKER_PID_OFFSET = 412  # the worker process (console.sim.workbench: HOST_PID + 412)
 DEAD_AFTER_S = 5.0  # a RAS peer unreachable this long is "considered dead"
+#: RAS gathers each rank's counts over the network a few ms apart: while the job runs, a read catches
+#: the higher ranks this much earlier, so a healthy job's reads often differ by an operation (a
+#: transient MISMATCH, as on real stations); once the counts freeze every read agrees.
+COLLECT_LAG_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def rank_state(world: World, name: str, now: float | None = None) -> SimRank:
         return SimRank(rank, name, host, pid, True, 0, False, nccl=nccl_version(env))
     hang, ready = _job_clock(world, now) or (_hang_at(world, tl, started),
                                              started + tl.ready_at if tl.ready_at is not None else None)
-    upto = now if hang is None else min(now, hang)
+    upto = min(now - COLLECT_LAG_S * rank, now if hang is None else hang)
     ops = 1 + (int(OPS_PER_S * (upto - ready)) if ready is not None and upto > ready else 0)
     frozen = hang is not None and now >= hang
     desync = "desync" in world.faults_now(name)

@@ -160,3 +160,14 @@ class KernelEvents(StationMessage):
         super().__init__(station)
         self.events, self.at, self.unreadable = events, at, unreadable
 # --- end issue 24
+
+
+class RasSample(StationMessage):
+    """One read of NCCL's RAS report on ``station`` (the continuous watch, console/station/ras_watch.py):
+    ``text`` what the one-shot ``ncclras`` printed (stdout and stderr), ``at`` when it was asked (wall
+    time); ``error``: the read itself failed (no channel, a timeout), ``text`` then empty. Never
+    replaced in the queue: the watch compares each read with the one before."""
+
+    def __init__(self, station: str, text: str, at: float, error: str | None = None) -> None:
+        super().__init__(station)
+        self.text, self.at, self.error = text, at, error

@@ -2,20 +2,29 @@
 
 A connection can be ``live`` and ``/health`` answer 200 while no token moves (vLLM removes
 ``NCCL_ASYNC_ERROR_HANDLING``, so the watchdog may never fire; shared/reference/hangs.md). So beside
-the connection state each station gets one of five words (``console.vocabulary.Progress``):
+the connection state each station gets one of seven words (``console.vocabulary.Progress``):
 
 - ``wedged``: requests running (or waiting) and the generation-token counter
   (``vllm:generation_tokens_total``, ``sglang:generation_tokens_total``) frozen for the window W;
 - ``stuck``: a start-up phase that does not advance and no new log line for W while the GPUs are busy
   (the first collective spinning after NCCL init);
+- ``out-of-step``: the continuous NCCL RAS watch (console/station/ras_watch.py) saw the ranks stop
+  at different collectives, requests or not (the ranks behind are named: ``stragglers``); a rank
+  that then died (the watchdog) is the ``consequence``, the ranks behind stay the cause;
+- ``peer-down``: this station's engine serves but another rank of the job is gone (its container
+  exited with an error, its engine failed, or RAS misses it): the service cannot serve;
+- ``stuck`` also when RAS sees every rank frozen in one collective with its GPUs busy;
 - ``progressing``: tokens or start-up lines coming; ``idle``: nothing asked of the engine, or no
-  engine running; ``unknown``: no way to tell, and the reason (no counter, station not live, ...).
+  engine running; ``unknown``: no way to tell, and the reason (no counter, station not live, not
+  judged yet: a counter first read less than W ago and not seen to move says ``judged after 0:30``).
 
 Each verdict carries since-when and its evidence: the counter's value and age, running/waiting, and
-per GPU its util and power (busy at idle power reads as a spinning kernel, busy at high power as
-work). Pure: the facts come from ``StationState`` (``state.progress``, kept as messages come), the
-clock from the caller. The head's counter speaks for every rank: tensor-parallel ranks generate
-together, so a worker of a serving engine is judged by it too.
+per GPU its util and power. Power says only which side spins -- at idle power a kernel polling for a
+peer, at high power the GPU computing or spinning hot (wedges at 100 % and ~267 W with the engine
+thread on-CPU are reported in the field) -- never that tokens come: the frozen counter is the
+verdict. Pure: the facts come from ``StationState`` (``state.progress``, ``state.ras``, kept as
+messages come), the clock from the caller. The head's counter speaks for every rank: tensor-parallel
+ranks generate together, so a worker of a serving engine is judged by it too.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from console.durations import clock
 from console.probes.nvidia_smi import GpuReading
+from console.station.ras_watch import RasView
 from console.station.state import Aspect, StationState
 from console.vocabulary import (
     CONTAINER_UP_STATES,
@@ -33,6 +43,7 @@ from console.vocabulary import (
     PROGRESS_SEVERITY,
     EnginePhase,
     Progress,
+    RasState,
 )
 
 DEFAULT_WINDOW_S = 30.0
@@ -61,7 +72,10 @@ class Verdict:
     since: float | None
     words: str
     evidence: tuple[str, ...] = ()
-    station: str | None = None  # the service's verdict: the station it comes from
+    station: str | None = None  # the service's verdict: the station it comes from (out of step: the cause)
+    judged_at: float | None = None  # unknown only until then (wall time): the counter is being watched
+    stragglers: tuple[str, ...] = ()  # out of step: the stations behind (the cause)
+    consequence: tuple[str, ...] = ()  # the stations gone from the job after (the watchdog's kill)
 
     @property
     def alarm(self) -> bool:
@@ -87,8 +101,8 @@ def gpu_evidence(state: StationState, now: float) -> list[str]:
                 text += " (idle power not seen yet)"
             elif spinning(g, idle):
                 text += f": spinning kernel (busy at idle power, idle {idle:.0f} W)"
-            else:
-                text += f": working (busy at high power, idle {idle:.0f} W)"
+            else:  # a wedge spins hot too (100 %, ~267 W, engine thread on-CPU): not a sign of tokens
+                text += f": busy at high power (idle {idle:.0f} W): the GPU computes or spins hot; the counter says which"
         if old:
             text += f" (reading {clock(state.value_age(Aspect.GPUS, now) or 0.0)} old)"
         out.append(text)
@@ -115,9 +129,61 @@ def gpus_busy(state: StationState, now: float) -> bool:
 
 
 def judge(state: StationState, head: StationState | None, now: float,
-          window_s: float = DEFAULT_WINDOW_S) -> Verdict:
+          window_s: float = DEFAULT_WINDOW_S, peers: Iterable[StationState] = ()) -> Verdict:
     """One station's progress at ``now``; ``head``: the station whose API's counter speaks for the
-    service (the station itself when it is the head)."""
+    service (the station itself when it is the head); ``peers``: the other stations of the job
+    (their GPUs and containers: a rank gone, a job spinning)."""
+    v = _judge_alone(state, head, now, window_s)
+    e, c = state.engine, state.container
+    if e is None or e.phase != EnginePhase.READY or c is None or c.state not in CONTAINER_UP_STATES:
+        return v  # the job's words are for an engine that serves
+    others = [p for p in peers if p.name != state.name]
+    view = state.ras.view(now, busy=any(gpus_busy(s, now) for s in (state, *others)))
+    return from_ras(view, v, now) or peer_down(state, others, v) or _with_ras(v, view)
+
+
+def from_ras(view: RasView, v: Verdict, now: float) -> Verdict | None:
+    """The RAS watch's alarm as this station's verdict (the station's own evidence after it), or None."""
+    if not view.alarm:
+        return None
+    ev = (*view.evidence, *v.evidence)
+    if view.cause or view.kind == "out-of-step":
+        who = view.cause or view.behind
+        return Verdict(Progress.OUT_OF_STEP, view.since, view.words, ev, who[0] if who else None,
+                       stragglers=who, consequence=view.missing)
+    if view.kind == "missing-ranks":
+        return Verdict(Progress.PEER_DOWN, view.since, f"{view.words}: the service cannot serve", ev,
+                       v.station, consequence=view.missing)
+    return Verdict(Progress.STUCK, view.since, f"every rank stuck in one collective ({view.words})", ev, None)
+
+
+def _with_ras(v: Verdict, view: RasView) -> Verdict:
+    """A suspect RAS read joins the evidence (no alarm: one read, or a freeze not yet long enough)."""
+    if view.state != RasState.SUSPECT:
+        return v
+    return replace(v, evidence=(*v.evidence, f"RAS suspect: {view.words}"))
+
+
+def peer_down(state: StationState, others: list[StationState], v: Verdict) -> Verdict | None:
+    """This engine serves while another rank's container, seen running this session, went down with an
+    error (exit code, dead, OOM): the job cannot run a collective, so the service cannot serve. (A
+    container found down when the console started may be an old run: RAS says whether it is missing.)"""
+    for p in sorted(others, key=lambda s: s.rank):
+        c = p.container
+        if p.conn.down or c is None or p.progress.down_at is None:
+            continue  # not read, or not seen to go down: not known to be gone from this job
+        if not (c.state == "dead" or c.oom_killed or c.exit_code not in (0, None)):
+            continue  # a clean stop
+        how = f"container {c.state} ({c.exit_code})"
+        since = p.progress.down_at
+        words = f"{p.name}'s engine is gone ({how}): this rank's job cannot serve; restart the whole service"
+        return Verdict(Progress.PEER_DOWN, since, words, (f"{p.name}: {how}", *v.evidence), state.name,
+                       consequence=(p.name,))
+    return None
+
+
+def _judge_alone(state: StationState, head: StationState | None, now: float, window_s: float) -> Verdict:
+    """The station's progress from its own facts and the head's counter."""
     name = state.name
 
     def v(p: Progress, since: float | None, words: str, evidence: Iterable[str] = ()) -> Verdict:
@@ -193,6 +259,12 @@ def _serving(state: StationState, head: StationState, now: float, window_s: floa
         return v(Progress.IDLE, since, "idle: no request running or waiting", evidence)
     frozen_since = max(moved, f.active_since)
     frozen = now - frozen_since
+    if frozen < window_s and not f.seen_moving and f.active_since == f.tokens_first_at:
+        # a console opened on requests in flight has not seen one token move yet: it cannot tell
+        judged = frozen_since + window_s
+        return replace(v(Progress.UNKNOWN, None, f"not judged yet: {reqs}, no token seen moving since the first "
+                         f"read {clock(now - (f.tokens_first_at or now))} ago; judged after "
+                         f"{clock(window_s)} ({clock(judged - now)} left)", evidence), judged_at=judged)
     if frozen >= window_s:
         return v(Progress.WEDGED, frozen_since, f"wedged for {clock(frozen)}: {reqs}, no token generated "
                  f"(counter frozen at {f.tokens:,.0f})", evidence)
@@ -201,10 +273,20 @@ def _serving(state: StationState, head: StationState, now: float, window_s: floa
     return v(Progress.PROGRESSING, f.active_since, f"generating: {reqs}{rate_words}", evidence)
 
 
+def job_ras(states: Iterable[StationState], now: float) -> RasView:
+    """The fleet's RAS watch at ``now`` (``watch --json``'s ``ras``): busy when any station's GPUs are."""
+    every = list(states)
+    if not every:
+        return RasView(RasState.UNKNOWN, None, "RAS: no station")
+    serving = any(s.engine is not None and s.engine.phase == EnginePhase.READY for s in every)
+    return every[0].ras.view(now, busy=any(gpus_busy(s, now) for s in every), serving=serving)
+
+
 def judge_all(states: Iterable[StationState], head: StationState | None, now: float,
               window_s: float = DEFAULT_WINDOW_S) -> dict[str, Verdict]:
     """Every station's verdict, by name."""
-    return {s.name: judge(s, head, now, window_s) for s in states}
+    every = list(states)
+    return {s.name: judge(s, head, now, window_s, every) for s in every}
 
 
 def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
@@ -225,19 +307,20 @@ def service(verdicts: dict[str, Verdict], head: str | None) -> Verdict:
 
 
 def judge_look(state: StationState, head: StationState | None, now: float, window_s: float,
-               look_s: float, serving: bool) -> Verdict:
+               look_s: float, serving: bool, peers: Iterable[StationState] = ()) -> Verdict:
     """``status``'s one-shot verdict: the live judge over what one look read (the log tail's
     stamps date a silent start-up at once), except that a look shorter than W cannot tell a
     wedge: a counter that did not move during it with requests running says so, and points at
     ``watch``. ``serving``: the API answered healthy (the engine log is then not read: the
-    counter is what speaks)."""
-    v = judge(state, head, now, window_s)
+    counter is what speaks; ``peers``: every station read, a rank gone among them)."""
+    v = judge(state, head, now, window_s, peers)
     if v.state == Progress.UNKNOWN and state.engine is None and serving and state.conn.live:
         v = _serving(state, head if head is not None else state, now, window_s,
                      lambda p, since, words, ev=(): Verdict(p, since, words, tuple(ev), state.name))
     f = (head or state).progress
     counted = state.engine is None or state.engine.phase not in LOADING_PHASES  # judged by the counter
-    if v.state == Progress.PROGRESSING and counted and f.tokens_read_at is not None:
+    watching = v.state == Progress.PROGRESSING or (v.state == Progress.UNKNOWN and v.judged_at is not None)
+    if watching and counted and f.tokens_read_at is not None:
         if f.tokens_moved_at == f.active_since:  # no move seen during the look
             return Verdict(Progress.UNKNOWN, None, f"no token moved in a {look_s:.1f} s look with requests running; "
                            f"a wedge shows after {clock(window_s)} of it (dgx-console watch)", v.evidence, state.name)

@@ -158,10 +158,15 @@ def xid_dict(x: XidEvent) -> dict[str, Any]:
 
 def progress_json(verdict: Verdict, now: float) -> dict[str, Any]:
     """The progress keys of ``watch --json`` and ``status --json`` (additions): ``progress`` (one of
-    progressing, idle, stuck, wedged, unknown), ``progress_since_s`` (how long it has held; null: not
-    known), ``progress_why`` (the verdict in one line) and ``progress_evidence`` (its lines)."""
+    progressing, idle, stuck, wedged, out-of-step, peer-down, unknown), ``progress_since_s`` (how long it has held; null: not
+    known), ``progress_why`` (the verdict in one line) and ``progress_evidence`` (its lines);
+    ``progress_stragglers`` / ``progress_consequence`` (out of step: the stations behind, the stations
+    gone after) and ``progress_judged_in_s`` (unknown only until then: a fresh console watching the counter)."""
     return {"progress": str(verdict.state), "progress_since_s": verdict.since_s(now),
-            "progress_why": verdict.words, "progress_evidence": list(verdict.evidence)}
+            "progress_why": verdict.words, "progress_evidence": list(verdict.evidence),
+            # the RAS watch (additions): out of step, the stations behind (the cause) and those gone after
+            "progress_stragglers": list(verdict.stragglers), "progress_consequence": list(verdict.consequence),
+            "progress_judged_in_s": None if verdict.judged_at is None else round(max(0.0, verdict.judged_at - now), 1)}
 
 
 def progress_words(verdict: Verdict) -> str:

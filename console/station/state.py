@@ -50,9 +50,11 @@ from console.station.messages import (
     LogBatch,
     LogMarker,
     RailsSample,
+    RasSample,
     ServingUpdate,
 )
 from console.station.rails_live import RailTracker
+from console.station.ras_watch import RankHome, RasWatch
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     DOWN_STATES,
@@ -88,6 +90,7 @@ class Aspect(StrEnum):
     RAILS = "rails"  # the rails loop
     KERNEL = "kernel"  # the kernel log follower (Xid lines)
     # --- end issue 24
+    RAS = "ras"  # the job's NCCL RAS watch (one for the fleet: console/station/ras_watch.py)
 
 
 EVERY_ASPECT = frozenset(Aspect)
@@ -228,6 +231,7 @@ class StationState:
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
         self.progress = ProgressFacts()  # issue 19: what the progress judge reads (console/station/progress.py)
+        self.ras = RasWatch()  # the job's RAS watch: Stations gives every station the fleet's one
         # --- issue 24: GPU and fabric health
         self.late_after.update(health_late_limits())
         self.health: dict[int, GpuHealth] = {}  # by GPU index: the health stream's last round
@@ -271,6 +275,9 @@ class StationState:
                 unified = any(m.unified for m in self.memory.values())
                 return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
             case ContainerUpdate():
+                was_up = self.container is not None and self.container.state in CONTAINER_UP_STATES
+                self.progress.down_at = (msg.at if was_up else self.progress.down_at) \
+                    if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
                 if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
                     self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
@@ -285,6 +292,9 @@ class StationState:
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
                 return frozenset({Aspect.SERVING, *self._derive_serving()})
+            case RasSample():  # a read of the job's RAS report (wherever it ran: it speaks for every rank)
+                self.ras.apply(msg)
+                return frozenset({Aspect.RAS})
         return self._apply_health(msg)  # issue 24
 
     def _derive_engine(self) -> frozenset[Aspect]:
@@ -565,8 +575,15 @@ class ProgressFacts:
     tokens: float | None = None  # the generation-token counter as last read (None: not in /metrics)
     tokens_read_at: float | None = None  # the scrape it came from
     tokens_moved_at: float | None = None  # when it last changed (a reset is a change; first read starts it)
+    tokens_first_at: float | None = None  # the first read of it (a move is a change seen after this)
+    down_at: float | None = None  # the container was seen running, then not (None: up, or never seen up)
     active_since: float | None = None  # requests running or waiting since (None: none)
     quiet_since: float | None = None  # no request since
+
+    @property
+    def seen_moving(self) -> bool:
+        """The counter was seen to change after its first read (until then a frozen one proves nothing)."""
+        return None not in (self.tokens_moved_at, self.tokens_first_at) and self.tokens_moved_at > self.tokens_first_at
 
     def serving(self, snap: ServingSnapshot) -> None:
         """A poll of the API: a new scrape moves the counter's facts (the same scrape twice, nothing)."""
@@ -576,9 +593,11 @@ class ProgressFacts:
         value = snap.gen_tokens_total
         value = None if value is None or value != value else value  # NaN: out of range, not a count
         if value is None:
-            self.tokens, self.tokens_moved_at = None, None
+            self.tokens, self.tokens_moved_at, self.tokens_first_at = None, None, None
         elif self.tokens is None or value != self.tokens:  # moved, reset (a restart), or first seen
             self.tokens_moved_at = at
+            if self.tokens is None:
+                self.tokens_first_at = at
         self.tokens, self.tokens_read_at = value, at
         running = snap.running if snap.running == snap.running else None
         waiting = snap.waiting if snap.waiting == snap.waiting else None
@@ -612,12 +631,17 @@ class Stations(Mapping[str, StationState]):
         self._states = {s.name: s for s in states}
         self.head_name = head if head is not None else next(
             (s.name for s in sorted(self._states.values(), key=lambda s: s.rank)), None)
+        self.ras = RasWatch(RankHome(s.name, s.rank) for s in self._states.values())  # one NCCL job
+        for s in self._states.values():
+            s.ras = self.ras
 
     @classmethod
     def for_config(cls, config: Config, gpu_interval_s: float | None = None) -> Stations:
         """``gpu_interval_s``: the GPU sampling interval (default: the configured refresh)."""
         interval = config.ui.refresh_ms / 1000 if gpu_interval_s is None else gpu_interval_s
         fleet = cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
+        fleet.ras.homes = tuple(RankHome(st.name, st.rank, tuple(a for a in (st.rail_ip, st.host) if a))
+                                for st in config.stations)  # RAS names a rank by its node's address
         for st in fleet.values():  # issue 24: each rail against the profile's link
             st.rails.expected_mbps, st.rails.expected_mtu = config.profile.link.speed_mbps, config.profile.link.mtu
         return fleet

@@ -19,6 +19,7 @@ from console.probes import nvidia_smi as smi
 from console.probes.docker import parse_time
 from console.probes.engine_log import EngineLogTracker, EngineProgress
 from console.probes.meminfo import parse_meminfo
+from console.probes.ncclras import unavailable as ncclras_unavailable
 from console.probes.rails import parse_round
 from console.remote import cmdlines
 from console.remote.host_keys import connect_with_trust
@@ -36,11 +37,13 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
     RailsSample,
+    RasSample,
     ServingUpdate,
 )
-from console.station.progress import judge_look
+from console.station.progress import job_ras, judge_look
+from console.station.ras_monitor import READ_TIMEOUT_S
 from console.station.snapshot import progress_json, status_dict
-from console.station.state import StationState
+from console.station.state import Stations, StationState
 from console.tasks import gather_owned
 from console.vocabulary import ConnState
 
@@ -184,11 +187,15 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                     state.apply(EngineUpdate(s.name, progress, at=min(last, time.time()) if last else None))
                     if stamp:
                         state.apply(LogBatch(s.name, ["(the log's last line)"], stamps=[stamp]))
+        ras = await _ras_reads([st for st, _f in read], transports, limit)
     finally:
         if registry is not None:
             await registry.close()
     head = config.head.name
     states = [state for state, _f in read]
+    fleet = Stations(states, head=head)  # one RAS watch for the job
+    for sample in ras:
+        fleet.apply(sample)
     head_state = next((st for st in states if st.name == head), None)
     if head_state is not None:
         for snap in looks:
@@ -200,7 +207,8 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
         # issue 19: "progress" and "progress_since_s" (additions)
         st |= progress_json(judge_look(state, head_state, now, config.ui.progress_window_s, look_s,
-                                       bool(api["healthy"])), now)
+                                       bool(api["healthy"]), states), now)
+        st["ras"] = job_ras(states, now).json(now)  # one read: a spread is only suspect, a rank gone is stuck
         # Workers serve no API: their fields are null (unknown), never invented.
         # the URL's userinfo and any secret in the error are masked (console.config.secrets)
         st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": mask_url(api["url"] or ""),
@@ -208,3 +216,32 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                      if st["name"] == head else {"healthy": None, "model": None, "url": None, "error": None})
         stations.append(st)
     return {"profile": config.profile.name, "simulated": config.simulated, "stations": stations}
+
+
+RAS_LOOK_GAP_S = 1.0  # status reads RAS twice this far apart: a spread that holds, or counts that move
+
+
+async def _ras_reads(states: list[StationState], transports: dict[str, Transport], limit: float) -> list[RasSample]:
+    """Two reads of NCCL's RAS report for ``status``, RAS_LOOK_GAP_S apart: on the head when its
+    container runs, else on the first station by rank whose container runs ([]: none runs)."""
+    up = sorted((s for s in states if s.conn.live and s.container is not None and s.container.state == "running"),
+                key=lambda s: (not s.head, s.rank))
+    if not up:
+        return []
+    st = up[0]
+    container = st.container.name if st.container is not None and st.container.name else st.container_name
+    out: list[RasSample] = []
+    for k in range(2):
+        if k:
+            await asyncio.sleep(RAS_LOOK_GAP_S)
+        at = time.time()
+        try:
+            res = await asyncio.wait_for(transports[st.name].run(cmdlines.ncclras_watch(container),
+                                                                 timeout=READ_TIMEOUT_S), limit)
+        except (TransportError, TimeoutError) as exc:
+            out.append(RasSample(st.name, "", at, error=f"{type(exc).__name__}: {exc}"))
+            break
+        out.append(RasSample(st.name, res.stdout + res.stderr, at))
+        if ncclras_unavailable(res.stdout + res.stderr):
+            break  # no RAS service: a second read says the same
+    return out

@@ -43,6 +43,7 @@ from console.station.messages import (
     StationMessage,
 )
 from console.station.monitor import StationService
+from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.state import Aspect, Stations
 from console.supervisor import JobFailure, Supervisor
@@ -151,6 +152,8 @@ class ConsoleApp(App):
                                              timeout=self.config.api.timeout_s, transport=self._serving_transport)
             monitor = ServingMonitor(self._serving_client, lambda snap: self.post_message(ServingUpdate(snap)))
             self.jobs.start(SERVING_JOB, monitor.run, on_failure=self._job_failed)
+            # the job's NCCL RAS, one short read every few s while an engine serves: ranks out of step show
+            start_ras_watch(self.jobs, self.sessions, self.stations, self.post_message, self._job_failed)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
 

@@ -14,7 +14,14 @@ from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
 from console.serving.metrics import ServingSnapshot
 from console.sim.engine import container_status
-from console.station.messages import ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, LogBatch
+from console.station.messages import (
+    ConnectionState,
+    ContainerUpdate,
+    EngineUpdate,
+    GpuSample,
+    LogBatch,
+    RasSample,
+)
 from console.ui import clock
 from console.ui.app import ConsoleApp
 from console.ui.widgets.fleet_table import fleet_row
@@ -136,6 +143,64 @@ async def test_no_banner_while_tokens_move_or_nothing_runs(_fixed_clock, monkeyp
         assert app.dashboard.verdicts["A"].state == "progressing"
         assert not app.dashboard.query_one(ProgressBanner).has_class("-alarm")
         assert app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain == "● healthy"
+
+
+async def test_opened_on_requests_in_flight_it_never_reads_healthy_before_it_can_judge(_fixed_clock):
+    """A console opened on a wedged service: the first reads show 4 running and a counter that never
+    moves; until W has passed it says "progress unknown", never "● healthy"."""
+    app = _app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        post = app.post_message
+        post(ConnectionState("A", "live", last_sample_at=T0))
+        post(GpuSample("A", _gpus(100, 267.0), T0))  # busy at high power: it says nothing about tokens
+        post(ContainerUpdate("A", ContainerInfo("glm53", "running"), T0 - 300))
+        post(EngineUpdate("A", EngineProgress("ready"), T0 - 300))
+        for at in (T0 - 2, T0):
+            post(ServingUpdate(ServingSnapshot(url=URL, healthy=True, status="ok", running=4, waiting=0,
+                                               gen_tokens_total=51230.0, updated_at=at, polled_at=at), at=at))
+            await pilot.pause()
+        await until(lambda: app.stations["A"].progress.tokens_read_at == T0, what="the polls", pilot=pilot)
+        app.dashboard.judge_progress()
+        await pilot.pause()
+        v = app.dashboard.verdicts["A"]
+        assert v.state == "unknown" and "judged after 0:30 (0:26 left)" in v.words
+        health = app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain
+        assert health == "◌ /health 200 · progress unknown (judged in 0:26)"
+        assert not app.dashboard.query_one(ProgressBanner).has_class("-alarm")
+
+
+async def test_ranks_out_of_step_raise_the_banner_with_no_request_and_point_to_h(_fixed_clock):
+    """Two RAS reads 4 s apart with B one operation behind and frozen, nothing running: the banner."""
+    app = _app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        post = app.post_message
+        for st in ("A", "B"):
+            post(ConnectionState(st, "live", last_sample_at=T0))
+            post(GpuSample(st, _gpus(100, 110.0), T0))
+            post(ContainerUpdate(st, ContainerInfo("glm53", "running"), T0 - 300))
+            post(EngineUpdate(st, EngineProgress("ready", headless=st == "B"), T0 - 300))
+        post(ServingUpdate(ServingSnapshot(url=URL, healthy=True, status="ok", running=0, waiting=0,
+                                           gen_tokens_total=9000.0, updated_at=T0, polled_at=T0), at=T0))
+        for at in (T0 - 3, T0 + 1):
+            post(RasSample("A", _ras({0: 757, 1: 756}), at))
+            await pilot.pause()
+        await until(lambda: app.stations["A"].ras.read_at == T0 + 1, what="two RAS reads", pilot=pilot)
+        app.dashboard.judge_progress()
+        banner = app.dashboard.query_one(ProgressBanner)
+        await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
+        text = banner.content.plain
+        assert text.startswith("⚠ OUT-OF-STEP since ") and HINT in text and "B: ranks out of step" in text
+        row = fleet_row(app.stations["B"], T0 + 2.0, verdict=app.dashboard.verdicts["B"])
+        assert row.alarm and row.engine.startswith("OUT-OF-STEP")
+
+
+def _ras(ops: dict[int, int]) -> str:
+    """``ncclras -f json`` of a two-rank job (the AllReduce count of each rank)."""
+    ranks = ",".join(f'{{"rank": {r}, "host": "198.18.0.{r + 1}", "pid": {100 + r}, "cuda_dev": 0, "status": {{}}, '
+                     f'"collective_counts": {{"AllReduce": {n}}}}}' for r, n in ops.items())
+    return f'{{"nccl_version": "2.30.7", "communicators": [{{"hash": "0x1", "size": 2, "ranks": [{ranks}]}}]}}'
 
 
 async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory):

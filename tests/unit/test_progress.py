@@ -62,7 +62,7 @@ def test_tokens_moving_with_requests_running_is_progressing() -> None:
         samples(s, T0 + 2 * k, 85, 720.0)
     v = judge(s, s, T0 + 18.5, W)
     assert v.state == Progress.PROGRESSING and v.since == T0 and "4 running" in v.words
-    assert any("working (busy at high power" in e for e in v.evidence)
+    assert any("busy at high power" in e and "the counter says which" in e for e in v.evidence)
 
 
 def test_counter_frozen_with_requests_running_is_wedged_from_the_edge_of_w() -> None:

@@ -160,6 +160,8 @@ class DashboardScreen(Screen):
         (the fleet table follows on its own timer: its ages move anyway)."""
         if not aspects:
             return
+        if (Aspect.SERVING in aspects or Aspect.RAS in aspects) and self.is_mounted:
+            self.judge_progress()  # a new counter or RAS read: judged now, not on the next tick
         if pane := self.panes.get(name):
             pane.show_state(aspects)
         if Aspect.CONN in aspects:  # the diagnosis says whose log it cannot read

@@ -102,6 +102,10 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         "missed": Text(f"◌ missed {snap.misses}/{MISSES_FOR_RED} ({_short_miss(snap)})",
                        style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
+    if progress is not None and progress.judged_at is not None and snap.status == "ok" and off is None:
+        # a console opened on requests in flight: 200 is not "healthy" before a token is seen to move
+        health = Text(f"◌ {snap.health_path} 200 · progress unknown (judged in {mmss(max(0.0, progress.judged_at - now))})",
+                      style=f"bold {pal.warn}")
     if progress is not None and progress.alarm and off is None:  # issue 19: /health 200 never reads healthy
         since = f" for {mmss(now - progress.since)}" if progress.since is not None else ""
         answer = f"{snap.health_path} 200 but " if snap.status == "ok" else ""
