@@ -9,7 +9,7 @@ import json
 import tarfile
 
 from console.incidents.store import Ledger
-from tests.sim.test_progress_sim import wedge_time, watch_until
+from tests.sim.test_progress_sim import watch_until, wedge_time
 
 W = 5.0
 
