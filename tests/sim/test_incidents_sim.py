@@ -8,6 +8,7 @@ import dataclasses
 import json
 import tarfile
 
+from console.commands.replay import read_window, replay_lines
 from console.incidents.store import Ledger
 from tests.sim.test_progress_sim import watch_until, wedge_time
 
@@ -51,6 +52,11 @@ async def test_a_wedge_is_captured_once_with_the_window_before_the_freeze(sim_fa
     serving = [s for s in samples if s["kind"] == "serving" and s["t"] < frozen_at]
     assert serving and max(s["gen_tokens"] or 0 for s in serving) > 0  # the tokens moving before it froze
     assert json.loads(got["incident.json"])["id"] == row.id
+    # the window played back through the same state and judge as watch --json says the wedge again
+    played = replay_lines(*[read_window(row.bundle)[0]], W, 1.0)
+    assert {o["station"] for o in played} == {"A", "B"} and all(o["replay"] for o in played)
+    assert any(o["station"] == "A" and o["progress"] == "wedged" for o in played), \
+        [(o["station"], o["progress"], o["progress_why"]) for o in played][-6:]
 
 
 async def test_a_second_console_on_the_same_pair_skips(sim_factory):
