@@ -91,3 +91,14 @@ async def test_stall_cycle_freezes_are_stalls_not_incidents(sim_factory):
     assert 5 <= stall.seconds <= 17 and stall.running == 4 and set(stall.stations) == {"A", "B"}
     assert any("stall" in (o.get("stalls") or "") for o in objs)
     assert not any(o.get("progress") == "wedged" for o in objs)
+
+
+async def test_a_stuck_start_up_is_one_incident_captured_once(sim_factory):
+    h = await sim_factory(faults=["init-hang"], time_scale=0.005)
+    objs = await watch_until(window(h.config), 120.0, lambda o: any(n["event"] in ("captured", "capture-failed")
+                                                                    for n in news(o)), start=h.start_service)
+    events = [n["event"] for n in news(objs)]
+    assert events.count("incident") == 1 and events.count("captured") == 1, news(objs)
+    (row,) = Ledger().incidents()
+    assert row.kind == "stuck" and set(row.stations) == {"A", "B"} and row.action == "captured"
+    assert "window.ndjson" in bundle_members(row.bundle)

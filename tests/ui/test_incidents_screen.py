@@ -43,3 +43,20 @@ async def test_a_wedge_in_the_tui_is_captured_once_and_listed_on_I(sim_factory):
         assert f"incident {rows[0].id}: wedge" in detail and rows[0].bundle in detail
         await pilot.press("escape")
         assert not isinstance(app.screen, IncidentsScreen)
+
+
+async def test_the_head_pane_says_the_stalls_of_the_last_hour(tmp_path):
+    import time
+
+    from console.incidents.store import Stall
+    from tests.ui.pair_app import pair_app
+
+    app = pair_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        now = time.time()
+        app.incidents.stalls.extend([Stall(now - 600, 9.0, ("A", "B"), 4), Stall(now - 60, 14.2, ("A", "B"), 4),
+                                     Stall(now - 7200, 30.0, ("A", "B"), 4)])
+        app.dashboard.judge_progress()
+        await pilot.pause()
+        assert app.panes["A"].badges["stalls"].plain == "⏸ 2 stalls in the last hour, longest 14 s"
+        assert "stalls" not in app.panes["B"].badges
