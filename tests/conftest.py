@@ -42,6 +42,7 @@ def pytest_configure(config) -> None:
 def _private_data_dir(tmp_path_factory, monkeypatch):
     """Launch history and other XDG data go to a temporary directory, never the tester's home."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))  # the incident ledger
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from console import json_out
 from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
+from console.incidents.recorder import IncidentRecorder, Notice
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip
@@ -57,6 +58,8 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     stations = Stations.for_config(config, sample_ms / 1000)
     tty = out.isatty() and not as_json and not logs
     drawn = 0
+    said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
+    recorder = IncidentRecorder(config, stations, said.append)
 
     def emit(text: str) -> None:
         out.write(text + "\n")
@@ -66,6 +69,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
         if name not in stations:
             return
         stations.apply(msg)
+        recorder.note(msg)
         if logs and isinstance(msg, LogBatch):
             now = time.time()
             for line in msg.lines:
@@ -77,7 +81,9 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             out.flush()
 
     def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (issue 19's progress)
-        stations.apply(ServingUpdate(snap))
+        msg = ServingUpdate(snap)
+        stations.apply(msg)
+        recorder.note(msg)
 
     async with SessionRegistry(config) as sessions, \
             ApiClient(config.api_url(), api_key=config.api_key(), timeout=config.api.timeout_s) as api, \
@@ -88,6 +94,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
         start_station_services(jobs, config, post, sessions, sample_ms)
         jobs.start("serving", ServingMonitor(api, serving).run)
         start_ras_watch(jobs, sessions, stations, post)  # one short ncclras every few s while an engine serves
+        jobs.start("incidents", recorder.run)  # the ledger, the auto-capture, the stalls
         start = time.monotonic()
         while not stop.is_set():
             wait = interval
@@ -97,11 +104,19 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 await asyncio.wait_for(stop.wait(), wait)
             now = time.time()
             verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
+            recorder.tick(verdicts, now)
+            news, said[:] = list(said), []
             if as_json:
                 ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
-                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now) | {"ras": ras}))
+                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)
+                                        | {"ras": ras}
+                                        | incidents_json(state.name == stations.head_name, news, recorder)))
             else:
+                if news:
+                    drawn = 0  # the news stays above the redrawn block
+                for n in news:
+                    emit(f"incident: {clean(n.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
                 lines = [watch_line(state, now) + progress_words(verdicts[state.name])
@@ -112,6 +127,20 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             out.flush()
             if seconds is not None and time.monotonic() - start >= seconds:
                 break
+
+
+def incidents_json(head: bool, news: list[Notice], recorder: IncidentRecorder) -> dict:
+    """The head's object carries the flight recorder's news since the last interval (``incidents``:
+    ``[{"event": "captured", "id": 3, "text": ..., "bundle": ..., "seconds": ...}]``) and the stall
+    summary (``stalls``: "3 stalls in the last hour, longest 14 s"), each only when there is one."""
+    if not head:
+        return {}
+    out: dict = {}
+    if news:
+        out["incidents"] = [n.to_json()["incident"] | {"t": round(n.at, 3)} for n in news]
+    if words := recorder.stall_summary():
+        out["stalls"] = words
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

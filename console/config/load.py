@@ -12,7 +12,7 @@ from console.config.errors import ConfigError, Locator, check_type, key_path, on
 from console.config.fields import checks, kinds, table
 from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
 from console.config.profiles import DEFAULT_PROFILE, load_profile
-from console.config.schema import ApiSettings, Config, Station, UiSettings
+from console.config.schema import ApiSettings, Config, IncidentSettings, Station, UiSettings
 from console.config.validate import check_path, check_timeout, overrides_problem
 from console.safe_files import MIB, FileProblem, expand, read_text
 from console.sanitize import is_clean
@@ -50,9 +50,11 @@ def parse_config(text: str, path: str | None = None) -> Config:
 
     api_raw = data.get("api", {})
     ui_raw = data.get("ui", {})
+    incidents_raw = data.get("incidents", {})
     if isinstance(api_raw, dict) and "api_key" in api_raw:
         raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
-    for tbl, raw, schema in (("api", api_raw, ApiSettings), ("ui", ui_raw, UiSettings)):
+    for tbl, raw, schema in (("api", api_raw, ApiSettings), ("ui", ui_raw, UiSettings),
+                              ("incidents", incidents_raw, IncidentSettings)):
         if not isinstance(raw, dict):
             raise err(None, None, tbl, tbl, "must be a table")
         fields = kinds(schema)
@@ -69,6 +71,10 @@ def parse_config(text: str, path: str | None = None) -> Config:
     for key, rule in checks(UiSettings).items():  # every value, set or default
         if problem := rule(getattr(ui, key)):
             raise err("ui", None, key, f"ui.{key}", problem)
+    incidents = IncidentSettings(**incidents_raw)
+    for key, rule in checks(IncidentSettings).items():
+        if problem := rule(getattr(incidents, key)):
+            raise err("incidents", None, key, f"incidents.{key}", problem)
 
     overrides = data.get("overrides", {})
     if not isinstance(overrides, dict):
@@ -106,6 +112,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
         stations=tuple(stations),
         api=ApiSettings(**api_raw),
         ui=ui,
+        incidents=incidents,
         overrides=dict(overrides),
         simulated=simulated,
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),

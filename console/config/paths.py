@@ -21,3 +21,10 @@ def xdg_data_dir() -> Path:
     """``$XDG_DATA_HOME/dgx-console`` (default ``~/.local/share/dgx-console``): results, screenshots."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "dgx-console"
+
+
+def xdg_state_dir() -> Path:
+    """``$XDG_STATE_HOME/dgx-console`` (default ``~/.local/state/dgx-console``): the incident ledger
+    and its bundles (state that outlives a session, not worth a backup)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "dgx-console"

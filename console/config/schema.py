@@ -154,12 +154,25 @@ class UiSettings:
 
 
 @dataclass(frozen=True)
+class IncidentSettings:
+    """``[incidents]``: the flight recorder (console/incidents/). ``capture``: take the hang evidence
+    on its own when progress turns wedged / stuck (read-only); the ledger keeps at most
+    ``max_incidents`` rows and ``max_bundle_mib`` of bundles (the oldest bundles go first)."""
+
+    capture: bool = True
+    max_incidents: int = setting(500, check=v.in_range(10, 100_000))
+    max_bundle_mib: int = setting(2048, check=v.in_range(16, 1_048_576))
+    capture_deadline_s: float = setting(60.0, check=v.window_seconds)
+
+
+@dataclass(frozen=True)
 class Config:
     path: str | None = setting(toml=False)
     profile: Profile = setting(dump=lambda p: p.name)
     stations: tuple[Station, ...] = setting()
     api: ApiSettings = field(default_factory=ApiSettings)
     ui: UiSettings = field(default_factory=UiSettings)
+    incidents: IncidentSettings = field(default_factory=IncidentSettings)
     overrides: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
     keys: dict[str, str] = field(default_factory=dict)  # [keys]: binding id -> keys ("f5" or "ctrl+r,f5")

@@ -73,12 +73,26 @@ class SimBackend:
         now = time.time()
         st = container_status(self.world, self.station, self.world.state(self.station), "glm53", now)
         tl = st.get("timeline")
-        if st["state"] != "running" or tl is None or tl.wedge_at is None or tl.ready_at is None:
+        if st["state"] != "running" or tl is None or tl.ready_at is None:
             return None
         t0 = float(st["started_at"])
+        if tl.wedge_at is None:
+            return stall_cycle_load(self.world, self.tokens_per_s, now - t0 - tl.ready_at)
         served = max(0.0, min(now, t0 + tl.wedge_at) - (t0 + tl.ready_at))
         rate = WEDGE_LOAD * float(self.tokens_per_s) / (1.0 + 0.1 * (WEDGE_LOAD - 1))
         return WEDGE_LOAD, served * rate, now >= t0 + tl.wedge_at
+
+
+def stall_cycle_load(world, tokens_per_s: float, elapsed: float) -> tuple[int, float, bool] | None:
+    """The stall-cycle fault's users: WEDGE_LOAD requests whose tokens freeze now and then (never
+    "wedged": each freeze heals); None without the fault."""
+    from console.sim import launch
+    from console.sim.stall_cycle import frozen
+
+    if "stall-cycle" not in launch.all_faults(world) or elapsed < 0:
+        return None
+    rate = WEDGE_LOAD * float(tokens_per_s) / (1.0 + 0.1 * (WEDGE_LOAD - 1))
+    return WEDGE_LOAD, (elapsed - frozen(elapsed)[0]) * rate, False
 
 
 @dataclass

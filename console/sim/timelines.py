@@ -401,6 +401,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
         tl.ready_at = b.ts(g1 + 1)
         if hang_after_ready:
             b.phase(cold + 30, "hung in all-reduce")
+        if "stall-cycle" in hangs:
+            b.phase(cold, LOAD_PHASE)  # the stall-cycle fault's users being served
         if "wedge" in hangs:
             _wedge(b, cold, "vllm", head=False)
         return tl
@@ -412,6 +414,8 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(cold - 2.8, "INFO:     Application startup complete.", raw=True)
     b.phase(cold - 2.8, "ready")
     tl.ready_at = b.ts(cold - 2.8)
+    if "stall-cycle" in hangs:
+        b.phase(cold, LOAD_PHASE)
     if "wedge" in hangs:
         _wedge(b, cold, "vllm", head=True)
     if hang_after_ready:  # serving, then both ranks stop inside one all-reduce (a software deadlock)
@@ -515,6 +519,8 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     if rank != 0:
         b.phase(g1 + 1, "serving (worker)")
         tl.ready_at = b.ts(g1 + 1)
+        if "stall-cycle" in hangs:
+            b.phase(cold, LOAD_PHASE)  # the stall-cycle fault's users being served
         if "wedge" in hangs:
             _wedge(b, cold, "sglang", head=False)
         return tl
@@ -527,6 +533,8 @@ def sglang_timeline(profile: Profile, state: dict[str, Any], faults: list[str], 
     b.at(cold - 1, "The server is fired up and ready to roll!")
     b.phase(cold - 1, "ready")
     tl.ready_at = b.ts(cold - 1)
+    if "stall-cycle" in hangs:
+        b.phase(cold, LOAD_PHASE)
     if "wedge" in hangs:
         _wedge(b, cold, "sglang", head=True)
     return tl

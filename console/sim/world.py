@@ -66,6 +66,8 @@ KNOWN_FAULTS = {
              "/health keeps answering 200, the GPUs spin at 100 % util at idle power",
     "init-hang": "every rank stops in the first collective after NCCL init: the log goes silent, the GPUs spin "
                  "at 100 % at idle power, the watchdog is far off (none fires within the hour)",
+    "stall-cycle": "serving under 4 requests, and every ~45 s the tokens freeze for 8-15 s, then move again on "
+                   "their own (micro-stalls: shorter than the wedge window)",
     # --- end issue 19
     # --- issue 24: GPU and fabric health (each holds while set; World.fault_since says since when)
     "gpu-pcie-downtrained": "the serving GPU's PCIe link trained down to Gen3 x8 (max Gen5 x16)",
@@ -107,6 +109,7 @@ DEFAULT_FAULT_STATION = {
     # --- issue 19: progress truth
     "wedge": 0,
     "init-hang": 0,
+    "stall-cycle": 0,
     # --- end issue 19
     # --- issue 24: GPU and fabric health
     "gpu-pcie-downtrained": 1, "gpu-ecc": 1, "gpu-power-capped": 1, "xid": 1, "rail-flap": 1, "rail-errors": 1,
@@ -287,7 +290,7 @@ class World:
         self._meta = None
         out = []
         for f in self.faults(station):
-            if f.endswith("-cycle"):
+            if f.endswith("-cycle") and f != "stall-cycle":  # (stall-cycle keeps its own clock: stall_cycle.py)
                 lo, hi = SMI_CYCLE_S
                 if lo <= (time.time() - float(self.meta["created_at"])) % 60.0 < hi:
                     out.append(f.removesuffix("-cycle"))

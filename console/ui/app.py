@@ -48,6 +48,7 @@ from console.station.services import start_station_services
 from console.station.state import Aspect, Stations
 from console.supervisor import JobFailure, Supervisor
 from console.ui.engine_state import HeadEngineChanged
+from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
 from console.ui.screens.dashboard import DashboardScreen, setup_title
@@ -104,6 +105,7 @@ class ConsoleApp(App):
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
         self.sessions = SessionRegistry(config, self._transports)
         self._sessions_active = None
+        self.incidents = incident_recorder(self)  # the flight recorder: window, ledger, auto-capture
 
     @property
     def log_source(self) -> StreamSource | None:
@@ -154,6 +156,7 @@ class ConsoleApp(App):
             self.jobs.start(SERVING_JOB, monitor.run, on_failure=self._job_failed)
             # the job's NCCL RAS, one short read every few s while an engine serves: ranks out of step show
             start_ras_watch(self.jobs, self.sessions, self.stations, self.post_message, self._job_failed)
+            self.jobs.start("incidents", self.incidents.run, on_failure=self._job_failed)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
 
@@ -184,6 +187,7 @@ class ConsoleApp(App):
             return
         before = state.conn.state
         changed = state.apply(msg)
+        self.incidents.note(msg)
         if isinstance(msg, LogBatch):
             if pane := self.panes.get(msg.station):
                 pane.add_logs(msg.lines)
@@ -286,6 +290,12 @@ class ConsoleApp(App):
         from console.ui.screens.doctor import DoctorScreen
 
         self.push_screen(DoctorScreen(self.config, read_only=self.read_only, reason=reason))
+
+    def action_incidents(self) -> None:
+        """The incident ledger (dashboard I)."""
+        from console.ui.screens.incidents import IncidentsScreen
+
+        self.push_screen(IncidentsScreen(self.incidents.ledger))
 
     def action_hang_evidence(self) -> None:
         """The hang evidence of every rank at the same moment (dashboard h, workbench h)."""

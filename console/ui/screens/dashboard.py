@@ -28,6 +28,7 @@ from console.config import Config, gpus_per_station
 from console.station.progress import Verdict, judge_all, service
 from console.station.state import Aspect, Stations
 from console.ui import clock
+from console.ui.incidents_hook import incidents_tick
 from console.ui.widgets.diagnosis import DiagnosisPanel
 from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.fleet_table import FleetTable
@@ -116,6 +117,8 @@ class DashboardScreen(Screen):
         Binding("L", "service('launch')", "Launch", id="launch", tooltip="Start workers, then the head"),
         Binding("S", "service('stop')", "Stop", id="stop", tooltip="Stop the head, then the workers"),
         Binding("R", "service('restart')", "Restart", id="restart", tooltip="docker start workers, then head"),
+        Binding("I", "app.incidents", "Incidents", id="incidents", show=False,
+                tooltip="The incident ledger: wedges, stuck start-ups, stalls, where their evidence went"),
         Binding("escape", "back_to_fleet", "Back to fleet", id="fleet-back",
                 tooltip="Back from one station's pane to the fleet table"),
     ]
@@ -206,6 +209,7 @@ class DashboardScreen(Screen):
         now = clock.now()
         self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)
         verdict = service(self.verdicts, self.stations.head_name)
+        incidents_tick(self, self.verdicts, now)  # the flight recorder: incidents, stalls (the pane's words)
         self.query_one(ProgressBanner).show(verdict, now)
         for panel in self.query(ServingPanel):
             panel.set_progress(verdict)
