@@ -69,8 +69,8 @@ def long_line(length: int, n: int) -> str:
     return head + "x" * max(0, length - len(head))
 
 
-async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, long: bool = False
-                  ) -> tuple[float, float, float]:
+async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, long: bool = False,
+                  stamps: bool = False) -> tuple[float, float, float]:
     cfg = parse_config(CONFIG, "bench.toml")
     app = ConsoleApp(cfg, start_services=False, clock=False)
     lags: list[float] = []
@@ -94,6 +94,7 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
             while not stop.is_set():
                 due = int((time.perf_counter() - start) * rate)
                 n = due - sent
+                pre = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}Z " if stamps else ""
                 if mode == "batched":
                     for i in range(n):
                         k = sent + i
@@ -101,7 +102,7 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
                             for length, per_s in LONG_MIX:
                                 if k % max(1, rate // per_s) == 0:
                                     svc.logs.ingest(long_line(length, k))
-                        svc.logs.ingest(f"{LINE} #{k}")
+                        svc.logs.ingest(f"{pre}{LINE} #{k}")
                 else:
                     for i in range(n):
                         app.post_message(LogBatch(name, [f"{LINE} #{sent + i}"]))
@@ -214,7 +215,7 @@ def _cases(args) -> list[tuple[str, int, str, bool]]:
 async def _measure(args, rate: int, mode: str, long: bool):
     if mode == "naive":
         return await one_run(rate, args.naive_seconds, mode, 0.0)
-    return await one_run(rate, args.seconds, mode, args.warmup, long)
+    return await one_run(rate, args.seconds, mode, args.warmup, long, args.stamps)
 
 
 async def main() -> None:
@@ -227,6 +228,8 @@ async def main() -> None:
                     help="shorter: the baseline floods the message queue, which must drain before exit")
     ap.add_argument("--naive-runs", type=int, default=1)
     ap.add_argument("--long-rate", type=int, default=10000, help="lines/s/station for the long-line case (0: skip)")
+    ap.add_argument("--stamps", action="store_true",
+                    help="lines carry docker's timestamp prefix (as `docker logs --timestamps` prints them)")
     ap.add_argument("--compare", metavar="REF",
                     help="a git revision: built in a temporary worktree and run interleaved with this tree "
                          "(each run in its own process), so that a ratio comes from one sitting")
@@ -296,7 +299,8 @@ def _median_p99(res: list) -> float | None:
 def _one_process(args, tree: Path, rate: int, mode: str, long: bool):
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", f"{rate}:{mode}:{int(long)}",
-           "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--naive-seconds", str(args.naive_seconds)]
+           "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--naive-seconds", str(args.naive_seconds),
+           *(["--stamps"] if args.stamps else [])]
     out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, timeout=300)
     if out.returncode:
         raise SystemExit(f"log_ingest: the run in {tree} failed:\n{out.stderr[-2000:]}")
