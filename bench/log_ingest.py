@@ -12,20 +12,38 @@ logs with whole prompts), against the same rate without them, measured in the sa
 max UI timer lag. And the cost of highlighting one line, the old quadratic error pattern vs the
 current one (what a render pays per visible line).
 
+Every run is printed (delivered lines/s, p99 and max lag), then the median, with the machine's load.
+``--compare REF`` checks REF out in a temporary ``git worktree`` and runs it and this tree interleaved
+(REF, this, this, REF, ...; each run its own process), so that the ratio this/REF comes from one
+sitting on a shared machine (the load moves both alike).
+
     python bench/log_ingest.py [--seconds 4] [--runs 3] [--rates 10000,50000] [--long-rate 10000]
+    python bench/log_ingest.py --compare 7d048de --runs 4 --rates 50000 --long-rate 0 --naive-runs 0
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from console.config import parse_config
-from console.station.messages import LogBatch
-from console.station.monitor import StationService
 from console.ui.app import ConsoleApp
+
+try:
+    from console.station.messages import LogBatch
+    from console.station.monitor import StationService
+except ImportError:  # an older tree (--compare with a release point before the station package)
+    from console.messages import LogBatch  # type: ignore[no-redef]
+    from console.monitor import StationService  # type: ignore[no-redef]
 
 CONFIG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
@@ -51,8 +69,8 @@ def long_line(length: int, n: int) -> str:
     return head + "x" * max(0, length - len(head))
 
 
-async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, long: bool = False
-                  ) -> tuple[float, float, float]:
+async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, long: bool = False,
+                  stamps: bool = False) -> tuple[float, float, float]:
     cfg = parse_config(CONFIG, "bench.toml")
     app = ConsoleApp(cfg, start_services=False, clock=False)
     lags: list[float] = []
@@ -70,12 +88,13 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
         stop = asyncio.Event()
 
         async def producer(name: str) -> None:
-            svc = services[name]
+            svc = _Ingest(services[name])
             start = time.perf_counter()
             sent = 0
             while not stop.is_set():
                 due = int((time.perf_counter() - start) * rate)
                 n = due - sent
+                pre = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}Z " if stamps else ""
                 if mode == "batched":
                     for i in range(n):
                         k = sent + i
@@ -83,7 +102,7 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
                             for length, per_s in LONG_MIX:
                                 if k % max(1, rate // per_s) == 0:
                                     svc.logs.ingest(long_line(length, k))
-                        svc.logs.ingest(f"{LINE} #{k}")
+                        svc.logs.ingest(f"{pre}{LINE} #{k}")
                 else:
                     for i in range(n):
                         app.post_message(LogBatch(name, [f"{LINE} #{sent + i}"]))
@@ -93,7 +112,7 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
         async def flusher(name: str) -> None:
             while not stop.is_set():
                 await asyncio.sleep(0.05)
-                services[name].logs.flush()
+                _Ingest(services[name]).flush()
 
         tasks = [asyncio.create_task(producer(n)) for n in services]
         if mode == "batched":
@@ -115,6 +134,16 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
         worst = max(lags, default=None)
         app.exit()
     return delivered / elapsed, p99, worst
+
+
+class _Ingest:
+    """The station service's log intake, in this tree's words or an older one's (``--compare``)."""
+
+    def __init__(self, svc) -> None:
+        logs = getattr(svc, "logs", None)
+        self.logs = self
+        self.ingest = logs.ingest if logs is not None else svc._ingest
+        self.flush = logs.flush if logs is not None else svc.flush_logs
 
 
 def _ms(values) -> str:
@@ -154,6 +183,41 @@ def highlight_cost() -> None:
     print(f"(lines are shown clipped to {DISPLAY_MAX_CHARS} characters with a marker before highlighting)")
 
 
+def _run_line(label: str, res: tuple[float, float | None, float | None]) -> str:
+    rate, p99, worst = res
+    p = "starved" if p99 is None else f"{p99 * 1000:.1f} ms"
+    w = "-" if worst is None else f"{worst * 1000:.1f} ms"
+    return f"    {label:>12} {rate:>12,.0f} lines/s  p99 {p:>9}  max {w:>9}"
+
+
+def _load() -> str:
+    """The machine's load (the figures are only as good as it is quiet): ``uptime``'s averages."""
+    try:
+        with open("/proc/loadavg") as f:
+            return "load " + " ".join(f.read().split()[:3])
+    except OSError:
+        return "load ?"
+
+
+def _cases(args) -> list[tuple[str, int, str, bool]]:
+    """(label, rate, mode, long lines) for every measurement the arguments ask for."""
+    out = []
+    for rate in [int(r) for r in args.rates.split(",")]:
+        out.append((f"batched {rate:,}/stn", rate, "batched", False))
+        if args.naive_runs:
+            out.append((f"naive {rate:,}/stn", rate, "naive", False))
+    if args.long_rate:
+        out.append((f"short only {args.long_rate:,}/stn", args.long_rate, "batched", False))
+        out.append((f"long mixed {args.long_rate:,}/stn", args.long_rate, "batched", True))
+    return out
+
+
+async def _measure(args, rate: int, mode: str, long: bool):
+    if mode == "naive":
+        return await one_run(rate, args.naive_seconds, mode, 0.0)
+    return await one_run(rate, args.seconds, mode, args.warmup, long, args.stamps)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
@@ -164,27 +228,83 @@ async def main() -> None:
                     help="shorter: the baseline floods the message queue, which must drain before exit")
     ap.add_argument("--naive-runs", type=int, default=1)
     ap.add_argument("--long-rate", type=int, default=10000, help="lines/s/station for the long-line case (0: skip)")
+    ap.add_argument("--stamps", action="store_true",
+                    help="lines carry docker's timestamp prefix (as `docker logs --timestamps` prints them)")
+    ap.add_argument("--compare", metavar="REF",
+                    help="a git revision: built in a temporary worktree and run interleaved with this tree "
+                         "(each run in its own process), so that a ratio comes from one sitting")
+    ap.add_argument("--one", metavar="RATE:MODE:LONG", help=argparse.SUPPRESS)  # one run, JSON out (--compare)
     args = ap.parse_args()
-    print(f"{'mode':8} {'offered/stn':>11} {'delivered lines/s':>18} {'UI timer p99 lag':>17}  (median of {args.runs}; naive {args.naive_runs})")
-    for rate in [int(r) for r in args.rates.split(",")]:
-        for mode in ("batched", "naive"):
-            secs = args.seconds if mode == "batched" else args.naive_seconds
-            runs = args.runs if mode == "batched" else args.naive_runs
-            if not runs:
-                continue
-            res = [await one_run(rate, secs, mode, args.warmup if mode == "batched" else 0.0) for _ in range(runs)]
-            rates = statistics.median(r for r, _, _ in res)
-            print(f"{mode:8} {rate:>11,} {rates:>18,.0f} {_ms(p for _, p, _ in res):>17}", flush=True)
-    if args.long_rate:
-        mix = ", ".join(f"{n} x {length:,} B" for length, n in LONG_MIX)
-        print(f"\nlong lines mixed in per second per station: {mix} (median of {args.runs})")
-        print(f"{'case':12} {'offered/stn':>11} {'delivered lines/s':>18} {'p99 lag':>10} {'max lag':>10}")
-        for label, long in (("short only", False), ("long mixed", True)):
-            res = [await one_run(args.long_rate, args.seconds, "batched", args.warmup, long) for _ in range(args.runs)]
-            rates = statistics.median(r for r, _, _ in res)
-            print(f"{label:12} {args.long_rate:>11,} {rates:>18,.0f} {_ms(p for _, p, _ in res):>10} "
-                  f"{_ms(w for _, _, w in res):>10}", flush=True)
+    if args.one:
+        rate, mode, long = args.one.split(":")
+        print(json.dumps(await _measure(args, int(rate), mode, long == "1")))
+        return
+    if args.compare:
+        compare(args)
+        return
+    print(f"{_load()}; each run: delivered lines/s (both stations), UI timer (10 ms) p99 and max lag")
+    for label, rate, mode, long in _cases(args):
+        runs = args.naive_runs if mode == "naive" else args.runs
+        print(label, flush=True)
+        res = []
+        for i in range(runs):
+            res.append(await _measure(args, rate, mode, long))
+            print(_run_line(f"run {i + 1}", res[-1]), flush=True)
+        print(f"  median {statistics.median(r for r, _, _ in res):,.0f} lines/s, p99 {_ms(p for _, p, _ in res)}, "
+              f"max {_ms(w for _, _, w in res)}", flush=True)
+    print(_load())
     highlight_cost()
+
+
+def compare(args) -> None:
+    """REF and this tree, run after run in alternating order, every run in a fresh process with its
+    tree first on the path: per-run figures, the medians, and the ratio this/REF of the median p99."""
+    here = Path(__file__).resolve().parents[1]
+    tmp = Path(tempfile.mkdtemp(prefix="log_ingest_ref_"))
+    ref = tmp / "tree"
+    subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", "--quiet", str(ref), args.compare],
+                   check=True)
+    try:
+        rev = subprocess.run(["git", "-C", str(ref), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+        trees = {f"ref {rev}": ref, "this": here}
+        print(f"{_load()}; REF {args.compare} = {rev} in {ref}; runs interleaved, each its own process")
+        summary = []
+        for label, rate, mode, long in _cases(args):
+            runs = args.naive_runs if mode == "naive" else args.runs
+            print(label, flush=True)
+            res: dict[str, list] = {k: [] for k in trees}
+            for i in range(runs):
+                order = list(trees) if i % 2 == 0 else list(reversed(trees))
+                for name in order:
+                    res[name].append(_one_process(args, trees[name], rate, mode, long))
+                    print(_run_line(f"{name} #{i + 1}", res[name][-1]) + f"  ({_load()})", flush=True)
+            summary.append((label, res))
+        print(f"\n{'case':24} " + " ".join(f"{k + ' p99':>16}" for k in trees) + f" {'this/ref':>9}  ({_load()})")
+        for label, res in summary:
+            meds = [_median_p99(res[k]) for k in trees]
+            ratio = f"{meds[1] / meds[0]:.2f}" if None not in meds and meds[0] else "-"
+            print(f"{label:24} " + " ".join(f"{'starved' if m is None else f'{m * 1000:.1f} ms':>16}" for m in meds)
+                  + f" {ratio:>9}")
+    finally:
+        subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(ref)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _median_p99(res: list) -> float | None:
+    vals = [p for _, p, _ in res]
+    return None if not vals or None in vals else statistics.median(vals)
+
+
+def _one_process(args, tree: Path, rate: int, mode: str, long: bool):
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", f"{rate}:{mode}:{int(long)}",
+           "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--naive-seconds", str(args.naive_seconds),
+           *(["--stamps"] if args.stamps else [])]
+    out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, timeout=300)
+    if out.returncode:
+        raise SystemExit(f"log_ingest: the run in {tree} failed:\n{out.stderr[-2000:]}")
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from console.config import Station
-from console.config.secrets import redact_text
+from console.config.secrets import redact_lines, redact_text
 from console.diagnosis.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
@@ -191,7 +191,10 @@ values and the secret-name rule: SGLang prints its server args with the API key)
                  last_heard: Callable[[], float | None] | None = None, since: str | None = None,
                  mask: Callable[[str], str] = redact_text) -> None:
         self.station = station
-        self._mask = mask  # secrets out of every line, here where log text enters (config.masker)
+        self._mask = mask  # secrets out of every line, here where log text enters (config.masker) ...
+        # ... once a batch, at the flush (its quick tests over the whole batch: see secrets.redact_lines)
+        self._mask_lines: Callable[[list[str]], list[str]] = getattr(mask, "lines", None) or (
+            redact_lines if mask is redact_text else (lambda lines: list(map(mask, lines))))
         self.transport = transport
         self.tail = tail
         self._refresh = refresh or self._inspect
@@ -203,6 +206,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self._wake = asyncio.Event()
         self._read_run: object = _NOTHING  # StartedAt of the last run whose log was read (or followed)
         self._buf: list[str] = []
+        self._marks = 0  # marker lines in _buf
         self._stamps: list[str | None] = []
         self._subscribers: list[LogSubscription] = []
         self._history: deque[tuple[LogItem, int, int]] = deque()  # (item, lines, characters)
@@ -335,7 +339,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             self._lay_run_marker(ts or None)
         if len(text) > LOG_LINE_CAP:
             text = clip(text, LOG_LINE_CAP)
-        self._buf.append(self._mask(text))
+        self._buf.append(text)  # (masked at the flush, a batch at once)
         self._stamps.append(ts)
 
     def interrupted(self, at: float | None = None) -> None:
@@ -354,6 +358,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             return
         start, end = time.strftime("%H:%M:%S", time.localtime(self._gap_from)), time.strftime("%H:%M:%S")
         self._buf.append(LogMarker(f"— {self.station.name}: stream interrupted {start}–{end} —"))
+        self._marks += 1
         self._stamps.append(None)
         self._gap_from = None
 
@@ -377,6 +382,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         if ts is not None and at is not None and (t := parse_time(ts)) is not None and t < at:
             return  # still the old run's lines
         self._buf.append(marker)
+        self._marks += 1
         self._stamps.append(None)
         self._new_run = None
 
@@ -387,6 +393,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             return
         buf, stamps = self._buf, self._stamps
         self._buf, self._stamps = [], []
+        buf = self._masked(buf)
         batches = []
         for i in range(0, len(buf), LOG_BATCH_MAX):
             chunk = buf[i:i + LOG_BATCH_MAX]
@@ -395,6 +402,15 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             self._on_batches(batches)
         for batch in batches:
             self._publish(batch, _size(batch))
+
+    def _masked(self, buf: list[str]) -> list[str]:
+        """The buffered lines masked, the console's own marker lines among them left as they are."""
+        marks = [(i, line) for i, line in enumerate(buf) if type(line) is LogMarker] if self._marks else ()
+        self._marks = 0
+        out = self._mask_lines(buf)
+        for i, line in marks:
+            out[i] = line
+        return out
 
     async def flush_every(self) -> None:
         while True:

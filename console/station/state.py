@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from console.durations import age as age_words
-from console.probes.docker import ContainerInfo, parse_time
+from console.probes.docker import ContainerInfo, newest_stamps, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.gpu_health import GpuHealth, HealthFlag
 from console.probes.gpu_health import flags as health_flags
@@ -545,7 +545,7 @@ class StationState:
             case LogBatch():
                 if any(not isinstance(line, LogMarker) for line in msg.lines):
                     at = msg.at
-                    stamps = [t for st in msg.stamps if st and (t := parse_time(st)) is not None]
+                    stamps = [t for st in newest_stamps(msg.stamps) if (t := parse_time(st)) is not None]
                     if stamps:
                         at = min(at, max(stamps))
                     f.log_line_at = at if f.log_line_at is None else max(f.log_line_at, at)

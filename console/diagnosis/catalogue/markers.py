@@ -183,7 +183,29 @@ HighlightClass = Literal["prefix", "transport", "ready", "warning", "error"]
 
 
 def _literals(words) -> str:
-    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+    """A pattern matching any of ``words``, shaped as their trie (``(?:a(?:b|c)|d)``): at a position
+    the text's next character picks one branch, so a position costs one walk down the trie, not a try
+    of every word (the fatal anchors are ~190 of them). It finds what ``a|b|...`` longest first finds:
+    the longest word at the leftmost position (a node's ending is its last alternative)."""
+    trie: dict = {}
+    for w in set(words):
+        if w:
+            node = trie
+            for c in w:
+                node = node.setdefault(c, {})
+            node[""] = {}
+    return _trie_pattern(trie)
+
+
+def _trie_pattern(node: dict) -> str:
+    alts = [re.escape(c) + _trie_pattern(child) for c, child in sorted(node.items()) if c]
+    if "" in node:
+        alts.append("")
+    if not alts or alts == [""]:
+        return ""
+    if len(alts) == 1:
+        return alts[0]
+    return "(?:" + "|".join(alts) + ")"
 
 
 HIGHLIGHTS: tuple[tuple[re.Pattern[str], HighlightClass], ...] = (

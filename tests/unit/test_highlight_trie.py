@@ -1,0 +1,60 @@
+"""The log highlighter's literal alternations are trie-shaped patterns (``markers._literals``): they
+colour exactly what the plain longest-first alternation coloured, on every log of the fixtures and the
+held-out set, on the anchors themselves and on words that share their prefixes."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from console.diagnosis.catalogue import markers
+from console.diagnosis.catalogue.markers import EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = sorted((ROOT / "tests/fixtures/logs").glob("*.log")) + sorted((ROOT / "bench/heldout").rglob("*.log"))
+READY = (*READY_MARKERS.values(), "Init COMPLETE")
+ERROR_WORDS = FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed")
+
+
+def _alternation(words) -> str:  # what the highlighter used before: every word, longest first
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+OLD_READY = re.compile(_alternation(READY))
+OLD_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|" + re.escape(TRACEBACK) + r"|" + EXCEPTION_TYPE + r"|"
+                       r"\[E\d{3,4}[ \]]|" + _alternation(ERROR_WORDS))
+NEW_READY, NEW_ERROR = markers.HIGHLIGHTS[2][0], markers.HIGHLIGHTS[4][0]
+
+
+def _spans(rx: re.Pattern[str], line: str) -> list[tuple[int, int]]:
+    return [m.span() for m in rx.finditer(line)]
+
+
+def _corpus() -> list[str]:
+    lines = [x for p in CORPUS for x in p.read_text(errors="replace").splitlines()]
+    rng = random.Random(7)
+    words = list(ERROR_WORDS) + list(READY)
+    for w in words:  # each anchor, a prefix of it, it run into another one, in a line
+        cut = w[: max(1, len(w) - rng.randrange(1, 4))]
+        lines += [w, cut, f"x {w} y", f"{cut}{rng.choice(words)}", w + w, f"{w.lower()} {w.upper()}"]
+    return lines
+
+
+def test_the_corpus_is_there():
+    assert len(CORPUS) > 100 and NEW_ERROR.pattern != OLD_ERROR.pattern
+
+
+@pytest.mark.parametrize(("old", "new"), [(OLD_READY, NEW_READY), (OLD_ERROR, NEW_ERROR)], ids=["ready", "error"])
+def test_trie_patterns_colour_what_the_alternations_did(old, new):
+    lines = _corpus()
+    assert sum(1 for x in lines if _spans(old, x)) > 10  # (the corpus does hold what they colour)
+    for line in lines:
+        assert _spans(new, line) == _spans(old, line), line
+
+
+def test_the_trie_of_a_few_words():
+    rx = re.compile(markers._literals(["ab", "abc", "b", "abd"]))
+    assert [m.group() for m in rx.finditer("abcab abd b xab")] == ["abc", "ab", "abd", "b", "ab"]
