@@ -141,3 +141,21 @@ def export_both(s: SavedSession) -> tuple[Path, Path]:
     d.mkdir(parents=True, exist_ok=True)
     stem = time.strftime("%Y%m%d-%H%M%S", time.gmtime(s.summary.updated_at)) + "-" + s.summary.id[:8]
     return write_export(s, d / f"{stem}.md"), write_export(s, d / f"{stem}.json")
+
+
+def bundle_members(mask_obj, mask_text) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The support bundle's part: the last kept chat as ``chat/last.json`` and ``chat/last.md``,
+    every string masked (``mask_obj`` over the object before encoding, so no JSON escape hides a
+    secret; ``mask_text`` over the Markdown), and its manifest entry. Never raises."""
+    from console.serving.chat_store import ChatStore
+
+    try:
+        saved = ChatStore().last()
+    except Exception as exc:  # noqa: BLE001 - the bundle never dies for its chat part
+        return {}, {"included": False, "error": mask_text(f"{exc.__class__.__name__}: {exc}")}
+    if saved is None:
+        return {}, {"included": False, "error": None}
+    data = mask_obj(to_json(saved))
+    members = {"chat/last.json": (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(),
+               "chat/last.md": mask_text(to_markdown(saved)).encode()}
+    return members, {"included": True, "id": saved.summary.id, "turns": len(saved.turns), "error": None}

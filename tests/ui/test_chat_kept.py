@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from textual.widgets import Input, OptionList
+from textual.widgets import OptionList
 
 from console.serving import chat_store
 from console.serving.chat_export import export_dir
