@@ -146,6 +146,20 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+def parse_depths(text: str) -> tuple[int, ...]:
+    """``"0,4096"`` -> (0, 4096): prompt depths in tokens; ValueError with one line on anything else."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise ValueError(f"--depth: {part!r} is not a number of tokens (e.g. 0,4096,16384)")
+        if int(part) > 2_000_000:
+            raise ValueError(f"--depth: {part} tokens is beyond any model's context")
+        if int(part) not in out:
+            out.append(int(part))
+    return tuple(out)
+
+
 # ---------------------------------------------------------------- records and definitions
 
 

@@ -500,10 +500,16 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
     return base.with_name(base.name + ".json"), base.with_name(base.name + ".csv")
 
 
+def page_paths(path: str | Path) -> tuple[Path, Path]:
+    """``PATH.svg`` (the plot) and ``PATH.html`` (the report to attach) beside PATH.json."""
+    jpath = report_paths(path)[0]
+    return jpath.with_suffix(".svg"), jpath.with_suffix(".html")
+
+
 def check_report_paths(path: str | Path, force: bool = False) -> tuple[Path, Path]:
-    """Before the sweep: both files can be written (``safe_files.prepare_target``); FileProblem if not."""
+    """Before the sweep: every file can be written (``safe_files.prepare_target``); FileProblem if not."""
     out = []
-    for p in report_paths(path):
+    for p in (*report_paths(path), *page_paths(path)):
         try:
             out.append(prepare_target(p, force))
         except FileProblem as exc:
@@ -513,7 +519,8 @@ def check_report_paths(path: str | Path, force: bool = False) -> tuple[Path, Pat
 
 def save_report(report: BenchReport, path: str | Path, force: bool = True, make_dirs: bool = True
                 ) -> tuple[Path, Path]:
-    """Write ``PATH.json`` (levels, settings, every request) and ``PATH.csv`` (one row a level) with the
+    """Write ``PATH.json`` (levels, settings, every request), ``PATH.csv`` (one row a level), ``PATH.svg``
+    (the plot) and ``PATH.html`` (the report, plot inline; ``bench_files.py``) with the
     safe writer (``safe_files.write_replacing``: never through a symlink, never into a FIFO or over
     anything but a regular file; without ``force`` never over an existing file). ``make_dirs``: the
     console's own results directory (the TUI) is created; the CLI's ``--out`` directory must exist.
@@ -525,6 +532,13 @@ def save_report(report: BenchReport, path: str | Path, force: bool = True, make_
     write_replacing(jpath, lambda fh: fh.write(data), force=force, mode=0o644)
     rows = to_csv(report.levels).encode()
     write_replacing(cpath, lambda fh: fh.write(rows), force=force, mode=0o644)
+    from console.serving.bench_files import to_html, to_svg
+
+    spath, hpath = page_paths(path)
+    svg = to_svg(report.levels, f"{report.model} · {time.strftime('%Y-%m-%d %H:%M', time.gmtime(report.started_at))}")
+    write_replacing(spath, lambda fh: fh.write(svg.encode()), force=force, mode=0o644)
+    page = to_html(report, svg).encode()
+    write_replacing(hpath, lambda fh: fh.write(page), force=force, mode=0o644)
     return jpath, cpath
 
 
