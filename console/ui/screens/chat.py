@@ -31,6 +31,7 @@ from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, S
 from console.config import Config
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line, plain
+from console.serving import chat_store
 from console.serving.chat import (
     EFFORTS,
     SMOKE_TOOL,
@@ -45,6 +46,7 @@ from console.serving.client import ApiClient
 from console.serving.errors import ApiError
 from console.ui.engine_state import HeadEngineChanged, why_no_api
 from console.ui.providers import ChatCommands
+from console.ui.screens.chat_sessions import SessionsScreen, export_session, load_saved
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 from console.vocabulary import EnginePhase
@@ -418,8 +420,6 @@ class ChatScreen(Screen):
         """A finished turn: into the conversation, and onto the disk by the store's writer thread."""
         self.session.turns.append((user_line, result))
         self.session.tools.append(tools)
-        from console.serving import chat_store
-
         turn = SavedTurn(user_line, result, tools, time.time(), self.model)
         chat_store.submit(partial(self.store.add_turn, self.session.id, self.url, turn),
                           on_error=self._store_failed)
@@ -429,8 +429,6 @@ class ChatScreen(Screen):
             self.app.call_from_thread(self.app.notify, one_line(f"chat not saved: {exc}", 300), severity="error")
 
     def action_sessions(self) -> None:
-        from console.ui.screens.chat_sessions import SessionsScreen
-
         self.app.push_screen(SessionsScreen(self.store, self.session.id), self._reopen)
 
     def _reopen(self, session_id: str | None) -> None:
@@ -439,20 +437,17 @@ class ChatScreen(Screen):
 
     @work(exclusive=True, group="chat-load")
     async def _load_session(self, session_id: str) -> None:
-        from console.ui.screens.chat_sessions import load_saved, session_from_saved
-
         saved = await load_saved(self.store, session_id)
         if saved is None:
             self.notify("That chat is no longer kept", severity="warning")
             return
-        self.open_session(session_from_saved(saved))
+        self.open_session(ChatSession(history=saved.history(), turns=[(t.user, t.result) for t in saved.turns],
+                                      id=saved.summary.id, tools=[t.tools for t in saved.turns]))
         if saved.summary.url != self.url:
             self.notify(one_line(f"Reopened a chat with {saved.summary.url}; new turns go to {self.url}", 300))
 
     @work(exclusive=True, group="chat-export")
     async def action_export(self) -> None:
-        from console.ui.screens.chat_sessions import export_session
-
         if not self.session.turns:
             self.notify("Nothing to export yet")
             return

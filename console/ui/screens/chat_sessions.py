@@ -33,13 +33,6 @@ async def load_saved(store: ChatStore, session_id: str) -> SavedSession | None:
     return await asyncio.to_thread(read)
 
 
-def session_from_saved(saved: SavedSession):
-    from console.ui.screens.chat import ChatSession
-
-    return ChatSession(history=saved.history(), turns=[(t.user, t.result) for t in saved.turns],
-                       id=saved.summary.id, tools=[t.tools for t in saved.turns])
-
-
 async def export_session(where: Widget, store: ChatStore, session_id: str) -> None:
     """Export a kept session (Markdown and JSON) and say where it went."""
     saved = await load_saved(store, session_id)
