@@ -28,9 +28,11 @@ from console.commands.args import (
 from console.config import BenchRow, load_config
 from console.safe_files import MIB, FileProblem, read_bytes
 from console.sanitize import one_line
-from console.serving.bench import BenchRunner, load_prompts, parse_concurrency, resolve_model
+from console.serving.bench import BenchRunner, load_prompts, parse_concurrency, parse_depths, resolve_model
 from console.serving.bench_model import (
     DEFAULT_MAX_TOKENS,
+    MIN_DECODE_S,
+    MIN_TIMED_TOKENS,
     BenchProgress,
     BenchReport,
     BenchSettings,
@@ -43,6 +45,7 @@ from console.serving.bench_model import (
     save_report,
     short_levels_warning,
 )
+from console.serving.bench_stats import DEFAULT_SLO_TARGET_PCT, SLO_HELP, parse_slo, slo_answer
 from console.serving.chat import EFFORTS
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
@@ -85,6 +88,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S",
                    help="longest wait for the next chunk (queued requests wait long at high concurrency)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--slo", nargs="+", action="extend", default=[], metavar="NAME:MS", help=SLO_HELP)
+    p.add_argument("--slo-target", type=float, default=DEFAULT_SLO_TARGET_PCT, metavar="PCT",
+                   help="a level is within the SLO when this %% of its requests meet every objective "
+                        f"(default {DEFAULT_SLO_TARGET_PCT:g})")
+    p.add_argument("--depth", default="0", metavar="LIST", help="prompt depths: about N tokens of context "
+                   "before each prompt, warm-up included, e.g. 0,4096,16384 (each depth runs every level)")
+    p.add_argument("--decode-floor", type=int, default=MIN_TIMED_TOKENS, metavar="N",
+                   help=f"per-user tok/s only from replies of N+ tokens over {MIN_DECODE_S * 1000:.0f}+ ms "
+                        f"(default {MIN_TIMED_TOKENS}; 0 times every reply of 2+ tokens)")
     p.set_defaults(func=run)
 
 
@@ -98,8 +110,14 @@ def _settings(args: argparse.Namespace) -> BenchSettings:
     check_count("--max-tokens", args.max_tokens, 1, MAX_TOKENS)
     check_seconds("--timeout", args.timeout)
     check_api_key_arg(args.api_key)
+    check_count("--decode-floor", args.decode_floor, 0, MAX_TOKENS)
+    try:
+        slo = parse_slo(args.slo, args.slo_target)
+        depths = parse_depths(args.depth)
+    except ValueError as exc:
+        raise UsageError(one_line(str(exc), 300)) from None
     return BenchSettings(levels, args.requests_per_level, args.warmup, args.max_tokens, args.effort,
-                         args.ignore_eos)
+                         args.ignore_eos, depths=depths, slo=slo, decode_floor_tokens=args.decode_floor)
 
 
 @dataclass
@@ -178,12 +196,13 @@ class _Progress:
 
     def __call__(self, p: BenchProgress) -> None:
         rate = f", {p.tok_s:,.1f} tok/s" if p.tok_s is not None else ""
-        line = f"C{p.concurrency} ({p.level + 1}/{p.levels}) {p.phase}: {p.done}/{p.total}{rate}"
+        at = f" depth {p.depth:,}" if p.depth else ""
+        line = f"C{p.concurrency}{at} ({p.level + 1}/{p.levels}) {p.phase}: {p.done}/{p.total}{rate}"
         if p.phase == "done" and p.result is not None:
             line = f"{p.result.label}: {_row(p.result)}"
         if self.tty:
             sys.stderr.write("\r\x1b[2K" + line + ("\n" if p.phase == "done" else ""))
-        elif (key := (p.concurrency, p.phase, p.done == p.total)) != self._last:  # a log: one line a step
+        elif (key := (p.depth, p.concurrency, p.phase, p.done == p.total)) != self._last:  # a log: one line a step
             self._last = key
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
@@ -212,20 +231,27 @@ def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = 
     """The levels; the reference column only beside comparable settings (else a line says why)."""
     out = out or sys.stdout  # looked up now: the CLI wraps stdout to keep it terminal-safe
     beside = bool(reference) and (comparison is None or comparison.comparable)
-    head = (f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
-            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}")
+    deep = any(lv.depth for lv in report.levels)
+    slo = report.settings.slo is not None
+    head = ((f"{'depth':>6} " if deep else "")
+            + f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
+            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}" + (f" {'good%':>6}" if slo else ""))
     print(head + ("  reference (total / per-user)" if beside else ""), file=out)
     for lv in report.levels:
         ref = reference.get(lv.concurrency)
         refs = f"  {ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "  -"
         server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
         per_user = _f(lv.per_user_tok_s, ',.1f') if lv.timed_requests or not lv.requests else "n/m"
-        print(f"{_conc(lv):>5} {_f(lv.total_tok_s, ',.1f'):>12} {per_user:>9} "
+        good = (f" {_f(lv.goodput_pct, '.0f'):>6}" if slo else "")
+        print((f"{lv.depth:>6} " if deep else "") + f"{_conc(lv):>5} {_f(lv.total_tok_s, ',.1f'):>12} {per_user:>9} "
               f"{_f(lv.ttft_ms_mean, ',.0f'):>9} {_f(lv.ttft_ms_p99, ',.0f'):>8} {_f(lv.itl_ms_mean, '.2f'):>8} "
               f"{_f(lv.itl_ms_p99, '.2f'):>7} {_f(lv.latency_s_mean, '.2f'):>8} {lv.output_tokens:>9,} "
-              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}" + (refs if beside else ""), file=out)
+              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}" + good + (refs if beside else ""), file=out)
     if comparison is not None:
         print(one_line(comparison.line(), 500) + ("" if beside else " (not printed beside these results)"), file=out)
+    if report.settings.slo is not None:
+        for answer in slo_answer(report.levels, report.settings.slo)["answers"]:
+            print(one_line(answer["line"], 500), file=out)
     for lv in report.levels:
         for note in lv.notes():
             print(note, file=out)
@@ -264,7 +290,8 @@ async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tup
         except (OSError, FileProblem) as exc:
             print(f"dgx-console: bench: cannot write {one_line(args.out, 200)}: {exc}", file=sys.stderr)
             return 1
-        print(f"saved {jpath} and {cpath}", file=sys.stderr)
+        print(f"saved {jpath}, {cpath.name}, {jpath.with_suffix('.svg').name} and "
+              f"{jpath.with_suffix('.html').name}", file=sys.stderr)
     if args.json:
         print(json_out.dumps(report.to_json(), indent=2))
     else:

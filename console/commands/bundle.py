@@ -5,8 +5,8 @@ name: ``*_TOKEN=``, ``*_KEY=``, ``*_PASSWORD=``, ... as ``console.config.secrets
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
 config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.station.checks`` is
 available), ``logs/<station>.log`` (the last N container log lines), ``findings.json`` (the
-diagnosis over those logs and checks) and ``health.json`` (every GPU's health and every rail, as
-``status --json`` reads them). An unreachable station is recorded, never fatal. Besides the
+diagnosis over those logs and checks), ``health.json`` (every GPU's health and every rail, as
+``status --json`` reads them) and ``chat/last.json`` + ``chat/last.md`` (the last kept chat). An unreachable station is recorded, never fatal. Besides the
 patterns, every secret value the config knows (``[overrides.extra_env]`` secrets, the API key) is
 masked wherever it appears.
 
@@ -162,6 +162,10 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
     members["doctor.json"], manifest["doctor"] = doctor_member(config, lambda obj: _masked(obj, mask))
     members["health.json"] = json_out.dumps(_masked(health, mask), indent=2).encode()  # issue 24
     manifest["health"] = {"included": bool(health["stations"]), "error": health["error"]}
+    from console.serving.chat_export import bundle_members  # the last kept chat, masked
+
+    chat, manifest["chat"] = bundle_members(lambda obj: _masked(obj, mask), mask)
+    members.update(chat)
     members["manifest.json"] = json_out.dumps(_masked(manifest, mask), indent=2).encode()
     return members, manifest
 

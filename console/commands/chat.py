@@ -53,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-time", type=float, default=900.0, metavar="S",
                    help="longest whole reply, however steadily the server sends (default 900)")
     p.add_argument("--json", action="store_true", help="print the reply as one JSON object")
+    p.add_argument("--save", action="store_true", help="keep this chat with the TUI's kept chats (SQLite under "
+                   "$XDG_DATA_HOME/dgx-console; the chat pane's Ctrl+S lists them)")
+    p.add_argument("--export", metavar="PATH", help="also write the chat, reasoning and tool calls included, to "
+                   "PATH: Markdown for .md/.markdown, JSON for .json (checked before sending)")
+    p.add_argument("--force", action="store_true", help="with --export: replace PATH if it exists")
     p.set_defaults(func=run)
 
 
@@ -80,9 +85,58 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
 
 
 
+def _check_export(args: argparse.Namespace) -> None:
+    """``--export``: a known suffix and a writable place, before the model is asked anything."""
+    if not args.export:
+        return
+    from console.safe_files import FileProblem, prepare_target
+    from console.serving.chat_export import export_format
+
+    try:
+        export_format(args.export)
+        prepare_target(args.export, args.force)
+    except ValueError as exc:
+        raise UsageError(one_line(str(exc), 300)) from None
+    except FileProblem as exc:
+        raise UsageError(f"--export {one_line(args.export, 200)}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_export(args)
     url, key, model = _resolve(args)
     return asyncio.run(_chat(args, url, key, model))
+
+
+def _keep(args: argparse.Namespace, url: str, model: str | None, user: str, result: ChatResult) -> int:
+    """``--save`` and ``--export``: the one-turn session kept and/or written; 0, or 1 when it fails."""
+    if not args.save and not args.export:
+        return 0
+    import time
+
+    from console.safe_files import FileProblem
+    from console.serving.chat_export import write_export
+    from console.serving.chat_store import ChatStore, SavedSession, SavedTurn, SessionSummary, new_session_id
+
+    now = time.time()
+    turn = SavedTurn(user, result, bool(args.tool_test), now, model)
+    sid = new_session_id()
+    try:
+        if args.save:
+            store = ChatStore()
+            store.add_turn(sid, url, turn)
+            saved = store.load(sid)
+            print(f"kept as chat {sid[:8]} in {store.path}", file=sys.stderr)
+        else:
+            from console.serving.chat_store import title_of
+
+            saved = SavedSession(SessionSummary(sid, title_of(user), url, model, now, now, 1), [turn])
+        if args.export and saved is not None:
+            path = write_export(saved, args.export, force=args.force)
+            print(f"exported to {path}", file=sys.stderr)
+    except (OSError, FileProblem, ValueError) as exc:
+        print(f"dgx-console: chat: cannot keep the chat: {one_line(str(exc), 300)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint: str | None) -> int:
@@ -107,13 +161,15 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, model_hint:
         result = await client.chat(req, on_event=printer.on_event if printer else None)
     if printer:
         printer.done()
+    user = ("[tool test] " if args.tool_test else "") + message
+    kept = _keep(args, url, model, user, result)
     if result.error is not None:
         return _fail(args, result.error, result)
     if args.json:
         print(json_out.dumps(result.to_json(), indent=2))
     else:
         _summary(result)
-    return 0
+    return kept
 
 
 class _Printer:

@@ -34,6 +34,7 @@ from console.serving.bench_model import (
     queue_warning,
     summarize,
 )
+from console.serving.bench_stats import spec_stuck_warning
 from console.serving.chat import TOKEN_KINDS, ChatEvent, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
@@ -108,6 +109,26 @@ def builtin_prompts() -> tuple[Messages, ...]:
     return tuple(({"role": "user", "content": p},) for p in BUILTIN_PROMPTS)
 
 
+#: Filler for a prompt depth: common words, about one token each in the tokenizers we serve.
+_FILLER = ("the system log shows that each node in the cluster reported its state at the usual time and "
+           "nothing in the record suggests a change of plan for the next run of the job").split()
+
+
+def at_depth(msgs: Messages, depth: int, n: int) -> Messages:
+    """``msgs`` with about ``depth`` tokens of context before them (llama-bench's depth: a long
+    conversation's context before the question). The context opens with the request's number, so no
+    two requests share a cached prefix: every request pays for its prefill, as a new user does.
+    The real count is the server's ``usage.prompt_tokens`` (the report's input tokens)."""
+    if depth <= 0:
+        return msgs
+    words = [f"Context {n}:"] + [_FILLER[(n + i) % len(_FILLER)] for i in range(max(0, depth - 4))]
+    context = " ".join(words) + "\n\nWith that context set aside, answer this:\n"
+    first = msgs[0] if msgs else {}
+    if isinstance(first.get("content"), str) and first.get("role") == "user":
+        return ({**first, "content": context + first["content"]}, *msgs[1:])
+    return ({"role": "system", "content": context}, *msgs)
+
+
 # ---------------------------------------------------------------- settings
 
 
@@ -123,6 +144,20 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
         if int(part) not in levels:
             levels.append(int(part))
     return tuple(levels)
+
+
+def parse_depths(text: str) -> tuple[int, ...]:
+    """``"0,4096"`` -> (0, 4096): prompt depths in tokens; ValueError with one line on anything else."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise ValueError(f"--depth: {part!r} is not a number of tokens (e.g. 0,4096,16384)")
+        if int(part) > 2_000_000:
+            raise ValueError(f"--depth: {part} tokens is beyond any model's context")
+        if int(part) not in out:
+            out.append(int(part))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- records and definitions
@@ -152,9 +187,10 @@ class BenchRunner:
         self._done_chunks = 0  # ... by finished requests
         self._done_tokens = 0  # usage tokens of finished requests
         self.metrics_error: str | None = None  # why /metrics could not be read, if it could not
+        self._spec_seen: tuple[float | None, float | None] = (None, None)  # (drafts, accepted) last read
 
-    def _request(self) -> ChatRequest:
-        msgs = self.prompts[self._next_prompt % len(self.prompts)]
+    def _request(self, depth: int = 0) -> ChatRequest:
+        msgs = at_depth(self.prompts[self._next_prompt % len(self.prompts)], depth, self._next_prompt)
         self._next_prompt += 1
         s = self.settings
         return ChatRequest(messages=msgs, model=self.model, max_tokens=s.max_tokens, effort=s.effort,
@@ -181,9 +217,15 @@ class BenchRunner:
             error = "no usage in the reply (stream_options.include_usage unsupported?)"
         elif res.ttft_s is None:
             error = "the reply carried no token"
-        return RequestRecord(start, end, res.ttft_s, res.latency_s, res.output_tokens, chunks, error)
+        prompt = res.usage.get("prompt_tokens") if isinstance(res.usage, dict) else None
+        prompt = prompt if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0 else None
+        return RequestRecord(start, end, res.ttft_s, res.latency_s, res.output_tokens, chunks, error, prompt)
 
-    async def _phase(self, index: int, c: int, n: int, phase: str) -> list[RequestRecord]:
+    @property
+    def _levels(self) -> int:
+        return len(self.settings.concurrency) * len(self.settings.depths)
+
+    async def _phase(self, index: int, c: int, n: int, phase: str, depth: int = 0) -> list[RequestRecord]:
         """``n`` requests with ``c`` in flight (AIPerf's concurrency mode)."""
         records: list[RequestRecord] = []
         issued = 0
@@ -195,13 +237,13 @@ class BenchRunner:
                 return
             dt = self.clock() - t0
             rate = (self._live_tokens() - tokens0) / dt if dt > 0.2 else None
-            self.on_progress(BenchProgress(index, len(self.settings.concurrency), c, phase, len(records), n, rate))
+            self.on_progress(BenchProgress(index, self._levels, c, phase, len(records), n, rate, depth=depth))
 
         async def worker() -> None:
             nonlocal issued
             while issued < n:
                 issued += 1
-                records.append(await self._one(self._request()))
+                records.append(await self._one(self._request(depth)))
                 post()
 
         async def ticker() -> None:  # long replies: the live rate moves between completions too
@@ -235,7 +277,9 @@ class BenchRunner:
         """The server's generation-token counter, or None when /metrics has none (or cannot be
         read: ``metrics_error`` says why, and the report says it once)."""
         try:
-            return generation_tokens(parse_metrics(await self.client.metrics_text()))
+            sample = parse_metrics(await self.client.metrics_text())
+            self._spec_seen = (sample.counters.get("spec_drafts"), sample.counters.get("spec_accepted"))
+            return generation_tokens(sample)
         except (ApiError, ValueError) as exc:
             self.metrics_error = str(exc)
             return None
@@ -267,51 +311,66 @@ class BenchRunner:
                     peaks[key] = max(peaks.get(key, 0.0), gauges[key])
             await asyncio.sleep(self.settings.watch_s)
 
-    async def run_level(self, index: int, c: int) -> LevelResult:
+    async def run_level(self, index: int, c: int, depth: int = 0) -> LevelResult:
         s = self.settings
         if s.warmup_for(c):
-            await self._phase(index, c, s.warmup_for(c), "warmup")
+            await self._phase(index, c, s.warmup_for(c), "warmup", depth)
         before = await self._settled()
+        spec_before = self._spec_seen
         if before is None and self.metrics_error and not any("token counter" in w for w in self.report.warnings):
             self.report.warnings.append(f"the server's token counter could not be read ({self.metrics_error}): "
                                         "the server column is n/a, the token counts are unchecked")
         peaks: dict[str, float] = {}
         watch = asyncio.create_task(self._watch(peaks)) if before is not None else None
         try:
-            records = await self._phase(index, c, s.measured_for(c), "measure")
+            records = await self._phase(index, c, s.measured_for(c), "measure", depth)
         finally:
             if watch is not None:
                 watch.cancel()
                 await asyncio.gather(watch, return_exceptions=True)
         counted = sum(r.output_tokens or 0 for r in records if r.ok)
-        server = None
+        server = spec = None
         if before is not None:
-            self._post(index, c, "verify", len(records), len(records))
+            self._post(index, c, "verify", len(records), len(records), depth=depth)
             after = await self._settled(before + counted)
             if after is not None and after >= before:
                 server = after - before
-        self.report.records[c] = records
-        result = summarize(c, records, server, peaks)
+            spec = _spec_delta(spec_before, self._spec_seen)
+        self.report.records[(depth, c) if depth else c] = records
+        result = summarize(c, records, server, peaks, depth=depth, slo=s.slo,
+                           decode_floor_tokens=s.decode_floor_tokens, spec=spec)
         self.report.levels.append(result)
-        if (w := queue_warning(result)) is not None:
-            self.report.warnings.append(w)
-        self._post(index, c, "done", len(records), len(records), result)
+        for w in (queue_warning(result), spec_stuck_warning(result)):
+            if w is not None:
+                self.report.warnings.append(w)
+        self._post(index, c, "done", len(records), len(records), result, depth=depth)
         return result
 
-    def _post(self, index: int, c: int, phase: str, done: int, total: int, result: LevelResult | None = None) -> None:
+    def _post(self, index: int, c: int, phase: str, done: int, total: int, result: LevelResult | None = None,
+              depth: int = 0) -> None:
         if self.on_progress is not None:
             tok_s = result.total_tok_s if result else None
-            self.on_progress(BenchProgress(index, len(self.settings.concurrency), c, phase, done, total,
-                                           tok_s, result))
+            self.on_progress(BenchProgress(index, self._levels, c, phase, done, total, tok_s, result, depth))
 
     async def run(self) -> BenchReport:
+        conc = self.settings.concurrency
         try:
-            for i, c in enumerate(self.settings.concurrency):
-                await self.run_level(i, c)
+            for d_i, depth in enumerate(self.settings.depths):
+                for i, c in enumerate(conc):
+                    await self.run_level(d_i * len(conc) + i, c, depth)
         except asyncio.CancelledError:
             self.report.cancelled = True
             raise
         return self.report
+
+
+def _spec_delta(before: tuple[float | None, float | None], after: tuple[float | None, float | None]
+                ) -> tuple[int, int] | None:
+    """(drafts, accepted) the server counted between two reads; None without vLLM's counters."""
+    if None in before or None in after:
+        return None
+    drafts, accepted = int(after[0] - before[0]), int(after[1] - before[1])  # type: ignore[operator]
+    return (drafts, accepted) if drafts >= 0 and accepted >= 0 else None
 
 
 async def resolve_model(client: ApiClient, hint: str | None) -> str:

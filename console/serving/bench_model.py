@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from console.safe_files import FileProblem, expand, prepare_target, write_replacing
+from console.serving.bench_stats import CI_METHOD, Slo, level_tail, percentile, slo_answer
 from console.serving.metrics import MetricsSample
 
 DEFAULT_CONCURRENCY = (1, 8, 16, 32)
@@ -44,6 +44,9 @@ class BenchSettings:
     ignore_eos: bool = False
     settle_s: float = 3.0  # how long to wait for the server's token counter to catch up
     watch_s: float = 0.5  # how often /metrics is read for running/waiting during a level
+    depths: tuple[int, ...] = (0,)  # prompt depths: tokens of context before each prompt (warm-up too)
+    slo: Slo | None = None
+    decode_floor_tokens: int = MIN_TIMED_TOKENS  # 0: every reply of 2+ tokens gives per-user tok/s
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -54,6 +57,10 @@ class BenchSettings:
             raise ValueError("warm-up requests cannot be negative")
         if self.max_tokens < 1:
             raise ValueError("max tokens must be at least 1")
+        if not self.depths or any(d < 0 for d in self.depths):
+            raise ValueError("prompt depths must be 0 or more tokens")
+        if self.decode_floor_tokens < 0:
+            raise ValueError("the decode floor cannot be negative")
 
     def measured_for(self, c: int) -> int:
         return self.requests_per_level if self.requests_per_level is not None else MEASURED_FACTOR * c
@@ -74,6 +81,7 @@ class RequestRecord:
     output_tokens: int | None
     chunks: int = 0
     error: str | None = None
+    input_tokens: int | None = None  # usage.prompt_tokens (the depth's context included)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +98,15 @@ class RequestRecord:
     @property
     def timed(self) -> bool:
         """Long enough to time decoding (see MIN_TIMED_TOKENS): only these give per-user tok/s."""
-        if self.itl_s is None or (self.output_tokens or 0) < MIN_TIMED_TOKENS:
+        return self.timed_at(MIN_TIMED_TOKENS)
+
+    def timed_at(self, floor_tokens: int) -> bool:
+        """``timed`` with the sweep's own decode floor; a floor of 0 drops no reply (nor MIN_DECODE_S)."""
+        if self.itl_s is None:
+            return False
+        if floor_tokens <= 0:
+            return True
+        if (self.output_tokens or 0) < floor_tokens:
             return False
         return (self.latency_s or 0.0) - (self.ttft_s or 0.0) >= MIN_DECODE_S
 
@@ -105,17 +121,6 @@ def peak_in_flight(records: Sequence[RequestRecord]) -> int:
         now += step
         peak = max(peak, now)
     return peak
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default, which AIPerf uses)."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -151,6 +156,18 @@ class LevelResult:
     concurrency_reached: int | None = None  # most requests in flight at once (<= concurrency)
     timed_requests: int = 0  # replies long enough to give per-user tok/s (see MIN_TIMED_TOKENS)
     median_output_tokens: float | None = None
+    depth: int = 0  # tokens of context before each prompt
+    ttft_ms_p90: float | None = None
+    itl_ms_p90: float | None = None
+    latency_s_p90: float | None = None
+    ci95: dict[str, list[float | None]] = field(default_factory=dict)  # "ttft_ms_p99": [lo, hi] (bench_stats)
+    goodput_pct: float | None = None  # share of measured requests meeting the SLO (None: no SLO given)
+    goodput_req_s: float | None = None
+    slo_met: int | None = None
+    input_tokens_mean: float | None = None
+    spec_drafts: int | None = None  # speculative-decoding drafts the server counted while measured
+    spec_accept_length: float | None = None  # 1 + accepted / drafts over the level
+    decode_floor_tokens: int = MIN_TIMED_TOKENS
 
     @property
     def reached(self) -> bool:
@@ -178,8 +195,9 @@ class LevelResult:
             what = "no reply was" if not self.timed_requests else f"{ok - self.timed_requests} of {ok} replies were not"
             out.append(f"C{self.concurrency}: per-user tok/s " + ("not measured: " if not self.timed_requests
                                                                   else "from the longer replies only: ")
-                       + f"{what} long enough to time decoding ({median}; need {MIN_TIMED_TOKENS}+ tokens "
-                       f"over {MIN_DECODE_S * 1000:.0f}+ ms)")
+                       + f"{what} long enough to time decoding ({median}; the decode floor: "
+                       f"{self.decode_floor_tokens}+ tokens over {MIN_DECODE_S * 1000:.0f}+ ms, "
+                       "--decode-floor 0 times every reply)")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -189,12 +207,15 @@ class LevelResult:
         for k, v in d.items():
             if isinstance(v, float):
                 d[k] = round(v, 4)
+        d["ci95"] = {k: [None if x is None else round(x, 4) for x in v] for k, v in self.ci95.items()}
         return d
 
 
 def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens: int | None = None,
-              server_peaks: dict[str, float] | None = None) -> LevelResult:
-    """Per-level figures from measured requests, with AIPerf's definitions (pure)."""
+              server_peaks: dict[str, float] | None = None, *, depth: int = 0, slo: Slo | None = None,
+              decode_floor_tokens: int = MIN_TIMED_TOKENS, spec: tuple[int, int] | None = None) -> LevelResult:
+    """Per-level figures from measured requests, with AIPerf's definitions (pure); ``spec``: the
+    server's (drafts, accepted tokens) deltas over the level."""
     peaks = server_peaks or {}
     ok = [r for r in records if r.ok]
     tokens = sum(r.output_tokens or 0 for r in ok)
@@ -202,7 +223,7 @@ def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens:
     if ok:
         duration = max(r.end for r in ok) - min(r.start for r in records)
     ttfts = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
-    itls = [r.itl_s for r in ok if r.timed and r.itl_s is not None]
+    itls = [r.itl_s for r in ok if r.timed_at(decode_floor_tokens) and r.itl_s is not None]
     lats = [r.latency_s for r in ok if r.latency_s is not None]
     chunks = sum(r.chunks for r in ok)
     errors = [r.error or "no usage in the reply (stream_options.include_usage unsupported?)"
@@ -233,6 +254,9 @@ def summarize(concurrency: int, records: Sequence[RequestRecord], server_tokens:
         concurrency_reached=peak_in_flight(records) if records else None,
         timed_requests=len(itls),
         median_output_tokens=percentile([float(r.output_tokens or 0) for r in ok], 50),
+        depth=depth,
+        decode_floor_tokens=decode_floor_tokens,
+        **level_tail(records, ttfts, [x * 1000 for x in itls], lats, duration, slo, spec),
     )
 
 
@@ -393,6 +417,7 @@ class BenchProgress:
     total: int
     tok_s: float | None = None
     result: LevelResult | None = None
+    depth: int = 0  # the prompt depth of the level
 
 
 @dataclass
@@ -401,7 +426,7 @@ class BenchReport:
     model: str
     settings: BenchSettings
     levels: list[LevelResult] = field(default_factory=list)
-    records: dict[int, list[RequestRecord]] = field(default_factory=dict)
+    records: dict[Any, list[RequestRecord]] = field(default_factory=dict)  # C, or (depth, C) past depth 0
     warnings: list[str] = field(default_factory=list)
     cancelled: bool = False
     started_at: float = field(default_factory=time.time)
@@ -420,30 +445,50 @@ class BenchReport:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
             "settings": {"concurrency": list(s.concurrency), "requests_per_level": s.requests_per_level,
                          "warmup": s.warmup, "max_tokens": s.max_tokens, "effort": s.effort,
-                         "ignore_eos": s.ignore_eos, "prompts": self.prompts or "built-in"},
+                         "ignore_eos": s.ignore_eos, "prompts": self.prompts or "built-in",
+                         "depths": list(s.depths), "decode_floor": {"min_tokens": s.decode_floor_tokens,
+                                                                    "min_decode_ms": MIN_DECODE_S * 1000},
+                         "ci": CI_METHOD},
             "levels": [lv.to_json() for lv in self.levels],
             "warnings": list(self.warnings),
             "cancelled": self.cancelled,
         }
         if self.reference is not None:
             out["reference"] = self.reference.to_json()
+        if s.slo is not None:
+            out["slo"] = slo_answer(self.levels, s.slo)
         if with_requests:
-            out["requests"] = {str(c): [asdict(r) for r in recs] for c, recs in self.records.items()}
+            out["requests"] = {record_key(k): [asdict(r) for r in recs] for k, recs in self.records.items()}
         return out
 
 
 CSV_FIELDS = ("concurrency", "requests", "output_tokens", "total_tok_s", "per_user_tok_s", "ttft_ms_mean",
               "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99", "latency_s_mean",
               "latency_s_p50", "latency_s_p99", "errors", "server_tokens", "mismatch", "duration_s",
-              "server_running_max", "server_waiting_max", "concurrency_reached", "timed_requests")
+              "server_running_max", "server_waiting_max", "concurrency_reached", "timed_requests",
+              "depth", "input_tokens_mean", "ttft_ms_p90", "itl_ms_p90", "latency_s_p90", "goodput_pct",
+              "goodput_req_s", "slo_met", "spec_accept_length")
+CI_FIELDS = tuple(f"{m}_p{q}_ci95_{side}" for m in ("ttft_ms", "itl_ms", "latency_s") for q in (50, 90, 99)
+                  for side in ("lo", "hi"))
+
+
+def record_key(key: Any) -> str:
+    """``requests``' key in the JSON: ``"8"`` for C8 at depth 0 (as before depths), ``"8@4096"`` past it."""
+    if isinstance(key, tuple):
+        depth, c = key
+        return str(c) if not depth else f"{c}@{depth}"
+    return str(key)
 
 
 def to_csv(levels: Sequence[LevelResult]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + CI_FIELDS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for lv in levels:
-        w.writerow({k: ("" if v is None else v) for k, v in lv.to_json().items()})
+        row = lv.to_json()
+        for name, (lo, hi) in row.pop("ci95").items():
+            row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = lo, hi
+        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()
 
 
@@ -455,10 +500,16 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
     return base.with_name(base.name + ".json"), base.with_name(base.name + ".csv")
 
 
+def page_paths(path: str | Path) -> tuple[Path, Path]:
+    """``PATH.svg`` (the plot) and ``PATH.html`` (the report to attach) beside PATH.json."""
+    jpath = report_paths(path)[0]
+    return jpath.with_suffix(".svg"), jpath.with_suffix(".html")
+
+
 def check_report_paths(path: str | Path, force: bool = False) -> tuple[Path, Path]:
-    """Before the sweep: both files can be written (``safe_files.prepare_target``); FileProblem if not."""
+    """Before the sweep: every file can be written (``safe_files.prepare_target``); FileProblem if not."""
     out = []
-    for p in report_paths(path):
+    for p in (*report_paths(path), *page_paths(path)):
         try:
             out.append(prepare_target(p, force))
         except FileProblem as exc:
@@ -468,7 +519,8 @@ def check_report_paths(path: str | Path, force: bool = False) -> tuple[Path, Pat
 
 def save_report(report: BenchReport, path: str | Path, force: bool = True, make_dirs: bool = True
                 ) -> tuple[Path, Path]:
-    """Write ``PATH.json`` (levels, settings, every request) and ``PATH.csv`` (one row a level) with the
+    """Write ``PATH.json`` (levels, settings, every request), ``PATH.csv`` (one row a level), ``PATH.svg``
+    (the plot) and ``PATH.html`` (the report, plot inline; ``bench_files.py``) with the
     safe writer (``safe_files.write_replacing``: never through a symlink, never into a FIFO or over
     anything but a regular file; without ``force`` never over an existing file). ``make_dirs``: the
     console's own results directory (the TUI) is created; the CLI's ``--out`` directory must exist.
@@ -480,6 +532,13 @@ def save_report(report: BenchReport, path: str | Path, force: bool = True, make_
     write_replacing(jpath, lambda fh: fh.write(data), force=force, mode=0o644)
     rows = to_csv(report.levels).encode()
     write_replacing(cpath, lambda fh: fh.write(rows), force=force, mode=0o644)
+    from console.serving.bench_files import to_html, to_svg
+
+    spath, hpath = page_paths(path)
+    svg = to_svg(report.levels, f"{report.model} · {time.strftime('%Y-%m-%d %H:%M', time.gmtime(report.started_at))}")
+    write_replacing(spath, lambda fh: fh.write(svg.encode()), force=force, mode=0o644)
+    page = to_html(report, svg).encode()
+    write_replacing(hpath, lambda fh: fh.write(page), force=force, mode=0o644)
     return jpath, cpath
 
 

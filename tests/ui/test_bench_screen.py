@@ -264,3 +264,21 @@ async def test_the_ready_line_follows_the_fields_and_a_not_comparable_reference_
                     what="the reference gone from the figure", pilot=pilot, detail=lambda: _figure(screen))
         _set(screen, concurrency="1,x")
         await until(lambda: status().startswith("✖"), what="a bad field named", pilot=pilot, detail=status)
+
+
+async def test_the_slo_field_gives_goodput_and_the_users_within_it(api_url, tmp_path):
+    cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        _set(screen, concurrency="1,2", requests="2", warmup="0", max_tokens="20", slo="itl:5")
+        await pilot.pause()
+        assert "expected NAME:MS" in _text(screen.query_one("#status", Static).render())  # vLLM's itl is not TPOT
+        _set(screen, slo="ttft:600000 e2el:600000")
+        await pilot.press("ctrl+r")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
+        assert [lv.goodput_pct for lv in screen.levels] == [100.0, 100.0]
+        notes = _text(screen.query_one("#notes", Static).render())
+        assert "within SLO (ttft <= 600000 ms, e2el <= 600000 ms; 90% of requests): up to C2 users" in notes
+        jpath, _ = screen.saved
+        assert json.loads(jpath.read_text())["slo"]["answers"][0]["max_concurrency"] == 2
+        assert jpath.with_suffix(".html").is_file() and jpath.with_suffix(".svg").is_file()

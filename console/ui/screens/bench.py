@@ -50,6 +50,7 @@ from console.serving.bench_model import (
     save_report,
     short_levels_warning,
 )
+from console.serving.bench_stats import parse_slo, slo_answer, spec_stuck_warning
 from console.serving.chat import EFFORTS
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
@@ -193,6 +194,7 @@ class BenchScreen(Screen):
     BenchScreen #concurrency { width: 16; }
     BenchScreen #requests, BenchScreen #warmup { width: 10; }
     BenchScreen #max-tokens { width: 12; }
+    BenchScreen #slo { width: 24; }
     BenchScreen #effort { width: 18; }
     BenchScreen #buttons { width: 26; height: auto; }
     BenchScreen #buttons Button { min-width: 10; margin: 0 1 0 0; }
@@ -248,6 +250,9 @@ class BenchScreen(Screen):
                    id="effort"),
             Label("Fixed length"),
             Switch(False, id="ignore-eos", tooltip="ignore_eos: every reply is exactly max tokens long"),
+            Label("SLO"), Input("", placeholder="ttft:500 e2el:20000", id="slo",
+                                tooltip="ms; ttft|time_to_first_token, tpot|inter_token_latency, "
+                                        "e2el|request_latency: goodput and the users within it"),
             Label(""),
             Horizontal(Button("Run", id="start", variant="primary"),
                        Button("Cancel", id="cancel", variant="error", disabled=True), id="buttons"),
@@ -298,10 +303,11 @@ class BenchScreen(Screen):
             return int(raw)
 
         effort = self.query_one("#effort", Select).value
+        slo = parse_slo(self.query_one("#slo", Input).value.replace(",", " ").split())
         return BenchSettings(levels, number("#requests", "requests per level"), number("#warmup", "warm-up", True),
                              number("#max-tokens", "max tokens") or DEFAULT_MAX_TOKENS,
                              None if effort in ("default", Select.BLANK) else str(effort),
-                             self.query_one("#ignore-eos", Switch).value)
+                             self.query_one("#ignore-eos", Switch).value, slo=slo)
 
     def _comparison_now(self, settings: BenchSettings | None = None) -> ReferenceComparison | None:
         if not self.reference:
@@ -487,6 +493,10 @@ class BenchScreen(Screen):
     def _replot(self) -> None:
         self.query_one("#figure", ThroughputFigure).show(self.levels, self.comparison)
         notes = [n for lv in self.levels for n in lv.notes()]
+        notes += [w for lv in self.levels if (w := spec_stuck_warning(lv))]
         if knee := knee_line(self.levels):
             notes.insert(0, knee)
+        slo = self.runner.report.settings.slo if self.runner is not None else None
+        if slo is not None and self.levels:
+            notes[:0] = [a["line"] for a in slo_answer(self.levels, slo)["answers"]]
         self.query_one("#notes", Static).update(Text("\n".join(notes)))

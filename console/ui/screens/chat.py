@@ -17,6 +17,7 @@ import json
 import time
 import weakref
 from dataclasses import dataclass, field
+from functools import partial
 
 from rich.text import Text
 from textual import events, on, work
@@ -30,6 +31,7 @@ from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, S
 from console.config import Config
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line, plain
+from console.serving import chat_store
 from console.serving.chat import (
     EFFORTS,
     SMOKE_TOOL,
@@ -39,10 +41,12 @@ from console.serving.chat import (
     ChatRequest,
     ChatResult,
 )
+from console.serving.chat_store import ChatStore, SavedTurn, new_session_id
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
 from console.ui.engine_state import HeadEngineChanged, why_no_api
 from console.ui.providers import ChatCommands
+from console.ui.screens.chat_sessions import SessionsScreen, export_session, load_saved
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 from console.vocabulary import EnginePhase
@@ -55,10 +59,13 @@ TOTAL_TIMEOUT_S = 900.0  # the longest whole reply (chat --max-time's default)
 @dataclass
 class ChatSession:
     """The conversation with one API, kept for the app's lifetime so leaving the chat and
-    coming back (a new ChatScreen) shows it again."""
+    coming back (a new ChatScreen) shows it again; every finished turn is also saved on disk
+    under ``id`` (``serving/chat_store.py``), so it can be listed and reopened later."""
 
     history: list[dict[str, str]] = field(default_factory=list)
     turns: list[tuple[str, ChatResult]] = field(default_factory=list)  # (user line, reply)
+    id: str = field(default_factory=new_session_id)
+    tools: list[bool] = field(default_factory=list)  # per turn: the tool test
 
 
 _SESSIONS: weakref.WeakKeyDictionary[App, dict[str, ChatSession]] = weakref.WeakKeyDictionary()
@@ -66,6 +73,12 @@ _SESSIONS: weakref.WeakKeyDictionary[App, dict[str, ChatSession]] = weakref.Weak
 
 def chat_session(app: App, url: str) -> ChatSession:
     return _SESSIONS.setdefault(app, {}).setdefault(url, ChatSession())
+
+
+def set_chat_session(app: App, url: str, session: ChatSession) -> ChatSession:
+    """``session`` becomes the conversation with ``url`` (a new chat, or one reopened from disk)."""
+    _SESSIONS.setdefault(app, {})[url] = session
+    return session
 
 
 def format_stats(r: ChatResult) -> str:
@@ -203,12 +216,18 @@ class ChatScreen(Screen):
         Binding("ctrl+y", "copy_last", "Copy reply", id="chat-copy", tooltip="Copy the last reply to the clipboard"),
         Binding("ctrl+r", "toggle_reasoning", "Reasoning", id="chat-reasoning",
                 tooltip="Fold or unfold the last reasoning"),
+        Binding("ctrl+s", "sessions", "Sessions", id="chat-sessions",
+                tooltip="The kept chats: reopen one, export it (Markdown and JSON)"),
+        Binding("ctrl+g", "export", "Export", id="chat-export",
+                tooltip="Write this chat, reasoning and tool calls included, as Markdown and JSON"),
     ]
 
     def __init__(self, config_or_url: Config | str, *, api_key: str | None = None, model: str | None = None,
                  head_engine: EngineProgress | None = None, name: str | None = None, id: str | None = None,
-                 stream_timeout: float = STREAM_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S) -> None:
+                 stream_timeout: float = STREAM_TIMEOUT_S, total_timeout: float = TOTAL_TIMEOUT_S,
+                 store: ChatStore | None = None) -> None:
         super().__init__(name=name, id=id)
+        self.store = store or ChatStore()  # every finished turn is kept there (off the event loop)
         if isinstance(config_or_url, Config):
             self.url = config_or_url.api_url()
             self._config_key = api_key or config_or_url.api_key()
@@ -251,6 +270,10 @@ class ChatScreen(Screen):
 
     def on_mount(self) -> None:
         self.session = chat_session(self.app, self.url)
+        self._show_turns()
+        self.query_one("#prompt", Input).focus()
+
+    def _show_turns(self) -> None:
         conv = self.query_one("#conversation", VerticalScroll)
         for user_line, result in self.session.turns:
             reply = ReplyView(result)
@@ -258,7 +281,6 @@ class ChatScreen(Screen):
             conv.mount(reply)
             self.replies.append(reply)
         conv.anchor()
-        self.query_one("#prompt", Input).focus()
 
     async def on_unmount(self) -> None:
         await self.client.aclose()
@@ -360,13 +382,13 @@ class ChatScreen(Screen):
                 result = acc.finish(cancelled=True)
                 reply.engine = self.head_engine
                 reply.finish(result)
-                self.session.turns.append((user_line, result))
+                self._record(user_line, result, tools)
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken reply is a visible error, never the app's end
                 result = ChatResult(error=ApiError("stream", f"internal error: {type(exc).__name__}: {exc}"))
             reply.engine = self.head_engine  # the phase when the answer (or the refusal) came
             reply.finish(result)
-            self.session.turns.append((user_line, result))
+            self._record(user_line, result, tools)
             if result.error is None and not result.cancelled and not tools:
                 self.session.history = [*messages, {"role": "assistant", "content": result.content}]
         finally:
@@ -382,12 +404,54 @@ class ChatScreen(Screen):
             self.app.pop_screen()
 
     def action_clear(self) -> None:
+        """A new chat: the one on screen stays kept on disk (Ctrl+S lists it)."""
+        self.open_session(ChatSession())
+
+    def open_session(self, session: ChatSession) -> None:
+        """Show ``session`` instead of the conversation on screen (a new chat, or a reopened one)."""
         if self.busy:
             self.workers.cancel_group(self, "chat")
-        self.session.history = []
-        self.session.turns = []
+        self.session = set_chat_session(self.app, self.url, session)
         self.replies = []
         self.query_one("#conversation", VerticalScroll).remove_children()
+        self._show_turns()
+
+    def _record(self, user_line: str, result: ChatResult, tools: bool) -> None:
+        """A finished turn: into the conversation, and onto the disk by the store's writer thread."""
+        self.session.turns.append((user_line, result))
+        self.session.tools.append(tools)
+        turn = SavedTurn(user_line, result, tools, time.time(), self.model)
+        chat_store.submit(partial(self.store.add_turn, self.session.id, self.url, turn),
+                          on_error=self._store_failed)
+
+    def _store_failed(self, exc: BaseException) -> None:  # on the writer thread
+        with contextlib.suppress(Exception):  # the app may be gone
+            self.app.call_from_thread(self.app.notify, one_line(f"chat not saved: {exc}", 300), severity="error")
+
+    def action_sessions(self) -> None:
+        self.app.push_screen(SessionsScreen(self.store, self.session.id), self._reopen)
+
+    def _reopen(self, session_id: str | None) -> None:
+        if session_id and session_id != self.session.id:
+            self._load_session(session_id)
+
+    @work(exclusive=True, group="chat-load")
+    async def _load_session(self, session_id: str) -> None:
+        saved = await load_saved(self.store, session_id)
+        if saved is None:
+            self.notify("That chat is no longer kept", severity="warning")
+            return
+        self.open_session(ChatSession(history=saved.history(), turns=[(t.user, t.result) for t in saved.turns],
+                                      id=saved.summary.id, tools=[t.tools for t in saved.turns]))
+        if saved.summary.url != self.url:
+            self.notify(one_line(f"Reopened a chat with {saved.summary.url}; new turns go to {self.url}", 300))
+
+    @work(exclusive=True, group="chat-export")
+    async def action_export(self) -> None:
+        if not self.session.turns:
+            self.notify("Nothing to export yet")
+            return
+        await export_session(self, self.store, self.session.id)
 
     def last_reply_text(self) -> str | None:
         for reply in reversed(self.replies):
