@@ -22,6 +22,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
 from console.ui.screens.bench import BenchScreen, ThroughputFigure, figure_points, knee_line
+from tests.ports import refused_port
 from tests.waiting import until
 
 Backend = FixedBackend
@@ -228,11 +229,7 @@ async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim
 
 
 async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = refused_port()
     cfg = parse_config(CONFIG.format(url=f"http://127.0.0.1:{port}"), str(tmp_path / "c.toml"))
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")
     async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
