@@ -17,10 +17,10 @@ from console.remote.transport import CommandResult
 from console.service.follow import Follower
 from console.station.logstream import HeadlessLogs, LogEnded, LogSkipped, LogStream
 from console.station.messages import LogBatch, LogMarker
+from tests.two_stations import stations_toml
 from tests.waiting import until
 
-CONFIG = ('profile = "glm53-nvfp4-2x-gb300-vllm"\n[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n'
-          '[[stations]]\nname = "B"\nhost = "127.0.0.1"\nrank = 1\n')
+CONFIG = 'profile = "glm53-nvfp4-2x-gb300-vllm"\n' + stations_toml("127.0.0.1", "127.0.0.1", rail=False)
 CFG = parse_config(CONFIG, "x.toml")
 A = CFG.stations[0]
 RUN_AT = "2026-12-01T07:17:10.000000000Z"
