@@ -137,3 +137,14 @@ async def test_bench_says_still_loading_instead_of_cannot_reach(tmp_path):
         await until(lambda: bench.state == "error" and not bench.running, what="the refusal", pilot=pilot)
         status = str(bench.query_one("#status", Static).content)
         assert status.startswith("◌ still loading (allocating KV cache)") and "cannot reach" not in status
+
+
+async def test_chat_header_says_the_engine_failed_once(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 35)) as pilot:
+        app.post_message(EngineUpdate("A", EngineProgress(phase="failed")))
+        await until(lambda: app.head_engine is not None, what="the head's phase", pilot=pilot)
+        await pilot.press("c")
+        await until(lambda: isinstance(app.screen, ChatScreen), what="the chat", pilot=pilot)
+        title = str(app.screen.query_one("#chat-title", Static).content)
+        assert "· the engine failed at start-up" in title and "engine the engine" not in title
