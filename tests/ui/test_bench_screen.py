@@ -261,3 +261,16 @@ async def test_the_ready_line_follows_the_fields_and_a_not_comparable_reference_
                     what="the reference gone from the figure", pilot=pilot, detail=lambda: _figure(screen))
         _set(screen, concurrency="1,x")
         await until(lambda: status().startswith("✖"), what="a bad field named", pilot=pilot, detail=status)
+
+
+async def test_a_field_entered_by_a_click_selects_its_value(tmp_path):
+    cfg = parse_config(CONFIG.format(url=f"http://127.0.0.1:{refused_port()}"), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        field = screen.query_one("#max-tokens", Input)
+        await until(lambda: field.region.width > 0, what="the settings laid out", pilot=pilot)
+        await pilot.click(field)
+        await until(lambda: screen.focused is field, what="the field focused", pilot=pilot)
+        assert field.selection.start == 0 and field.selection.end == len(field.value) > 0  # typing replaces it
+        await pilot.press("1", "2", "8")
+        assert field.value == "128"
