@@ -17,6 +17,7 @@ from console.sim.server import SimServer, start_service
 from console.sim.world import World
 
 REQUIRE_ALL_TIERS = os.environ.get("DGX_CONSOLE_REQUIRE_ALL_TIERS") == "1"
+SIM_TIER = Path(__file__).parent / "sim"
 
 
 @dataclass
@@ -33,9 +34,19 @@ class SimHandle:
 def pytest_configure(config) -> None:
     """Compile the package once per run where nothing else would (PYTHONDONTWRITEBYTECODE set): the
     simulated stations run one Python per command line (the shims) and some tests run the CLI as a
-    process, and each of them compiled every console module it imported from source again."""
-    if sys.dont_write_bytecode:
+    process, and each of them compiled every console module it imported from source again. Under
+    pytest-xdist the controller does it, before its workers start."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         compileall.compile_dir(os.path.dirname(console.__file__), quiet=2)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The ``sim`` marker on every simulator-backed test: the sim tier's files and every test that
+    asks for ``sim_factory`` (directly or through a fixture), wherever it lives, so that
+    ``-m "not sim"`` is the quick tier's selection and no such test has to remember its marker."""
+    for item in items:
+        if "sim_factory" in getattr(item, "fixturenames", ()) or SIM_TIER in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.sim)
 
 
 @pytest.fixture(autouse=True)

@@ -84,12 +84,27 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--fault: unknown fault {f!r} (known: {', '.join(sorted(KNOWN_FAULTS))})")
     check_sim_args(args)
     check_theme(args.theme)
-    with tempfile.TemporaryDirectory(prefix="dgx-demo-") as tmp:
-        proc, cfg = start_sim_process(args, Path(tmp), while_starting=import_tui)
-        try:
-            return run_app(load_config(str(cfg)), args)
-        finally:
-            stop_sim_process(proc)
+    # SIGTERM (kill) and SIGHUP (the terminal closed) unwind like Ctrl+C would: the simulator (its own
+    # session) is stopped and the temporary directory removed, instead of both outliving the demo.
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="dgx-demo-") as tmp:
+            proc, cfg = start_sim_process(args, Path(tmp), while_starting=import_tui)
+            try:
+                # before the TUI takes the screen, and still above it once it leaves: the headless
+                # commands (status, doctor, watch, check ...) work against the demo with this --config
+                print(f"demo: config {cfg} (while the demo runs, try: dgx-console status --config {cfg})",
+                      file=sys.stderr, flush=True)
+                return run_app(load_config(str(cfg)), args)
+            finally:
+                stop_sim_process(proc)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def register(sub) -> None:

@@ -18,7 +18,8 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stations", type=int, default=2, metavar="N", help="number of stations (default 2)")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help="built-in profile: " + ", ".join(builtin_profiles()))
     p.add_argument("--time-scale", type=float, default=0.1, metavar="X",
-                   help="simulated seconds per real second of engine time (default 0.1: a 420 s load takes 42 s)")
+                   help="real seconds per simulated second of engine time: smaller is faster "
+                        "(default 0.1: a 420 s load takes 42 s)")
     p.add_argument("--api-key", metavar="KEY", help="the simulated API requires this key (Bearer)")
 
 

@@ -15,6 +15,7 @@ import contextlib
 import getpass
 import os
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ class SimServer:
         self._handlers: set[asyncio.Task] = set()
         self._lingering: set[asyncio.Task] = set()  # processes that outlived their channel (waits)
         self._mounts: dict[str, station_shell.Mounts] = {}
+        self._held_ports: list[socket.socket] = []  # the API ports, held while not listening
 
     @property
     def children(self) -> frozenset[int]:
@@ -191,26 +193,35 @@ class SimServer:
         app = sim_api.create_app(backend)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        # Reserve a port now, then listen on it only while the engine is ready (vLLM binds late).
-        import socket
-
-        s = socket.socket()
-        s.bind((host, 0))
-        port = s.getsockname()[1]
-        s.close()
+        # The port is the simulator's from now on, though it listens only while the engine is ready
+        # (vLLM binds late): a socket bound and never listening holds it, so no other process (another
+        # test worker's server) is given it in between; connecting to it is refused until the site listens.
+        hold = socket.socket()
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind((host, 0))
+        port = hold.getsockname()[1]
+        self._held_ports.append(hold)
         self._api_runners[name] = runner
         self._tasks.append(asyncio.create_task(self._api_gate(runner, backend, host, port)))
         return port
 
     async def _api_gate(self, runner: web.AppRunner, backend: SimBackend, host: str, port: int) -> None:
         site: web.TCPSite | None = None
+        said = False
         stays_open = "port-stays-open" in self.world.faults(backend.station)
         while True:
             phase = await asyncio.to_thread(backend.phase)
             if phase == "ready" and site is None:
+                # SO_REUSEADDR on both: Linux lets a socket listen beside a bound, non-listening one
                 site = web.TCPSite(runner, host, port, reuse_address=True)
-                with contextlib.suppress(OSError):
+                try:
                     await site.start()
+                except OSError as e:  # never expected while the port is held; said once, tried again
+                    if not said:
+                        print(f"sim: the API of {backend.station} cannot listen on {host}:{port}: {e}",
+                              file=sys.stderr)
+                        said = True
+                    site = None
             elif phase != "ready" and site is not None and not stays_open:
                 await site.stop()
                 site = None
@@ -326,6 +337,8 @@ class SimServer:
         for runner in self._api_runners.values():
             with contextlib.suppress(Exception):
                 await runner.cleanup()
+        for held in self._held_ports:
+            held.close()
 
     # ---------------------------------------------------------------- config
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, TOOL_SWALLOWED_WARNING, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, parse_metrics
+from tests.waiting import until
 
 
 def _expected() -> dict:
@@ -163,8 +164,14 @@ async def test_serving_monitor_snapshot(engine) -> None:
     async with ApiClient(engine.url, api_key=engine.api_key) as c:
         mon = ServingMonitor(c, posted.append)
         first = await mon.poll_once()
+        generated = parse_metrics(await c.metrics_text()).counters["generation_tokens"]
         r = await c.chat(ChatRequest(HI, engine.model, max_tokens=100))
-        await asyncio.sleep(0.5)
+
+        async def counted() -> bool:  # the engine publishes its counters a little after the reply ends
+            now = parse_metrics(await c.metrics_text()).counters["generation_tokens"]
+            return now >= generated + r.usage["completion_tokens"]
+
+        await until(counted, what="the reply's tokens in /metrics", timeout=30)
         snap = await mon.poll_once()
     assert first.healthy and first.status == "ok" and first.model == engine.model
     assert first.version.startswith("0.32") and first.engine == "vllm"

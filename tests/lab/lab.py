@@ -14,6 +14,7 @@ Everything is named after a per-run id and removed by ``teardown`` (idempotent, 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import secrets
 import shlex
@@ -57,6 +58,39 @@ def missing_prerequisites() -> list[str]:
     return out
 
 
+SLOTS_DIR = Path("/run/dgx-console-lab")  # one lock file per subnet octet, for every process on the host
+
+
+class _Slot:
+    """One of 256 octets X for the lab's subnets (198.19.X.0/29, 198.18.X.0/30), held by an exclusive
+    lock on its file: two labs built at once (parallel test processes) never share one, and a process
+    that dies releases its lock with it, so no stale claim outlives a crashed run."""
+
+    def __init__(self, octet: int, fh) -> None:
+        self.octet = octet
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing the file drops the lock
+            self._fh = None
+
+
+def _claim_slot() -> _Slot:
+    SLOTS_DIR.mkdir(mode=0o700, exist_ok=True)
+    start = secrets.randbelow(256)  # where to begin: labs left by a crashed run keep no lock
+    for i in range(256):
+        octet = (start + i) % 256
+        fh = open(SLOTS_DIR / f"{octet}.lock", "a")  # held open: the lock lives with it
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        return _Slot(octet, fh)
+    raise RuntimeError(f"no free lab subnet: all 256 octets locked under {SLOTS_DIR}")
+
+
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     r = subprocess.run(list(args), capture_output=True, text=True)
     if check and r.returncode != 0:
@@ -70,7 +104,8 @@ class Lab:
         self.dir = Path(tempfile.mkdtemp(prefix=f"dgx-lab-{self.id}-"))
         self.ns = {"A": f"dgxlab-{self.id}-a", "B": f"dgxlab-{self.id}-b"}
         self.host_if = {"A": f"dl{self.id}a", "B": f"dl{self.id}b"}
-        octet = int(self.id[:2], 16)
+        self._slot = _claim_slot()
+        octet = self._slot.octet
         # management: root <-> A on 198.19.X.0/30, root <-> B on 198.19.X.4/30; rail 198.18.X.0/30
         self.mgmt_root = {"A": f"198.19.{octet}.1", "B": f"198.19.{octet}.5"}
         self.mgmt = {"A": f"198.19.{octet}.2", "B": f"198.19.{octet}.6"}
@@ -342,4 +377,5 @@ class Lab:
             sh("ip", "link", "del", dev, check=False)
         sh("ip", "route", "del", "blackhole", self.mgmt_net, "metric", "4000", check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
+        self._slot.release()  # last: the addresses are free only once the namespaces are gone
         atexit.unregister(self.teardown)

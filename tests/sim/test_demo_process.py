@@ -36,3 +36,29 @@ time.sleep(120)
     except AssertionError:
         os.kill(sim_pid, 9)
         raise
+
+
+async def test_demo_ended_by_sigterm_stops_its_simulator_and_removes_its_directory(tmp_path):
+    import pty
+
+    main, sub = pty.openpty()  # the TUI needs a terminal
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "35"}
+    demo = subprocess.Popen([sys.executable, "-m", "console", "demo"], stdin=sub, stdout=sub, stderr=sub,
+                            env=env, start_new_session=True)
+    os.close(sub)
+    try:
+        ready = await until(lambda: list(tmp_path.glob("dgx-demo-*/ready")), what="the demo's simulator", timeout=60)
+        workdir = ready[0].parent
+        sims = [p for p in psutil.process_iter(["cmdline"]) if str(workdir) in " ".join(p.info["cmdline"] or [])
+                and "sim" in (p.info["cmdline"] or [])]
+        assert sims, "the demo's simulator process"
+        demo.terminate()
+        rc = await asyncio.to_thread(demo.wait, 30)
+        assert rc == 128 + 15
+        assert not workdir.exists()
+        await until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in sims),
+                    what="the simulator to end with the demo", timeout=20)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        os.close(main)

@@ -8,6 +8,7 @@ import asyncssh
 import pytest
 
 from console.remote.transport import HostKeyError, SSHTransport, Unreachable
+from tests.ports import refused_port
 from tests.waiting import until
 
 
@@ -95,13 +96,7 @@ async def test_many_concurrent_commands_share_one_connection(sim):
 
 
 async def test_refused_port_is_unreachable(sim):
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    t = transport_for(sim, port=port)
+    t = transport_for(sim, port=refused_port())
     with pytest.raises(Unreachable, match="cannot connect"):
         await t.run("true")
 

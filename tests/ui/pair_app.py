@@ -9,6 +9,7 @@ from rich.console import Console
 
 from console.config import Config, parse_config
 from console.ui.app import ConsoleApp
+from tests.two_stations import stations_toml
 
 GB300 = "glm53-nvfp4-2x-gb300-vllm"
 GB10 = "glm53-flash-nvfp4-2x-gb10-sglang"
@@ -16,9 +17,7 @@ GB10 = "glm53-flash-nvfp4-2x-gb10-sglang"
 
 def pair_config_text(profile: str = GB300, api_url: str | None = None, extra: str = "") -> str:
     api = f'[api]\nurl = "{api_url}"\n\n' if api_url else ""
-    return (f'profile = "{profile}"\n\n{api}'
-            '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n\n'
-            '[[stations]]\nname = "B"\nhost = "127.0.0.2"\nrank = 1\n' + extra)
+    return f'profile = "{profile}"\n\n{api}' + stations_toml("127.0.0.1", "127.0.0.2", rail=False) + extra
 
 
 def pair_config(tmp_path=None, **kw) -> Config:

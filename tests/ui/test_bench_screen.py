@@ -22,6 +22,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
 from console.ui.screens.bench import BenchScreen, ThroughputFigure, figure_points, knee_line
+from tests.ports import refused_port
 from tests.waiting import until
 
 Backend = FixedBackend
@@ -228,11 +229,7 @@ async def test_b_on_the_dashboard_opens_the_bench_against_the_simulated_head(sim
 
 
 async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = refused_port()
     cfg = parse_config(CONFIG.format(url=f"http://127.0.0.1:{port}"), str(tmp_path / "c.toml"))
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")
     async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
@@ -282,3 +279,16 @@ async def test_the_slo_field_gives_goodput_and_the_users_within_it(api_url, tmp_
         jpath, _ = screen.saved
         assert json.loads(jpath.read_text())["slo"]["answers"][0]["max_concurrency"] == 2
         assert jpath.with_suffix(".html").is_file() and jpath.with_suffix(".svg").is_file()
+
+
+async def test_a_field_entered_by_a_click_selects_its_value(tmp_path):
+    cfg = parse_config(CONFIG.format(url=f"http://127.0.0.1:{refused_port()}"), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        field = screen.query_one("#max-tokens", Input)
+        await until(lambda: field.region.width > 0, what="the settings laid out", pilot=pilot)
+        await pilot.click(field)
+        await until(lambda: screen.focused is field, what="the field focused", pilot=pilot)
+        assert field.selection.start == 0 and field.selection.end == len(field.value) > 0  # typing replaces it
+        await pilot.press("1", "2", "8")
+        assert field.value == "128"

@@ -5,8 +5,6 @@ messages the station services would post are posted by the test): the serving bo
 
 from __future__ import annotations
 
-import socket
-
 from pair_app import pair_app
 from rich.console import Console
 from textual.widgets import Input, Label, Select, Static
@@ -18,13 +16,8 @@ from console.ui.app import ConsoleApp
 from console.ui.screens.chat import ChatScreen
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
 from console.ui.widgets.settings_bar import SettingsBar
+from tests.ports import refused_port
 from tests.waiting import until
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:  # a port nobody listens on: the API of an engine still loading
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _text(renderable, width: int = 90) -> str:
@@ -34,7 +27,7 @@ def _text(renderable, width: int = 90) -> str:
 
 
 def _app(tmp_path) -> ConsoleApp:
-    return pair_app(tmp_path, api_url=f"http://127.0.0.1:{_dead_port()}")
+    return pair_app(tmp_path, api_url=f"http://127.0.0.1:{refused_port()}")
 
 
 UNREACHABLE = ServingSnapshot(url="http://127.0.0.1:9", status="unreachable", healthy=False,
@@ -144,3 +137,14 @@ async def test_bench_says_still_loading_instead_of_cannot_reach(tmp_path):
         await until(lambda: bench.state == "error" and not bench.running, what="the refusal", pilot=pilot)
         status = str(bench.query_one("#status", Static).content)
         assert status.startswith("◌ still loading (allocating KV cache)") and "cannot reach" not in status
+
+
+async def test_chat_header_says_the_engine_failed_once(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 35)) as pilot:
+        app.post_message(EngineUpdate("A", EngineProgress(phase="failed")))
+        await until(lambda: app.head_engine is not None, what="the head's phase", pilot=pilot)
+        await pilot.press("c")
+        await until(lambda: isinstance(app.screen, ChatScreen), what="the chat", pilot=pilot)
+        title = str(app.screen.query_one("#chat-title", Static).content)
+        assert "· the engine failed at start-up" in title and "engine the engine" not in title

@@ -4,6 +4,8 @@ in each of the console's themes, the focused widget is drawn differently from th
 
 from __future__ import annotations
 
+import pytest
+
 from console.ui.themes import load_themes
 from tests.ui.pair_app import pair_app
 
@@ -18,30 +20,31 @@ def look(w) -> tuple:
     return tuple(out)
 
 
-async def test_every_tab_stop_shows_its_focus_in_every_theme(tmp_path):
+# One test per theme (not one loop over all): each is a few seconds, so parallel workers share them.
+@pytest.mark.parametrize("theme", [t.name for t in load_themes()])
+async def test_every_tab_stop_shows_its_focus_in_every_theme(tmp_path, theme):
     app = pair_app(tmp_path, api_url="http://127.0.0.1:9")
     async with app.run_test(size=(120, 35)) as pilot:
         invisible = []
-        for theme in [t.name for t in load_themes()]:
-            app.theme = theme
-            for key in ("c", "b"):
-                await pilot.press(key)
+        app.theme = theme
+        for key in ("c", "b"):
+            await pilot.press(key)
+            await pilot.pause()
+            first = None
+            for _ in range(25):
+                await pilot.press("tab")
                 await pilot.pause()
-                first = None
-                for _ in range(25):
-                    await pilot.press("tab")
-                    await pilot.pause()
-                    w = app.focused
-                    if w is None or w is first:
-                        break
-                    first = first or w
-                    focused = look(w)
-                    w.blur()
-                    await pilot.pause()
-                    if look(w) == focused:
-                        invisible.append((theme, type(app.screen).__name__, type(w).__name__, w.id))
-                    w.focus()
-                    await pilot.pause()
-                await pilot.press("escape")
+                w = app.focused
+                if w is None or w is first:
+                    break
+                first = first or w
+                focused = look(w)
+                w.blur()
                 await pilot.pause()
+                if look(w) == focused:
+                    invisible.append((theme, type(app.screen).__name__, type(w).__name__, w.id))
+                w.focus()
+                await pilot.pause()
+            await pilot.press("escape")
+            await pilot.pause()
         assert invisible == [], invisible

@@ -35,7 +35,8 @@ async def test_the_keys_are_the_screens_shown_bindings_with_the_palette_on_the_r
         await until(lambda: laid_out(app), what="the footer's keys", pilot=pilot)
         shown = keys(app)
         hidden = {b.description for _, b, _, _ in app.screen.active_bindings.values() if not b.show}
-        assert "Investigate" in hidden and "Investigate" not in shown  # show=False bindings stay out
+        assert "Trust key" in hidden and "Trust key" not in shown  # show=False bindings stay out
+        assert shown["Hang"].key_display == "h" and shown["Investigate"].key_display == "i"
         assert shown["Filter"].key_display == "/" and shown["Filter"].action == "filter"
         palette = next(k for k in shown.values() if k.has_class("-command-palette"))
         assert palette.region.right == app.size.width - 1  # docked right, one cell of margin

@@ -33,6 +33,7 @@ from console.serving.bench_model import (
     to_csv,
 )
 from console.serving.metrics import parse_metrics
+from tests.two_stations import stations_toml
 
 # Three requests at concurrency 2, times in seconds from the first request's start, as a stream
 # would record them: start, first token chunk, last token chunk, end of stream; OSL from usage.
@@ -164,16 +165,7 @@ def test_bad_prompt_files_name_the_line(tmp_path, text, match):
 CONFIG = """\
 profile = "{profile}"
 {overrides}
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-rank = 0
-
-[[stations]]
-name = "B"
-host = "127.0.0.2"
-rank = 1
-"""
+""" + stations_toml("127.0.0.1", "127.0.0.2", rail=False)
 
 
 def test_max_num_seqs_from_profile_and_overrides():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,11 @@ import pytest
 from console.cli import main
 from console.safe_files import FileProblem
 from console.serving.bench_model import BenchReport, BenchSettings, save_report
+from tests.ports import refused_port
 
 
 def closed_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{refused_port()}"
 
 
 def bench(out: Path, *extra: str, capsys) -> tuple[int, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import sys
 import tarfile
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from tests.ports import refused_port
 
 SECRET_TOKEN = "hf_abcdefghijklmnopqrstuvwxyz012345"
 SECRET_KEY = "sk-live-0123456789abcdef"
@@ -24,14 +24,6 @@ STATION_LOG = "\n".join([
     "2026-11-30T14:05:21.123456789Z station-b:391:512 [0] NCCL INFO Using network Socket",  # NCCL chose TCP
     f"2026-11-30T14:05:22.000000001Z INFO:     192.168.100.1:5000 - \"GET /v1/models\" Authorization: Bearer {SECRET_KEY}",
 ]) + "\n"
-
-
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture
@@ -62,7 +54,7 @@ local = true
 name = "station-a"
 rank = 1
 host = "127.0.0.1"
-port = {closed_port()}
+port = {refused_port()}
 known_hosts = "{tmp_path}/known_hosts"
 """)
     return tmp_path, cfg

@@ -15,24 +15,11 @@ from console.station.checks import (
     summary_line,
     to_json,
 )
+from tests.two_stations import stations_toml
 
 CFG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
-[[stations]]
-name = "A"
-host = "a.example"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "198.18.0.1"
-[[stations]]
-name = "B"
-host = "b.example"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "198.18.0.2"
-"""
+""" + stations_toml("a.example", "b.example", rail_ips=("198.18.0.1", "198.18.0.2"))
 
 REQUIRED_IDS = {"link-down", "link-speed", "mtu-mismatch", "jumbo-ping", "clock-skew", "rdma-port-down",
                 "ssh-a-to-b", "env-mismatch", "image-mismatch", "checkpoint-mismatch", "disk-space", "api-exposed"}

@@ -11,7 +11,6 @@ import io
 import math
 import os
 import re
-import socket
 import sys
 from pathlib import Path
 
@@ -20,23 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.cli import build_parser, main
+from tests.ports import refused_port
 
 LONG_RUNNING = {"demo", "sim"}
 DURATION_FLAGS = {"--seconds"}  # watch --seconds N runs N seconds by design
 
 
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("cli")
-    port, api = closed_port(), closed_port()
+    port, api = refused_port(), refused_port()
     cfg = d / "dgx-console.toml"
     cfg.write_text(f"""
 profile = "glm53-nvfp4-2x-gb300-vllm"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import stat
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from tests.ports import refused_port
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -32,14 +32,6 @@ def fake_docker(tmp_path: Path, body: str, exit_code: int = 0, kernel: str = "")
     journal.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/journalctl.args\ncat {tmp_path}/kernel.out\n")
     journal.chmod(journal.stat().st_mode | stat.S_IEXEC)
     return bindir
-
-
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def write_config(tmp_path: Path, extra_station: str = "") -> Path:
@@ -135,7 +127,7 @@ def test_unreachable_station_is_reported_not_fatal(tmp_path, monkeypatch, capsys
 name = "station-a"
 rank = 1
 host = "127.0.0.1"
-port = {closed_port()}
+port = {refused_port()}
 known_hosts = "{tmp_path}/known_hosts"
 """)
     rc = main(["diagnose", "--json", "--config", str(cfg), "--station", "station-a", "--station", "station-b"])

@@ -14,6 +14,7 @@ import pytest
 
 from console.config import parse_config
 from console.service import engines
+from tests.two_stations import TWO_STATIONS
 
 
 def _lines(text: str) -> str:
@@ -23,22 +24,7 @@ def _lines(text: str) -> str:
 CONFIG = """
 profile = "{profile}"
 {extra}
-[[stations]]
-name = "A"
-host = "station-a"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.10"
-
-[[stations]]
-name = "B"
-host = "station-b"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.11"
-"""
+""" + TWO_STATIONS
 VLLM = "glm53-nvfp4-2x-gb300-vllm"
 SGLANG = "glm53-flash-nvfp4-2x-gb10-sglang"
 RT_VLLM = engines.StationRuntime(("GPU-1111",), "vllm/vllm-openai@sha256:" + "ab" * 32)

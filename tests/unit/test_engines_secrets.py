@@ -17,6 +17,7 @@ import pytest
 from console.config import masked_overrides, parse_config, secret_values
 from console.config.secrets import is_secret_name
 from console.service import engines
+from tests.two_stations import TWO_STATIONS
 
 CONFIG = """
 profile = "{profile}"
@@ -32,22 +33,7 @@ AWS_SECRET_ACCESS_KEY = "awsvalue"
 ODD_NAME = "oddvalue"
 NCCL_IB_TC = "106"
 
-[[stations]]
-name = "A"
-host = "station-a"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.10"
-
-[[stations]]
-name = "B"
-host = "station-b"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.11"
-"""
+""" + TWO_STATIONS
 VLLM = "glm53-nvfp4-2x-gb300-vllm"
 SGLANG = "glm53-flash-nvfp4-2x-gb10-sglang"
 RT = engines.StationRuntime(("GPU-1111",), "repo/image@sha256:" + "ab" * 32)

@@ -17,9 +17,10 @@ from console.remote.transport import CommandResult
 from console.service.follow import Follower
 from console.station.logstream import HeadlessLogs, LogEnded, LogSkipped, LogStream
 from console.station.messages import LogBatch, LogMarker
+from tests.two_stations import stations_toml
+from tests.waiting import until
 
-CONFIG = ('profile = "glm53-nvfp4-2x-gb300-vllm"\n[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n'
-          '[[stations]]\nname = "B"\nhost = "127.0.0.1"\nrank = 1\n')
+CONFIG = 'profile = "glm53-nvfp4-2x-gb300-vllm"\n' + stations_toml("127.0.0.1", "127.0.0.1", rail=False)
 CFG = parse_config(CONFIG, "x.toml")
 A = CFG.stations[0]
 RUN_AT = "2026-12-01T07:17:10.000000000Z"
@@ -166,8 +167,8 @@ async def test_the_follower_reads_only_its_run_from_the_batches_at_each_lines_do
     s.ingest(stamp(13) + " " + OOM)
     s.flush()
     await asyncio.wait_for(changed.wait(), 5)
-    for _ in range(20):  # (the follower's task reads the queue on the next turns of the loop)
-        await asyncio.sleep(0)
+    # the follower's task reads the queue on the next turns of the loop: wait for the last line it gets
+    await until(lambda: f.fatal is not None, what="the OOM line read by the follower", timeout=5)
     assert f.started and not f.ready  # the older run's ready line is not this run's
     assert len(f.lines) == 3 and not any("older" in ln for ln in f.lines)
     assert f.fatal is not None and f.fatal[0] == "cuda-oom" and f.fatal_context[-1] == OOM

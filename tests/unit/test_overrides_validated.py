@@ -20,24 +20,13 @@ from console.config import ConfigError, parse_config
 from console.config.engine_flags import FLAGS
 from console.config.secrets import is_secret_name
 from console.service import engines, fit
+from tests.two_stations import stations_toml
 
 VLLM, SGLANG = "glm53-nvfp4-2x-gb300-vllm", "glm53-flash-nvfp4-2x-gb10-sglang"
 BASE = """profile = "{profile}"
 [overrides]
 {override}
-[[stations]]
-name = "A"
-host = "station-a"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rail_ip = "192.168.100.10"
-[[stations]]
-name = "B"
-host = "station-b"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rail_ip = "192.168.100.11"
-"""
+""" + stations_toml(rdma=False)
 RT = engines.StationRuntime(("GPU-1",), "img@sha256:" + "a" * 64)
 
 

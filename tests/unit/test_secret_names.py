@@ -21,6 +21,7 @@ from console.config.secrets import (
 from console.diagnosis import redact
 from console.probes.docker_env import REDACTED, parse_env_list
 from console.service import engines
+from tests.two_stations import stations_toml
 
 SECRET = [
     "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "AWS_SESSION_TOKEN", "hf_token", "accessToken",
@@ -70,21 +71,7 @@ GCP_CREDENTIALS = "credvalue"
 ODD_NAME = "oddvalue"
 TOKENIZERS_PARALLELISM = "false"
 NCCL_IB_PKEY = "0x8001"
-[[stations]]
-name = "A"
-host = "a.example"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.10"
-[[stations]]
-name = "B"
-host = "b.example"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.11"
-"""
+""" + stations_toml("a.example", "b.example")
 
 
 def test_config_and_launch_treat_passwd_and_credentials_as_secrets():

@@ -15,6 +15,7 @@ from console.service import engines
 from console.station.logstream import HeadlessLogs, LogStream
 from console.station.messages import LogBatch
 from console.station.monitor import StationService
+from tests.two_stations import TWO_STATIONS
 
 PROXY_PW, URL_PW, FOO_PW, DB_PW, API_KEY = "PROXYPW_y2", "URLPW_s3cret", "FOOPW_v7", "PASSWDVAL_x1", "sk-APIKEY_q9"
 CONFIG = f"""
@@ -31,22 +32,7 @@ FOO_URL = "https://fuser:{FOO_PW}@repo.example/simple"
 DB_PASSWD = "{DB_PW}"
 NCCL_IB_TC = "106"
 
-[[stations]]
-name = "A"
-host = "station-a"
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.10"
-
-[[stations]]
-name = "B"
-host = "station-b"
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "192.168.100.11"
-"""
+""" + TWO_STATIONS
 VALUES = (PROXY_PW, URL_PW, FOO_PW, DB_PW, API_KEY)
 RT = engines.StationRuntime(("GPU-1111",), "repo/image@sha256:" + "ab" * 32)
 

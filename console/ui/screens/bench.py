@@ -271,11 +271,26 @@ class BenchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._focused_at: tuple[object, float] = (None, 0.0)  # the widget that took focus last, and when
         self._columns(self._comparison_now())
         self._settings_changed()
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
+
+    # A field entered by a click selects its value, as Tab does (Textual puts the cursor where the
+    # click was): typing a new concurrency or token budget replaces the old one instead of adding to it.
+    # A click on a field that already had focus places the cursor, as usual.
+    _CLICK_FOCUS_S = 0.5
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._focused_at = (event.widget, time.monotonic())
+
+    @on(events.Click)
+    def _select_field_entered_by_click(self, event: events.Click) -> None:
+        widget, at = self._focused_at
+        if isinstance(widget, Input) and event.widget is widget and time.monotonic() - at < self._CLICK_FOCUS_S:
+            widget.select_all()
 
     def _columns(self, comparison: ReferenceComparison | None) -> None:
         """The table's columns: the reference's beside ours only when the settings compare."""

@@ -302,7 +302,8 @@ class ChatScreen(Screen):
         """The model id comes from the server: plain Text (``[/]`` in an id once crashed the app)."""
         model = one_line(self.model or self._model_hint or "?", 120)
         if not state and (waiting := why_no_api(self.head_engine)):
-            state = f"engine {waiting}"
+            # "the engine failed at start-up" names the engine itself; "still loading (...)" does not
+            state = waiting if waiting.startswith("the engine") else f"engine {waiting}"
         return Text(f"Chat · {model}" + (f" · {state}" if state else "") + f" · {one_line(self.url, 120)}")
 
     # ------------------------------------------------------------------ settings

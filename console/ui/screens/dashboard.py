@@ -102,9 +102,9 @@ class DashboardScreen(Screen):
                 tooltip="Retry stations that are down now"),
         Binding("k", "checks", "Checks", id="checks", tooltip="Link and preflight checks, RDMA validation"),
         Binding("n", "doctor", "Doctor", id="doctor", tooltip="NCCL troubleshooting workbench (the ladder)"),
-        Binding("h", "app.hang_evidence", "Hang evidence", id="hang", show=False,  # F1 and the wedge banner say it
+        Binding("h", "app.hang_evidence", "Hang", id="hang",
                 tooltip="Evidence from every rank at the same moment: stacks, flight recorder, NCCL RAS, counters"),
-        Binding("i", "investigate", "Investigate", id="investigate", show=False,
+        Binding("i", "investigate", "Investigate", id="investigate",
                 tooltip="Open the NCCL workbench on the selected NCCL finding"),
         Binding("p", "toggle_processes", "Processes", id="processes",
                 tooltip="The processes on the focused station's GPUs (pid, name, memory), as nvitop lists them"),

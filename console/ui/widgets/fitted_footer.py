@@ -22,8 +22,9 @@ from textual.widget import Widget
 # Most important first. Actions not listed come after these, in the order they are declared.
 # The workbench (n, doctor) is the tool an NCCL finding leads to: it stays at every size (80x24, the
 # fleet table's footer too, where Filter, with no log on screen, gives way first).
-PRIORITY = ("toggle_help", "back_to_fleet", "open_station", "checks", "doctor", "toggle_diagnosis",
-            "service('restart')", "filter", "service('launch')", "service('stop')", "toggle_theme",
+# h (the hang evidence) is the key the wedge banner names: it stays where the diagnosis does.
+PRIORITY = ("toggle_help", "back_to_fleet", "open_station", "checks", "doctor", "toggle_diagnosis", "hang_evidence",
+            "service('restart')", "filter", "investigate", "service('launch')", "service('stop')", "toggle_theme",
             "toggle_processes", "toggle_fleet", "chat", "bench", "quit")
 PALETTE_WIDTH = 14  # "▏^p palette" docked on the right
 
