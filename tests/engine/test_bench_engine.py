@@ -21,7 +21,7 @@ async def test_bench_counts_equal_vllm_counter(engine) -> None:
         natural = await BenchRunner(c, engine.model, BenchSettings((1, 2), requests_per_level=3, warmup=1,
                                                                    max_tokens=64)).run()
         forced = await BenchRunner(c, engine.model, BenchSettings((2,), requests_per_level=2, warmup=0,
-                                                                  max_tokens=20, ignore_eos=True)).run()
+                                                                  max_tokens=64, ignore_eos=True)).run()
     for lv in natural.levels:
         assert lv.errors == 0 and lv.requests == 3
         # every reply is the tiny model's fixed chain: reasoning + content + EOS
@@ -33,8 +33,9 @@ async def test_bench_counts_equal_vllm_counter(engine) -> None:
         assert any("per-user tok/s not measured" in n for n in lv.notes())
         assert lv.ttft_ms_p50 <= lv.ttft_ms_p99 and lv.latency_s_p50 <= lv.latency_s_p99
     lv = forced.levels[0]
-    assert lv.output_tokens == 2 * 20 and lv.server_tokens == 40 and not lv.mismatch
-    assert lv.timed_requests == 2 and lv.per_user_tok_s > 0 and lv.itl_ms_mean > 0  # 20 tokens: timed
+    assert lv.output_tokens == 2 * 64 and lv.server_tokens == 128 and not lv.mismatch
+    # 64 tokens: timed (20 decoded in ~10 ms on a quiet 2-core machine, the decode floor's edge)
+    assert lv.timed_requests == 2 and lv.per_user_tok_s > 0 and lv.itl_ms_mean > 0
     assert not natural.failed and not forced.failed
 
 
