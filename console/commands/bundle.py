@@ -160,7 +160,7 @@ def build_bundle(config: Config, tail: int = DEFAULT_TAIL, with_checks: bool = T
     from console.doctor.bundle import doctor_member  # the NCCL workbench's last report and debug tries
 
     members["doctor.json"], manifest["doctor"] = doctor_member(config, lambda obj: _masked(obj, mask))
-    members["health.json"] = json_out.dumps(_masked(health, mask), indent=2).encode()  # issue 24
+    members["health.json"] = json_out.dumps(_masked(health, mask), indent=2).encode()  # every GPU's health and rail
     manifest["health"] = {"included": bool(health["stations"]), "error": health["error"]}
     from console.serving.chat_export import bundle_members  # the last kept chat, masked
 

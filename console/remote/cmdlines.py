@@ -516,7 +516,7 @@ def ncclras_diag(container: str) -> str:
     """NCCL 2.31's cross-rank comparison (GPU model, driver, ECC, NVLink, ``NCCL_*``), read from the
     RAS service inside the serving container (the ncclras client ships with NCCL)."""
     return f"docker exec {q(container)} ncclras -D 2>&1"
-# --- issue 24: GPU and fabric health
+# GPU and fabric health
 HEALTH_EVERY_S = 2.0  # the health stream's interval (slower than the GPU loop; a fault shows within ~2 s)
 RAILS_EVERY_S = 2.0  # the rails loop's interval
 NET_SYSFS = "/sys/class/net"
@@ -621,4 +621,3 @@ def station_stream(container: str, loop_ms: int, interval_s: float = 2.0) -> str
     return "exec bash -c " + q(script)
 
 
-# --- end issue 24

@@ -101,7 +101,7 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
               join_delay=join_at - start if peers_ok else 0.0, env=launch.run_env(run.get("args")),
               collective_ok=launch.transport_ok(world, name, run, peer_runs if state["rank"] == 0 else None),
               hang_after_ready=bool({"collective-hang", "desync"} & launch.all_faults(world)),
-              hangs=frozenset(launch.all_faults(world) & {"wedge", "init-hang", "stall-cycle"}))  # issue 19: every rank
+              hangs=frozenset(launch.all_faults(world) & {"wedge", "init-hang", "stall-cycle"}))  # every rank
 
 
 def _run_at(world, name: str, state: dict[str, Any], runs: list[dict[str, Any]], t: float) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""Issue 21 item 4 (and the checks reading what the pane shows: Xids, flaps) against the simulated stations: the ``gpu-errors`` check fails on the station whose
+"""The gpu-errors check (and the checks reading what the pane shows: Xids, flaps) against the simulated stations: the ``gpu-errors`` check fails on the station whose
 GPU nvidia-smi cannot read (the gpu-lost fault), with nvidia-smi's words, the kernel's Xid 79 and the
 way out; the other station passes; ``check --json`` carries it."""
 
