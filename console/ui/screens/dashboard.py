@@ -210,7 +210,8 @@ class DashboardScreen(Screen):
         self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)
         verdict = service(self.verdicts, self.stations.head_name)
         incidents_tick(self, self.verdicts, now)  # the flight recorder: incidents, stalls (the pane's words)
-        self.query_one(ProgressBanner).show(verdict, now)
+        for banner in self.query(ProgressBanner):  # none yet while the screen's children mount
+            banner.show(verdict, now)
         for panel in self.query(ServingPanel):
             panel.set_progress(verdict)
 
