@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from console.diagnosis.catalogue.nccl_builds import version_key
 
 DIAG_MIN_VERSION = "2.31.0"  # NCCL_RUN_DIAGNOSTICS, NCCL_RUN_RAS_DIAGNOSTICS and ncclras -D
-DIAG_MARKER = "NCCL DIAG"
 BUSY = "BUSY: diagnostics already in progress"
 _LINE = re.compile(r"(?:(?P<origin>[\w.\-]+:\d+) )?NCCL DIAG (?P<body>.*)$")
 _HEADER = re.compile(r"=== (?P<name>.+?) ===\s*$")

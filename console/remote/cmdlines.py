@@ -494,11 +494,6 @@ FLIGHT_RECORDER_PIPE = FLIGHT_RECORDER_PREFIX + "pipe_"
 LOGIND_CONF = "/etc/systemd/logind.conf"
 
 
-def login_identity() -> str:
-    """The login user and its UID (RemoveIPC spares system users: UID below 1000, root)."""
-    return 'printf "%s %s\\n" "$(id -un)" "$(id -u)"'
-
-
 def loginctl_user(user: str) -> str:
     """Whether ``user`` lingers (its IPC objects then outlive the SSH session)."""
     return f"loginctl show-user {q(user)} -p Name -p UID -p Linger"

@@ -17,7 +17,7 @@ from types import FrameType
 from console.config import Station
 from console.remote.bounded import DEFAULT_MAX_BYTES, read_both
 from console.remote.lines import clipped_lines
-from console.remote.transport import CommandResult, CommandTimeout
+from console.remote.results import CommandResult, CommandTimeout
 
 
 class LocalTransport:

@@ -30,8 +30,18 @@ import asyncssh
 
 from console.config import Station
 from console.remote.bounded import DEFAULT_MAX_BYTES, read_both
-from console.remote.channels import ChannelBudget, ChannelWait, SlotTimeout
+from console.remote.channels import ChannelBudget, SlotTimeout
 from console.remote.lines import clipped_lines
+from console.remote.local import LocalTransport  # noqa: F401  (re-exported: callers import it from here)
+from console.remote.results import (  # noqa: F401  (re-exported: the old import path still works)
+    AuthRefused,
+    ChannelRefused,
+    ChannelShortage,
+    CommandResult,
+    CommandTimeout,
+    TransportError,
+    Unreachable,
+)
 
 KEEPALIVE_S = 10
 CHANNEL_RETRY_S = 5.0  # how long a refused channel open is retried before the command fails
@@ -45,48 +55,6 @@ _KEY_TYPE = {b"ssh-ed25519": "ED25519", b"ssh-rsa": "RSA", b"ssh-dss": "DSA", b"
              b"sk-ssh-ed25519@openssh.com": "ED25519-SK", b"sk-ecdsa-sha2-nistp256@openssh.com": "ECDSA-SK"}
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    exit_status: int
-    stdout: str
-    stderr: str
-    cut: bool = False  # the output was over the cap: the rest was not read (the text ends saying so)
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0
-
-
-class TransportError(Exception):
-    """A station could not be reached or a command could not run; the message is one line."""
-
-
-class Unreachable(TransportError):
-    pass
-
-
-class AuthRefused(Unreachable):
-    """The station answered but refused our login (key, user): retrying fast will not help."""
-
-
-class CommandTimeout(TransportError):
-    pass
-
-
-class ChannelRefused(TransportError):
-    """The connection is fine but no channel could be opened in time (server refusals or our own
-    budget): the command failed, the station did not go away."""
-
-
-class ChannelShortage(ChannelRefused):
-    """No stream slot within the console's own channel budget (``channels.py``) in time: the console's
-    limit, never the station nor its network (a check or rung says "not measured", not "failed")."""
-
-    def __init__(self, wait: ChannelWait) -> None:
-        self.wait = wait
-        super().__init__(f"{wait.text()} (the console's SSH channel budget, not the network)")
 
 
 @dataclass(frozen=True)
@@ -205,12 +173,6 @@ def known_host_keys(path: str, host: str, port: int) -> KnownKeys:
             revoked += [k for k in exact(host, "", port_or_none)[2]
                         if not any(k.public_data == r.public_data for r in revoked)]
     return KnownKeys(tuple(found[0]), tuple(found[1]), tuple(revoked))
-
-
-def _known_host_keys(path: str, host: str, port: int) -> tuple[list[asyncssh.SSHKey], bool]:
-    """(host keys known for host:port, whether CA keys are known) read with asyncssh's parser."""
-    k = known_host_keys(path, host, port)
-    return list(k.keys), bool(k.ca)
 
 
 def host_key_algs(known: list[asyncssh.SSHKey]) -> list[str]:
@@ -538,14 +500,6 @@ def ssh_of(transport: object) -> SSHTransport | None:
 
 
 def new_transport(station: Station, connect_timeout: float = 10.0, command_timeout: float = 30.0) -> Transport:
-    from console.remote.local import LocalTransport  # (it needs this module's results and errors)
     if station.local:
         return LocalTransport(station, command_timeout)
     return SSHTransport(station, connect_timeout, command_timeout)
-
-
-def __getattr__(name: str):
-    if name == "LocalTransport":  # its home is console.remote.local; the old import path still works
-        from console.remote.local import LocalTransport
-        return LocalTransport
-    raise AttributeError(name)

@@ -42,22 +42,22 @@ IB = "a:1:1 [0] NCCL INFO Using network IB\na:1:1 [0] NCCL INFO Channel 00/0 : 0
 
 def test_nccl_judgement():
     res, info = parse_nccl_tests(TABLE), parse_nccl_info(IB.splitlines())
-    status, summary, _ = nccl.judge(res, info, True, True, 40.0, True, 90)
+    status, summary, _ = nccl.judge(res, info, True, 40.0, True, 90)
     assert status == "pass" and "43.79 GB/s at 1024 MiB" in summary and "average 16.54" in summary
-    assert nccl.judge(res, info, True, True, 50.0, True, 90)[0] == "warn"  # below the expected figure
-    assert nccl.judge(res, info, True, True, 100.0, True, 90)[0] == "fail"  # under half of it
+    assert nccl.judge(res, info, True, 50.0, True, 90)[0] == "warn"  # below the expected figure
+    assert nccl.judge(res, info, True, 100.0, True, 90)[0] == "fail"  # under half of it
     hang = nccl.judge(None, parse_nccl_info(["a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE"]),
-                      False, False, 40.0, True, 12)
+                      False, 40.0, True, 12)
     assert hang[0] == "fail" and hang[1] == "no result within 12 s: NCCL hangs after init"
     sock = parse_nccl_info(["a:1:1 [0] NCCL INFO Using network Socket"])
-    assert "fell back to TCP sockets" in nccl.judge(res, sock, True, True, 40.0, True, 90)[1]
+    assert "fell back to TCP sockets" in nccl.judge(res, sock, True, 40.0, True, 90)[1]
     # an IB completion error: the odd local GID (not IPv4-mapped) names the rank that cannot talk RoCE
     comp = parse_nccl_info([
         "a:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 198.18.0.2<50012> with "
         "status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:198.18.0.1 remoteGids::ffff:198.18.0.2",
         "b:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 198.18.0.1<50012> with "
         "status=12 opcode=0 len=0 vendor err 129 (Send) localGid fd00::2 remoteGids::ffff:198.18.0.1"])
-    st, summary, nxt = nccl.judge(None, comp, True, True, 40.0, True, 90)
+    st, summary, nxt = nccl.judge(None, comp, True, 40.0, True, 90)
     assert st == "fail" and "local GID fd00::2" in summary and "GID index" in nxt
 
 

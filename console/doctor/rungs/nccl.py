@@ -101,7 +101,7 @@ def describe(info: NcclInfo, hosts: dict[str, NcclInfo]) -> str:
     return "; ".join(parts)
 
 
-def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, exit_seen: bool, expected: float | None,
+def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, expected: float | None,
           gdr_expected: bool, timeout_s: float) -> tuple[str, str, str]:
     """(status, summary, next) of one nccl-tests run (pure)."""
     if not finished:
@@ -184,7 +184,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         result = None
     info = parse_nccl_info(lines)
     hosts = per_host(lines)
-    status, summary, nxt = judge(result, info, finished, True, ctx.profile.link.nccl_busbw_gbytes,
+    status, summary, nxt = judge(result, info, finished, ctx.profile.link.nccl_busbw_gbytes,
                                  ctx.profile.link.gpudirect, ctx.options.nccl_timeout_s)
     sources = "; ".join(f"{s.name}: {envs[s.name][1]}" for s in stations)
     evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})",
