@@ -26,7 +26,21 @@ from console.station.logstream import HeadlessLogs
 
 if TYPE_CHECKING:
     from console.service.fit_inputs import FitReport, MemoryReading
-    from console.service.plan import ScriptInfo
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    """The operator's launch script on one station, as the preview shows it."""
+
+    path: str
+    size: int
+    sha256: str
+    text: str  # sanitized for display
+
+    def first_lines(self, n: int = 12) -> str:
+        lines = self.text.splitlines()
+        more = f"\n... ({len(lines) - n} more lines)" if len(lines) > n else ""
+        return "\n".join(lines[:n]) + more
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from console.remote.transport import TransportError
 from console.sanitize import clean as sanitize
 from console.sanitize import one_line
 from console.service import engines
-from console.service.context import ActionContext, gather_all
+from console.service.context import ActionContext, ScriptInfo, gather_all
 from console.service.fit_inputs import FitReport
 from console.service.gates import estimate_fit
 from console.service.steps import ActionFailed, and_list, last_line
@@ -28,21 +28,6 @@ class PlannedCommand:
     station: str
     what: str
     preview: str  # secrets as ***
-
-
-@dataclass(frozen=True)
-class ScriptInfo:
-    """The operator's launch script on one station, as the preview shows it."""
-
-    path: str
-    size: int
-    sha256: str
-    text: str  # sanitized for display
-
-    def first_lines(self, n: int = 12) -> str:
-        lines = self.text.splitlines()
-        more = f"\n... ({len(lines) - n} more lines)" if len(lines) > n else ""
-        return "\n".join(lines[:n]) + more
 
 
 @dataclass

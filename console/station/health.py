@@ -7,16 +7,23 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from console.probes.gpu_health import GpuHealth
+from console.probes.gpu_health import GpuHealth, HealthFlag
 from console.probes.kernel_log import KernelEvent
 from console.probes.xid import describe as xid_describe
 from console.probes.xid import meaning as xid_meaning
 from console.probes.xid import severity as xid_severity
 
-if TYPE_CHECKING:
-    from console.station.state import StationState
+
+class HealthFacts(Protocol):
+    """What ``health_lines`` reads of a station's state (``StationState``, which keeps these facts)."""
+
+    health: Mapping[int, GpuHealth]
+
+    def gpu_flags(self, index: int) -> list[HealthFlag]: ...
+
+    def run_xids(self) -> list[XidEvent]: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ class HealthLine:
         return "✖" if self.level == "error" else "⚠"
 
 
-def health_lines(state: StationState) -> list[HealthLine]:
+def health_lines(state: HealthFacts) -> list[HealthLine]:
     """What the pane's health box and the fleet row say, worst first: each GPU's flags, this run's
     Xids (NVIDIA's meaning and action) and the kernel log's unreadability. Empty: nothing to say."""
     out: list[HealthLine] = []

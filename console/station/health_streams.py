@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from console.probes import gpu_health as gh
 from console.probes import kernel_log
@@ -28,8 +29,20 @@ from console.probes.rails import END, parse_round
 from console.remote import cmdlines
 from console.station.messages import GpuHealthSample, KernelEvents, RailsSample
 
-if TYPE_CHECKING:
-    from console.station.monitor import StationService
+
+class StationService(Protocol):
+    """What the health stream needs of the station service that feeds it (``monitor.py``): its
+    station, transport and message post, its supervised loop and the GPU count it read."""
+
+    station: Any
+    transport: Any
+
+    def post(self, msg: Any) -> None: ...
+
+    def forever(self, stream: Callable[[], Awaitable[None]]) -> Awaitable[None]: ...
+
+    @property
+    def gpu_count(self) -> int | None: ...
 
 START_AFTER_S = 2.0  # after a (re)connect the health channel opens this much after the other streams
 HEALTH_RETRY_S = 10.0  # a health tool that ended (a driver failure) is asked again this often
@@ -60,7 +73,7 @@ class HealthStreams:
         """Started a moment after the other streams: on a (re)connect the GPU samples, the container
         and its log come first (the station's state), health right after."""
         await asyncio.sleep(START_AFTER_S)
-        await self.svc._forever(self.stream)
+        await self.svc.forever(self.stream)
 
     def _post(self, msg) -> None:
         self.svc.post(msg)
@@ -69,7 +82,7 @@ class HealthStreams:
         svc, name = self.svc, self.svc.station.name
         rails = rails_of(svc)
         netdevs = [n for n, _ in rails]
-        rounds = gh.HealthRounds(svc._gpu_count)
+        rounds = gh.HealthRounds(svc.gpu_count)
         since = time.time() - KERNEL_LOOKBACK_S
         block: list[str] = []
         ended: float | None = None  # when the health tool ended (the rails and the kernel log go on)

@@ -349,6 +349,15 @@ class StationService:
                                     "dead and dropped")
             self._judge()
 
+    @property
+    def gpu_count(self) -> int | None:
+        """GPUs in the last round read (None until one was): the health stream sizes its rounds by it."""
+        return self._gpu_count
+
+    def forever(self, stream: Callable[[], Awaitable[None]]) -> Awaitable[None]:
+        """Run ``stream`` under this service's supervision (restarts with back-off, errors as state)."""
+        return self._forever(stream)
+
     async def _forever(self, stream: Callable[[], Awaitable[None]], fast: Callable[[], bool] | None = None) -> None:
         """Run a stream; when its remote command ends (the connection still up) start it again,
         slower if it keeps ending at once, except while ``fast()``: a tool that answers only with an
