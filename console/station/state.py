@@ -107,10 +107,16 @@ SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.EN
 HOSTMEM_EVERY_S = 2.0
 
 
+#: What a periodic source may be late by, beyond its interval, before its values are stale: the
+#: monitor's watchdog tick (0.25 s) stays inside "stale within one interval + 2 s".
+STALE_MARGIN_S = 1.75
+
+
 def stale_after_s(interval_s: float) -> float:
-    """Silence after which a periodic source's values (or a silent station's) are stale: three of
-    its intervals, never under 3 s."""
-    return max(3.0, 3.0 * interval_s)
+    """Silence after which a periodic source's values (or a silent station's) are stale: its
+    interval and the margin, so a read older than interval + 2 s is never shown as current; never
+    under 2.75 s (a fast loop's jitter on a loaded station is not an outage)."""
+    return max(1.0 + STALE_MARGIN_S, interval_s + STALE_MARGIN_S)
 
 
 def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:

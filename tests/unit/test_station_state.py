@@ -315,6 +315,20 @@ def test_a_late_source_is_stale_by_its_own_age_whatever_the_others_do():
     assert s.conn.late is None and s.why(30.0) is None and s.stale_sources(30.0) == []
 
 
+@pytest.mark.parametrize("interval", [1.0, 5.0, 10.0])
+def test_a_read_older_than_its_interval_and_2_s_is_never_shown_as_current(interval):
+    """Mid-session, whatever the interval: a source read longer ago than its interval + 2 s is stale in
+    the state every snapshot reads (``stale_sources``, ``watch --json``), and one read within its
+    interval is current."""
+    s = StationState("A", gpu_interval_s=interval)
+    s.apply(ConnectionState("A", "live", last_sample_at=100.0))
+    s.apply(GpuSample("A", gb300(), 100.0))
+    s.apply(HostMemSample("A", HostMemory(507904, 400000), 100.0))
+    assert s.stale_sources(100.0 + min(interval, 2.0)) == []
+    assert A.GPUS in s.stale_sources(100.0 + interval + 2.0) and A.HOSTMEM in s.stale_sources(104.0)
+    assert s.stale(A.MEMORY, 100.0 + interval + 2.0)
+
+
 def test_a_silent_or_down_station_makes_every_value_stale_with_the_connections_age():
     s = StationState("A")
     s.apply(GpuSample("A", gb300(), 10.0))
