@@ -59,6 +59,7 @@ class StationEvidence:
     ras_reports: list[ncclras.RasReport] = field(default_factory=list)
     ras_reads: TwoReads[ncclras.RasReport] = field(default_factory=TwoReads)
     counter_reads: TwoReads[dict] = field(default_factory=TwoReads)
+    read_at: dict[str, float] = field(default_factory=dict)  # source -> wall time its (last) read came back
 
     @property
     def running(self) -> bool:
@@ -83,6 +84,13 @@ class HangEvidence:
     next_step: str = ""
     kind: str = "unknown"  # the verdict's kind (next_steps.Kind): the doctor's row status reads it
     stacks: pyspy.HangSummary | None = None  # the stacks compared across stations, as the verdict read them
+
+    def stale_reads(self, now: float) -> dict[str, float]:
+        """``"station source"`` -> age of each read older than the interval + 2 s at ``now``: evidence
+        that old is not the station's present (the screen says so instead of showing it as current)."""
+        limit = self.interval_s + 2.0
+        return {f"{n} {src}": now - t for n, e in self.stations.items() for src, t in e.read_at.items()
+                if now - t > limit}
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captured": self.captured, "findings": self.findings,
@@ -253,6 +261,7 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
     async def guarded(part: str, job, on_error) -> None:
         try:
             await job()
+            ev.read_at[part] = time.time()
         except StationDown as exc:
             ev.error = ev.error or one_line(str(exc), 300)
             on_error(f"not read: the station went away ({one_line(str(exc), 200)})")
