@@ -346,3 +346,23 @@ def test_gpu_readings_under_a_tool_error_are_stale_with_their_age():
     assert s.conn.live and s.stale(A.GPUS, 14.5) and s.value_age(A.GPUS, 14.5) == 4.5
     s.apply(GpuSample("A", gb300(), 15.0))
     assert not s.stale(A.GPUS, 15.5)
+
+
+def test_a_crash_read_at_once_keeps_every_fatal_line():
+    """A run that started and died between two looks is read in one batch afterwards: every distinct
+    fatal line of it is kept (both ranks' OOM, the engine's death), the first still names the error."""
+    from console.probes.engine_log import FATAL_LINES_MAX, EngineLogTracker
+
+    lines = ["(VllmWorker rank=0 pid=412) ERROR 12-01 07:17:08 [multiproc_executor.py:744] WorkerProc failed to start.",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity",
+             "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    t = EngineLogTracker()
+    assert t.feed_batch(lines)
+    p = t.progress
+    assert p.phase == "failed" and p.fatal is not None and p.fatal.startswith("torch.OutOfMemoryError")
+    assert p.fatal_lines == (lines[1], lines[2], lines[4])  # the repeated line once
+    many = [f"RuntimeError: CUDA out of memory. Tried to allocate {k}.00 GiB" for k in range(20)]
+    t.feed_batch(many)
+    assert len(p.fatal_lines) == FATAL_LINES_MAX
