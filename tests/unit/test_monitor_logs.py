@@ -70,7 +70,7 @@ def test_interruption_marker_comes_before_the_lines_that_follow():
 
 
 def test_stale_and_dead_limits_follow_the_interval():
-    # a read older than its interval + 2 s is stale (the watchdog's 0.25 s tick inside that)
-    assert stale_after_s(1.0) == 2.75 and stale_after_s(0.2) == 2.75 and stale_after_s(2.0) == 3.75
-    assert stale_after_s(10.0) == 11.75
-    assert dead_after_s(1.0) == 6.0 and dead_after_s(10.0) == 23.5
+    # a read older than its interval + 2 s is stale (never under 3 s)
+    assert stale_after_s(1.0) == 3.0 and stale_after_s(0.2) == 3.0 and stale_after_s(2.0) == 4.0
+    assert stale_after_s(10.0) == 12.0
+    assert dead_after_s(1.0) == 6.0 and dead_after_s(10.0) == 24.0
