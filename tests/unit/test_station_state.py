@@ -325,8 +325,8 @@ def test_a_read_older_than_its_interval_and_2_s_is_never_shown_as_current(interv
     s.apply(GpuSample("A", gb300(), 100.0))
     s.apply(HostMemSample("A", HostMemory(507904, 400000), 100.0))
     assert s.stale_sources(100.0 + min(interval, 2.0)) == []
-    assert A.GPUS in s.stale_sources(100.0 + interval + 2.0) and A.HOSTMEM in s.stale_sources(104.0)
-    assert s.stale(A.MEMORY, 100.0 + interval + 2.0)
+    assert A.GPUS in s.stale_sources(100.0 + interval + 2.01) and A.HOSTMEM in s.stale_sources(104.01)
+    assert s.stale(A.MEMORY, 100.0 + interval + 2.01)
 
 
 def test_a_silent_or_down_station_makes_every_value_stale_with_the_connections_age():
