@@ -6,8 +6,9 @@ counters twice, and the last log lines -- then one verdict line over all of it.
 Every station's reads run concurrently (``DoctorContext.per_station``: one transport per station,
 every command bounded); the second reads come ``interval_s`` later, again on all stations at once.
 The CLI (``hang-report``) and the evidence screen call ``capture``, the doctor's hang rung ``collect``
-(over its run's context); ``verdict.judgement`` judges once for all three. Every parse of a tool's
-output runs in a thread, never on the event loop."""
+(over its run's context); ``verdict.judgement`` judges once for all three. The parses of py-spy, the
+flight recorder, RAS, GPUs, the kernel log and the log tail, and the judgement, run in threads (the
+counter sample's tables are still parsed in ``rungs/hang._sample``)."""
 
 from __future__ import annotations
 
