@@ -8,7 +8,7 @@ every command bounded); the second reads come ``interval_s`` later, again on all
 The CLI (``hang-report``) and the evidence screen call ``capture``, the doctor's hang rung ``collect``
 (over its run's context); ``verdict.judgement`` judges once for all three. The parses of py-spy, the
 flight recorder, RAS, GPUs, the kernel log and the log tail, and the judgement, run in threads (the
-counter sample's tables are still parsed in ``rungs/hang._sample``)."""
+counter sample's small tables are parsed in ``counter_sample.sample``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from typing import Any
 from console.config import Config, Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext, DoctorOptions
+from console.doctor.counter_sample import sample as sample_counters
 from console.doctor.hang_model import Finding, TwoReads
-from console.doctor.rungs.hang import _sample as sample_counters
 from console.probes import ParseError, ncclras, pyspy
 from console.probes import activity as act
 from console.probes import flight_recorder as fr

@@ -107,16 +107,10 @@ SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.EN
 HOSTMEM_EVERY_S = 2.0
 
 
-#: What a periodic source may be late by, beyond its interval, before its values are stale.
-STALE_MARGIN_S = 2.0
-
-
 def stale_after_s(interval_s: float) -> float:
-    """Silence after which a periodic source's values (or a silent station's) are stale: its
-    interval and 2 s, so a read older than that is never shown as current (the state judges ages
-    when asked: exact; the monitor's connection word within its 0.25 s watchdog tick); never under
-    3 s (a fast loop's jitter on a loaded station is not an outage)."""
-    return max(3.0, interval_s + STALE_MARGIN_S)
+    """Silence after which a periodic source's values (or a silent station's) are stale: a read older
+    than its interval + 2 s is never shown as current; never under 3 s (a fast loop's jitter)."""
+    return max(3.0, interval_s + 2.0)
 
 
 def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:

@@ -4,61 +4,24 @@ the stacks of every engine process compared across stations (every rank in the s
 elsewhere? one gone?), the RDMA port counters and the NIC's RDMA byte counters read twice (traffic
 as a rate over the time measured between the reads; retransmits, out-of-sequence packets, local ACK
 timeouts rising?), GPU busy with no memory traffic (a spinning collective), and the kernel log since
-the container started (mlx5 link down/up, Xid, NVRM, PCIe AER). The counter sample below is the
-capture's."""
+the container started (mlx5 link down/up, Xid, NVRM, PCIe AER)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from console.config import Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext
+from console.doctor.evidence import HangEvidence, StationEvidence, collect
 from console.doctor.model import RungResult
 from console.doctor.next_steps import next_step
-from console.probes import ParseError, pyspy
 from console.probes import activity as act
-from console.remote import cmdlines as rc
-from console.station.checks import ToolMissing
+from console.probes import pyspy
 from console.vocabulary import CheckStatus
-
-if TYPE_CHECKING:
-    from console.doctor.evidence import HangEvidence, StationEvidence
 
 ID = "hang"
 PYSPY_NEXT = ("py-spy is on neither the station nor the container: `pip install py-spy` on the station (then "
               "`sudo py-spy dump --pid PID`), or in the image; a container needs `--cap-add SYS_PTRACE` for it.")
-
-
-async def _sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], tag: str) -> dict:
-    """One read of every rail's RDMA and NIC counters and the GPUs' activity, the commands at once."""
-    out: dict = {"rdma": {}, "nic": {}, "gpu": None, "ev": []}
-
-    async def counter(r: facts.RailInfo, kind: str, cmd: str, parse) -> str:
-        try:
-            res = await ctx.run(st.name, cmd, tag=tag)
-            parsed = parse(res.stdout)
-            out[kind][r.device] = (next(iter(parsed.values())) if kind == "rdma" and parsed else parsed)
-            keep = [ln for ln in res.stdout.splitlines() if kind == "rdma" or "rdma_unicast" in ln]
-            return facts.ev(st.name, cmd, "\n".join(keep))
-        except (ParseError, ToolMissing, StopIteration) as exc:
-            return f"[{st.name}] $ {cmd}\n({exc})"
-
-    async def gpu() -> str:
-        try:
-            res = await ctx.run(st.name, rc.gpu_activity(), tag=tag)
-            out["gpu"] = act.parse_gpu_activity(res.stdout)
-            return facts.ev(st.name, rc.gpu_activity(), res.stdout)
-        except (ParseError, ToolMissing):
-            return ""
-
-    jobs = [counter(r, kind, cmd, parse) for r in rails
-            for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
-                                     ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
-    got = await asyncio.gather(*jobs, gpu())
-    out["ev"] = [x for x in got if x]
-    return out
 
 
 DEADLINE_S = 90.0  # the rung's capture ends by then, whatever a station's tools do (as hang-report's default)
@@ -79,8 +42,6 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     """The hang evidence read once by the shared capture (``evidence.collect``: every station at once,
     every tool its own line, one deadline) and judged once (``verdict.judgement``): the rows below say
     what ``h`` and ``hang-report`` say. The rows are built off the loop."""
-    from console.doctor.evidence import collect  # (evidence reads this module's counter sample)
-
     hev = await collect(ctx, ctx.options.counter_interval_s, DEADLINE_S, lambda text: ctx.progress(ID, text))
     return await asyncio.to_thread(rows, ctx, hev)
 
