@@ -36,7 +36,8 @@ RAW_FILES = ("pyspy.txt", "flight_recorder.txt", "ras-1.txt", "ras-2.txt", "kern
 
 
 def _masked(obj: Any, mask) -> Any:
-    """Every string inside ``obj`` masked, dictionary keys too (a secret-named key's value whole)."""
+    """Every string inside ``obj`` masked, dictionary keys too (a secret-named key's value whole): the one
+    tree masker (``secrets.mask_tree``) with the config's text masker."""
     return _finite(mask_tree(obj, mask))
 
 

@@ -30,8 +30,8 @@ fits env names (``HF_TOKEN``), engine flags (``--api-key``), TOML/JSON keys (``a
 In free text (``redact_text``) a bare ``token=``/``key=``/``pass=``/``auth=`` assignment is masked too
 (an ``=`` right after the word: an assignment, where ``token: '<'`` is prose); so are an HTTP
 ``Authorization:`` header's credentials (``Basic``, ``Bearer``, ... or none) and API keys by their
-shape (``hf_...``, ``sk-...``). ``redact_tree`` applies the rule to a parsed document's keys as well
-as its values.
+shape (``hf_...``, ``sk-...``). ``mask_tree`` applies the rule to a parsed document's keys as well
+as its values (the one tree masker: the hang archive and `hang-report --json`).
 
 Secrets by value: a URL's userinfo (``http://user:password@host``) is a secret wherever it appears
 (``mask_url``, and ``redact_text`` for free text); ``is_secret_value`` says a value carries one, so
@@ -41,7 +41,7 @@ that value travels and shows like a secret-named one.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 MASK = "***"
 
@@ -267,31 +267,15 @@ def text_masker(values: Collection[str] = ()):
     return mask
 
 
-def mask_tree(obj: object, mask, listed: Collection[str] = (), depth: int = 0) -> object:
-    """Every string inside ``obj`` (dict keys as well as values) passed through ``mask``, and the
-    whole value of a key that is a secret name (``is_secret_name``) replaced by MASK: a key never
-    carries a secret into a file. Depth is bounded (deeper parts become MASK)."""
-    if depth > 64:
-        return MASK
-    if isinstance(obj, str):
-        return mask(obj)
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            key = mask(k) if isinstance(k, str) else k
-            secret = isinstance(k, str) and is_secret_name(k, listed)
-            out[key] = MASK if secret and v not in (None, "") else mask_tree(v, mask, listed, depth + 1)
-        return out
-    if isinstance(obj, (list, tuple)):
-        return [mask_tree(v, mask, listed, depth + 1) for v in obj]
-    return obj
-
-
-def redact_tree(obj: object, listed: Collection[str] = (), max_nodes: int = 100_000) -> object:
+def mask_tree(obj: object, mask: Callable[[str], str] | None = None, listed: Collection[str] = (),
+              max_nodes: int = 100_000) -> object:
     """A parsed document (dicts, lists, strings, numbers) with its secrets masked, in keys as well as
-    values: a string (key or value) through ``redact_text``, the value of a secret-named key as
-    ``MASK``. Iterative and bounded: past ``max_nodes`` nodes (or for a node of another type) the rest
-    is ``MASK`` (never a string of an untrusted object)."""
+    values: every string (key or value) through ``mask`` (default ``redact_text``; the config's
+    ``text_masker`` adds its own secret values), the whole value of a secret-named key (the one rule,
+    ``is_secret_name``, or an ``...Authorization`` header) as ``MASK``. Bounded: past ``max_nodes`` nodes
+    or 200 levels, and for a node of another type, the rest is ``MASK`` (never a string of an untrusted
+    object)."""
+    text = mask or redact_text
     budget = [max_nodes]
 
     def one(o: object, depth: int) -> object:
@@ -299,16 +283,15 @@ def redact_tree(obj: object, listed: Collection[str] = (), max_nodes: int = 100_
         if budget[0] < 0 or depth > 200:
             return MASK
         if isinstance(o, str):
-            return redact_text(o)
+            return text(o)
         if o is None or isinstance(o, (bool, int, float)):
             return o
         if isinstance(o, dict):
             out = {}
             for k, v in o.items():
-                key = redact_text(k) if isinstance(k, str) else (k if isinstance(k, (bool, int, float)) else MASK)
+                key = text(k) if isinstance(k, str) else (k if isinstance(k, (bool, int, float)) else MASK)
                 secret = isinstance(k, str) and (is_secret_name(k, listed) or k.lower().endswith("authorization"))
-                out[key] = MASK if secret and v not in (None, "") \
-                    else one(v, depth + 1)
+                out[key] = MASK if secret and v not in (None, "") else one(v, depth + 1)
             return out
         if isinstance(o, (list, tuple)):
             return [one(v, depth + 1) for v in o]

@@ -5,7 +5,10 @@ counters twice, and the last log lines -- then one verdict line over all of it.
 
 Every station's reads run concurrently (``DoctorContext.per_station``: one transport per station,
 every command bounded); the second reads come ``interval_s`` later, again on all stations at once.
-The CLI (``hang-report``) and the evidence screen both call ``capture``; ``verdict.py`` judges."""
+The CLI (``hang-report``) and the evidence screen call ``capture``, the doctor's hang rung ``collect``
+(over its run's context); ``verdict.judgement`` judges once for all three. The parses of py-spy, the
+flight recorder, RAS, GPUs, the kernel log and the log tail, and the judgement, run in threads (the
+counter sample's small tables are parsed in ``counter_sample.sample``)."""
 
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from typing import Any
 from console.config import Config, Station
 from console.doctor import facts
 from console.doctor.context import DoctorContext, DoctorOptions
+from console.doctor.counter_sample import sample as sample_counters
 from console.doctor.hang_model import Finding, TwoReads
-from console.doctor.rungs.hang import _sample as sample_counters
 from console.probes import ParseError, ncclras, pyspy
 from console.probes import activity as act
 from console.probes import flight_recorder as fr
@@ -59,6 +62,7 @@ class StationEvidence:
     ras_reports: list[ncclras.RasReport] = field(default_factory=list)
     ras_reads: TwoReads[ncclras.RasReport] = field(default_factory=TwoReads)
     counter_reads: TwoReads[dict] = field(default_factory=TwoReads)
+    read_at: dict[str, float] = field(default_factory=dict)  # source -> wall time its (last) read came back
 
     @property
     def running(self) -> bool:
@@ -81,12 +85,21 @@ class HangEvidence:
     captured: bool  # False: nothing to capture (no engine container running anywhere)
     covers: dict[str, Finding] = field(default_factory=dict)  # finding key -> the stations it speaks for
     next_step: str = ""
+    kind: str = "unknown"  # the verdict's kind (next_steps.Kind): the doctor's row status reads it
+    stacks: pyspy.HangSummary | None = None  # the stacks compared across stations, as the verdict read them
+
+    def stale_reads(self, now: float) -> dict[str, float]:
+        """``"station source"`` -> age of each read older than the interval + 2 s at ``now``: evidence
+        that old is not the station's present (the screen says so instead of showing it as current)."""
+        limit = self.interval_s + 2.0
+        return {f"{n} {src}": now - t for n, e in self.stations.items() for src, t in e.read_at.items()
+                if now - t > limit}
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captured": self.captured, "findings": self.findings,
                 "finding_stations": {k: {"covers": list(f.stations), "not_read": list(f.not_read)}
                                      for k, f in self.covers.items()},
-                "next_step": self.next_step,
+                "next_step": self.next_step, "kind": self.kind,
                 "captured_at": self.captured_at, "capture_s": round(self.capture_s, 2), "interval_s": self.interval_s,
                 "stations": {n: s.to_dict() for n, s in self.stations.items()}}
 
@@ -228,7 +241,8 @@ async def _text(ctx: DoctorContext, st: Station, cmd: str, tag: str, clock: _Clo
     return res.stdout + res.stderr
 
 
-async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interval_s: float, clock: _Clock) -> None:
+async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interval_s: float, clock: _Clock,
+                   firsts: _FirstReads) -> None:
     """Every read of one station, each source its own task: one tool that hangs or fails is that
     tool's line, the others still come back; the sources read twice wait the one interval between
     their own two reads."""
@@ -236,9 +250,11 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
         c = await clock.run(facts.container(ctx, st, fresh="evidence:"))
     except (StationDown, ToolMissing) as exc:
         ev.error = one_line(str(exc), 300)
+        firsts.one()
         return
     except Exception as exc:  # noqa: BLE001 - a timeout or a bad answer: this station's one line
         ev.error = _why(exc, clock)
+        firsts.one()
         return
     rt = c.runtime
     ev.container = {"name": c.name, "state": rt.state if rt else "absent", "exit_code": rt.exit_code if rt else None,
@@ -248,6 +264,7 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
     async def guarded(part: str, job, on_error) -> None:
         try:
             await job()
+            ev.read_at[part] = time.time()
         except StationDown as exc:
             ev.error = ev.error or one_line(str(exc), 300)
             on_error(f"not read: the station went away ({one_line(str(exc), 200)})")
@@ -282,34 +299,31 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
             ev.ras["second_read"] = ev.ras_reads.why_not
 
     async def gpu_job() -> None:
-        _gpus(ev, await _text(ctx, st, rc.gpu_query(), "evidence:", clock))
+        await asyncio.to_thread(_gpus, ev, await _text(ctx, st, rc.gpu_query(), "evidence:", clock))
         await clock.run(asyncio.sleep(interval_s))
-        _gpus(ev, await _text(ctx, st, rc.gpu_query(), "evidence2:", clock))
+        await asyncio.to_thread(_gpus, ev, await _text(ctx, st, rc.gpu_query(), "evidence2:", clock))
 
     async def kernel_job() -> None:
         ktext = await _text(ctx, st, rc.kernel_log_since(since), "evidence:", clock)
-        ktext = ktext[-KERNEL_MAX_CHARS:]
-        events = await asyncio.to_thread(kl.parse_kernel_log, ktext, since=since)
-        bad = kl.unreadable(ktext)
-        ev.kernel = {"status": "unreadable" if bad and not events else "ok", "note": bad or "", "since": since,
-                     "events": [{"kind": e.kind, "severity": e.severity, "text": one_line(e.text, 300)}
-                                for e in events[:500]]}
-        ev.raw["kernel.txt"] = ktext[-200_000:]
+        await asyncio.to_thread(_kernel, ev, ktext, since)
 
     async def counters_job() -> None:
-        rails = list(await clock.run(facts.rails(ctx, st)))
-        t0 = time.monotonic()
-        s1 = await clock.run(sample_counters(ctx, st, rails, "evidence1:"))
-        ev.counter_reads.first, ev.counter_reads.first_at = s1, (t0 + time.monotonic()) / 2
+        try:
+            rails = list(await clock.run(facts.rails(ctx, st)))
+            t0 = time.monotonic()
+            s1 = await clock.run(sample_counters(ctx, st, rails, "evidence1:"))
+            ev.counter_reads.first, ev.counter_reads.first_at = s1, (t0 + time.monotonic()) / 2
+        finally:
+            firsts.one()
         await clock.run(asyncio.sleep(interval_s))
         t0 = time.monotonic()
         s2 = await clock.run(sample_counters(ctx, st, rails, "evidence2:"))
         ev.counter_reads.second, ev.counter_reads.second_at = s2, (t0 + time.monotonic()) / 2
-        _counters(ev, interval_s)
+        await asyncio.to_thread(_counters, ev, interval_s)
 
     async def logs_job() -> None:
         text = await _text(ctx, st, rc.log_tail(c.name, LOG_LINES), "evidence:", clock)
-        ev.logs = [one_line(x, 2000) for x in text[-LOGS_MAX_CHARS:].splitlines()[-LOG_LINES:]]
+        ev.logs = await asyncio.to_thread(_log_lines, text)
 
     def set_part(part: str):
         def put(note: str) -> None:
@@ -344,6 +358,21 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
             tg.create_task(guarded(part, job, set_part(part)))
 
 
+def _kernel(ev: StationEvidence, text: str, since: float) -> None:
+    """The kernel log's newest part parsed (a pure step, run off the loop)."""
+    text = text[-KERNEL_MAX_CHARS:]
+    events = kl.parse_kernel_log(text, since=since)
+    bad = kl.unreadable(text)
+    ev.kernel = {"status": "unreadable" if bad and not events else "ok", "note": bad or "", "since": since,
+                 "events": [{"kind": e.kind, "severity": e.severity, "xid": e.xid, "text": one_line(e.text, 300)}
+                            for e in events[:500]]}
+    ev.raw["kernel.txt"] = text[-200_000:]
+
+
+def _log_lines(text: str) -> list[str]:
+    return [one_line(x, 2000) for x in text[-LOGS_MAX_CHARS:].splitlines()[-LOG_LINES:]]
+
+
 LIMITS = {"pyspy": 60.0, "fr": 30.0, "ras": 40.0}
 KERNEL_MAX_CHARS = 4 * 1024 * 1024  # the kernel log since the container started, its newest part
 LOGS_MAX_CHARS = 2 * 1024 * 1024
@@ -375,27 +404,50 @@ async def capture(config: Config, transports: dict[str, Transport] | None = None
                   deadline_s: float = 90.0, progress: Callable[[str], None] | None = None) -> HangEvidence:
     """Evidence from every station at once; ``deadline_s`` bounds the whole capture (what is not back
     by then is said as cut by the deadline, and what came back is kept)."""
-    from console.doctor.verdict import judge
-
     own = transports is None
     if transports is None:
         transports = {s.name: make_transport(s, config.connect_timeout_s, config.command_timeout_s)
                       for s in config.stations}
     ctx = DoctorContext(config, transports, DoctorOptions(counter_interval_s=interval_s))
-    t0, at = time.monotonic(), time.time()
-    clock = _Clock(deadline_s)
-    evs = {s.name: StationEvidence(s.name) for s in ctx.stations}
-    say = progress or (lambda text: None)
     try:
-        say(f"reading every station at once (py-spy, flight recorder, RAS, GPUs, kernel log, counters, logs); "
-            f"RAS, counters and GPUs again {interval_s:g} s after their first read")
-        async with asyncio.TaskGroup() as tg:
-            for s in ctx.stations:
-                tg.create_task(_station(ctx, s, evs[s.name], interval_s, clock))
+        return await collect(ctx, interval_s, deadline_s, progress)
     finally:
         await asyncio.shield(ctx.close())
         if own:
             await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
-    verdict, findings, covers, nxt = await asyncio.to_thread(judge, config, evs, interval_s, True)
+
+
+async def collect(ctx: DoctorContext, interval_s: float = 3.0, deadline_s: float = 90.0,
+                  progress: Callable[[str], None] | None = None) -> HangEvidence:
+    """The capture over a context the caller owns (the doctor's hang rung shares its run's transports
+    and facts; ``capture`` makes its own): every station read at once, then judged once, off the loop."""
+    from console.doctor.verdict import judgement
+
+    t0, at = time.monotonic(), time.time()
+    clock = _Clock(deadline_s)
+    evs = {s.name: StationEvidence(s.name) for s in ctx.stations}
+    say = progress or (lambda text: None)
+    firsts = _FirstReads(len(evs), lambda: say(f"counters: first sample taken on every station; second "
+                                                   f"{interval_s:g} s after each station's first"))
+    say(f"reading every station at once (py-spy, flight recorder, RAS, GPUs, kernel log, counters, logs); "
+        f"RAS, counters and GPUs again {interval_s:g} s after their first read")
+    async with asyncio.TaskGroup() as tg:
+        for s in ctx.stations:
+            tg.create_task(_station(ctx, s, evs[s.name], interval_s, clock, firsts))
+    j = await asyncio.to_thread(judgement, ctx.config, evs, interval_s)
     captured = any(e.running for e in evs.values())  # a live engine process to take evidence from
-    return HangEvidence(evs, verdict, findings, at, time.monotonic() - t0, interval_s, captured, covers, nxt)
+    return HangEvidence(evs, j.verdict, j.findings, at, time.monotonic() - t0, interval_s, captured, j.covers,
+                        j.next_step, j.kind, j.stacks)
+
+
+class _FirstReads:
+    """Says once when every station's first counter read is back (or will not come): the doctor's
+    progress line between the two reads."""
+
+    def __init__(self, n: int, done: Callable[[], None]) -> None:
+        self.left, self._done = n, done
+
+    def one(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self._done()

@@ -138,23 +138,38 @@ def _pyspy(evs: dict[str, StationEvidence]) -> pyspy.HangSummary:
     return pyspy.summarise(dumps, missing)
 
 
-def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float, full: bool = False):
-    """(verdict, findings); with ``full`` also (covers, next step): per finding the stations it speaks
-    for, and the next step from the one table (``next_steps``)."""
-    verdict, findings, kind = _judge(config, evs, interval_s)
-    if not full:
-        return verdict, findings
-    covers = _covers(evs)
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """The one judgement of a capture: what ``h``, ``hang-report`` and the doctor's hang rung all say."""
+
+    verdict: str
+    findings: dict[str, str]
+    covers: dict[str, Finding]  # per finding the stations it speaks for (and those not read)
+    next_step: str  # from the one table (``next_steps``)
+    kind: str  # the verdict's kind (``next_steps.Kind``)
+    stacks: pyspy.HangSummary  # the stacks of every station compared (the pyspy finding's source)
+
+
+def judgement(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> Judgement:
+    """Judge the evidence once (pure; the capture runs it off the loop)."""
+    stacks = _pyspy(evs)
+    verdict, findings, kind = _judge(config, evs, interval_s, stacks)
     denied = any(e.pyspy.get("status") == "permission-denied" for e in evs.values())
     if kind == "unknown" and denied:
         kind = "no-ptrace"
-    return verdict, findings, covers, next_step(kind).text
+    return Judgement(verdict, findings, _covers(evs), next_step(kind).text, kind, stacks)
 
 
-def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> tuple[str, dict[str, str], str]:
+def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float, full: bool = False):
+    """(verdict, findings); with ``full`` also (covers, next step): ``judgement`` as a tuple."""
+    j = judgement(config, evs, interval_s)
+    return (j.verdict, j.findings, j.covers, j.next_step) if full else (j.verdict, j.findings)
+
+
+def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float,
+           stacks: pyspy.HangSummary) -> tuple[str, dict[str, str], str]:
     ras = _ras(config, evs, interval_s)
     frv = _fr(evs)
-    stacks = _pyspy(evs)
     counters, network = _counters(evs)
     kernel, kbad = _kernel(evs)
     denied = [n for n, e in evs.items() if e.pyspy.get("status") == "permission-denied"]

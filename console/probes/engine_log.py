@@ -71,13 +71,17 @@ def timeline_detail(event: str, values: dict[str, float]) -> str:
     return ", ".join(p for p in parts if p)
 
 
+FATAL_LINES_MAX = 8  # a failed run's fatal lines kept (each rank's, the engine's); the log keeps the rest
+
+
 @dataclass
 class EngineProgress:
     phase: EnginePhase = EnginePhase.STARTING
     load_pct: int | None = None
     weights_gib: float | None = None
     transport: NcclTransport = NcclTransport.UNKNOWN
-    fatal: str | None = None
+    fatal: str | None = None  # the run's first fatal line (the one that names the error)
+    fatal_lines: tuple[str, ...] = ()  # every distinct fatal line of the run, in order (up to FATAL_LINES_MAX)
     headless: bool = False
     notes: list[str] = field(default_factory=list)
     timeline: tuple[TimelineEvent, ...] = ()
@@ -158,10 +162,13 @@ class EngineLogTracker:
             if p.phase == EnginePhase.STARTING:
                 p.phase = EnginePhase.CONNECTING
         if p.phase == EnginePhase.FAILED:
+            if line.fatal is not None and self._more_fatal(line.text.strip()[:480]):
+                return True  # a crash read at once (between two looks) keeps every fatal line, not the first
             return timeline or before != (p.phase, p.load_pct, p.transport, p.fatal)
         if line.fatal is not None:
             p.phase = EnginePhase.FAILED
             p.fatal = line.text.strip()[:480]  # the start names the error (the screen fits it to its width)
+            p.fatal_lines = (p.fatal,)
             return True
         if line.headless:
             p.headless = True
@@ -182,6 +189,15 @@ class EngineLogTracker:
         elif line.shutdown and p.phase == EnginePhase.READY:
             p.phase = EnginePhase.STOPPED
         return timeline or before != (p.phase, p.load_pct, p.transport, p.fatal)
+
+    def _more_fatal(self, text: str) -> bool:
+        """Another fatal line of the failed run (a second rank's OOM, the engine's own death): kept
+        when new and while there is room."""
+        p = self.progress
+        if text in p.fatal_lines or len(p.fatal_lines) >= FATAL_LINES_MAX:
+            return False
+        p.fatal_lines = (*p.fatal_lines, text)
+        return True
 
     def _feed_timeline(self, hit: tuple[str, dict[str, float]], at: float | None) -> bool:
         event, vals = hit

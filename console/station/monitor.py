@@ -81,8 +81,9 @@ INITIAL_GPU_LIMIT_S = 5  # the first GPU round (a reconnect's too): a hung nvidi
 
 
 def dead_after_s(interval_s: float) -> float:
-    """Silence after which the connection is declared dead and re-opened."""
-    return 2.0 * stale_after_s(interval_s)
+    """Silence after which the connection is declared dead and re-opened (twice the stale limit,
+    never under 6 s: a dropped connection costs a reconnect)."""
+    return max(6.0, 2.0 * stale_after_s(interval_s))
 
 
 class StationSilent(Unreachable):

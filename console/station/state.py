@@ -108,9 +108,9 @@ HOSTMEM_EVERY_S = 2.0
 
 
 def stale_after_s(interval_s: float) -> float:
-    """Silence after which a periodic source's values (or a silent station's) are stale: three of
-    its intervals, never under 3 s."""
-    return max(3.0, 3.0 * interval_s)
+    """Silence after which a periodic source's values (or a silent station's) are stale: a read older
+    than its interval + 2 s is never shown as current; never under 3 s (a fast loop's jitter)."""
+    return max(3.0, interval_s + 2.0)
 
 
 def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:

@@ -121,3 +121,21 @@ async def test_a_wedge_after_serving_tells_one_story(sim_factory, tmp_path, caps
     assert "traffic flows" not in data["findings"]["counters"], data["findings"]["counters"]
     a = data["stations"]["A"]
     assert any(p["wait"]["kind"] == "collective" for p in a["pyspy"]["processes"]), a["pyspy"]
+
+
+async def test_doctor_and_hang_report_read_and_judge_the_same(sim_factory):
+    """The doctor's hang rung takes the same capture and judgement as ``hang-report`` and ``h``: on a
+    desync both name B as the rank not with the others, in the same verdict words."""
+    from console.doctor import DoctorOptions, run_doctor
+    from console.doctor.evidence import capture
+
+    h = await sim_factory(faults=["desync"], time_scale=0.05)
+    started(h, ago=30)
+    ev = await capture(h.config, interval_s=1.0, deadline_s=60.0)
+    rep = await run_doctor(h.config, rungs=["hang"], options=DoctorOptions(counter_interval_s=1.0))
+    row = next(r for r in rep.of("hang") if r.summary.startswith("verdict: "))
+    assert ev.kind == "out-of-step" and row.status == "fail", (ev.verdict, row)
+    cause = "not with the others: B (the cause"
+    assert cause in ev.verdict and cause in row.summary, (ev.verdict, row.summary)
+    assert row.summary.split(" (")[0] == f"verdict: {ev.verdict}".split(" (")[0]
+    assert row.next == ev.next_step and any(f.startswith("ras: ") and "B 1 op behind" in f for f in row.evidence)

@@ -29,3 +29,9 @@ async def test_the_oom_line_and_its_diagnosis_reach_the_watching_pane(sim_factor
         await until(lambda: "diagnosis:" in pane_text(app, "B"), what="B's diagnosis badge", pilot=pilot, timeout=10)
         assert state.container.state == "exited" and state.container.exit_code == 1
         assert state.engine.phase == "failed" and "OutOfMemoryError" in state.engine.fatal
+        # read at once after the death, the run's every fatal line is kept and shown, not only the first
+        fatal = state.engine.fatal_lines
+        assert len(fatal) >= 2 and "OutOfMemoryError" in fatal[0], fatal
+        assert any("Engine core initialization failed" in x for x in fatal), fatal
+        await until(lambda: pane_text(app, "B").count("✖") == len(fatal), what="every fatal line on B's pane",
+                    pilot=pilot, timeout=10, detail=lambda: pane_text(app, "B"))

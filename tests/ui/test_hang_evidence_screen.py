@@ -80,3 +80,35 @@ async def test_save_into_a_directory_named_with_markup_and_a_failed_capture_keep
         assert app.is_running
         assert "capture failed: ValueError: a station answered nonsense" in str(
             app.screen.query_one("#hang-verdict", Static).render())
+
+
+async def test_evidence_older_than_the_interval_and_2_s_shows_as_stale():
+    """Mid-session the screen keeps what it captured, but a read older than the interval + 2 s is
+    said to be stale (with its age), never shown as the stations' present."""
+    import time
+
+    from textual.app import App
+
+    from tests.ui.pair_app import pair_config
+
+    ev = _evidence()
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(HangEvidenceScreen(pair_config(), evidence=ev, autostart=False))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await waiting.until(lambda: isinstance(app.screen, HangEvidenceScreen), what="the screen", pilot=pilot)
+
+        def head() -> str:
+            return str(app.screen.query_one("#hang-verdict", Static).render())
+
+        ev.stations["A"].read_at = {"pyspy": time.time() - 1.0, "ras": time.time() + 60}
+        app.screen._show()
+        assert "stale" not in head() and "verdict: every rank stuck" in head()  # 1 s old: within 3 s + 2 s
+        ev.stations["A"].read_at["pyspy"] = time.time() - 30.0  # the py-spy read is now past 5 s
+        await waiting.until(lambda: "s old, 1 reads past 5 s): verdict:" in head(), what="stale",
+                            pilot=pilot, timeout=5, detail=head)
+        assert head().startswith("stale (3")
+        assert "not the stations' present" in head()

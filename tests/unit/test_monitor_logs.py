@@ -70,5 +70,7 @@ def test_interruption_marker_comes_before_the_lines_that_follow():
 
 
 def test_stale_and_dead_limits_follow_the_interval():
-    assert stale_after_s(1.0) == 3.0 and stale_after_s(0.2) == 3.0 and stale_after_s(2.0) == 6.0
-    assert dead_after_s(1.0) == 6.0
+    # a read older than its interval + 2 s is stale (never under 3 s)
+    assert stale_after_s(1.0) == 3.0 and stale_after_s(0.2) == 3.0 and stale_after_s(2.0) == 4.0
+    assert stale_after_s(10.0) == 12.0
+    assert dead_after_s(1.0) == 6.0 and dead_after_s(10.0) == 24.0

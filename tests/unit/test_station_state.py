@@ -315,6 +315,20 @@ def test_a_late_source_is_stale_by_its_own_age_whatever_the_others_do():
     assert s.conn.late is None and s.why(30.0) is None and s.stale_sources(30.0) == []
 
 
+@pytest.mark.parametrize("interval", [1.0, 5.0, 10.0])
+def test_a_read_older_than_its_interval_and_2_s_is_never_shown_as_current(interval):
+    """Mid-session, whatever the interval: a source read longer ago than its interval + 2 s is stale in
+    the state every snapshot reads (``stale_sources``, ``watch --json``), and one read within its
+    interval is current."""
+    s = StationState("A", gpu_interval_s=interval)
+    s.apply(ConnectionState("A", "live", last_sample_at=100.0))
+    s.apply(GpuSample("A", gb300(), 100.0))
+    s.apply(HostMemSample("A", HostMemory(507904, 400000), 100.0))
+    assert s.stale_sources(100.0 + min(interval, 2.0)) == []
+    assert A.GPUS in s.stale_sources(100.0 + interval + 2.01) and A.HOSTMEM in s.stale_sources(104.01)
+    assert s.stale(A.MEMORY, 100.0 + interval + 2.01)
+
+
 def test_a_silent_or_down_station_makes_every_value_stale_with_the_connections_age():
     s = StationState("A")
     s.apply(GpuSample("A", gb300(), 10.0))
@@ -332,3 +346,23 @@ def test_gpu_readings_under_a_tool_error_are_stale_with_their_age():
     assert s.conn.live and s.stale(A.GPUS, 14.5) and s.value_age(A.GPUS, 14.5) == 4.5
     s.apply(GpuSample("A", gb300(), 15.0))
     assert not s.stale(A.GPUS, 15.5)
+
+
+def test_a_crash_read_at_once_keeps_every_fatal_line():
+    """A run that started and died between two looks is read in one batch afterwards: every distinct
+    fatal line of it is kept (both ranks' OOM, the engine's death), the first still names the error."""
+    from console.probes.engine_log import FATAL_LINES_MAX, EngineLogTracker
+
+    lines = ["(VllmWorker rank=0 pid=412) ERROR 12-01 07:17:08 [multiproc_executor.py:744] WorkerProc failed to start.",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity",
+             "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    t = EngineLogTracker()
+    assert t.feed_batch(lines)
+    p = t.progress
+    assert p.phase == "failed" and p.fatal is not None and p.fatal.startswith("torch.OutOfMemoryError")
+    assert p.fatal_lines == (lines[1], lines[2], lines[4])  # the repeated line once
+    many = [f"RuntimeError: CUDA out of memory. Tried to allocate {k}.00 GiB" for k in range(20)]
+    t.feed_batch(many)
+    assert len(p.fatal_lines) == FATAL_LINES_MAX

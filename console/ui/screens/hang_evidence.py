@@ -129,6 +129,7 @@ class HangEvidenceScreen(Screen):
 
     def on_mount(self) -> None:
         self._show()
+        self.set_interval(1.0, self._age)  # evidence ages on screen: older than interval + 2 s it says stale
         if self.evidence is None and self.autostart:
             self.action_recapture()
 
@@ -160,6 +161,10 @@ class HangEvidenceScreen(Screen):
         self.evidence = ev
         self.progress_text = ""
         self._show()
+
+    def _age(self) -> None:
+        if self.evidence is not None and self.evidence.stale_reads(time.time()):
+            self._show()
 
     def action_save(self) -> None:
         if self.evidence is None or not self.evidence.captured:
@@ -195,8 +200,13 @@ class HangEvidenceScreen(Screen):
             head.append("capturing: ", style="bold cyan")
             head.append(self.progress_text or "waiting to start")
         else:
+            old = ev.stale_reads(time.time())
+            if old:
+                head.append(f"stale ({max(old.values()):.0f} s old, {len(old)} reads past {ev.interval_s + 2:g} s): ",
+                            style="bold yellow")
             head.append("verdict: ", style="bold")
-            head.append(one_line(ev.verdict, 600), style="bold red" if ev.captured else "bold yellow")
+            head.append(one_line(ev.verdict, 600), style="yellow" if old else "bold red" if ev.captured
+                        else "bold yellow")
             if ev.next_step:
                 head.append("\nnext: ", style="bold")
                 head.append(one_line(ev.next_step, 600))
@@ -205,7 +215,8 @@ class HangEvidenceScreen(Screen):
             else:
                 head.append(f"\ncaptured {time.strftime('%H:%M:%S', time.localtime(ev.captured_at))} in "
                             f"{ev.capture_s:.1f} s from {len(ev.stations)} stations; r captures again, s saves "
-                            "the archive", style="dim")
+                            "the archive" + ("; what it says is not the stations' present" if old else ""),
+                            style="dim")
         self.query_one("#hang-verdict", Static).update(head)
         findings = Text("what each piece of evidence says\n", style="dim") if ev is not None else Text()
         if ev is not None:

@@ -456,8 +456,8 @@ class StationPane(Vertical):
             if p.transport == NcclTransport.RDMA and not self.gpudirect:
                 ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
             pieces.append(Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts)))
-            if p.fatal:
-                after.append(Clipped(Text("✖ " + error_words(p.fatal), style="red"), 2))
+            for fatal in p.fatal_lines or ((p.fatal,) if p.fatal else ()):  # every fatal line of the run
+                after.append(Clipped(Text("✖ " + error_words(fatal), style="red"), 2))
             if bad := nccl_build_warning(p):  # issue 19: the NCCL this rank loaded is a known-bad build
                 after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
             if p.timeline:
