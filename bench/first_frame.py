@@ -4,7 +4,7 @@ The simulator is started once (its own process, as the demo runs it) and left ru
 is a fresh interpreter that goes the TUI's way (``load_config``, the keymap check, ``ConsoleApp``)
 headless and stops at the first frame handed to the terminal: what an operator waits for before the
 screen shows anything. Timed by this process from the child's start (interpreter start-up and
-imports included) to the child's line saying it painted; the child then ends at once (``--one``
+imports included) to the child's line saying it painted (with the child's CPU seconds by then); the child then ends at once (``--one``
 alone is what a whole-process timer can run).
 
 ``--compare REF`` checks REF out in a temporary ``git worktree`` and runs both trees interleaved
@@ -45,15 +45,16 @@ def one(config: str) -> None:
     def display(screen, renderable) -> None:
         shown(screen, renderable)
         if renderable is not None and not app._batch_count and app.is_running:  # the first frame out
-            print(f"{time.perf_counter() - t0:.4f}", flush=True)
+            print(f"{time.perf_counter() - t0:.4f} {time.process_time():.4f}", flush=True)
             os._exit(0)  # the frame is what is timed: no shutdown in the figure
 
     app._display = display  # type: ignore[method-assign]
     app.run(headless=True, size=(200, 50))
 
 
-def _run(tree: Path, config: Path) -> float:
-    """Seconds from spawning a child in ``tree`` to its first-frame line (imports included)."""
+def _run(tree: Path, config: Path) -> tuple[float, float]:
+    """(seconds from spawning a child in ``tree`` to its first-frame line, the child's CPU seconds by
+    then): the CPU figure is the one a loaded shared machine moves least."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(HERE / "bench" / "first_frame.py"), "--one", str(config)],
@@ -61,9 +62,9 @@ def _run(tree: Path, config: Path) -> float:
     line = proc.stdout.readline() if proc.stdout else ""
     took = time.perf_counter() - t0
     proc.wait(30)
-    if not line.strip():
+    if len(line.split()) != 2:
         raise SystemExit(f"the child in {tree} painted no frame (exit {proc.returncode})")
-    return took
+    return took, float(line.split()[1])
 
 
 def _load() -> str:
@@ -101,17 +102,19 @@ def main() -> None:
         print(f"{_load()}; seconds from spawn to the first frame (2 simulated stations), each run its own process")
         for name in trees:  # warm-up: the page cache and .pyc files of both trees
             _run(trees[name], cfg)
-        res: dict[str, list[float]] = {k: [] for k in trees}
+        res: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
         for i in range(args.runs):
             for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
                 res[name].append(_run(trees[name], cfg))
         for name, vals in res.items():
-            print(f"  {name:>16}: median {statistics.median(vals):.3f} s  "
-                  f"(runs: {', '.join(f'{v:.3f}' for v in vals)})")
+            print(f"  {name:>16}: median {statistics.median(v[0] for v in vals):.3f} s, CPU "
+                  f"{statistics.median(v[1] for v in vals):.3f} s  (runs: {', '.join(f'{v[0]:.3f}' for v in vals)})")
         if len(trees) == 2:
-            a, b = (statistics.median(v) for v in res.values())
-            pairs = [t / r for r, t in zip(*res.values(), strict=True)]
-            print(f"  this/ref: {b / a:.2f} (pairwise median {statistics.median(pairs):.2f}); {_load()}")
+            (ref, this) = res.values()
+            walls = [t[0] / r[0] for r, t in zip(ref, this, strict=True)]
+            cpus = [t[1] / r[1] for r, t in zip(ref, this, strict=True)]
+            print(f"  this/ref pair by pair, median: wall {statistics.median(walls):.2f}, CPU "
+                  f"{statistics.median(cpus):.2f}; {_load()}")
     finally:
         if sim is not None:
             stop_sim_process(sim)

@@ -423,10 +423,12 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         classifying and drawing, which the UI's own timers would wait behind."""
         while True:
             await asyncio.sleep(LOG_FLUSH_S)
-            self.flush(LOG_SLICE)
-            while self._buf:
-                await asyncio.sleep(0)
-                self.flush(LOG_SLICE)
+            left = len(self._buf)  # this round's lines: those read meanwhile wait for the next round
+            while left > 0:
+                self.flush(min(left, LOG_SLICE))
+                left -= LOG_SLICE
+                if left > 0:
+                    await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ the stream (I/O)
 
