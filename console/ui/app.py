@@ -13,7 +13,6 @@ reaches the chat and bench screens as a ``HeadEngineChanged`` message.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -187,18 +186,10 @@ class ConsoleApp(App):
 
     @on(StationMessage)
     @on(ServingUpdate)
-    async def _route(self, msg: StationMessage | ServingUpdate) -> None:
-        """Every station message (and the API's poll, the head's), one way (``_apply``); after a log
-        batch the loop's other tasks get their turn: Textual takes queued messages one after another
-        without yielding, so a flood's batches queued back to back held the UI's timers behind all
-        of them."""
-        self._apply(msg)
-        if isinstance(msg, LogBatch):
-            await asyncio.sleep(0)
-
-    def _apply(self, msg: StationMessage | ServingUpdate) -> None:
-        """Applied once to its station's state, then what else it feeds (the diagnosis, the log
-        view, a notice), then the dashboard redraws what changed."""
+    def _route(self, msg: StationMessage | ServingUpdate) -> None:
+        """Every station message (and the API's poll, the head's), one way: applied once to its
+        station's state, then what else it feeds (the diagnosis, the log view, a notice), then the
+        dashboard redraws what changed."""
         state = self.stations.state_of(msg)
         if state is None:
             return
