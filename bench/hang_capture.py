@@ -4,7 +4,8 @@ two RAS / counter / GPU reads, three captures per station count.
 
     python bench/hang_capture.py [--interval 3] [--runs 3] 2 4 8
 
-Prints every capture's seconds and the median, and the verdict. The shims are one Python process per
+Prints every capture's seconds and the median, the CPU seconds it cost (this process and the shims it
+started), and the verdict. The shims are one Python process per
 command line (docker exec nests two), so on a shared machine most of a capture is process start-up;
 a real station answers its tools faster.
 """
@@ -44,15 +45,26 @@ async def one(n: int, interval: float, runs: int = 3) -> None:
         for i, name in enumerate(reversed(w.names[1:])):
             start_container(w, name, at=now + i * 0.1, args=FR + launch_args(w, name))
         start_container(w, w.names[0], at=now + 0.3, args=FR + launch_args(w, w.names[0]))
-        took, verdict = [], ""
+        took, cpu, verdict = [], [], ""
         for _ in range(runs):
+            c0 = _cpu()
             ev = await capture(cfg, interval_s=interval)
+            await asyncio.sleep(0.5)  # the last shims reaped: their CPU is counted
+            cpu.append(_cpu() - c0)
             took.append(ev.capture_s)
             verdict = ev.verdict
         print(f"{n} stations: {', '.join(f'{x:.1f}' for x in took)} s, median {statistics.median(took):.1f} s "
-              f"(interval {interval:g} s); verdict: {verdict[:120]}")
+              f"(interval {interval:g} s); CPU {', '.join(f'{x:.1f}' for x in cpu)} s, median "
+              f"{statistics.median(cpu):.1f} s (this process and the shims); verdict: {verdict[:120]}")
     finally:
         await srv.stop()
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the simulator's shims): the capture's cost,
+    which a loaded machine moves far less than its wall time."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def main() -> None:

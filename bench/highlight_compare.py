@@ -1,6 +1,7 @@
 """The log highlighter's cost per character: the literal alternations as they were (every word, longest
 first) against the trie-shaped patterns (``markers._literals``), interleaved in one process, on the
-line ``bench/diagnose_rate.py`` uses (a long hostile line). Same spans: tests/unit/test_highlight_trie.py.
+line ``bench/diagnose_rate.py`` uses (a long hostile line). "trie" is the highlighter as it is: trie-shaped
+literals, and the warning and error alternations searched part by part (``catalogue/first_of.py``). Same spans: tests/unit/test_highlight_trie.py.
 
     python bench/highlight_compare.py [--runs 3]
 """
@@ -21,6 +22,7 @@ def _alternation(words) -> str:
 def _old() -> list:
     old = list(m.HIGHLIGHTS)
     old[2] = (re.compile(_alternation((*m.READY_MARKERS.values(), "Init COMPLETE"))), "ready")
+    old[3] = (re.compile(old[3][0].pattern), "warning")  # one compiled alternation, not searched part by part
     old[4] = (re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|" + re.escape(m.TRACEBACK) + r"|" + m.EXCEPTION_TYPE + r"|"
                          r"\[E\d{3,4}[ \]]|" + _alternation(m.FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed"))),
               "error")

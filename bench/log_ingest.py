@@ -110,6 +110,9 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
                 await asyncio.sleep(0.005)
 
         async def flusher(name: str) -> None:
+            logs = getattr(services[name], "logs", None)
+            if logs is not None and hasattr(logs, "flush_every"):  # the tree's own flush policy
+                await logs.flush_every()
             while not stop.is_set():
                 await asyncio.sleep(0.05)
                 _Ingest(services[name]).flush()
@@ -123,17 +126,21 @@ async def one_run(rate: int, seconds: float, mode: str, warmup: float = 1.0, lon
         t0 = time.perf_counter()
         lags.clear()
         delivered0 = sum(p.log_pane.total for p in app.panes.values())
+        cpu0 = time.process_time()
         await asyncio.sleep(seconds)
         delivered = sum(p.log_pane.total for p in app.panes.values()) - delivered0
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
         stop.set()
+        for t in tasks:
+            t.cancel()  # (the flushers: flush_every runs until cancelled)
         await asyncio.gather(*tasks, return_exceptions=True)
         # Fewer than 11 ticks of a 10 ms timer in the whole window: the producers starved the event loop
         # (the offered rate is past what one core ingests); no percentile means anything then.
         p99 = statistics.quantiles(lags, n=100)[98] if len(lags) > 10 else None
         worst = max(lags, default=None)
         app.exit()
-    return delivered / elapsed, p99, worst
+    return delivered / elapsed, p99, worst, (cpu / delivered * 1e6 if delivered else None)
 
 
 class _Ingest:
@@ -183,11 +190,12 @@ def highlight_cost() -> None:
     print(f"(lines are shown clipped to {DISPLAY_MAX_CHARS} characters with a marker before highlighting)")
 
 
-def _run_line(label: str, res: tuple[float, float | None, float | None]) -> str:
-    rate, p99, worst = res
+def _run_line(label: str, res) -> str:
+    rate, p99, worst, *more = res
     p = "starved" if p99 is None else f"{p99 * 1000:.1f} ms"
     w = "-" if worst is None else f"{worst * 1000:.1f} ms"
-    return f"    {label:>12} {rate:>12,.0f} lines/s  p99 {p:>9}  max {w:>9}"
+    cpu = f"  {more[0]:.2f} us CPU/line" if more and more[0] is not None else ""
+    return f"    {label:>12} {rate:>12,.0f} lines/s  p99 {p:>9}  max {w:>9}{cpu}"
 
 
 def _load() -> str:
@@ -250,8 +258,8 @@ async def main() -> None:
         for i in range(runs):
             res.append(await _measure(args, rate, mode, long))
             print(_run_line(f"run {i + 1}", res[-1]), flush=True)
-        print(f"  median {statistics.median(r for r, _, _ in res):,.0f} lines/s, p99 {_ms(p for _, p, _ in res)}, "
-              f"max {_ms(w for _, _, w in res)}", flush=True)
+        print(f"  median {statistics.median(r[0] for r in res):,.0f} lines/s, p99 {_ms(r[1] for r in res)}, "
+              f"max {_ms(r[2] for r in res)}", flush=True)
     print(_load())
     highlight_cost()
 
@@ -284,15 +292,17 @@ def compare(args) -> None:
         for label, res in summary:
             meds = [_median_p99(res[k]) for k in trees]
             ratio = f"{meds[1] / meds[0]:.2f}" if None not in meds and meds[0] else "-"
+            cpus = [statistics.median(c) if (c := [r[3] for r in res[k] if len(r) > 3 and r[3]]) else None
+                    for k in trees]
             print(f"{label:24} " + " ".join(f"{'starved' if m is None else f'{m * 1000:.1f} ms':>16}" for m in meds)
-                  + f" {ratio:>9}")
+                  + f" {ratio:>9}  CPU/line " + " vs ".join("-" if c is None else f"{c:.2f} us" for c in cpus))
     finally:
         subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(ref)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _median_p99(res: list) -> float | None:
-    vals = [p for _, p, _ in res]
+    vals = [r[1] for r in res]
     return None if not vals or None in vals else statistics.median(vals)
 
 

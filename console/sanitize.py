@@ -22,8 +22,10 @@ can be megabytes).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+if TYPE_CHECKING:  # (imported where used: the simulator's shims never draw)
+    from rich.text import Text
 
 # A complete escape sequence: CSI (ESC [ or 0x9B) params, intermediates, final byte; a string
 # sequence OSC/DCS/SOS/PM/APC (ESC ] P X ^ _ or 0x9D 0x90 0x98 0x9E 0x9F) up to BEL or ST (ESC \ or
@@ -116,6 +118,8 @@ def clip(text: str, limit: int) -> str:
 
 def plain(text: str, style: str = "") -> Text:
     """Outside text as a Rich ``Text``: sanitized and never interpreted as markup."""
+    from rich.text import Text
+
     return Text(clean(text), style=style)
 
 

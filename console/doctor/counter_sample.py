@@ -15,30 +15,41 @@ from console.station.checks import ToolMissing
 
 
 async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], tag: str) -> dict:
-    """One read of every rail's RDMA and NIC counters and the GPUs' activity, the commands at once."""
+    """One read of every rail's RDMA and NIC counters and the GPUs' activity: one command on the station
+    (``cmdlines.in_one``: the tools one after the other, each part's output and exit status its own)."""
     out: dict = {"rdma": {}, "nic": {}, "gpu": None, "ev": []}
+    counters = [(r, kind, cmd, parse) for r in rails
+                for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
+                                         ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
+    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_activity()]
+    res = await ctx.run(st.name, rc.in_one(cmds), tag=tag)
+    parts = rc.split_parts(res.stdout, len(cmds))
 
-    async def counter(r: facts.RailInfo, kind: str, cmd: str, parse) -> str:
-        try:
-            res = await ctx.run(st.name, cmd, tag=tag)
-            parsed = parse(res.stdout)
-            out[kind][r.device] = (next(iter(parsed.values())) if kind == "rdma" and parsed else parsed)
-            keep = [ln for ln in res.stdout.splitlines() if kind == "rdma" or "rdma_unicast" in ln]
-            return facts.ev(st.name, cmd, "\n".join(keep))
-        except (ParseError, ToolMissing, StopIteration) as exc:
-            return f"[{st.name}] $ {cmd}\n({exc})"
+    def answer(cmd: str, part: rc.PartResult | None) -> str:
+        """The part's output; ToolMissing (exit 127) as a command of its own raises it; ParseError when
+        the part never finished (the command was cut before it)."""
+        if part is None:
+            raise ParseError(f"not read: the command ended before it (exit {res.exit_status})")
+        if part.exit_status == 127:
+            raise ToolMissing(f"{cmd.split()[0]} not found on {st.name}")
+        return part.stdout
 
-    async def gpu() -> str:
+    def parse_all() -> None:  # the tables are parsed off the event loop
+        for (r, kind, cmd, parse), part in zip(counters, parts, strict=False):
+            try:
+                text = answer(cmd, part)
+                parsed = parse(text)
+                out[kind][r.device] = (next(iter(parsed.values())) if kind == "rdma" and parsed else parsed)
+                keep = [ln for ln in text.splitlines() if kind == "rdma" or "rdma_unicast" in ln]
+                out["ev"].append(facts.ev(st.name, cmd, "\n".join(keep)))
+            except (ParseError, ToolMissing, StopIteration) as exc:
+                out["ev"].append(f"[{st.name}] $ {cmd}\n({exc})")
         try:
-            res = await ctx.run(st.name, rc.gpu_activity(), tag=tag)
-            out["gpu"] = act.parse_gpu_activity(res.stdout)
-            return facts.ev(st.name, rc.gpu_activity(), res.stdout)
+            text = answer(cmds[-1], parts[-1] if parts else None)
+            out["gpu"] = act.parse_gpu_activity(text)
+            out["ev"].append(facts.ev(st.name, cmds[-1], text))
         except (ParseError, ToolMissing):
-            return ""
+            pass
 
-    jobs = [counter(r, kind, cmd, parse) for r in rails
-            for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
-                                     ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
-    got = await asyncio.gather(*jobs, gpu())
-    out["ev"] = [x for x in got if x]
+    await asyncio.to_thread(parse_all)
     return out

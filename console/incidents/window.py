@@ -136,7 +136,10 @@ class Window:
             pend = None
         if pend is None:
             pend = self._log[station] = [sec, 0, []]
-        pend[1] += sum(1 for ln in msg.lines if not isinstance(ln, LogMarker))
+        if any(issubclass(k, LogMarker) for k in set(map(type, msg.lines))):  # (rare: a marker among them)
+            pend[1] += sum(1 for ln in msg.lines if not isinstance(ln, LogMarker))
+        else:
+            pend[1] += len(msg.lines)
         if msg.classified is not None and len(pend[2]) < MAX_MARKS:
             for idx, anchors in msg.classified.diagnosis.items():
                 if len(pend[2]) >= MAX_MARKS:

@@ -24,9 +24,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
-import asyncssh
+from console.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import asyncssh
+else:
+    asyncssh = lazy_module("asyncssh")  # loaded on first use, after the first frame
 
 from console.config import Station
 from console.remote.bounded import DEFAULT_MAX_BYTES, read_both

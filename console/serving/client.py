@@ -33,9 +33,14 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+from console.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_module("httpx")  # loaded on first use, after the first frame
 
 from console.safe_files import KIB, MIB
 from console.serving.chat import ChatAccumulator, ChatEvent, ChatRequest, ChatResult, events_from_chunk

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterable
@@ -67,8 +68,22 @@ def write_bin(bin_dir: Path, python: str | None = None, exclude: Iterable[str] =
         if name in skip or (keep is not None and name not in keep):
             continue
         path = bin_dir / name
-        path.write_text(f'#!/bin/sh\nexec "{py}" -m console.sim.shim {name} "$@"\n')
+        path.write_text(f'#!/bin/sh\nexec {_start(py)} {name} "$@"\n')
         path.chmod(0o755)
+
+
+def _start(py: str) -> str:
+    """How a wrapper starts the shim. With this interpreter: without ``site`` (-S), the paths it would
+    have set up named instead (this tree first, then the installed packages): ``site`` runs every
+    ``.pth`` file, which took 20-45 ms of the ~70 a shim costs, and a hang capture starts ~25 shims a
+    station. Another interpreter (the lab's) keeps ``-m``: its paths are not ours to know."""
+    if py != sys.executable:
+        return f'"{py}" -m console.sim.shim'
+    tree = str(Path(__file__).resolve().parents[2])
+    paths = [tree, *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir())]
+    code = (f"import sys; sys.path[1:1] = {paths!r}; del sys.argv[0]; "
+            "from console.sim.shim import main; raise SystemExit(main())")
+    return f'"{py}" -S -c {shlex.quote(code)} console.sim.shim'  # (its own word: tests find shims by it)
 
 
 def main() -> int:

@@ -36,6 +36,16 @@ def display_line(line: str) -> str:
     return clean(clip(line, DISPLAY_MAX_CHARS)).replace("\n", "␊")  # clean shows U+2028/2029 as ␊ too
 
 
+def _all_shown_as_they_are(lines: list[str]) -> bool:
+    """Whether ``display_line`` returns every one of ``lines`` unchanged (printable ASCII, none too
+    long), found over the joined batch (``isascii``/``isprintable`` hold for a text when they hold for
+    each of its pieces) instead of three calls a line."""
+    if not lines:
+        return True
+    joined = "".join(lines)
+    return joined.isascii() and joined.isprintable() and max(map(len, lines)) <= DISPLAY_MAX_CHARS
+
+
 class LogBuffer:
     """The last ``max_lines`` lines of one station's log, numbered from 1 over everything added.
 
@@ -97,10 +107,15 @@ class LogBuffer:
         many were added. A ``LogMarker`` stays known as one."""
         lines = lines if isinstance(lines, list) else list(lines)
         store = self._lines
-        store.extend(map(display_line, lines))
-        for i, raw in enumerate(lines):
-            if type(raw) is LogMarker:
-                self._markers.add(self.total + 1 + i)
+        kinds = set(map(type, lines))
+        if kinds <= {str} and _all_shown_as_they_are(lines):  # a whole batch in C: display_line keeps each
+            store.extend(lines)
+        else:
+            store.extend(map(display_line, lines))
+        if not kinds <= {str}:
+            for i, raw in enumerate(lines):
+                if type(raw) is LogMarker:
+                    self._markers.add(self.total + 1 + i)
         added = len(lines)
         self.total += added
         excess = len(self) - self.max_lines

@@ -49,6 +49,7 @@ from console.tasks import cancel_and_wait
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
+LOG_SLICE = 2500  # lines the periodic flush hands on at once (~8 ms of masking, classifying and drawing)
 LOG_LINE_CAP = 16 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
 # (16 KiB: vLLM's argument list fits; the worst catalogue pattern costs ~13 ms on a hostile line this long)
 RECHECK_STOPPED_S = 60.0  # a stopped container is looked at again this often (an event normally wakes us)
@@ -386,13 +387,17 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self._stamps.append(None)
         self._new_run = None
 
-    def flush(self) -> None:
+    def flush(self, most: int | None = None) -> None:
         """Classify the buffered lines once (one scan per batch), hand the batches to the owner, then
-        to the subscribers."""
+        to the subscribers. ``most``: only the oldest ``most`` lines (the rest stay buffered, in order)."""
         if not self._buf:
             return
-        buf, stamps = self._buf, self._stamps
-        self._buf, self._stamps = [], []
+        if most is not None and len(self._buf) > most:
+            buf, stamps = self._buf[:most], self._stamps[:most]
+            del self._buf[:most], self._stamps[:most]
+        else:
+            buf, stamps = self._buf, self._stamps
+            self._buf, self._stamps = [], []
         buf = self._masked(buf)
         batches = []
         for i in range(0, len(buf), LOG_BATCH_MAX):
@@ -406,16 +411,24 @@ values and the secret-name rule: SGLang prints its server args with the API key)
     def _masked(self, buf: list[str]) -> list[str]:
         """The buffered lines masked, the console's own marker lines among them left as they are."""
         marks = [(i, line) for i, line in enumerate(buf) if type(line) is LogMarker] if self._marks else ()
-        self._marks = 0
+        self._marks -= len(marks)
         out = self._mask_lines(buf)
         for i, line in marks:
             out[i] = line
         return out
 
     async def flush_every(self) -> None:
+        """Every ``LOG_FLUSH_S`` what was read, ``LOG_SLICE`` lines at a time with the loop free between
+        two slices: a flood (or a backlog after the loop was held up) is never one long block of masking,
+        classifying and drawing, which the UI's own timers would wait behind."""
         while True:
             await asyncio.sleep(LOG_FLUSH_S)
-            self.flush()
+            left = len(self._buf)  # this round's lines: those read meanwhile wait for the next round
+            while left > 0:
+                self.flush(min(left, LOG_SLICE))
+                left -= LOG_SLICE
+                if left > 0:
+                    await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ the stream (I/O)
 

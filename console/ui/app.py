@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 from textual import on
 from textual.app import App
 from textual.binding import Binding
@@ -57,6 +57,9 @@ from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 from console.ui.widgets.station_pane import StationPane
 from console.vocabulary import HOST_KEY_STATES, ConnState
+
+if TYPE_CHECKING:
+    import httpx  # annotations only: the client loads it when the API is first polled
 
 
 class ConsoleApp(App):
@@ -147,7 +150,14 @@ class ConsoleApp(App):
         self.sub_title = setup_title(self.config, self.read_only)
         self._sessions_active = self.sessions.active()
         self._sessions_active.__enter__()
-        if self._start_services:
+        if self._start_services:  # after the first frame: connecting loads asyncssh and httpx (~0.2 s)
+            self.call_after_refresh(self._start_jobs)
+        # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
+        self.set_interval(0.5, self.refresh_diagnosis)
+
+    def _start_jobs(self) -> None:
+        """The stations' services, the API's poll, the RAS watch and the incident recorder."""
+        if self._start_services and not self.services and self.is_running:
             self.services = start_station_services(self.jobs, self.config, self.post_message, self.sessions,
                                                    self._gpu_interval_ms)
             self._serving_client = ApiClient(self.config.api_url(), api_key=self.config.api_key(),
@@ -157,8 +167,6 @@ class ConsoleApp(App):
             # the job's NCCL RAS, one short read every few s while an engine serves: ranks out of step show
             start_ras_watch(self.jobs, self.sessions, self.stations, self.post_message, self._job_failed)
             self.jobs.start("incidents", self.incidents.run, on_failure=self._job_failed)
-        # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
-        self.set_interval(0.5, self.refresh_diagnosis)
 
     def _job_failed(self, failure: JobFailure) -> None:
         """A job of the app died (the supervisor restarts it): never silent."""

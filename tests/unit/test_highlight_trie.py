@@ -58,3 +58,24 @@ def test_trie_patterns_colour_what_the_alternations_did(old, new):
 def test_the_trie_of_a_few_words():
     rx = re.compile(markers._literals(["ab", "abc", "b", "abd"]))
     assert [m.group() for m in rx.finditer("abcab abd b xab")] == ["abc", "ab", "abd", "b", "ab"]
+
+
+def test_the_warning_alternation_searched_part_by_part_colours_what_the_one_pattern_did():
+    new = markers.HIGHLIGHTS[3][0]
+    old = re.compile(new.pattern)
+    lines = _corpus() + ["WARNING WARN xWARN WARNx via NET/Socket/0 Using network Socket WARN", "WARNWARN WARN"]
+    assert sum(1 for x in lines if _spans(old, x)) > 10
+    for line in lines:
+        assert _spans(new, line) == _spans(old, line), line
+
+
+def test_first_of_overlapping_parts_yield_what_the_alternation_yields():
+    # parts that overlap and a prefilter that finds more than its part: the leftmost position wins,
+    # then the first alternative that matches there, then the search goes on after that match
+    from console.diagnosis.catalogue.first_of import FirstOf, Part
+
+    rx = FirstOf([Part(r"\bab\b", r"ab"), Part(r"abc"), Part(r"b+c"), Part(r"c")])
+    rng = random.Random(3)
+    for _ in range(3000):
+        line = "".join(rng.choice("abc ") for _ in range(rng.randrange(0, 30)))
+        assert _spans(rx, line) == _spans(re.compile(rx.pattern), line), line

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from console.config import parse_config
+from console.config.secrets import redact_text
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker
 from console.remote.transport import CommandResult
@@ -196,3 +197,53 @@ async def test_a_run_that_exited_before_anyone_looked_is_read_and_its_end_told()
     reads = [c for c in station.sent if "docker logs" in c]
     assert len(reads) == 1 and " -f " not in reads[0] and f"--since {since:.6f}" in reads[0]
     await logs.close()
+
+
+def test_a_backlog_is_handed_on_in_slices_in_order_with_the_loop_free_between():
+    """What piled up while the loop was held up goes out LOG_SLICE lines at a time (never one block of
+    masking and classifying a flood), in order, the console's marker lines kept as markers."""
+    from console.station import logstream as ls
+
+    got: list[LogBatch] = []
+    stream = LogStream(A, NoTransport(), 100, on_batches=got.extend)  # type: ignore[arg-type]
+    n = ls.LOG_SLICE * 2 + 7
+    for k in range(n // 2):
+        stream.ingest(f"{stamp(11)} line {k}")
+    stream.interrupted(1.0)
+    stream.mark_gap()
+    for k in range(n // 2, n):
+        stream.ingest(f"{stamp(12)} line {k} token=hunter2secret")
+    stream.flush(10)
+    assert [len(b.lines) for b in got] == [10]
+
+    async def run() -> list[int]:
+        turns: list[int] = []  # batches handed on each time another task got the loop
+        added = [0]
+
+        async def other() -> None:  # a reader still adding lines: they wait for the next round
+            while True:
+                turns.append(len(got))
+                if len(got) > 1 and added[0] < EXTRA:  # once the backlog's flush began
+                    added[0] += 1
+                    stream.ingest(f"{stamp(13)} extra {added[0]}")
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other())
+        flusher = asyncio.create_task(stream.flush_every())
+        await until(lambda: sum(len(b.lines) for b in got) == n + 1 + EXTRA, what="every line handed on", timeout=10)
+        flusher.cancel()
+        task.cancel()
+        return turns
+
+    EXTRA = 10
+    turns = asyncio.run(run())
+    assert max(len(b.lines) for b in got) <= ls.LOG_SLICE
+    # the backlog's slices and one more round for the late lines, never a batch per turn of the loop
+    assert len(got) <= 1 + -(-(n + 1 - 10) // ls.LOG_SLICE) + 2
+    assert len(set(turns)) >= 3  # the other task ran between the slices
+    lines = [x for b in got for x in b.lines if not x.startswith("extra ")]
+    markers = [x for x in lines if type(x) is LogMarker]
+    assert len(markers) == 1 and "stream interrupted" in markers[0]
+    raw = [f"line {k}" if k < n // 2 else f"line {k} token=hunter2secret" for k in range(n)]
+    assert [x for x in lines if type(x) is not LogMarker] == [redact_text(x) for x in raw]
+    assert all("hunter2secret" not in x for x in lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from console.diagnosis.catalogue.first_of import FirstOf, Part
 from console.diagnosis.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
 from console.diagnosis.catalogue.specs import SPECS
 from console.sanitize import strip_escapes
@@ -208,13 +209,16 @@ def _trie_pattern(node: dict) -> str:
     return "(?:" + "|".join(alts) + ")"
 
 
-HIGHLIGHTS: tuple[tuple[re.Pattern[str], HighlightClass], ...] = (
+HIGHLIGHTS: tuple[tuple[re.Pattern[str] | FirstOf, HighlightClass], ...] = (
     (re.compile(r"^\(\w++ pid=\d++\)|^\[\d{4}-\d\d-\d\d [\d:]++ TP\d++\]"), "prefix"),
     (re.compile(r"via NET/IB\w*+/\d++(?:/GDRDMA)?|GPU Direct RDMA (?:\(DMABUF\) )?\w++"), "transport"),
     (re.compile(_literals((*READY_MARKERS.values(), "Init COMPLETE"))), "ready"),
-    (re.compile(r"\b(?:WARNING|WARN)\b|via NET/Socket\S*+|Using network Socket"), "warning"),
-    (re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|" + re.escape(TRACEBACK) + r"|" + EXCEPTION_TYPE + r"|"
-                r"\[E\d{3,4}[ \]]|" + _literals(FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed"))), "error"),
+    # the alternations whose parts start with \b or many letters: searched part by part (first_of.py)
+    (FirstOf([Part(r"\b(?:WARNING|WARN)\b", r"WARN"), Part(r"via NET/Socket\S*+"), Part(r"Using network Socket")]),
+     "warning"),
+    (FirstOf([Part(r"\b(?:ERROR|CRITICAL|FATAL)\b", r"(?:ERROR|CRITICAL|FATAL)\b"), Part(re.escape(TRACEBACK)),
+              Part(EXCEPTION_TYPE), Part(r"\[E\d{3,4}[ \]]"),
+              Part(_literals(FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed")))]), "error"),
 )
 
 

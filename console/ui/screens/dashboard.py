@@ -131,6 +131,7 @@ class DashboardScreen(Screen):
         self.view: View = "fleet" if len(config.stations) >= FLEET_FROM else "grid"
         self.chosen: str | None = None  # the station shown alone (station view)
         self.verdicts: dict[str, Verdict] = {}  # issue 19: each station's progress, judged on a timer
+        self._judge_queued = False  # a judgement asked for by a read and not yet made
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=getattr(self.app, "_clock", True))
@@ -163,8 +164,11 @@ class DashboardScreen(Screen):
         (the fleet table follows on its own timer: its ages move anyway)."""
         if not aspects:
             return
-        if (Aspect.SERVING in aspects or Aspect.RAS in aspects) and self.is_mounted:
-            self.judge_progress()  # a new counter or RAS read: judged now, not on the next tick
+        if (Aspect.SERVING in aspects or Aspect.RAS in aspects) and self.is_mounted and not self._judge_queued:
+            # a new counter or RAS read: judged once the messages queued now are applied, not on the next
+            # tick and not once per message (a burst of reads is one judgement)
+            self._judge_queued = True
+            self.call_next(self._judge_queued_now)
         if pane := self.panes.get(name):
             pane.show_state(aspects)
         if Aspect.CONN in aspects:  # the diagnosis says whose log it cannot read
@@ -202,6 +206,10 @@ class DashboardScreen(Screen):
     def _refresh_fleet(self) -> None:
         if self.view == "fleet":
             self.query_one(FleetTable).update_from(self.stations.by_rank(), verdicts=self.verdicts)
+
+    def _judge_queued_now(self) -> None:
+        self._judge_queued = False
+        self.judge_progress()
 
     def judge_progress(self) -> None:
         """Issue 19: judge every station's progress (pure, console/station/progress.py) and show the

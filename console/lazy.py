@@ -1,0 +1,37 @@
+"""A module imported on its first attribute use, not at start-up.
+
+asyncssh (~90 ms with its agent and crypto) and httpx (~60 ms, ~50 ms more for httpcore when its first
+client is made) are needed only once a station is connected or the API polled, never for the first
+frame: the modules that use them name them through ``lazy_module`` so the console paints before they
+load. Every attribute is looked up on the real module each time (nothing is cached here), so a test
+that patches ``asyncssh.connect`` is seen, as with a plain import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+
+class LazyModule:
+    """Stands for module ``name``: the first attribute read imports it."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def _module(self) -> ModuleType:
+        return sys.modules.get(self._name) or importlib.import_module(self._name)
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self._module(), attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}{' (loaded)' if self._name in sys.modules else ''}>"
+
+
+def lazy_module(name: str) -> ModuleType:
+    """``name`` loaded on first use (typed as the module: callers write ``asyncssh.connect`` as before)."""
+    return LazyModule(name)  # type: ignore[return-value]
