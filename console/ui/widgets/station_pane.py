@@ -22,8 +22,9 @@ from textual.widgets import Static
 
 from console.config import Station
 from console.diagnosis.catalogue import known_bad
-from console.durations import age
+from console.durations import age, span
 from console.durations import clock as clock_text
+from console.probes.docker import parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
@@ -61,7 +62,7 @@ TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-s
                   "weights-end": "weights", "kv-cache": "KV", "cuda-graphs": "graphs"}
 
 
-def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
+def timeline_line(p: EngineProgress, now: float | None = None, container_started: float | None = None) -> Text:
     """The start-up so far in one line: the engine's own figures per phase reached, the latest
     phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...").
     While the engine is still coming up (``now`` given), the clock runs to now and the phase it is in
@@ -72,7 +73,13 @@ def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
         return Text()
     running = now is not None and p.phase in LOADING_PHASES
     end = max(now, evs[-1].at) if running and now is not None else evs[-1].at
-    t = Text(f"start-up +{clock_text(int(end - evs[0].at))} ", style="dim")
+    if p.attached:  # the run's start was never read: no start-up clock to give, only what was seen
+        up = "" if container_started is None or now is None else \
+            f", container up {span(max(0.0, now - container_started))}"
+        t = Text(f"attached (start not seen{up}) ", style="dim")
+        running = False
+    else:
+        t = Text(f"start-up +{clock_text(int(end - evs[0].at))} ", style="dim")
     shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
     for i, ev in enumerate(shown):
         if i:
@@ -461,7 +468,8 @@ class StationPane(Vertical):
             if bad := nccl_build_warning(p):  # issue 19: the NCCL this rank loaded is a known-bad build
                 after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
             if p.timeline:
-                line = timeline_line(p, now)
+                c = s.container
+                line = timeline_line(p, now, parse_time(c.started_at) if c is not None and c.started_at else None)
                 line.no_wrap, line.overflow = True, "ellipsis"
                 after.append(line)
         self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
