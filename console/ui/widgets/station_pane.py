@@ -8,7 +8,8 @@ log lines go to its log view (``add_logs``).
 The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
 (worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
 error); a short pane (a small terminal, many stations) drops the history rows and the display
-GPU and gives the serving box three rows, so the log keeps lines; a tall one plots the serving
+GPU and gives the serving box three rows, so the log keeps lines (a tiny one, 80x24 with four
+stations: its first row, unframed, so the API's word is never cut off); a tall one plots the serving
 GPU's memory and utilization over time."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from console.ui.widgets.process_list import ProcessList
 from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, EnginePhase, NcclTransport
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
+TINY_BELOW = 14  # pane rows: below, the serving box loses its frame and keeps its first row, the API (80x24, 4 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
 CONN_STYLE: dict[ConnState, tuple[str, str]] = {
@@ -168,6 +170,7 @@ class StationPane(Vertical):
     StationPane.-short GpuMeter { height: 2; }
     StationPane.-short GpuMeter .gpu-hist { display: none; }
     StationPane.-short GpuMeter.-display { display: none; }
+    StationPane.-tiny ServingPanel { border: none; padding: 0; }
     StationPane.-roomy GpuMeter.-serving { height: auto; }
     StationPane.-roomy GpuMeter.-serving .gpu-hist { display: none; }
     StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
@@ -212,12 +215,14 @@ class StationPane(Vertical):
 
     def on_resize(self) -> None:
         """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
-        short, roomy = self.size.height < SHORT_BELOW, self.size.height >= ROOMY_FROM
-        if short != self.has_class("-short") or roomy != self.has_class("-roomy"):
+        h = self.size.height
+        short, roomy, tiny = h < SHORT_BELOW, h >= ROOMY_FROM, h < TINY_BELOW
+        if (short, roomy, tiny) != (self.has_class("-short"), self.has_class("-roomy"), self.has_class("-tiny")):
             self.set_class(short, "-short")
             self.set_class(roomy, "-roomy")
+            self.set_class(tiny, "-tiny")  # a frame would take the rows its API line needs
             for panel in self.query("ServingPanel"):
-                panel.set_max_lines(3 if short else None)  # type: ignore[attr-defined]
+                panel.set_max_lines(1 if tiny else 3 if short else None)  # type: ignore[attr-defined]
 
     def toggle_processes(self) -> bool:
         """Show or hide the GPU process list (the dashboard's ``p``); True when now shown."""
