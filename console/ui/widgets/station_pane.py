@@ -170,6 +170,7 @@ class StationPane(Vertical):
     StationPane.-short GpuMeter { height: 2; }
     StationPane.-short GpuMeter .gpu-hist { display: none; }
     StationPane.-short GpuMeter.-display { display: none; }
+    StationPane.-short GpuMeter.-display.-error { display: block; }
     StationPane.-tiny ServingPanel { border: none; padding: 0; }
     StationPane.-roomy GpuMeter.-serving { height: auto; }
     StationPane.-roomy GpuMeter.-serving .gpu-hist { display: none; }
@@ -359,6 +360,8 @@ class StationPane(Vertical):
         meters = {m.index: m for m in self.meters}
         for g in s.gpus:
             meter, memory = meters.get(g.index), s.memory.get(g.index)
+            if meter is not None:
+                meter.set_class(g.error is not None, "-error")  # a GPU in error is never hidden for room
             if meter is not None and memory is not None:
                 meter.show(g, memory, s.traces.get(g.index), stale_age)
 
