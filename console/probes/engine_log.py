@@ -139,8 +139,7 @@ class EngineLogTracker:
             if idx >= stop:
                 break
             changed |= self._connecting(batch, done, idx)
-            stamp = stamps[idx] if idx < len(stamps) else None
-            changed |= self._apply(marks, (parse_time(stamp) if stamp else None) or at)
+            changed |= self._apply(marks, _stamp_time(stamps, idx) or at)
             done = idx + 1
         return self._connecting(batch, done, stop) or changed
 
@@ -211,3 +210,11 @@ class EngineLogTracker:
         if not self._start_seen and event != "container-started":
             self.progress.attached = True
         return True
+
+
+def _stamp_time(stamps: Sequence[str | None], idx: int) -> float | None:
+    """Line ``idx``'s docker time, never ahead of this machine's (a station clock that runs ahead must
+    not start a phase in our future); None when the line has no stamp."""
+    stamp = stamps[idx] if idx < len(stamps) else None
+    t = parse_time(stamp) if stamp else None
+    return None if t is None else min(t, time.time())
