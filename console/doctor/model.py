@@ -102,12 +102,30 @@ class DoctorReport:
                     "Run the ladder again (a, or `dgx-console doctor`) and let it finish.")
         if v == "ok":
             ran = len(dict.fromkeys(r.id for r in self.results))
+            unmeasured = self.not_measured
+            if unmeasured and not any(r.status in (CheckStatus.PASS, CheckStatus.WARN) for r in self.results):
+                return (f"not measured: every rung was skipped for want of an SSH channel ({', '.join(unmeasured)}); "
+                        "nothing was proved either way",
+                        "Rerun the ladder (a, or `dgx-console doctor`) when the station's other jobs (a validation "
+                        "run, a capture) have ended.")
+            if unmeasured:
+                return (f"none found where measured: no rung failed ({ran} rungs ran); not measured for want of an "
+                        f"SSH channel: {', '.join(unmeasured)}",
+                        "Rerun those rungs (`dgx-console doctor --rung ID`) when the station's other jobs have ended; "
+                        "if the service still fails meanwhile, the diagnosis (d) lists the log's findings.")
             return (f"none found: no rung failed ({ran} rungs ran)",
                     "If the service still fails: the diagnosis (d, `dgx-console diagnose`) lists the log's findings; "
                     "while it hangs, rung 6 (hang) reads the stacks and counters live.")
         first = next(r for r in self.of(v) if r.status == CheckStatus.FAIL)
         return (f"not named by a rung; the first failure is {first.id} {first.station}: {first.summary}",
                 first.next or "Read this row's evidence (Enter); `dgx-console bundle PATH` keeps it for whoever helps.")
+
+    @property
+    def not_measured(self) -> list[str]:
+        """The rungs with a result skipped for want of an SSH channel (the console's own limit, not the
+        stations'): such a rung proved nothing, so a clean verdict over it must say so."""
+        return list(dict.fromkeys(r.id for r in self.results if r.status == CheckStatus.SKIP
+                                  and "not measured" in r.summary))
 
     @property
     def cause(self) -> RungResult | None:

@@ -1,6 +1,6 @@
-"""The one table of next steps after a hang verdict: ``h``, ``hang-report``, ``doctor`` (and, later,
-the banners) look a verdict's kind up here, so that the same situation ends in the same words
-everywhere. Pure data and one lookup; no I/O, no other console module."""
+"""The one table of next steps after a hang verdict: ``h``, ``hang-report``, ``doctor`` and the
+dashboard's progress banner look a verdict's kind up here, so that the same situation ends in the same
+words everywhere. Pure data and one lookup; no I/O, no other console module."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["out-of-step", "rank-gone", "stuck-collective", "network", "kernel", "moving", "idle", "no-ptrace",
-               "fr-off", "nothing-running", "unknown"]
+               "fr-off", "nothing-running", "unknown", "wedged", "start-stuck"]
 
 CAPTURE = "keep the evidence first: s in h (or `dgx-console hang-report PATH`) writes the archive"
 RESTART = "restart the whole service, every station, not one: R on the dashboard (or `dgx-console restart`)"
@@ -20,13 +20,16 @@ class NextStep:
     text: str  # one sentence: what to do, in order
     key: str | None = None  # the key to press on the dashboard, where one does it
     setting: str | None = None  # the launch setting to change, where that is the step
+    brief: str = ""  # the same step in one line that fits an 80-column banner (<= 70), where a banner shows it
 
 
 TABLE: dict[str, NextStep] = {
     "out-of-step": NextStep("out-of-step", f"1) {CAPTURE}; 2) read the log and stack of the rank(s) not with the "
-                            f"others (the cause; the others only wait for them); 3) {RESTART}.", "R"),
+                            f"others (the cause; the others only wait for them); 3) {RESTART}.", "R",
+                            brief="h: who fell behind · s in h: keep evidence · R: restart every station"),
     "rank-gone": NextStep("rank-gone", f"1) {CAPTURE}; 2) read the gone rank's last log lines (d: the diagnosis) "
-                          f"for what ended it (watchdog, OOM, Xid); 3) {RESTART}: the ranks left cannot serve.", "R"),
+                          f"for what ended it (watchdog, OOM, Xid); 3) {RESTART}: the ranks left cannot serve.", "R",
+                          brief="s in h: keep evidence · d: what ended it · R: restart every station"),
     "stuck-collective": NextStep("stuck-collective", f"1) {CAPTURE}; 2) {RESTART}; 3) if it comes back after hours "
                                  "of load: a newer image (NCCL), and n (the NCCL workbench) for a debug relaunch.",
                                  "R"),
@@ -45,8 +48,25 @@ TABLE: dict[str, NextStep] = {
                        "TORCH_NCCL_TRACE_BUFFER_SIZE=2000"),
     "nothing-running": NextStep("nothing-running", "no engine runs: launch the service (L on the dashboard, or "
                                 "`dgx-console launch`).", "L"),
+    "wedged": NextStep("wedged", f"1) h: the hang evidence (each rank's stack and last collective) and {CAPTURE}; "
+                       f"2) {RESTART}: a wedged engine does not recover on its own.", "h",
+                       brief="h: where each rank waits · s in h: keep evidence · R: restart all"),
+    "start-stuck": NextStep("start-stuck", "1) h: where each rank waits (py-spy, the flight recorder); 2) d: the "
+                            "diagnosis of the start-up log; 3) stop (S), fix what they name, launch again (L).", "h",
+                            brief="h: where each rank waits · d: start-up findings · then S, fix, L"),
     "unknown": NextStep("unknown", f"capture again in a minute (r in h) to see who moves; {CAPTURE}.", "r"),
 }
+
+
+#: the progress states that raise the dashboard's banner -> the kind of their next step
+BANNER_KINDS: dict[str, str] = {"out-of-step": "out-of-step", "peer-down": "rank-gone", "wedged": "wedged",
+                                "stuck": "start-stuck"}
+
+
+def banner_step(progress_state: str) -> str:
+    """The one line a banner ends on for a progress state ("next: ..."), "" for a state with none."""
+    kind = BANNER_KINDS.get(progress_state)
+    return f"next: {TABLE[kind].brief}" if kind else ""
 
 
 def next_step(kind: str) -> NextStep:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from console.diagnosis import catalogue
 from console.diagnosis.classify import ClassifiedBatch, LineMarks, classify
+from console.probes.docker import parse_time
 from console.probes.nccl_transport import worse
 from console.vocabulary import EnginePhase, NcclTransport, phase_text
 
@@ -89,6 +91,9 @@ class EngineProgress:
     nccl_version: str | None = None
     nccl_version_line: str = ""
     # --- end issue 19
+    # the timeline's events came from a run whose start (its new-run line) was never read: the console
+    # attached to an engine already up, so "start-up +0:00" from the first event seen would be a lie
+    attached: bool = False
 
     @property
     def label(self) -> str:
@@ -102,8 +107,9 @@ class EngineLogTracker:
         self._ready = READY_MARKERS.get(engine, READY_MARKERS["vllm"])
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, start_seen: bool = False) -> None:
         self.progress = EngineProgress()
+        self._start_seen = start_seen
         self._channel: NcclTransport | None = None
         self._hint: NcclTransport | None = None
 
@@ -116,8 +122,13 @@ class EngineLogTracker:
         transport, the fatal line or the timeline changed."""
         return self.feed_classified(classify([line]), at)
 
+    def feed_stamped(self, batch: ClassifiedBatch, stamps: Sequence[str | None]) -> bool:
+        """A batch whose lines carry their docker timestamps: each marked line is read at its own time,
+        so a backlog read when the console attaches keeps the engine's real start-up times."""
+        return self.feed_classified(batch, stamps=stamps)
+
     def feed_classified(self, batch: ClassifiedBatch, at: float | None = None, start: int = 0,
-                        stop: int | None = None) -> bool:
+                        stop: int | None = None, stamps: Sequence[str | None] = ()) -> bool:
         """A classified batch (``at``: the time of its lines, else now); True when the phase, the
         transport, the fatal line or the timeline changed. Only the lines holding a start-up marker are
         read one by one; between them only an NCCL line can matter (the ranks are connecting), and the
@@ -132,7 +143,7 @@ class EngineLogTracker:
             if idx >= stop:
                 break
             changed |= self._connecting(batch, done, idx)
-            changed |= self._apply(marks, at)
+            changed |= self._apply(marks, _stamp_time(stamps, idx) or at)
             done = idx + 1
         return self._connecting(batch, done, stop) or changed
 
@@ -145,7 +156,7 @@ class EngineLogTracker:
 
     def _apply(self, line: LineMarks, at: float | None) -> bool:
         if line.reset:
-            self.reset()
+            self.reset(start_seen=True)
         p = self.progress
         before = (p.phase, p.load_pct, p.transport, p.fatal)
         timeline = line.timeline is not None and self._feed_timeline(line.timeline, at)
@@ -212,4 +223,14 @@ class EngineLogTracker:
             return True
         ev = TimelineEvent(event, time.time() if at is None else at, timeline_detail(event, vals), tuple(vals.items()))
         self.progress.timeline = (*tl, ev)
+        if not self._start_seen and event != "container-started":
+            self.progress.attached = True
         return True
+
+
+def _stamp_time(stamps: Sequence[str | None], idx: int) -> float | None:
+    """Line ``idx``'s docker time, never ahead of this machine's (a station clock that runs ahead must
+    not start a phase in our future); None when the line has no stamp."""
+    stamp = stamps[idx] if idx < len(stamps) else None
+    t = parse_time(stamp) if stamp else None
+    return None if t is None else min(t, time.time())

@@ -66,6 +66,7 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
     """The timeline of one container run. The head depends on its workers: those running when it
     starts, or started within the rendezvous window (it then waits for the last to join)."""
     args = list(run.get("args") or [])
+    state = _as_at_start(state, run)
     n = len(world.names)
     profile = _split_profile(_run_profile(world.profile, args, world.operator_overrides), args, n)
     start = float(run["started_at"])
@@ -102,6 +103,18 @@ def run_timeline(world, name: str, state: dict[str, Any], run: dict[str, Any]) -
               collective_ok=launch.transport_ok(world, name, run, peer_runs if state["rank"] == 0 else None),
               hang_after_ready=bool({"collective-hang", "desync"} & launch.all_faults(world)),
               hangs=frozenset(launch.all_faults(world) & {"wedge", "init-hang", "stall-cycle"}))  # every rank
+
+
+def _as_at_start(state: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The station as the run found it: what other processes held on its GPUs when it started. A run's
+    past does not change when the leftover process is ended later (an OOM at start stays an OOM; the
+    next start finds the memory free)."""
+    held = run.get("held_at_start")
+    if held is None or len(held) != len(state["gpus"]):
+        return state
+    gpus = [{**{k: v for k, v in g.items() if k not in ("held_mib", "leaked_mib")}, "held_mib": h}
+            for g, h in zip(state["gpus"], held, strict=True)]
+    return {**state, "gpus": gpus}
 
 
 def _run_at(world, name: str, state: dict[str, Any], runs: list[dict[str, Any]], t: float) -> dict[str, Any] | None:
@@ -215,7 +228,8 @@ def start_container(world: World, name: str, container: str = "glm53", at: float
             c["runs"][-1]["stopped_at"] = now  # exited on its own: close the record
         if args is None:
             args = c["runs"][-1]["args"] if c["runs"] else launch.launch_args(world, name)
-        c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None, "args": args})
+        c["runs"].append({"started_at": now, "stopped_at": None, "exit_code": None, "args": args,
+                          "held_at_start": [held_mib(g) for g in st["gpus"]]})
         c["state"] = "running"
     return True
 

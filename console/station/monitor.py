@@ -448,7 +448,7 @@ class StationService:
         diagnosis and the log view from the ``LogBatch`` messages that carry it."""
         changed = False
         for batch in batches:
-            changed |= self.tracker.feed_classified(batch.classified)  # type: ignore[arg-type]
+            changed |= self.tracker.feed_stamped(batch.classified, batch.stamps)  # type: ignore[arg-type]
         if changed:
             self.post(EngineUpdate(self.station.name, _copy(self.tracker.progress)))
         for batch in batches:

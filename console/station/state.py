@@ -291,7 +291,7 @@ class StationState:
                 return frozenset({Aspect.LOGS})
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
-                return frozenset({Aspect.SERVING, *self._derive_serving()})
+                return frozenset({Aspect.SERVING, *self._derive_serving(), *self._derive_engine()})
             case RasSample():  # a read of the job's RAS report (wherever it ran: it speaks for every rank)
                 self.ras.apply(msg)
                 return frozenset({Aspect.RAS})
@@ -304,9 +304,21 @@ class StationState:
         e, c = self.engine_read, self.container
         if e is not None and c is not None and c.state not in CONTAINER_UP_STATES and e.phase not in ENDED_PHASES:
             e = replace(e, phase=EnginePhase.STOPPED, load_pct=None)
+        elif e is not None and e.phase == EnginePhase.FAILED and self._serves_since_failure():
+            e = replace(e, phase=EnginePhase.READY, fatal=None,
+                        notes=[*e.notes, f"serving again after: {(e.fatal or 'a failure')[:200]}"])
         changed = e is not self.engine and (e is None or self.engine is None or e.phase != self.engine.phase)
         self.engine = e
         return frozenset({Aspect.ENGINE}) if changed else NOTHING
+
+    def _serves_since_failure(self) -> bool:
+        """The head's API answered healthy from its running container after the failure was read: the
+        engine serves, whatever line looked fatal (a failure the engine survived, or one resolved under
+        the same run). The log's word alone would keep "failed" beside "API healthy"."""
+        snap, c, failed_at = self.serving, self.container, self.at.get(Aspect.ENGINE)
+        return (self.head and snap is not None and snap.status == "ok" and snap.updated_at is not None
+                and failed_at is not None and snap.updated_at > failed_at
+                and c is not None and c.state == "running")
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
         c = self.conn

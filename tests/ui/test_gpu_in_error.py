@@ -57,3 +57,31 @@ async def test_a_lost_gpu_is_a_finding_and_the_fleet_rows_state_and_last_error(t
         await until(lambda: "● live" in next(r for r in fleet_text(app).splitlines() if r.startswith("A ")),
                     what="A live again", pilot=pilot, detail=lambda: fleet_text(app))
         assert isinstance(app.dashboard.query_one(FleetTable), DataTable)
+
+
+async def test_the_simulators_lost_gpu_is_a_finding_in_d_and_stays_on_a_short_pane(sim_factory):
+    """The sim's gpu-lost fault over real SSH: nvidia-smi's error line reaches the state, ``d`` lists the
+    gpu-errors finding for A with nvidia-smi's words, and at 120x35 (a short pane, where the display
+    GPU's meter is left out for room) the lost GPU's row still shows: a GPU in error is never hidden."""
+    from console.ui.app import ConsoleApp
+    from tests.ui.pair_app import pane_text
+
+    h = await sim_factory(faults=["gpu-lost"], running=True, time_scale=0.005)
+    app = ConsoleApp(h.config, gpu_interval_ms=200)
+    async with app.run_test(size=(120, 35)) as pilot:
+        state = app.stations["A"]
+        await until(lambda: state.gpus_in_error, what="A's GPU in error", pilot=pilot, timeout=40)
+        await pilot.press("d")
+        panel = app.dashboard.query_one(DiagnosisPanel)
+        await until(lambda: any(f.id == "gpu-errors" and f.station == "A" for f in panel.findings),
+                    what="the gpu-errors finding on A in d", pilot=pilot, timeout=20,
+                    detail=lambda: [(f.id, f.station) for f in panel.findings])
+        f = next(f for f in panel.findings if f.id == "gpu-errors" and f.station == "A")
+        assert f.severity == "error" and "Unable to determine the device handle" in f.cause
+        pane = app.panes["A"]
+        assert pane.has_class("-short")
+        await until(lambda: "GPU0 ✖ Unable to determine the device handle" in pane_text(app, "A"),
+                    what="the lost GPU's row on the short pane", pilot=pilot,
+                    detail=lambda: pane_text(app, "A")[:600])
+        lost = next(m for m in pane.meters if m.index == 0)
+        assert lost.display and lost.region.height > 0

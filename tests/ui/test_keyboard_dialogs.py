@@ -76,3 +76,31 @@ async def test_f1_at_80x24_starts_with_the_apps_own_keys_one_line_each():
         descriptions = [r.split(None, 1)[-1] for r in keys]
         assert any("Filter" in d and "…" in d for d in descriptions) or all(len(r) <= table.size.width for r in rows)
         assert sum("Checks" in r for r in rows) == 1  # one line each: no tooltip wrapped onto the next
+
+
+async def test_f1_and_the_readme_show_the_same_what_you_see_which_key_table():
+    """One table (``console/ui/see_key.py``): F1 renders it under the keys, the README prints it."""
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from console.ui import see_key
+    from console.ui.widgets.help_panel import SeeKeyTable
+    from tests.ui.pair_app import pair_app
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert see_key.markdown() in readme
+    app = pair_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("f1")
+        await until(lambda: bool(app.screen.query(SeeKeyTable)) and app.screen.query_one(SeeKeyTable).size.width,
+                    what="the what-you-see table in F1", pilot=pilot)
+        table = app.screen.query_one(SeeKeyTable)
+        console = Console(width=table.size.width, record=True, file=io.StringIO(), color_system=None)
+        console.print(table.render())
+        text = console.export_text()
+        assert "what you see → which key" in text
+        flat = " ".join(text.split())
+        for see, key in see_key.ROWS:
+            assert see in flat and f"→ {key}" in flat, (see, key)  # whole: wrapped, never cut

@@ -137,3 +137,30 @@ async def test_the_wheel_up_pauses_and_down_to_the_end_follows_again():
             log.post_message(wheel(events.MouseScrollDown, log))
         await until(lambda: not pane.has_class("-paused") and log.following, what="following at the end",
                     pilot=pilot, detail=lambda: (log.scroll_offset.y, log.max_scroll_y))
+
+
+async def test_the_filter_keeps_the_host_prefix_in_sight_and_never_shifts_the_log_sideways():
+    """``/`` with a word that sits far to the right of a long line: the view stays at column 0, so each
+    shown line still starts with its host prefix (whose line it is); the matches are the only rows."""
+    app = pair_app()
+    async with app.run_test(size=(120, 35)) as pilot:
+        pad = "x" * 180
+        lines = [f"station-a:412:530 [0] NCCL INFO {pad} line {i}" + (" needle here" if i % 3 == 0 else "")
+                 for i in range(30)]
+        app.post_message(LogBatch("A", lines))
+        pane = app.panes["A"].log_pane
+        await until(lambda: pane.total >= 30, what="A's lines", pilot=pilot)
+        log = pane.log_widget
+        log.focus()
+        await pilot.press("right", "right", "right")  # the operator had looked sideways before
+        await pilot.press("slash")
+        await until(lambda: pane.has_class("filtering"), what="filter box", pilot=pilot)
+        await pilot.press(*"needle")
+        await until(lambda: pane.filter_text == "needle" and len(log.lines) == 10, what="the ten matches",
+                    pilot=pilot, detail=lambda: (pane.filter_text, len(log.lines)))
+        await pilot.pause()
+        await until(lambda: log.scroll_offset.x == 0, what="column 0", pilot=pilot,
+                    detail=lambda: log.scroll_offset)
+        assert all(ln.startswith("station-a:412:530 [0]") and "needle" in ln for ln in log.lines)
+        shown = log.render_line(0).text
+        assert shown.startswith("station-a:412:530 [0] NCCL INFO"), shown

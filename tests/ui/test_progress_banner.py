@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from console.doctor.next_steps import TABLE
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.nvidia_smi import GpuReading
@@ -92,6 +93,7 @@ async def test_the_banner_says_wedged_since_when_with_the_evidence_and_the_key(_
         text = banner.content.plain
         assert text.startswith(f"⚠ WEDGED since 11:59:20 (0:42) · {HINT} — A: wedged for 0:42: 4 running, 0 waiting")
         assert "generation tokens 51,230, last moved 0:42 ago" in text and "/health answers 200" in text
+        assert text.splitlines()[1] == "next: " + TABLE["wedged"].brief  # the shared table's step, its own line
         assert "A GPU0 100 % at 117 W: spinning kernel (busy at idle power, idle 108 W)" in text
         assert "B GPU0 100 % at 117 W: spinning kernel" in text  # every rank's GPUs
         health = app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain
@@ -122,6 +124,7 @@ async def test_the_banner_says_stuck_in_nccl_init_from_the_last_log_line(_fixed_
         assert text.startswith(f"⚠ STUCK since 11:57:50 (2:12) · {HINT} — A: stuck in NCCL init / first collective "
                                "for 2:12")
         assert "A: last log line 2:12 ago" in text and "B GPU0 100 % at 112 W: spinning kernel" in text
+        assert text.splitlines()[1] == "next: " + TABLE["start-stuck"].brief
 
 
 async def test_no_banner_while_tokens_move_or_nothing_runs(_fixed_clock, monkeypatch):
@@ -192,6 +195,7 @@ async def test_ranks_out_of_step_raise_the_banner_with_no_request_and_point_to_h
         await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
         text = banner.content.plain
         assert text.startswith("⚠ OUT-OF-STEP since ") and HINT in text and "B: ranks out of step" in text
+        assert text.splitlines()[1] == "next: " + TABLE["out-of-step"].brief
         row = fleet_row(app.stations["B"], T0 + 2.0, verdict=app.dashboard.verdicts["B"])
         assert row.alarm and row.engine.startswith("OUT-OF-STEP")
 
@@ -229,3 +233,15 @@ async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory)
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 def test_snapshot_wedge_banner(snap_compare, size, _fixed_clock):
     assert snap_compare(_app(), terminal_size=size, run_before=_wedged)
+
+
+def test_every_banner_state_ends_in_one_short_next_step_from_the_shared_table():
+    """Each state that raises the banner has its next step in ``next_steps`` (the table ``h``,
+    ``hang-report`` and ``doctor`` use), short enough for one line of an 80-column banner."""
+    from console.doctor.next_steps import banner_step
+    from console.vocabulary import PROGRESS_ALARMS
+
+    for state in PROGRESS_ALARMS:
+        step = banner_step(state)
+        assert step.startswith("next: ") and len(step) <= 76, (state, step)
+    assert banner_step("progressing") == "" and banner_step("idle") == ""

@@ -164,3 +164,22 @@ def test_a_long_rung_counts_its_steps_and_the_time_left():
     steps.skip(1)
     now[0] += 20
     assert steps.step("y") == "3 of 3: y (about 20 s left)"
+
+
+def test_a_ladder_skipped_for_want_of_channels_concludes_not_measured_not_none_found():
+    """Every rung skipped for an SSH channel shortage proved nothing: the conclusion says "not measured",
+    while the verdict and the exit code keep the contract (no rung failed: "ok", 0)."""
+    short = "A->B mlx5_0 host memory: not measured: no SSH channel on B (the console's limit, not the network)"
+    rep = DoctorReport(order=RUNG_IDS, results=[RungResult("rdma", "A->B", "skip", short),
+                                                RungResult("nccl", "A,B", "skip", "nccl-tests not measured: no channel")])
+    cause, nxt = rep.conclusion()
+    assert cause.startswith("not measured:") and "none found" not in cause and "rdma, nccl" in cause
+    assert "Rerun" in nxt
+    assert rep.verdict == "ok" and rep.exit_code == 0 and rep.to_dict()["conclusion"]["cause"] == cause
+    part = DoctorReport(order=RUNG_IDS, results=[RungResult("links", "A", "pass", "ok"),
+                                                 RungResult("rdma", "A->B", "skip", short)])
+    cause, _ = part.conclusion()
+    assert cause.startswith("none found where measured") and "not measured for want of an SSH channel: rdma" in cause
+    clean = DoctorReport(order=RUNG_IDS, results=[RungResult("links", "A", "pass", "ok"),
+                                                  RungResult("hang", "A", "skip", "the service is not serving")])
+    assert clean.conclusion()[0].startswith("none found: no rung failed")

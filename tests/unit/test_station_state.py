@@ -366,3 +366,38 @@ def test_a_crash_read_at_once_keeps_every_fatal_line():
     many = [f"RuntimeError: CUDA out of memory. Tried to allocate {k}.00 GiB" for k in range(20)]
     t.feed_batch(many)
     assert len(p.fatal_lines) == FATAL_LINES_MAX
+
+
+def test_a_failure_the_head_serves_past_clears_and_a_worker_or_an_older_answer_keeps_it():
+    """The engine's word follows what it does: a failure read before the head's API answered healthy
+    from its running container is over ("ready", the old fatal line kept only as a note); an answer
+    from before the failure, a container that does not run, or a worker (no API of its own) keep it."""
+    from console.serving.metrics import ServingSnapshot
+    from console.station.messages import ServingUpdate
+
+    def failed_head(container: str = "running") -> StationState:
+        s = StationState("A", head=True, container="glm53")
+        s.apply(ContainerUpdate("A", ContainerInfo("glm53", container, started_at="t0"), at=1.0))
+        s.apply(EngineUpdate("A", EngineProgress("failed", fatal="torch.OutOfMemoryError: CUDA out of memory"),
+                             at=10.0))
+        return s
+
+    def ok(at: float) -> ServingUpdate:
+        return ServingUpdate(ServingSnapshot(url="http://x", status="ok", healthy=True, updated_at=at, polled_at=at),
+                             at=at)
+
+    s = failed_head()
+    s.apply(ok(9.0))  # answered before the failure was read: proves nothing about after
+    assert s.engine.phase == "failed" and s.engine_failed
+    assert A.ENGINE in s.apply(ok(12.0))
+    assert s.engine.phase == "ready" and not s.engine_failed and s.engine.fatal is None
+    assert any("OutOfMemoryError" in n for n in s.engine.notes)
+    assert s.engine_read.phase == "failed"  # what the log said stays the log's
+    stopped = failed_head("exited")
+    stopped.apply(ok(12.0))
+    assert stopped.engine.phase == "failed"
+    worker = StationState("B", rank=1, head=False, container="glm53")
+    worker.apply(ContainerUpdate("B", ContainerInfo("glm53", "running"), at=1.0))
+    worker.apply(EngineUpdate("B", EngineProgress("failed", fatal="x"), at=10.0))
+    worker.apply(ok(12.0))
+    assert worker.engine.phase == "failed"

@@ -172,7 +172,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     try:
         lines, finished, _pid = await _stream(ctx, head.name, cmd, ctx.options.nccl_timeout_s)
     except ChannelRefused as exc:  # the console's channels, not NCCL: nothing was measured
-        return [RungResult(ID, label, CheckStatus.SKIP, f"nccl-tests not run: {exc}", (),
+        return [RungResult(ID, label, CheckStatus.SKIP, f"nccl-tests not measured: {exc}", (),
                            "Rerun this rung when the other jobs on the station (a validation run) have ended.")]
     except TransportError as exc:
         return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun could not run on {head.name}: {exc}")]

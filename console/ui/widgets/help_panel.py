@@ -19,6 +19,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import HelpPanel, KeyPanel, Static
 
+from console.ui.see_key import ROWS
+
 
 def _group(namespace: object, binding: Binding) -> int:
     """0: the screen's keys, 1: the console's app-wide keys (each of the console's keys has an id),
@@ -66,13 +68,36 @@ class AppKeysTable(Static):
         return table
 
 
+class SeeKeyTable(Static):
+    """What you see -> which key (``console/ui/see_key.py``), under the keys: a tired operator starts
+    from what the screen shows, not from a key's name."""
+
+    DEFAULT_CSS = """
+    SeeKeyTable { width: 1fr; height: auto; margin-top: 1; }
+    """
+
+    def render(self) -> Text:
+        """Each row on its own lines, wrapped, never cut: the panel is narrow (27 columns at 80x24)."""
+        out = Text("what you see → which key", style="bold")
+        for see, key in ROWS:
+            out.append("\n")
+            out.append(see, style="dim")
+            out.append("\n  → ")
+            out.append(key)
+        return out
+
+
 class AppKeysPanel(KeyPanel):
+    """The keys, then what you see -> which key, in the one scrolling panel."""
+
     def compose(self) -> ComposeResult:
         yield AppKeysTable()
+        yield SeeKeyTable(id="see-key")
 
 
 class ConsoleHelpPanel(HelpPanel):
-    """Textual's help panel with the app's keys first (no widget prose above them)."""
+    """Textual's help panel with the app's keys first (no widget prose above them), then what you see
+    -> which key."""
 
     def compose(self) -> ComposeResult:
         yield AppKeysPanel(id="keys-help")

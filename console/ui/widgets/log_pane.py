@@ -114,25 +114,15 @@ class LogPane(Vertical):
             self._paused_line()
 
     def set_filter(self, text: str) -> None:
+        """Show the lines that hold ``text``. The view goes back to column 0 and stays there: a line's
+        start (the host and process prefix) says whose line it is, so the filter never scrolls it out
+        of sight; a match beyond the edge is reached with the arrows (the edge mark says there is more)."""
         self.filter_text = text
         log = self.log_widget
         log.set_match(self._matcher(), self._pattern())
         log.follow()  # the newest matches (the old scroll offset may be past the new end)
-        column = self._match_column(log.lines[-max(1, log.size.height):])
         # once the new size is laid out
-        log.call_after_refresh(log.scroll_to, x=column, animate=False, immediate=True)
-
-    def _match_column(self, last: list[str]) -> int:
-        """A horizontal offset that shows the matches on screen (0 when they already are): the
-        matches in the lines at the end (``last``), where the view is, decide."""
-        rx = self._pattern()
-        width = self.log_widget.scrollable_content_region.width or self.size.width
-        if rx is None or width <= 0:
-            return 0
-        found = [m for ln in last if (m := rx.search(ln))]
-        if not found or max(m.end() for m in found) < width - 1:
-            return 0
-        return max(0, min(m.start() for m in found) - 8)
+        log.call_after_refresh(log.scroll_to, x=0, animate=False, immediate=True)
 
     def jump_to(self, line_no: int) -> None:
         """Show line ``line_no`` (1-based, counted over everything this station printed)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from console.doctor.next_steps import banner_step
 from console.durations import clock, time_of_day
 from console.sanitize import one_line
 from console.station.progress import Verdict
@@ -30,16 +31,19 @@ def banner_text(verdict: Verdict, now: float, error_style: str = "bold red") -> 
     head.append(HINT, style="bold reverse")
     where = f"{verdict.station}: " if verdict.station else ""
     head.append(f" — {where}{one_line(verdict.words, 300)}")
-    if not verdict.evidence:
-        return head
-    return Text("\n").join([head, Text(one_line(" · ".join(verdict.evidence), 600), style="dim")])
+    lines = [head]
+    if step := banner_step(verdict.state):  # the shared table's next step, one line, before the evidence
+        lines.append(Text(step, style="bold", no_wrap=True, overflow="ellipsis"))
+    if verdict.evidence:
+        lines.append(Text(one_line(" · ".join(verdict.evidence), 600), style="dim"))
+    return Text("\n").join(lines)
 
 
 class ProgressBanner(Static):
     """Shown while the service is wedged or stuck; the verdict's words, evidence and the key."""
 
     DEFAULT_CSS = """
-    ProgressBanner { height: auto; max-height: 5; display: none; border-left: thick $error;
+    ProgressBanner { height: auto; max-height: 6; display: none; border-left: thick $error;
                      background: $error 15%; padding: 0 1; }
     ProgressBanner.-alarm { display: block; }
     """

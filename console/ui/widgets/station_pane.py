@@ -8,7 +8,8 @@ log lines go to its log view (``add_logs``).
 The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
 (worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
 error); a short pane (a small terminal, many stations) drops the history rows and the display
-GPU and gives the serving box three rows, so the log keeps lines; a tall one plots the serving
+GPU and gives the serving box three rows, so the log keeps lines (a tiny one, 80x24 with four
+stations: its first row, unframed, so the API's word is never cut off); a tall one plots the serving
 GPU's memory and utilization over time."""
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from textual.widgets import Static
 
 from console.config import Station
 from console.diagnosis.catalogue import known_bad
-from console.durations import age
+from console.durations import age, span
 from console.durations import clock as clock_text
+from console.probes.docker import parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
@@ -39,6 +41,7 @@ from console.ui.widgets.process_list import ProcessList
 from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, EnginePhase, NcclTransport
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
+TINY_BELOW = 14  # pane rows: below, the serving box loses its frame and keeps its first row, the API (80x24, 4 stations)
 ROOMY_FROM = 44  # pane rows: from here the serving GPU's history is a plot (200x50, two stations)
 
 CONN_STYLE: dict[ConnState, tuple[str, str]] = {
@@ -61,7 +64,7 @@ TIMELINE_SHORT = {"engine-up": "engine up", "nccl-init": "NCCL init", "weights-s
                   "weights-end": "weights", "kv-cache": "KV", "cuda-graphs": "graphs"}
 
 
-def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
+def timeline_line(p: EngineProgress, now: float | None = None, container_started: float | None = None) -> Text:
     """The start-up so far in one line: the engine's own figures per phase reached, the latest
     phase, and the time since the first event ("start-up +4:07 weights 218.00 GiB in 239.4 s · ...").
     While the engine is still coming up (``now`` given), the clock runs to now and the phase it is in
@@ -72,7 +75,13 @@ def timeline_line(p: EngineProgress, now: float | None = None) -> Text:
         return Text()
     running = now is not None and p.phase in LOADING_PHASES
     end = max(now, evs[-1].at) if running and now is not None else evs[-1].at
-    t = Text(f"start-up +{clock_text(int(end - evs[0].at))} ", style="dim")
+    if p.attached:  # the run's start was never read: no start-up clock to give, only what was seen
+        up = "" if container_started is None or now is None else \
+            f", container up {span(max(0.0, now - container_started))}"
+        t = Text(f"attached (start not seen{up}) ", style="dim")
+        running = False
+    else:
+        t = Text(f"start-up +{clock_text(int(end - evs[0].at))} ", style="dim")
     shown = [e for e in evs if e.detail] + ([evs[-1]] if not evs[-1].detail else [])
     for i, ev in enumerate(shown):
         if i:
@@ -161,6 +170,8 @@ class StationPane(Vertical):
     StationPane.-short GpuMeter { height: 2; }
     StationPane.-short GpuMeter .gpu-hist { display: none; }
     StationPane.-short GpuMeter.-display { display: none; }
+    StationPane.-short GpuMeter.-display.-error { display: block; }
+    StationPane.-tiny ServingPanel { border: none; padding: 0; }
     StationPane.-roomy GpuMeter.-serving { height: auto; }
     StationPane.-roomy GpuMeter.-serving .gpu-hist { display: none; }
     StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
@@ -205,12 +216,14 @@ class StationPane(Vertical):
 
     def on_resize(self) -> None:
         """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
-        short, roomy = self.size.height < SHORT_BELOW, self.size.height >= ROOMY_FROM
-        if short != self.has_class("-short") or roomy != self.has_class("-roomy"):
+        h = self.size.height
+        short, roomy, tiny = h < SHORT_BELOW, h >= ROOMY_FROM, h < TINY_BELOW
+        if (short, roomy, tiny) != (self.has_class("-short"), self.has_class("-roomy"), self.has_class("-tiny")):
             self.set_class(short, "-short")
             self.set_class(roomy, "-roomy")
+            self.set_class(tiny, "-tiny")  # a frame would take the rows its API line needs
             for panel in self.query("ServingPanel"):
-                panel.set_max_lines(3 if short else None)  # type: ignore[attr-defined]
+                panel.set_max_lines(1 if tiny else 3 if short else None)  # type: ignore[attr-defined]
 
     def toggle_processes(self) -> bool:
         """Show or hide the GPU process list (the dashboard's ``p``); True when now shown."""
@@ -347,6 +360,8 @@ class StationPane(Vertical):
         meters = {m.index: m for m in self.meters}
         for g in s.gpus:
             meter, memory = meters.get(g.index), s.memory.get(g.index)
+            if meter is not None:
+                meter.set_class(g.error is not None, "-error")  # a GPU in error is never hidden for room
             if meter is not None and memory is not None:
                 meter.show(g, memory, s.traces.get(g.index), stale_age)
 
@@ -461,7 +476,8 @@ class StationPane(Vertical):
             if bad := nccl_build_warning(p):  # issue 19: the NCCL this rank loaded is a known-bad build
                 after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
             if p.timeline:
-                line = timeline_line(p, now)
+                c = s.container
+                line = timeline_line(p, now, parse_time(c.started_at) if c is not None and c.started_at else None)
                 line.no_wrap, line.overflow = True, "ellipsis"
                 after.append(line)
         self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
