@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from console.diagnosis.catalogue import refiners as rf
+from console.diagnosis.catalogue import wordings
 from console.diagnosis.catalogue.specs import R_FALLBACK, R_ROOT, R_SYMPTOM, Hit
 
 # refine(match, text) -> Hit (override), None (keep defaults) or False (not a finding after all)
@@ -354,6 +355,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("ray-resources", ("exceeds available GPUs",), _c(r"parallel size \(\d++\) exceeds available GPUs"),
               cause="the parallelism asks for more GPUs than the Ray cluster has (a station has not joined)"),
 )
+
+# each stack's wordings of the kinds above (console.diagnosis.catalogue.wordings: one row per wording)
+_WORDING_REFINERS: dict[str, Refiner] = {"worker-died": rf.worker_exit, "cuda-oom": rf.oom}
+SIGNATURES += tuple(
+    Signature(w.kind, (w.anchor,), pat, severity=w.severity, cause=w.cause, retried=w.retried,
+              refine=_WORDING_REFINERS.get(w.kind))
+    for w, pat in wordings.compiled())
 
 # anchor -> signatures, for the batch prefilter (an anchor may serve several signatures;
 # a signature's regex then decides)
