@@ -3,7 +3,8 @@
 ``bench/field/`` holds excerpts from public reports of vLLM, SGLang, TensorRT-LLM, llama.cpp, Ray, PyTorch
 distributed, NCCL / nccl-tests, GPU driver and kernel logs and container runtimes (file format as in
 ``tests/fixtures/logs``: ``<expected id>__<source>.log``, ``healthy-<stack>__*`` must raise no error or warning,
-``outside__*`` is a failure no catalogue id names: it must be ``unrecognised-error`` quoting a line of the excerpt).
+``outside__*`` is a failure no catalogue id names: it must be ``unrecognised-error`` whose headline quotes the
+line that names the error, given by the file's ``# headline:`` line, not a wrapper).
 
 The split is fixed by the source address, not chosen per file: an excerpt is in the tune part when the last hex
 digit of sha1(its ``# source:`` URL) is even, else held out. It was decided before any tuning; the catalogue may be
@@ -23,7 +24,7 @@ from pathlib import Path
 from console.diagnosis import has_problems
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
-from log_excerpts import diagnose, expected, load  # noqa: E402  (the corpus's own reader)
+from log_excerpts import diagnose, expected, headlines  # noqa: E402  (the corpus's own reader)
 
 FIELD = Path(__file__).resolve().parent / "field"
 PARTS = ("tune", "heldout")
@@ -50,9 +51,9 @@ def score(paths: list[Path], verbose: bool = False) -> dict[str, int]:
         elif kind == "outside":
             out["outside"] += 1
             top = findings[0] if findings else None
-            lines = {x.strip() for src in load(path).values() for x in src}
-            quoted = top is not None and top.id == "unrecognised-error" and bool(top.evidence) \
-                and any(top.evidence[0].text.strip().endswith(x[-60:]) for x in lines if x)
+            want = headlines(path)
+            quoted = top is not None and top.id == "unrecognised-error" and bool(want) \
+                and any(w in top.cause for w in want)
             out["outside_named"] += quoted
             out["silent"] += not findings
             verdict = "ok" if quoted else ("SILENT" if not findings else "NOT NAMED")

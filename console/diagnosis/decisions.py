@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from console.diagnosis import catalogue as cat
+from console.diagnosis import context
 from console.diagnosis.findings import Candidate, Contextual, Evidence, Finding, SourceState
 
 MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
@@ -23,9 +24,10 @@ OPEN_TRACEBACK_LINES = 50  # a traceback with no exception line after this many 
 # < an exception with its message < a line with an error code (CUDA "Error 802", NCCL's ncclSystemError, errno)
 _WRAPPER = re.compile(r"WorkerProc failed to start|Worker failed with error|[Ff]ailed to start(?: the engine)?\.?$|"
                       r"[Ss]ee (?:the )?root cause above|initiali[sz]ation failed\.?$|ActorDiedError|RayTaskError|"
-                      r"Call to \w+ method failed|a traceback without its exception line")
+                      r"Call to \w+ method failed|a traceback without its exception line|"
+                      r"terminate called after throwing|please check the error log")
 _ERROR_CODE = re.compile(r"\bError \d{2,4}\b|CUDA error|\bcuda\w*?Error\w|CUDA_ERROR_\w|NCCL error|\bnccl[A-Z]\w*?Error|"
-                         r"ncclInvalidUsage|\[Errno \d+\]|\berrno \d+|status 0x[0-9a-f]+|error code:? -?\d+")
+                         r"ncclInvalidUsage|Test (?:NCCL|CUDA) failure|\[Errno \d+\]|\berrno \d+|status 0x[0-9a-f]+|error code:? -?\d+")
 
 
 def _specificity(summary: str) -> int:
@@ -54,17 +56,7 @@ class Decisions:
 
     def _multi_node(self, st: SourceState) -> bool | None:
         """True when this source's NCCL crosses stations, False when it provably does not, else None."""
-        if self.nodes is not None:
-            return self.nodes > 1
-        if st.nnodes:
-            return st.nnodes > 1
-        if st.via & {"ib", "socket"}:
-            return True
-        if st.via == {"local"}:  # only P2P/SHM channels (no NET/ ones): NCCL stays on one host
-            return False
-        if sum(1 for s in self._sources.values() if s.nccl) > 1:
-            return True
-        return None
+        return context.multi_node(st, self.nodes, sum(1 for s in self._sources.values() if s.nccl))
 
     def _from_roles(self, source: str, items: list[Contextual], count: int, severity: str | None = None,
                     cause: str | None = None, fix: str | None = None, rank: int | None = None,

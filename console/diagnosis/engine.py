@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 
 from console.diagnosis import catalogue as cat
+from console.diagnosis import context
 from console.diagnosis.classify import ClassifiedBatch, classify
 from console.diagnosis.decisions import MAX_EVIDENCE, OPEN_TRACEBACK_LINES, Decisions
 from console.diagnosis.findings import (
@@ -43,7 +44,7 @@ MAX_CANDIDATES = 20  # unexplained error lines remembered per source (the count 
 _CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
-_LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight")
+_LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight|load_single_module")
 def _worse(a: str, b: str) -> str:
     return a if cat.SEVERITY_ORDER[a] <= cat.SEVERITY_ORDER[b] else b
 
@@ -250,6 +251,8 @@ class Diagnoser(Decisions):
                 changed = True
             elif fact == "gdr_on":
                 st.gdr_on = True
+            else:
+                changed |= context.note(st, fact, m)
         if changed:
             self.version += 1
         return changed
@@ -288,13 +291,15 @@ class Diagnoser(Decisions):
         loading = st.load_start > st.load_end
         if not loading:
             frames = self._context(st, lines, idx)
-            loading = any(_LOAD_FRAMES.search(f) for f in frames)
+            loading = bool(_LOAD_FRAMES.search(lines[idx])) or any(_LOAD_FRAMES.search(f) for f in frames)
         if loading:
             return cat.Hit(cause="GPU memory ran out while loading the weights", fix=cat.OOM_LOAD_FIX)
+        # the run-time fix names the knobs of the engine that runs (vLLM's unless the log shows another)
         return cat.Hit(cause="GPU memory ran out while the engine was running (after the weights loaded)",
-                       fix=cat.OOM_HOLDERS + "lower --gpu-memory-utilization (more room outside the KV cache "
+                       fix=cat.OOM_HOLDERS + context.fix_for(
+                           "cuda-oom", st.stack, "lower --gpu-memory-utilization (more room outside the KV cache "
                            "for activations and CUDA graphs), --max-num-seqs / --max-num-batched-tokens, or "
-                           "--max-model-len")
+                           "--max-model-len"))
 
     # ------------------------------------------------------------ errors no entry explains
 
@@ -317,6 +322,10 @@ class Diagnoser(Decisions):
             summary = f"NCCL WARN {w.group('msg').strip()}" if w else None
         elif (c := cat.CRASH_LINE.search(text)) is not None:
             summary = c.group(0)
+        elif "what():" in text:  # C++'s message for the exception "terminate called" only names the type of
+            summary = text.split("what():", 1)[1].strip()
+        elif (r := cat.RUN_ENDING.search(text)) is not None:
+            summary = msg.strip() or r.group(0)  # the whole line: it names what ended the run
         elif (e := cat.EXIT_LINE.search(text)) is not None:
             code = int(e.group("code") or e.group("code2") or e.group("code3"))
             summary = f"a process exited with code {code}" if code != 0 else None

@@ -396,6 +396,30 @@ CONTEXT_PROBES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("cuda capability supported", "cap_range", _c(r"\(\d+\.\d+\) - \((?P<hi>\d+)\.(?P<him>\d+)\)")),
     ("supports CUDA capabilities", "cap_list", _c(r"supports CUDA capabilities (?P<v>(?:sm_\d+a? ?)++)")),
     ("GPU Direct RDMA", "gdr_on", _c(r"GPU Direct RDMA (?:\(DMABUF\) )?[Ee]nabled")),
+    # --- the run's context (console.diagnosis.context.note): hosts and ranks, the stack, other engines' loading
+    # nccl-tests lists every rank with its host before the first collective
+    (" Pid ", "rank_host", _c(r"#\s*+Rank\s++\d++\s++(?:Group\s++\d++\s++)?Pid\s++\d++\s++on\s++(?P<host>\S++)\s++"
+                              r"device")),
+    # NCCL's communicator summary: ranks in all, nodes, ranks on this host
+    ("localRanks", "local_ranks", _c(r"nRanks (?P<n>\d++) nNodes (?P<nodes>\d++) localRanks (?P<v>\d++)")),
+    ("nranks", "nranks", _c(r"\bnranks (?P<v>\d++) cudaDev")),
+    # which stack speaks: lines each prints once at start
+    ("[TensorRT-LLM][INFO] MPI size", "stack:tensorrt-llm", _c(r"MPI size")),
+    ("[TensorRT-LLM][INFO] Engine version", "stack:tensorrt-llm", _c(r"Engine version")),
+    ("[TensorRT-LLM] TensorRT-LLM version", "stack:tensorrt-llm", _c(r"TensorRT-LLM version")),
+    ("ggml_cuda_init:", "stack:llama.cpp", _c(r"ggml_cuda_init: (?:found|GGML_CUDA)")),
+    ("llama_model_loader: loaded meta data", "stack:llama.cpp", _c(r"llama_model_loader: loaded meta data")),
+    ("vLLM API server version", "stack:vllm", _c(r"vLLM API server version")),
+    ("Initializing a V1 LLM engine", "stack:vllm", _c(r"Initializing a V1 LLM engine")),
+    ("[multiproc_worker_utils.py:", "stack:vllm", _c(r"\[multiproc_worker_utils\.py:\d")),
+    ("Init torch distributed begin", "stack:sglang", _c(r"Init torch distributed begin")),
+    ("Load weight begin. avail mem", "stack:sglang", _c(r"Load weight begin\. avail mem")),
+    ("sglang.launch_server", "stack:sglang", _c(r"sglang\.launch_server")),
+    ("# nThread ", "stack:nccl-tests", _c(r"# nThread \d++ nGpus \d++")),
+    # the weights loading (other engines' words; vLLM's and SGLang's are probes of their own)
+    ("load_tensors: loading model tensors", "load_start", _c(r"load_tensors: loading model tensors")),
+    ("llama_new_context_with_model:", "load_end", _c(r"llama_new_context_with_model:")),
+    ("llama_context:", "load_end", _c(r"llama_context: ")),
 )
 CONTEXT_ANCHORS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {}
 for _a, _fact, _pat in CONTEXT_PROBES:
@@ -409,15 +433,24 @@ RAY_IP = _c(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)\)")
 # Anchors that make a line worth a closer look for an error the catalogue does not know; the
 # regexes below decide. A line any signature matched is never "unrecognised".
 
+# Lines that end the run whatever level they are logged at (often WARNING or none): a launcher killed by a
+# signal, a node declared dead, a test tool's failure line. No entry explains them: unrecognised, never silent.
+RUN_ENDING_ANCHORS = ("death signal", ") received by PID", "marked dead", "marked as dead", "Test NCCL failure",
+                      "Test CUDA failure")
+RUN_ENDING = _c(r"Received \d++ death signal|Signal \d++ \(SIG\w++\) received by PID \d++|"
+                r"marked (?:as )?dead\b|Test (?:NCCL|CUDA) failure \S++ '[^']*+'")
 GENERIC_ANCHORS = ("Error", "ERROR", "CRITICAL", "Traceback (most recent call last)", "NCCL WARN",
                    "Exception", "exited with code", "exit code", "exitcode", "Segmentation fault",
-                   "Fatal Python error", "terminate called after throwing")
+                   "Fatal Python error", "terminate called after throwing", "what():", "] [E] ",
+                   # lines that end a run without an error level (their meaning, not their level, says so)
+                   *RUN_ENDING_ANCHORS)
 EXCEPTION_TYPE = (r"(?<![\w.])(?P<type>(?:[A-Za-z_]\w*+\.)*+(?:[A-Z]\w*?(?:Error|Exception)|Exception|KeyboardInterrupt"
          r"|SystemExit))")
 EXCEPTION_LINE = _c(EXCEPTION_TYPE + r"(?:\s*+:\s*+(?P<msg>\S.*)|\s*+$)")
 # a level token where log formats put it: vLLM "ERROR 04-08 19:59:10 ...", uvicorn "ERROR:    ...",
-# logging "- ERROR - ...", "[ERROR] ...", aligned columns "ERROR    ..."
-LEVEL_LINE = _c(r"(?<![\w='\"\-])(?P<level>ERROR|CRITICAL|FATAL)(?:\s++\d\d-\d\d |:\s++|\s++-\s++|\]\s*+|\s{2,}+)"
+# logging "- ERROR - ...", "[ERROR] ...", aligned columns "ERROR    ...", TensorRT's "[TRT] [E] ..."
+LEVEL_LINE = _c(r"(?:(?<![\w='\"\-])(?P<level>ERROR|CRITICAL|FATAL)(?:\s++\d\d-\d\d |:\s++|\s++-\s++|\]\s*+|\s{2,}+)"
+                r"|\] \[E\] )"
                 r"(?P<msg>\S.*)")
 NCCL_WARN_LINE = _c(r"NCCL WARN (?P<msg>\S.*)")
 EXIT_LINE = _c(r"exited with code (?P<code>-?\d+)|\bexit ?code\s*+[:=]?\s*+(?P<code2>-?\d+)|"
