@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from console.diagnosis import catalogue as cat
 from console.diagnosis import context
+from console.diagnosis.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
 from console.diagnosis.classify import ClassifiedBatch, classify
 from console.diagnosis.decisions import MAX_EVIDENCE, OPEN_TRACEBACK_LINES, Decisions
 from console.diagnosis.findings import (
@@ -111,6 +112,8 @@ class Diagnoser(Decisions):
                 changed |= self._match_line(source, st, lines, idx, base + idx + 1, hits[idx])
         if st.retrying:
             changed |= self._clear_retries(source, st, batch, base)
+        if st.retried_errors:
+            changed |= self._clear_retried_errors(st, batch, base)
         st.tail = (st.tail + lines)[-TAIL:] if len(lines) < TAIL else lines[-TAIL:]
         return changed
 
@@ -127,6 +130,18 @@ class Diagnoser(Decisions):
                 self.version += 1
                 changed = True
         return changed
+
+    def _clear_retried_errors(self, st: SourceState, batch: ClassifiedBatch, base: int) -> bool:
+        """An error line that said it retries, followed by a line saying the run went on: no candidate."""
+        first = min(st.retried_errors)
+        start = batch.starts[min(first - base, len(batch.lines))] if first > base else 0
+        if not any(batch.blob.find(m, start) >= 0 for m in RUN_WENT_ON):
+            return False
+        gone = set(st.retried_errors)
+        st.candidates = [c for c in st.candidates if c.ev.line not in gone]
+        st.retried_errors.clear()
+        self.version += 1
+        return True
 
     def feed_kernel(self, station: str, lines: list[str]) -> bool:
         """The station's kernel log (``journalctl -k`` / ``dmesg`` since its container started): the lines
@@ -339,6 +354,8 @@ class Diagnoser(Decisions):
         context = self._context(st, lines, idx, first=True) if ex else ()
         self._seq += 1
         self.version += 1
+        if RETRY_LINE.search(text):
+            st.retried_errors.append(lineno)
         st.candidates.append(Candidate(Evidence(source, lineno, shorten(redact(text)), context),
                                         shorten(redact(summary), 200), ts, self._seq))
         return True

@@ -136,6 +136,7 @@ class SourceState:
     hosts: dict[str, int] = field(default_factory=dict)  # host -> ranks on it (nccl-tests lists every rank)
     nranks: int = 0  # ranks in the NCCL communicator
     local_ranks: int = 0  # ranks on this host (NCCL's localRanks)
+    retried_errors: list[int] = field(default_factory=list)  # lines of error candidates that said they retry
     # --- end issue 23
 
 

@@ -67,6 +67,12 @@ WORDINGS: tuple[Wording, ...] = (
     Wording("cuda-init-error", "llama.cpp", "failed to initialize CUDA", r"ggml_cuda_init: failed to initialize CUDA"),
 )
 
+# An error line that says it is retried is no cause once the run goes on: these lines (any stack) say it did.
+RETRY_LINE = re.compile(r"\b(?:[Rr]etrying\b|will retry\b|[Rr]etry \d|trying again\b|retries left\b)")
+RUN_WENT_ON = ("Application startup complete.", "The server is fired up and ready to roll!", "Uvicorn running on",
+               "server is listening on", "all slots are idle", "successfully loaded", "Init COMPLETE",
+               "Capture cuda graph end", "Graph capturing finished")
+
 # the fix that names the stack's own knobs, where the kind's generic fix names vLLM's
 STACK_FIXES: dict[tuple[str, str], str] = {
     ("cuda-oom", "sglang"): "lower --mem-fraction-static (more room for activations and CUDA graphs), "
