@@ -27,11 +27,6 @@ def note(st: SourceState, fact: str, m: re.Match[str]) -> bool:
         st.nranks, st.local_ranks = max(st.nranks, n), local
         st.nnodes = max(st.nnodes, int(m.group("nodes")))
         return changed
-    if fact == "nranks":
-        n = int(m.group("v"))
-        changed = n > st.nranks
-        st.nranks = max(st.nranks, n)
-        return changed
     if fact.startswith("stack:"):
         stack = fact.split(":", 1)[1]
         changed = st.stack != stack

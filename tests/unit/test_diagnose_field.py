@@ -139,10 +139,12 @@ def test_ranks_per_host_from_ncclss_summary_decide_whether_the_run_crosses_hosts
 
 def test_the_out_of_memory_fix_names_the_knobs_of_the_stack_the_log_shows():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
-    sglang = ["[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB",
+    sglang = ["[2025-10-16 09:06:09 TP0] Init torch distributed ends. mem usage=1.96 GB",
+              "[2025-10-16 09:06:10 TP0] Load weight begin. avail mem=137.34 GB",
               "[2025-10-16 09:06:30 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=1.0 GB", oom]
     assert "--mem-fraction-static" in diagnose_lines("a", sglang)[0].remedy
-    vllm = ["(APIServer pid=1) INFO 11-30 14:05:00 [api_server.py:1] vLLM API server version 0.11.0", oom]
+    vllm = ["(EngineCore_DP0 pid=7) INFO 11-30 14:05:00 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with "
+            "config: model='m'", oom]
     assert "--gpu-memory-utilization" in diagnose_lines("a", vllm)[0].remedy
 
 

@@ -401,23 +401,21 @@ CONTEXT_PROBES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     (" Pid ", "rank_host", _c(r"#\s*+Rank\s++\d++\s++(?:Group\s++\d++\s++)?Pid\s++\d++\s++on\s++(?P<host>\S++)\s++"
                               r"device")),
     # NCCL's communicator summary: ranks in all, nodes, ranks on this host
-    ("localRanks", "local_ranks", _c(r"nRanks (?P<n>\d++) nNodes (?P<nodes>\d++) localRanks (?P<v>\d++)")),
-    ("nranks", "nranks", _c(r"\bnranks (?P<v>\d++) cudaDev")),
-    # which stack speaks: lines each prints once at start
+    # (anchored on "nNodes", which the same line carries: no line is scanned twice for it)
+    ("nNodes", "local_ranks", _c(r"nRanks (?P<n>\d++) nNodes (?P<nodes>\d++) localRanks (?P<v>\d++)")),
+    # which stack speaks: lines each prints once at start (anchors with no frequent scan key: see scan.KEY_WORDS)
     ("[TensorRT-LLM][INFO] MPI size", "stack:tensorrt-llm", _c(r"MPI size")),
     ("[TensorRT-LLM][INFO] Engine version", "stack:tensorrt-llm", _c(r"Engine version")),
     ("[TensorRT-LLM] TensorRT-LLM version", "stack:tensorrt-llm", _c(r"TensorRT-LLM version")),
     ("ggml_cuda_init:", "stack:llama.cpp", _c(r"ggml_cuda_init: (?:found|GGML_CUDA)")),
-    ("llama_model_loader: loaded meta data", "stack:llama.cpp", _c(r"llama_model_loader: loaded meta data")),
-    ("vLLM API server version", "stack:vllm", _c(r"vLLM API server version")),
     ("Initializing a V1 LLM engine", "stack:vllm", _c(r"Initializing a V1 LLM engine")),
+    ("Initializing an LLM engine", "stack:vllm", _c(r"Initializing an LLM engine")),
     ("[multiproc_worker_utils.py:", "stack:vllm", _c(r"\[multiproc_worker_utils\.py:\d")),
-    ("Init torch distributed begin", "stack:sglang", _c(r"Init torch distributed begin")),
-    ("Load weight begin. avail mem", "stack:sglang", _c(r"Load weight begin\. avail mem")),
     ("sglang.launch_server", "stack:sglang", _c(r"sglang\.launch_server")),
+    ("Init torch distributed", "stack:sglang", _c(r"Init torch distributed (?:begin|ends)")),
     ("# nThread ", "stack:nccl-tests", _c(r"# nThread \d++ nGpus \d++")),
     # the weights loading (other engines' words; vLLM's and SGLang's are probes of their own)
-    ("load_tensors: loading model tensors", "load_start", _c(r"load_tensors: loading model tensors")),
+    ("model tensors, this can take a while", "load_start", _c(r"load_tensors: loading model tensors")),
     ("llama_new_context_with_model:", "load_end", _c(r"llama_new_context_with_model:")),
     ("llama_context:", "load_end", _c(r"llama_context: ")),
 )

@@ -7,6 +7,8 @@ the batch scan looks for) and, where the anchor alone is not specific enough, a 
 may refine the cause for that wording, mark it as a retry that a later success line clears, or give the
 severity its meaning sets (a WARNING line that ends the run is still an error).
 
+Anchors avoid the scan's frequent keys where they can (``console.diagnosis.scan.KEY_WORDS``: "memory", "load",
+"version" ... are in many healthy lines, and every anchor sharing a key is checked on each line it hits).
 Regexes here follow the catalogue's rule: linear in the line length (no nested quantifiers; a lazy run
 only after a literal prefix).
 """
@@ -41,8 +43,8 @@ WORDINGS: tuple[Wording, ...] = (
     # --- GPU memory exhausted
     Wording("cuda-oom", "llama.cpp", "cudaMalloc failed: out of memory", retried=_LLAMA_UP),
     Wording("cuda-oom", "llama.cpp", ": out of memory", r"CUDA error \d++ at \S++: out of memory"),
-    Wording("cuda-oom", "tensorrt", "OutOfMemory (", r"Error Code 2: OutOfMemory \("),
-    Wording("cuda-oom", "tensorrt-llm", "insufficient GPU memory",
+    Wording("cuda-oom", "tensorrt", "Error Code 2: OutOfMemory", r"Error Code 2: OutOfMemory \("),
+    Wording("cuda-oom", "tensorrt-llm", "due to insufficient GPU",
             r"Executor creation failed due to insufficient GPU memory"),
     Wording("cuda-oom", "tensorrt-llm", "CUDA runtime error in ", r"CUDA runtime error in [^\n]*?\): out of memory"),
     # --- the container cannot reach the GPU (the runtime hook fails before the engine starts)
@@ -51,14 +53,14 @@ WORDINGS: tuple[Wording, ...] = (
             r"cuda error: unknown error|load library failed)",
             cause="the NVIDIA container runtime cannot talk to the host's driver (not loaded, or broken after an "
                   "update): no container gets a GPU until `nvidia-smi` works on the host"),
-    Wording("gpu-unavailable", "container", "no cuda-capable device is detected",
+    Wording("gpu-unavailable", "container", "cuda-capable device is detected",
             cause="no GPU is visible: none passed into the container (--gpus / --device) or the driver sees none"),
     Wording("gpu-unavailable", "any", "CUDA_ERROR_NO_DEVICE"),
     # --- a port the server needs is taken
     Wording("port-in-use", "llama.cpp", "couldn't bind HTTP server socket"),
     Wording("port-in-use", "llama.cpp", "couldn't bind to server socket"),
     # --- shared memory ran out (PyTorch's DataLoader says "Bus error" and names shm)
-    Wording("shm-too-small", "torch", "insufficient shared memory (shm)"),
+    Wording("shm-too-small", "torch", "caused by insufficient shared", r"insufficient shared memory \(shm\)"),
     Wording("shm-too-small", "torch", "killed by signal: Bus error", r"DataLoader worker \(pid \d++\) is killed by "
                                                                      r"signal: Bus error"),
     # --- a rank or worker was killed (torchrun's wording of the exit)
