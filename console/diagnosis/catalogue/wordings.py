@@ -57,8 +57,8 @@ WORDINGS: tuple[Wording, ...] = (
             cause="no GPU is visible: none passed into the container (--gpus / --device) or the driver sees none"),
     Wording("gpu-unavailable", "any", "CUDA_ERROR_NO_DEVICE"),
     # --- a port the server needs is taken
-    Wording("port-in-use", "llama.cpp", "couldn't bind HTTP server socket"),
-    Wording("port-in-use", "llama.cpp", "couldn't bind to server socket"),
+    Wording("port-in-use", "llama.cpp", "couldn't bind HTTP server", r"couldn't bind HTTP server socket"),
+    Wording("port-in-use", "llama.cpp", "couldn't bind to server", r"couldn't bind to server socket"),
     # --- shared memory ran out (PyTorch's DataLoader says "Bus error" and names shm)
     Wording("shm-too-small", "torch", "caused by insufficient shared", r"insufficient shared memory \(shm\)"),
     Wording("shm-too-small", "torch", "killed by signal: Bus error", r"DataLoader worker \(pid \d++\) is killed by "
