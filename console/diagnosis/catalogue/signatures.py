@@ -412,7 +412,8 @@ CONTEXT_PROBES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("Initializing an LLM engine", "stack:vllm", _c(r"Initializing an LLM engine")),
     ("[multiproc_worker_utils.py:", "stack:vllm", _c(r"\[multiproc_worker_utils\.py:\d")),
     ("sglang.launch_server", "stack:sglang", _c(r"sglang\.launch_server")),
-    ("Init torch distributed", "stack:sglang", _c(r"Init torch distributed (?:begin|ends)")),
+    ("torch distributed begin", "stack:sglang", _c(r"Init torch distributed begin")),
+    ("torch distributed ends", "stack:sglang", _c(r"Init torch distributed ends")),
     ("# nThread ", "stack:nccl-tests", _c(r"# nThread \d++ nGpus \d++")),
     # the weights loading (other engines' words; vLLM's and SGLang's are probes of their own)
     ("model tensors, this can take a while", "load_start", _c(r"load_tensors: loading model tensors")),
