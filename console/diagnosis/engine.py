@@ -21,7 +21,10 @@ import re
 from collections.abc import Iterable
 
 from console.diagnosis import catalogue as cat
+from console.diagnosis import context
+from console.diagnosis.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
 from console.diagnosis.classify import ClassifiedBatch, classify
+from console.diagnosis.decisions import MAX_EVIDENCE, OPEN_TRACEBACK_LINES, Decisions
 from console.diagnosis.findings import (
     Candidate,
     CheckResultLike,
@@ -34,39 +37,15 @@ from console.diagnosis.findings import (
 from console.diagnosis.text import clean, message_of, redact, shorten
 from console.vocabulary import CheckStatus
 
-MAX_EVIDENCE = 5  # evidence lines kept per finding (the count says how many matched)
 TAIL = 256  # lines kept per source for traceback context
 MAX_FRAMES = 12
 FIRST_FRAMES = 6  # traceback lines shown for an error no entry explains
 HANG_AFTER_LINES = 200  # lines logged after the last NCCL "Init START" with no "Init COMPLETE"
-EXPLAIN_WINDOW = 50  # a specific finding this many lines around an error line explains it
 MAX_CANDIDATES = 20  # unexplained error lines remembered per source (the count goes on)
-OPEN_TRACEBACK_LINES = 50  # a traceback with no exception line after this many lines is itself evidence
 _CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
-_LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight")
-# issue 23: how specific an unexplained error line is (the headline is the most specific): a wrapper that only
-# says something failed < an exit or a traceback without its line < a plain error line or a bare exception type
-# < an exception with its message < a line with an error code (CUDA "Error 802", NCCL's ncclSystemError, errno)
-_WRAPPER = re.compile(r"WorkerProc failed to start|Worker failed with error|[Ff]ailed to start(?: the engine)?\.?$|"
-                      r"[Ss]ee (?:the )?root cause above|initiali[sz]ation failed\.?$|ActorDiedError|RayTaskError|"
-                      r"Call to \w+ method failed|a traceback without its exception line")
-_ERROR_CODE = re.compile(r"\bError \d{2,4}\b|CUDA error|\bcuda\w*?Error\w|CUDA_ERROR_\w|NCCL error|\bnccl[A-Z]\w*?Error|"
-                         r"ncclInvalidUsage|\[Errno \d+\]|\berrno \d+|status 0x[0-9a-f]+|error code:? -?\d+")
-
-
-def _specificity(summary: str) -> int:
-    if _WRAPPER.search(summary):
-        return 0
-    if _ERROR_CODE.search(summary):
-        return 4
-    if summary.startswith(("a process exited", "the container exited", "container ")):
-        return 1
-    ex = cat.EXCEPTION_LINE.match(summary)
-    return 3 if ex and ex.group("msg") else 2
-
-
+_LOAD_FRAMES = re.compile(r"load_weights|load_model|weight_loader|model_loader|Load weight|load_single_module")
 def _worse(a: str, b: str) -> str:
     return a if cat.SEVERITY_ORDER[a] <= cat.SEVERITY_ORDER[b] else b
 
@@ -81,7 +60,7 @@ for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
     _ANCHOR_TABLE[_a] = (cat.ANCHORS.get(_a, ()), cat.CONTEXT_ANCHORS.get(_a, ()), _a in cat.GENERIC_ANCHORS)
 
 
-class Diagnoser:
+class Diagnoser(Decisions):
     """Findings over many sources, fed incrementally; ``ranked()`` puts the root cause first.
 
     ``gpudirect_expected``: True where the profile promises GPUDirect RDMA (GB300), so a
@@ -133,6 +112,8 @@ class Diagnoser:
                 changed |= self._match_line(source, st, lines, idx, base + idx + 1, hits[idx])
         if st.retrying:
             changed |= self._clear_retries(source, st, batch, base)
+        if st.retried_errors:
+            changed |= self._clear_retried_errors(st, batch, base)
         st.tail = (st.tail + lines)[-TAIL:] if len(lines) < TAIL else lines[-TAIL:]
         return changed
 
@@ -149,6 +130,18 @@ class Diagnoser:
                 self.version += 1
                 changed = True
         return changed
+
+    def _clear_retried_errors(self, st: SourceState, batch: ClassifiedBatch, base: int) -> bool:
+        """An error line that said it retries, followed by a line saying the run went on: no candidate."""
+        first = min(st.retried_errors)
+        start = batch.starts[min(first - base, len(batch.lines))] if first > base else 0
+        if not any(batch.blob.find(m, start) >= 0 for m in RUN_WENT_ON):
+            return False
+        gone = set(st.retried_errors)
+        st.candidates = [c for c in st.candidates if c.ev.line not in gone]
+        st.retried_errors.clear()
+        self.version += 1
+        return True
 
     def feed_kernel(self, station: str, lines: list[str]) -> bool:
         """The station's kernel log (``journalctl -k`` / ``dmesg`` since its container started): the lines
@@ -273,6 +266,8 @@ class Diagnoser:
                 changed = True
             elif fact == "gdr_on":
                 st.gdr_on = True
+            else:
+                changed |= context.note(st, fact, m)
         if changed:
             self.version += 1
         return changed
@@ -311,13 +306,15 @@ class Diagnoser:
         loading = st.load_start > st.load_end
         if not loading:
             frames = self._context(st, lines, idx)
-            loading = any(_LOAD_FRAMES.search(f) for f in frames)
+            loading = bool(_LOAD_FRAMES.search(lines[idx])) or any(_LOAD_FRAMES.search(f) for f in frames)
         if loading:
             return cat.Hit(cause="GPU memory ran out while loading the weights", fix=cat.OOM_LOAD_FIX)
+        # the run-time fix names the knobs of the engine that runs (vLLM's unless the log shows another)
         return cat.Hit(cause="GPU memory ran out while the engine was running (after the weights loaded)",
-                       fix=cat.OOM_HOLDERS + "lower --gpu-memory-utilization (more room outside the KV cache "
+                       fix=cat.OOM_HOLDERS + context.fix_for(
+                           "cuda-oom", st.stack, "lower --gpu-memory-utilization (more room outside the KV cache "
                            "for activations and CUDA graphs), --max-num-seqs / --max-num-batched-tokens, or "
-                           "--max-model-len")
+                           "--max-model-len"))
 
     # ------------------------------------------------------------ errors no entry explains
 
@@ -340,6 +337,10 @@ class Diagnoser:
             summary = f"NCCL WARN {w.group('msg').strip()}" if w else None
         elif (c := cat.CRASH_LINE.search(text)) is not None:
             summary = c.group(0)
+        elif "what():" in text:  # C++'s message for the exception "terminate called" only names the type of
+            summary = text.split("what():", 1)[1].strip()
+        elif (r := cat.RUN_ENDING.search(text)) is not None:
+            summary = msg.strip() or r.group(0)  # the whole line: it names what ended the run
         elif (e := cat.EXIT_LINE.search(text)) is not None:
             code = int(e.group("code") or e.group("code2") or e.group("code3"))
             summary = f"a process exited with code {code}" if code != 0 else None
@@ -353,6 +354,8 @@ class Diagnoser:
         context = self._context(st, lines, idx, first=True) if ex else ()
         self._seq += 1
         self.version += 1
+        if RETRY_LINE.search(text):
+            st.retried_errors.append(lineno)
         st.candidates.append(Candidate(Evidence(source, lineno, shorten(redact(text)), context),
                                         shorten(redact(summary), 200), ts, self._seq))
         return True
@@ -376,10 +379,6 @@ class Diagnoser:
         return True
 
     # ------------------------------------------------------------ bookkeeping
-
-    def _rank_of(self, sig: cat.Signature, hit: cat.Hit | None) -> int:
-        spec = cat.SPECS[sig.id]
-        return hit.rank if hit and hit.rank is not None else (sig.rank if sig.rank is not None else spec.rank)
 
     def _record(self, source: str, sig: cat.Signature, hit: cat.Hit | None, ev: Evidence | None,
                 lineno: int | None, ts: str | None, repeated: int = 1) -> bool:
@@ -484,154 +483,6 @@ class Diagnoser:
                                           _cause_rank=cat.R_ROOT)
         self.version += 1
         return True
-
-    # ------------------------------------------------------------ decisions from context
-
-    def _multi_node(self, st: SourceState) -> bool | None:
-        """True when this source's NCCL crosses stations, False when it provably does not, else None."""
-        if self.nodes is not None:
-            return self.nodes > 1
-        if st.nnodes:
-            return st.nnodes > 1
-        if st.via & {"ib", "socket"}:
-            return True
-        if st.via == {"local"}:  # only P2P/SHM channels (no NET/ ones): NCCL stays on one host
-            return False
-        if sum(1 for s in self._sources.values() if s.nccl) > 1:
-            return True
-        return None
-
-    def _from_roles(self, source: str, items: list[Contextual], count: int, severity: str | None = None,
-                    cause: str | None = None, fix: str | None = None, rank: int | None = None,
-                    lead: Contextual | None = None) -> Finding:
-        """A finding from contextual evidence: ``lead`` (default: the first item) names the signature,
-        the evidence is in log order."""
-        items = sorted(items, key=lambda c: c.seq)
-        first = items[0]
-        sig = (lead or first).sig
-        hit = (lead or first).hit
-        spec = cat.SPECS[sig.id]
-        return Finding(sig.id, severity or (hit and hit.severity) or sig.severity or spec.severity, source,
-                       cause or (hit and hit.cause) or sig.cause or spec.cause,
-                       fix or (hit and hit.fix) or sig.fix or spec.fix,
-                       [c.ev for c in items][:MAX_EVIDENCE], max(count, len(items)), first.ev.line,
-                       rank if rank is not None else self._rank_of(sig, hit), first.ts, first.seq, next=spec.next)
-
-    def _contextual(self, source: str, st: SourceState) -> list[Finding]:
-        out: list[Finding] = []
-        roles = st.roles
-        multi = self._multi_node(st)
-        uses_ib = "ib" in st.networks or "ib" in st.via
-        counts = st.role_counts
-        if multi is not False:
-            channel, network = roles.get("socket-channel"), roles.get("socket-network")
-            announce = roles.get("socket-announce", [])  # the interface it uses: context for a real fallback
-            n_announce = counts.get("socket-announce", 0)
-            if channel:
-                out.append(self._from_roles(source, channel + (network or []) + announce,
-                                            counts.get("socket-channel", 0) + counts.get("socket-network", 0)
-                                            + n_announce, lead=channel[0]))
-            elif network and "ib" not in st.via:
-                cause = None
-                if "ib" in st.networks:
-                    cause = "some NCCL communicators chose TCP sockets (Using network Socket) while others use IB"
-                out.append(self._from_roles(source, network + announce, counts.get("socket-network", 0) + n_announce,
-                                            cause=cause, rank=cat.R_FALLBACK, lead=network[0]))
-            elif roles.get("ib-disabled") and not uses_ib:
-                out.append(self._from_roles(source, roles["ib-disabled"] + announce,
-                                            counts.get("ib-disabled", 0) + n_announce, lead=roles["ib-disabled"][0]))
-            if roles.get("verbs-missing") and not uses_ib:
-                sev = "error" if multi else "warning"
-                cause = None if multi else (cat.SPECS["nccl-ib-missing"].cause
-                                            + " (this matters only if the stations talk over RDMA)")
-                out.append(self._from_roles(source, roles["verbs-missing"], counts.get("verbs-missing", 0),
-                                            severity=sev, cause=cause))
-            gdr = roles.get("gdr-disabled")
-            socket_only = "socket" in st.networks and not uses_ib
-            if gdr and not socket_only and "gdr" not in st.via:
-                out.append(self._from_roles(source, gdr, counts.get("gdr-disabled", 0),
-                                            severity="warning" if self.gpudirect_expected else "info"))
-        cap = roles.get("capability")
-        if cap:
-            f = self._capability(source, st, cap)
-            if f is not None:
-                out.append(f)
-        return out
-
-    def _capability(self, source: str, st: SourceState, items: list[Contextual]) -> Finding | None:
-        found: tuple[int, int] | None = None
-        for c in items:
-            if "major" in c.values:
-                found = (int(c.values["major"]), int(c.values["minor"]))
-            elif "cap" in c.values:
-                n = int(c.values["cap"])
-                found = (n // 10, n % 10)
-        if found is None:
-            return None
-        major, minor = found
-        sm = major * 10 + minor
-        if st.cap_list:
-            ok_family = any(x // 10 == major and x <= sm for x in st.cap_list)
-            limit = f"the build supports {', '.join(f'sm_{x}' for x in st.cap_list)}"
-        elif st.cap_hi:
-            hi, him = st.cap_hi
-            if (major, minor) <= (hi, him):
-                return None
-            ok_family = major == hi
-            limit = f"the build supports up to {hi}.{him}"
-        else:
-            return None
-        if ok_family:
-            return self._from_roles(
-                source, items, len(items), severity="info", rank=cat.R_PLACEMENT,
-                cause=f"PyTorch was built without sm_{sm} ({limit}); the same family's kernels run on it, so this is "
-                      "normal (GB10 with an sm_120 build) unless a kernel is missing later",
-                fix="nothing unless 'no kernel image' or a ptxas error follows; then use an image built for sm_"
-                    f"{sm}")
-        return self._from_roles(
-            source, items, len(items), severity="error",
-            cause=f"this GPU (sm_{sm}) is newer than the PyTorch in the image ({limit}): its kernels cannot run")
-
-    def _version_mismatch(self) -> list[Finding]:
-        if len({v for v, *_ in self._versions.values()}) < 2:
-            return []
-        seen: dict[str, tuple[str, Evidence, int]] = {}
-        for (source, _host), (version, ev, _x, seq) in sorted(self._versions.items(), key=lambda kv: kv[1][3]):
-            seen.setdefault(version, (source, ev, seq))
-        parts = [f"{v} on {src}" for v, (src, _ev, _s) in seen.items()]
-        sources = {src for src, _ev, _s in seen.values()}
-        where = "the stations" if len(sources) > 1 else f"the processes of {next(iter(sources))}"
-        versions = list(seen.values())
-        station = versions[1][0]
-        cause = f"{where} run different NCCL versions ({', '.join(parts)})"
-        return [Finding("nccl-version-mismatch", "error", station, cause, cat.SPECS["nccl-version-mismatch"].fix,
-                        [ev for _src, ev, _s in versions][:MAX_EVIDENCE], len(self._versions), versions[1][1].line,
-                        cat.R_SETUP + 1, None, versions[1][2], next="checks")]
-
-    def _explained(self, st: SourceState, line: int | None) -> bool:
-        if line is None:
-            return any(rank < cat.R_DEAD for _ln, rank in st.matched)
-        return any(abs(ln - line) <= EXPLAIN_WINDOW and rank < cat.R_DEAD for ln, rank in st.matched)
-
-    def _unrecognised(self, source: str, st: SourceState) -> Finding | None:
-        pending = list(st.candidates)
-        if st.open_traceback is not None and st.count - (st.open_traceback.ev.line or 0) >= OPEN_TRACEBACK_LINES:
-            pending.append(st.open_traceback)
-        if source in self._exits:
-            pending.append(self._exits[source])
-        left = [c for c in pending if not self._explained(st, c.ev.line)]
-        if not left:
-            return None
-        # the headline is the most specific line (an error code, an exception with its message), never a
-        # wrapper ("WorkerProc failed to start."); among equals the first in the log
-        best = max(range(len(left)), key=lambda i: (_specificity(left[i].summary), -i))
-        left = [left[best]] + left[:best] + left[best + 1:]
-        first = left[0]
-        spec = cat.SPECS["unrecognised-error"]
-        count = len(left) + st.role_counts.get("unrecognised", 0)
-        return Finding("unrecognised-error", spec.severity, source, f"{spec.cause}: {first.summary}", spec.fix,
-                       [c.ev for c in left][:MAX_EVIDENCE], count, first.ev.line, spec.rank, first.ts, first.seq,
-                       next=spec.next)
 
     # ------------------------------------------------------------ results
 

@@ -131,6 +131,12 @@ class SourceState:
     station: str | None = None  # the station a kernel-log source belongs to (its findings are the station's)
     label: str | None = None  # what its evidence names as the source ("NAME kernel log")
     kernel: bool = False  # kernel-log lines: no line numbers, no unrecognised errors
+    # --- the run's context read from the log (console.diagnosis.context)
+    stack: str | None = None  # which engine or tool speaks: vllm, sglang, tensorrt-llm, llama.cpp, nccl-tests
+    hosts: dict[str, int] = field(default_factory=dict)  # host -> ranks on it (nccl-tests lists every rank)
+    nranks: int = 0  # ranks in the NCCL communicator (NCCL's nRanks)
+    local_ranks: int = 0  # ranks on this host (NCCL's localRanks)
+    retried_errors: list[int] = field(default_factory=list)  # lines of error candidates that said they retry
     # --- end issue 23
 
 

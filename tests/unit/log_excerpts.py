@@ -1,7 +1,8 @@
 """Read a public-report log excerpt (the corpus and held-out file format) and diagnose it.
 
 The first line is ``# source: <public report>``; ``# note:`` lines say what the excerpt is;
-``# station: NAME`` switches the source, so one file can hold both stations' logs. Used by
+``# station: NAME`` switches the source, so one file can hold both stations' logs; ``# headline:`` says what the
+headline of an error no entry explains must quote. Used by
 tests/unit/test_diagnose_corpus.py and bench/diagnose_heldout.py; it needs only ``console.diagnosis``'s
 public API, so the bench can measure another checkout with it.
 """
@@ -23,7 +24,7 @@ def load(path: Path) -> dict[str, list[str]]:
     for line in text:
         if line.startswith("# station: "):
             current = line.split(":", 1)[1].strip()
-        elif not line.startswith(("# source:", "# note:")):
+        elif not line.startswith(("# source:", "# note:", "# headline:")):
             out[current].append(line)
     return dict(out)
 
@@ -35,6 +36,15 @@ def diagnose(path: Path):
         d.feed(name, lines)
     d.finish()
     return d.ranked()
+
+
+def headlines(path: Path) -> list[str]:
+    """``# headline: A | B``: the words the top finding's headline must quote (any one of them) -- the line
+    that names the error, not a wrapper around it."""
+    for line in path.read_text(encoding="utf-8").splitlines()[:6]:
+        if line.startswith("# headline:"):
+            return [h.strip() for h in line.split(":", 1)[1].split(" | ")]
+    return []
 
 
 def expected(path: Path) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from console.diagnosis.catalogue import refiners as rf
+from console.diagnosis.catalogue import wordings
 from console.diagnosis.catalogue.specs import R_FALLBACK, R_ROOT, R_SYMPTOM, Hit
 
 # refine(match, text) -> Hit (override), None (keep defaults) or False (not a finding after all)
@@ -355,6 +356,13 @@ SIGNATURES: tuple[Signature, ...] = (
               cause="the parallelism asks for more GPUs than the Ray cluster has (a station has not joined)"),
 )
 
+# each stack's wordings of the kinds above (console.diagnosis.catalogue.wordings: one row per wording)
+_WORDING_REFINERS: dict[str, Refiner] = {"worker-died": rf.worker_exit, "cuda-oom": rf.oom}
+SIGNATURES += tuple(
+    Signature(w.kind, (w.anchor,), pat, severity=w.severity, cause=w.cause, retried=w.retried,
+              refine=_WORDING_REFINERS.get(w.kind))
+    for w, pat in wordings.compiled())
+
 # anchor -> signatures, for the batch prefilter (an anchor may serve several signatures;
 # a signature's regex then decides)
 ANCHORS: dict[str, tuple[Signature, ...]] = {}
@@ -388,6 +396,29 @@ CONTEXT_PROBES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("cuda capability supported", "cap_range", _c(r"\(\d+\.\d+\) - \((?P<hi>\d+)\.(?P<him>\d+)\)")),
     ("supports CUDA capabilities", "cap_list", _c(r"supports CUDA capabilities (?P<v>(?:sm_\d+a? ?)++)")),
     ("GPU Direct RDMA", "gdr_on", _c(r"GPU Direct RDMA (?:\(DMABUF\) )?[Ee]nabled")),
+    # --- the run's context (console.diagnosis.context.note): hosts and ranks, the stack, other engines' loading
+    # nccl-tests lists every rank with its host before the first collective
+    (" Pid ", "rank_host", _c(r"#\s*+Rank\s++\d++\s++(?:Group\s++\d++\s++)?Pid\s++\d++\s++on\s++(?P<host>\S++)\s++"
+                              r"device")),
+    # NCCL's communicator summary: ranks in all, nodes, ranks on this host
+    # (anchored on "nNodes", which the same line carries: no line is scanned twice for it)
+    ("nNodes", "local_ranks", _c(r"nRanks (?P<n>\d++) nNodes (?P<nodes>\d++) localRanks (?P<v>\d++)")),
+    # which stack speaks: lines each prints once at start (anchors with no frequent scan key: see scan.KEY_WORDS)
+    ("[TensorRT-LLM][INFO] MPI size", "stack:tensorrt-llm", _c(r"MPI size")),
+    ("[TensorRT-LLM][INFO] Engine version", "stack:tensorrt-llm", _c(r"Engine version")),
+    ("[TensorRT-LLM] TensorRT-LLM version", "stack:tensorrt-llm", _c(r"TensorRT-LLM version")),
+    ("ggml_cuda_init:", "stack:llama.cpp", _c(r"ggml_cuda_init: (?:found|GGML_CUDA)")),
+    ("Initializing a V1 LLM engine", "stack:vllm", _c(r"Initializing a V1 LLM engine")),
+    ("Initializing an LLM engine", "stack:vllm", _c(r"Initializing an LLM engine")),
+    ("[multiproc_worker_utils.py:", "stack:vllm", _c(r"\[multiproc_worker_utils\.py:\d")),
+    ("sglang.launch_server", "stack:sglang", _c(r"sglang\.launch_server")),
+    ("torch distributed begin", "stack:sglang", _c(r"Init torch distributed begin")),
+    ("torch distributed ends", "stack:sglang", _c(r"Init torch distributed ends")),
+    ("# nThread ", "stack:nccl-tests", _c(r"# nThread \d++ nGpus \d++")),
+    # the weights loading (other engines' words; vLLM's and SGLang's are probes of their own)
+    ("model tensors, this can take a while", "load_start", _c(r"load_tensors: loading model tensors")),
+    ("llama_new_context_with_model:", "load_end", _c(r"llama_new_context_with_model:")),
+    ("llama_context:", "load_end", _c(r"llama_context: ")),
 )
 CONTEXT_ANCHORS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {}
 for _a, _fact, _pat in CONTEXT_PROBES:
@@ -401,15 +432,24 @@ RAY_IP = _c(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)\)")
 # Anchors that make a line worth a closer look for an error the catalogue does not know; the
 # regexes below decide. A line any signature matched is never "unrecognised".
 
+# Lines that end the run whatever level they are logged at (often WARNING or none): a launcher killed by a
+# signal, a node declared dead, a test tool's failure line. No entry explains them: unrecognised, never silent.
+RUN_ENDING_ANCHORS = ("death signal", ") received by PID", "marked dead", "marked as dead", "Test NCCL failure",
+                      "Test CUDA failure")
+RUN_ENDING = _c(r"Received \d++ death signal|Signal \d++ \(SIG\w++\) received by PID \d++|"
+                r"marked (?:as )?dead\b|Test (?:NCCL|CUDA) failure \S++ '[^']*+'")
 GENERIC_ANCHORS = ("Error", "ERROR", "CRITICAL", "Traceback (most recent call last)", "NCCL WARN",
                    "Exception", "exited with code", "exit code", "exitcode", "Segmentation fault",
-                   "Fatal Python error", "terminate called after throwing")
+                   "Fatal Python error", "terminate called after throwing", "what():", "] [E] ",
+                   # lines that end a run without an error level (their meaning, not their level, says so)
+                   *RUN_ENDING_ANCHORS)
 EXCEPTION_TYPE = (r"(?<![\w.])(?P<type>(?:[A-Za-z_]\w*+\.)*+(?:[A-Z]\w*?(?:Error|Exception)|Exception|KeyboardInterrupt"
          r"|SystemExit))")
 EXCEPTION_LINE = _c(EXCEPTION_TYPE + r"(?:\s*+:\s*+(?P<msg>\S.*)|\s*+$)")
 # a level token where log formats put it: vLLM "ERROR 04-08 19:59:10 ...", uvicorn "ERROR:    ...",
-# logging "- ERROR - ...", "[ERROR] ...", aligned columns "ERROR    ..."
-LEVEL_LINE = _c(r"(?<![\w='\"\-])(?P<level>ERROR|CRITICAL|FATAL)(?:\s++\d\d-\d\d |:\s++|\s++-\s++|\]\s*+|\s{2,}+)"
+# logging "- ERROR - ...", "[ERROR] ...", aligned columns "ERROR    ...", TensorRT's "[TRT] [E] ..."
+LEVEL_LINE = _c(r"(?:(?<![\w='\"\-])(?P<level>ERROR|CRITICAL|FATAL)(?:\s++\d\d-\d\d |:\s++|\s++-\s++|\]\s*+|\s{2,}+)"
+                r"|\] \[E\] )"
                 r"(?P<msg>\S.*)")
 NCCL_WARN_LINE = _c(r"NCCL WARN (?P<msg>\S.*)")
 EXIT_LINE = _c(r"exited with code (?P<code>-?\d+)|\bexit ?code\s*+[:=]?\s*+(?P<code2>-?\d+)|"
