@@ -50,6 +50,82 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     assert len(led.stalls()) == 80 and len(led.incidents()) == 20
 
 
+def test_two_consoles_opening_the_same_incident_at_once_make_one_row_with_one_owner(tmp_path):
+    """Many rounds of two processes racing for the same incident: one row each round, one owner."""
+    path = tmp_path / "l.sqlite3"
+    Ledger(path).incidents()
+    code = ("import sys, time; from console.incidents.store import Ledger; l = Ledger(sys.argv[1])\n"
+            "go = float(sys.argv[2])\n"
+            "while time.time() < go: pass\n"
+            "for i in range(30):\n"
+            "    c = l.open_incident('svc', 'wedge', 10000.0 * i, ['A'], 'w', 'n'); print(i, c.id, int(c.owner))\n"
+            "    l.add_stall('svc', 10000.0 * i + 500, 9.0, ['A'], 4)\n"
+            "    l.update(c.id, note=f'seen by {sys.argv[3]}')\n"
+            "    l.add_action(c.id, 'captured' if c.owner else 'skipped')\n")
+    go = time.time() + 1.0
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(go), k], stdout=subprocess.PIPE, text=True)
+             for k in "12"]
+    outs = [p.communicate(timeout=90)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for out in outs:
+        for line in out.split("\n"):
+            if line:
+                i, iid, owner = line.split()
+                seen.setdefault(i, []).append((int(iid), int(owner)))
+    assert len(seen) == 30
+    for pair in seen.values():
+        assert pair[0][0] == pair[1][0] and sorted(o for _, o in pair) == [0, 1], pair  # same row, one owner
+    led = Ledger(path)
+    rows = led.incidents()
+    assert len(rows) == 30 and all(set(r.action.split(", ")) == {"captured", "skipped"} for r in rows), rows[:2]
+    assert len(led.stalls()) == 30  # the same stall from both: recorded once
+    import sqlite3
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+def test_a_write_waits_for_the_host_lock_and_gives_up_with_one_line(tmp_path):
+    """Another console holding the file lock holds every write of this one (and a lock held too long
+    is a ledger error, not a hang)."""
+    import fcntl
+    import os
+    import threading
+
+    from console.incidents import store
+
+    path = tmp_path / "l.sqlite3"
+    led = Ledger(path)
+    led.incidents()
+    fd = os.open(store.lock_path(path), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    done = threading.Event()
+
+    def write() -> None:
+        led.add_stall("svc", 1.0, 9.0, ["A"], 4)
+        done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        assert not done.wait(0.6)  # held by the lock
+        assert led.stalls() == []  # reads are not held
+    finally:
+        os.close(fd)
+    assert done.wait(10)
+    t.join()
+    assert len(led.stalls()) == 1
+    fd = os.open(store.lock_path(path), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(store.LedgerError, match="held its lock"):
+            with store.host_lock(path, timeout_s=0.2):
+                pass
+    finally:
+        os.close(fd)
+
+
 def test_pruning_removes_the_oldest_bundles_and_says_so(tmp_path):
     led = Ledger(tmp_path / "l.sqlite3")
     led.bundles.mkdir(parents=True)
