@@ -54,17 +54,21 @@ def test_two_consoles_opening_the_same_incident_at_once_make_one_row_with_one_ow
     """Many rounds of two processes racing for the same incident: one row each round, one owner."""
     path = tmp_path / "l.sqlite3"
     Ledger(path).incidents()
-    code = ("import sys, time; from console.incidents.store import Ledger; l = Ledger(sys.argv[1])\n"
-            "go = float(sys.argv[2])\n"
-            "while time.time() < go: pass\n"
+    # both stay alive to the end (a console that ended before it captured is taken over, rightly)
+    code = ("import os, sys, time; from console.incidents.store import Ledger; l = Ledger(sys.argv[1])\n"
+            "d, k = sys.argv[2], sys.argv[3]\n"
+            "def meet(word):\n"
+            "    open(os.path.join(d, word + k), 'w').close()\n"
+            "    while not all(os.path.exists(os.path.join(d, word + j)) for j in '12'): time.sleep(0.01)\n"
+            "meet('ready')\n"
             "for i in range(30):\n"
             "    c = l.open_incident('svc', 'wedge', 10000.0 * i, ['A'], 'w', 'n'); print(i, c.id, int(c.owner))\n"
             "    l.add_stall('svc', 10000.0 * i + 500, 9.0, ['A'], 4)\n"
-            "    l.update(c.id, note=f'seen by {sys.argv[3]}')\n"
-            "    l.add_action(c.id, 'captured' if c.owner else 'skipped')\n")
-    go = time.time() + 1.0
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(go), k], stdout=subprocess.PIPE, text=True)
-             for k in "12"]
+            "    l.update(c.id, note=f'seen by {k}')\n"
+            "    l.add_action(c.id, 'captured' if c.owner else 'skipped')\n"
+            "meet('done')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(tmp_path), k], stdout=subprocess.PIPE,
+                              text=True) for k in "12"]
     outs = [p.communicate(timeout=90)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     seen: dict[str, list[tuple[int, int]]] = {}
