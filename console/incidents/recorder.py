@@ -24,7 +24,7 @@ from typing import Literal
 
 from console.config import Config
 from console.incidents import capture as cap
-from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen
+from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen, Widened
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
@@ -139,6 +139,9 @@ class IncidentRecorder:
             await self._opened(ev)
         elif isinstance(ev, Closed):
             await self._closed(ev)
+        elif isinstance(ev, Widened):
+            if self._row is not None:
+                await asyncio.to_thread(self.ledger.add_stations, self._row, ev.stations)
         elif isinstance(ev, StallSeen):
             stall = Stall(ev.start, ev.seconds, ev.stations, ev.running, self.service)
             self.stalls.append(stall)

@@ -251,6 +251,17 @@ class Ledger:
         with self._db(write=True) as con:
             con.execute(f"UPDATE incidents SET {cols} WHERE id=?", (*values.values(), incident_id))
 
+    def add_stations(self, incident_id: int, stations: list[str] | tuple[str, ...]) -> None:
+        """Add stations to an incident (those that turned alarmed after it opened), kept in order."""
+        with self._db(write=True) as con:
+            row = con.execute("SELECT stations FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            if row is None:
+                return
+            have = list(json.loads(row[0]))
+            more = [n for n in stations if n not in have]
+            if more:
+                con.execute("UPDATE incidents SET stations=? WHERE id=?", (json.dumps(have + more), incident_id))
+
     def add_action(self, incident_id: int, word: str) -> None:
         """Add a word to what was done ("restarted" after "captured"): ``captured, restarted``."""
         with self._db(write=True) as con:

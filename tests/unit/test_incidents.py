@@ -179,6 +179,22 @@ def test_the_detector_opens_once_and_closes_on_progress():
     assert INCIDENT_KINDS["stuck"] == "stuck"
 
 
+def test_a_station_that_turns_alarmed_later_widens_the_open_incident(tmp_path):
+    from console.incidents.detector import Widened
+
+    d = Detector(30.0, ("A", "B"))
+    d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.PROGRESSING), "B": v(Progress.STUCK, 10.0)}, None, None, 41.0)
+    assert d.open is not None and d.open.stations == ("B",)
+    assert d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.STUCK, 11.0), "B": v(Progress.STUCK, 10.0)},
+                  None, None, 42.0) == [Widened("stuck", ("A", "B"))]
+    assert d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.STUCK, 11.0)}, None, None, 43.0) == []  # no narrowing
+    led = Ledger(tmp_path / "l.sqlite3")
+    c = led.open_incident("svc", "stuck", 10.0, ["B"], "stuck", "restart")
+    led.add_stations(c.id, ("A", "B"))
+    led.add_stations(c.id, ("B",))
+    assert led.get(c.id).stations == ("B", "A")
+
+
 def test_a_new_alarm_value_is_one_line_in_the_table(monkeypatch):
     monkeypatch.setitem(INCIDENT_KINDS, "desynced", "desync")
     d = Detector(30.0, ("A",))
