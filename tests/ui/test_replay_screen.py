@@ -148,3 +148,22 @@ async def test_no_bundle_is_said_and_a_hostile_bundle_is_not_replayed(tmp_path):
         await pilot.press("right", "space")  # nothing to step or play: no error
         await pilot.press("escape")
         assert app.screen is listing
+
+
+async def test_replay_bundle_on_screen_alone_and_its_cli_without_a_terminal(capsys):
+    from console.cli import main
+    from console.ui.screens.replay import ReplayApp
+
+    led, iid, start = kept_incident()
+    bundle = led.get(iid).bundle
+    app = ReplayApp(bundle, 30.0)
+    async with app.run_test(size=(180, 45)) as pilot:
+        screen = await until(lambda: isinstance(app.screen, ReplayScreen) and app.screen.frames and app.screen,
+                             what="the frames", pilot=pilot, timeout=30)
+        await pilot.pause()
+        assert f"incident {iid} (wedge) began {utc(start)}" in strip(screen)
+        await pilot.press("escape")
+        await until(lambda: not app.is_running, what="the app ended", pilot=pilot, timeout=10)
+    assert main(["replay", bundle]) == 2  # pytest's stdin is no terminal: one line, exit 2
+    assert "needs a terminal" in capsys.readouterr().err
+    assert main(["replay", bundle + ".missing"]) == 2

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
@@ -159,7 +159,10 @@ class ReplayScreen(Screen):
 
     def action_leave(self) -> None:
         self._stop()
-        self.app.pop_screen()
+        if len(self.app.screen_stack) <= 1:  # the replay app's only screen (dgx-console replay BUNDLE)
+            self.app.exit()
+        else:
+            self.app.pop_screen()
 
     def action_step(self, n: int) -> None:
         if self.frames:
@@ -243,3 +246,22 @@ class ReplayScreen(Screen):
                + "".join(f"\n    {one_line(str(x), 200)}" for x in (o.get("progress_evidence") or ())[:4])
                for o in f.stations]
         self.query_one("#replay-why", Static).update(Text("\n".join(why)))
+
+
+class ReplayApp(App):
+    """``dgx-console replay BUNDLE``: the replay screen alone (Esc ends it)."""
+
+    TITLE = "dgx-console replay"
+
+    def __init__(self, bundle: str, window_s: float = 30.0) -> None:
+        super().__init__()
+        self.bundle, self.window_s = bundle, window_s
+
+    def on_mount(self) -> None:
+        from console.ui.themes import load_themes
+
+        for t in load_themes():
+            self.register_theme(t)
+
+    def get_default_screen(self) -> Screen:
+        return ReplayScreen(self.bundle, self.window_s)
