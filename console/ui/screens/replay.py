@@ -139,6 +139,8 @@ class ReplayScreen(Screen):
         self.app.call_from_thread(self._loaded, frames, incident, err)
 
     def _loaded(self, frames: list[Frame], incident: dict[str, Any], err: str | None) -> None:
+        if not self.is_attached:  # left before the bundle was read
+            return
         self.frames, self.incident, self.error = frames, incident, err
         self.index = self._incident_index()
         self._show()
