@@ -113,7 +113,7 @@ class ReplayScreen(Screen):
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=getattr(self.app, "_clock", True))
+        yield Header(show_clock=False)  # the moment shown is the strip's; a running clock beside it would mislead
         yield Static(Text(f"REPLAY · reading {one_line(self.bundle, 200)} …"), id="replay-strip")
         table: DataTable = DataTable(id="replay-table", cursor_type="row", zebra_stripes=True)
         table.can_focus = False  # the arrows, Home and End are the replay's, never the table's
@@ -245,7 +245,7 @@ class ReplayScreen(Screen):
                        + (f" · error: {one_line(str(s['error']), 120)}" if s.get("error") else ""))
         self.query_one("#replay-serving", Static).update(Text(serving))
         why = [f"{o.get('station')}: {o.get('progress')}: {one_line(str(o.get('progress_why') or ''), 300)}"
-               + "".join(f"\n    {one_line(str(x), 200)}" for x in (o.get("progress_evidence") or ())[:4])
+               + "".join(f"\n  · {one_line(str(x), 200)}" for x in (o.get("progress_evidence") or ())[:4])
                for o in f.stations]
         self.query_one("#replay-why", Static).update(Text("\n".join(why)))
 
