@@ -32,7 +32,7 @@ from console.doctor.evidence import HangEvidence, capture
 from console.safe_files import FileProblem, prepare_target
 from console.sanitize import one_line
 
-RAW_FILES = ("pyspy.txt", "flight_recorder.txt", "ras-1.txt", "ras-2.txt", "kernel.txt", "counters.txt")
+RAW_FILES = ("pyspy.txt", "flight_recorder.txt", "ras-1.txt", "ras-2.txt", "kernel.txt", "counters.txt", "tasks.txt")
 
 
 def _masked(obj: Any, mask) -> Any:

@@ -1,7 +1,9 @@
 """Hang evidence from every station at the same moment: ``py-spy dump --native`` of every engine
 process, a flight recorder dump (asked for through its pipe: nothing is stopped), the NCCL RAS report
 read twice, GPU util/power/memory twice, the kernel log since the container started, the RDMA and NIC
-counters twice, and the last log lines -- then one verdict line over all of it.
+counters twice, the last log lines, and every engine thread's kernel-side state (``/proc/PID/task``:
+state, wait channel, kernel stack where readable) -- then one verdict line over all of it, and the
+ranks RAS found behind (the stragglers, with the read they come from).
 
 Every station's reads run concurrently (``DoctorContext.per_station``: one transport per station,
 every command bounded); the second reads come ``interval_s`` later, again on all stations at once.
@@ -25,7 +27,7 @@ from console.doctor import facts
 from console.doctor.context import DoctorContext, DoctorOptions
 from console.doctor.counter_sample import sample as sample_counters
 from console.doctor.hang_model import Finding, TwoReads
-from console.probes import ParseError, ncclras, pyspy
+from console.probes import ParseError, ncclras, proc_tasks, pyspy
 from console.probes import activity as act
 from console.probes import flight_recorder as fr
 from console.probes import kernel_log as kl
@@ -56,6 +58,7 @@ class StationEvidence:
     kernel: dict[str, Any] = field(default_factory=lambda: {"status": "not-read", "events": []})
     counters: dict[str, Any] = field(default_factory=lambda: {"status": "not-read"})
     logs: list[str] = field(default_factory=list)
+    tasks: dict[str, Any] = field(default_factory=lambda: {"status": "not-read", "processes": []})
     raw: dict[str, str] = field(default_factory=dict)  # what the tools printed (the archive's files)
     dumps: list[pyspy.ProcessDump] = field(default_factory=list)
     fr_dumps: list[fr.FrDump] = field(default_factory=list)
@@ -71,7 +74,7 @@ class StationEvidence:
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.error, "container": self.container, "pyspy": self.pyspy,
                 "flight_recorder": self.flight_recorder, "ras": self.ras, "gpus": self.gpus, "kernel": self.kernel,
-                "counters": self.counters, "log_lines": len(self.logs)}
+                "counters": self.counters, "log_lines": len(self.logs), "tasks": self.tasks}
 
 
 @dataclass
@@ -87,6 +90,7 @@ class HangEvidence:
     next_step: str = ""
     kind: str = "unknown"  # the verdict's kind (next_steps.Kind): the doctor's row status reads it
     stacks: pyspy.HangSummary | None = None  # the stacks compared across stations, as the verdict read them
+    stragglers: dict[str, Any] = field(default_factory=lambda: {"status": "not-read", "ranks": []})
 
     def stale_reads(self, now: float) -> dict[str, float]:
         """``"station source"`` -> age of each read older than the interval + 2 s at ``now``: evidence
@@ -97,6 +101,7 @@ class HangEvidence:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "captured": self.captured, "findings": self.findings,
+                "stragglers": self.stragglers,
                 "finding_stations": {k: {"covers": list(f.stations), "not_read": list(f.not_read)}
                                      for k, f in self.covers.items()},
                 "next_step": self.next_step, "kind": self.kind,
@@ -321,6 +326,12 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
         ev.counter_reads.second, ev.counter_reads.second_at = s2, (t0 + time.monotonic()) / 2
         await asyncio.to_thread(_counters, ev, interval_s)
 
+    async def tasks_job() -> None:
+        t0 = time.time()
+        text = await _text(ctx, st, rc.engine_tasks(c.name), "evidence:", clock, LIMITS["tasks"])
+        ev.raw["tasks.txt"] = text[-TASKS_MAX_CHARS:]
+        ev.tasks = await asyncio.to_thread(proc_tasks.tasks_json, text[-TASKS_MAX_CHARS:]) | {"read_at": t0}
+
     async def logs_job() -> None:
         text = await _text(ctx, st, rc.log_tail(c.name, LOG_LINES), "evidence:", clock)
         ev.logs = await asyncio.to_thread(_log_lines, text)
@@ -338,6 +349,8 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
             elif part == "ras":
                 if ev.ras_reads.first is None:
                     ev.ras = {"status": "not-read", "note": note}
+            elif part == "tasks":
+                ev.tasks = {"status": "not-read", "note": note, "processes": []}
             elif part == "logs":
                 ev.logs = [f"({note})"]
             else:
@@ -346,11 +359,12 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
 
     jobs: dict[str, Any] = {"kernel": kernel_job, "gpus": gpu_job, "counters": counters_job}
     if c.running:
-        jobs.update(pyspy=pyspy_job, flight_recorder=fr_job, ras=ras_job)
+        jobs.update(pyspy=pyspy_job, flight_recorder=fr_job, ras=ras_job, tasks=tasks_job)
     else:
         why = f"the container {c.name} is {ev.container['state']}"
         for part in ("pyspy", "flight_recorder", "ras"):
             setattr(ev, part, {"status": "not-running", "note": why})
+        ev.tasks = {"status": "not-running", "note": why, "processes": []}
     if rt is not None:
         jobs["logs"] = logs_job
     async with asyncio.TaskGroup() as tg:
@@ -373,7 +387,8 @@ def _log_lines(text: str) -> list[str]:
     return [one_line(x, 2000) for x in text[-LOGS_MAX_CHARS:].splitlines()[-LOG_LINES:]]
 
 
-LIMITS = {"pyspy": 60.0, "fr": 30.0, "ras": 40.0}
+LIMITS = {"pyspy": 60.0, "fr": 30.0, "ras": 40.0, "tasks": 35.0}
+TASKS_MAX_CHARS = 4 * 1024 * 1024
 KERNEL_MAX_CHARS = 4 * 1024 * 1024  # the kernel log since the container started, its newest part
 LOGS_MAX_CHARS = 2 * 1024 * 1024
 
@@ -437,7 +452,8 @@ async def collect(ctx: DoctorContext, interval_s: float = 3.0, deadline_s: float
     j = await asyncio.to_thread(judgement, ctx.config, evs, interval_s)
     captured = any(e.running for e in evs.values())  # a live engine process to take evidence from
     return HangEvidence(evs, j.verdict, j.findings, at, time.monotonic() - t0, interval_s, captured, j.covers,
-                        j.next_step, j.kind, j.stacks)
+                        j.next_step, j.kind, j.stacks,
+                        stragglers=await asyncio.to_thread(stragglers, ctx.config, evs, interval_s))
 
 
 class _FirstReads:
@@ -451,3 +467,26 @@ class _FirstReads:
         self.left -= 1
         if self.left == 0:
             self._done()
+
+
+def stragglers(config: Config, evs: dict[str, StationEvidence], interval_s: float) -> dict[str, Any]:
+    """The ranks NCCL RAS found behind the most advanced (and those missing from the job), named by
+    station, from the best reads the capture has (two reads when a station gave two); the read's
+    station and age come with it, and "not read" with why when RAS gave nothing."""
+    from console.doctor.verdict import rank_names, ras_verdict
+
+    order = sorted(evs.values(), key=lambda e: (e.ras_reads.state != "two-reads", config.station(e.name).rank))
+    best = next((e for e in order if e.ras_reads.state != "not-read"), None)
+    if best is None:
+        why = "; ".join(f"{e.name}: {e.ras.get('note')}" for e in evs.values() if e.ras.get("note")) or "no report"
+        return {"status": "not-read", "note": f"not read: {one_line(why, 300)}", "ranks": []}
+    reads = best.ras_reads
+    last = reads.second or reads.first
+    assert last is not None
+    names = rank_names(config, last)
+    v = ras_verdict(config, evs, interval_s)
+    at = reads.second_at or reads.first_at
+    return {"status": "ok", "kind": v.kind, "text": v.text, "read_on": best.name, "reads": reads.state,
+            "age_s": None if at is None else round(max(0.0, time.monotonic() - at), 1),
+            "ranks": [{"rank": r, "station": names.get(r), "behind": n} for r, n in sorted(v.behind.items())],
+            "missing": [{"rank": r, "station": names.get(r), "dead": r in v.dead} for r in v.missing]}

@@ -38,6 +38,20 @@ class Captured:
     captured: bool  # False: no engine process to take evidence from (the bundle holds the window only)
 
 
+def requests_in_flight(snapshot, now: float) -> dict:
+    """The engine's requests in flight as its metrics last said them (the console's own poll of the
+    head's API): running and waiting, with the read's age; "not read" (and why) when there is no
+    good read, "stale" when the last poll failed or is older than 10 s."""
+    if snapshot is None or snapshot.updated_at is None:
+        why = (snapshot.error if snapshot is not None else None) or "no good read of the engine's metrics yet"
+        return {"status": "not-read", "note": "not read: " + why[:300], "running": None, "waiting": None}
+    age = snapshot.age_s(now)
+    return {"status": "stale" if snapshot.is_stale(now) else "ok", "source": "the engine's /metrics (the console's "
+            "last poll)", "running": snapshot.running, "waiting": snapshot.waiting,
+            "gen_tokens": snapshot.gen_tokens_total, "read_at": snapshot.updated_at, "age_s": round(age or 0.0, 1),
+            "note": snapshot.error or ""}
+
+
 def bound(members: dict[str, bytes], per_member: int = MAX_MEMBER_BYTES, total: int = MAX_BUNDLE_BYTES
           ) -> dict[str, bytes]:
     """Each member at most ``per_member``, the whole at most ``total`` (the biggest clipped first)."""

@@ -15,7 +15,7 @@ polls long (a counter read every 2 s moves once a read when healthy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.station.progress import Verdict
 from console.station.state import ProgressFacts
@@ -59,6 +59,14 @@ class Closed:
 
 
 @dataclass(frozen=True)
+class Widened:
+    """More stations turned alarmed while the incident was open (ranks reach a hang a poll apart)."""
+
+    kind: str
+    stations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StallSeen:
     start: float
     seconds: float
@@ -66,7 +74,7 @@ class StallSeen:
     running: float | None
 
 
-Event = Opened | Closed | StallSeen
+Event = Opened | Closed | StallSeen | Widened
 
 
 def incident_kind(state: Progress | str) -> str | None:
@@ -90,8 +98,9 @@ class Detector:
              running: float | None, now: float) -> list[Event]:
         out: list[Event] = []
         kind = incident_kind(service.state)
+        alarmed = tuple(n for n, v in verdicts.items() if v.alarm or incident_kind(v.state))
         if self.open is None and kind is not None:
-            alarmed = tuple(n for n, v in verdicts.items() if v.alarm or incident_kind(v.state)) or self.stations
+            alarmed = alarmed or self.stations
             self.open = Opened(kind, service.since if service.since is not None else now, alarmed, service.words,
                                NEXT_STEP.get(kind, DEFAULT_NEXT))
             self._alarm_in_freeze = True
@@ -99,6 +108,11 @@ class Detector:
         elif self.open is not None and service.state in CLEARED:
             out.append(Closed(self.open.kind, now))
             self.open = None
+        elif self.open is not None and not set(alarmed) <= set(self.open.stations):
+            wider = tuple(n for n in self.stations if n in set(alarmed) | set(self.open.stations))
+            wider += tuple(n for n in (*self.open.stations, *alarmed) if n not in wider)
+            self.open = replace(self.open, stations=wider)
+            out.append(Widened(self.open.kind, wider))
         if facts is not None:
             out += self._stall(facts, running)
         return out

@@ -24,7 +24,7 @@ from typing import Literal
 
 from console.config import Config
 from console.incidents import capture as cap
-from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen
+from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen, Widened
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
@@ -95,6 +95,12 @@ class IncidentRecorder:
         for ev in self.detector.step(sv, verdicts, head.progress if head is not None else None, running, now):
             self._events.put_nowait(ev)
 
+    def requests_now(self, now: float | None = None) -> dict:
+        """The head engine's requests in flight as its metrics say now (with the read's age)."""
+        head = self.stations.head
+        return cap.requests_in_flight(head.serving if head is not None else None,
+                                      time.time() if now is None else now)
+
     def stall_summary(self, now: float | None = None) -> str | None:
         return stall_words(tuple(self.stalls), time.time() if now is None else now)
 
@@ -133,6 +139,9 @@ class IncidentRecorder:
             await self._opened(ev)
         elif isinstance(ev, Closed):
             await self._closed(ev)
+        elif isinstance(ev, Widened):
+            if self._row is not None:
+                await asyncio.to_thread(self.ledger.add_stations, self._row, ev.stations)
         elif isinstance(ev, StallSeen):
             stall = Stall(ev.start, ev.seconds, ev.stations, ev.running, self.service)
             self.stalls.append(stall)
@@ -168,7 +177,8 @@ class IncidentRecorder:
         self._tell("capturing", f"incident {iid}: capturing the hang evidence and the window (at most "
                                 f"{self.config.incidents.capture_deadline_s:g} s)", iid)
         row = {"id": iid, "kind": ev.kind, "start": ev.start, "stations": list(ev.stations), "verdict": ev.verdict,
-               "next_step": ev.next_step, "service": self.service, "window_from": ev.start - cap.WINDOW_BEFORE_S}
+               "next_step": ev.next_step, "service": self.service, "window_from": ev.start - cap.WINDOW_BEFORE_S,
+               "requests": self.requests_now()}
         try:
             got = await self._capture_fn(self.config, path, row, lambda: self.window.lines(ev.start - cap.WINDOW_BEFORE_S),
                                          self.config.incidents.capture_deadline_s)
@@ -202,4 +212,6 @@ class IncidentRecorder:
         c = head.container if head is not None else None
         if c is not None and self._opened_container is not None and c.started_at != self._opened_container:
             await asyncio.to_thread(self.ledger.add_action, iid, "restarted")
+        elif c is not None and c.state != "running":  # ended by stopping the engine (a restart's first half)
+            await asyncio.to_thread(self.ledger.add_action, iid, "stopped")
         self._tell("ended", f"incident {iid} ({ev.kind}) ended: the service moves again", iid)

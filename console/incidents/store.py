@@ -4,12 +4,14 @@ Two console processes may watch the same pair: the file is in WAL mode with a bu
 write is one short ``BEGIN IMMEDIATE`` transaction on a connection of its own, and the claim of an
 incident is made in the ledger itself: the first console to open an incident of a kind for a
 service owns it (it captures); a second one that sees the same incident joins the row and says it
-skipped. The schema is versioned (``PRAGMA user_version``); a file written by a newer console is
+skipped. Every write also holds a host-wide file lock (``incidents.sqlite3.lock``, ``flock``): SQLite's
+own locks do not hold on every file system (NFS homes, some container overlays), and the lock makes
+a write and the bundle files it removes one step for two consoles of this machine. The schema is versioned (``PRAGMA user_version``); a file written by a newer console is
 refused with one line, never rewritten.
 
 Rows: ``incidents`` (id, service, kind, start, end, stations, verdict, next step, bundle and its
 bytes, action: captured / skipped / failed / nothing, with ``restarted`` added when the engine
-restarted during it, owner, note) and ``stalls`` (service, start, seconds, stations, running).
+restarted during it (``stopped`` when it ended with the engine stopped), owner, note) and ``stalls`` (service, start, seconds, stations, running).
 Retention: at most ``max_incidents`` rows and ``max_bundle_bytes`` of bundles; the oldest bundles
 are deleted first (the row stays, its note says so), then the oldest rows.
 """
@@ -17,6 +19,7 @@ are deleted first (the row stays, its note says so), then the oldest rows.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import sqlite3
@@ -33,6 +36,7 @@ BUSY_TIMEOUT_MS = 10_000
 JOIN_S = 180.0  # an open incident of the same kind and service starting this close is the same one
 STALL_JOIN_S = 4.0  # two consoles' records of one stall (their polls differ by seconds)
 MAX_STALLS = 20_000
+LOCK_POLL_S = 0.02
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS incidents (
@@ -111,6 +115,36 @@ def owner_words() -> str:
     return f"{os.uname().nodename} pid {os.getpid()}"
 
 
+def lock_path(ledger_path: Path) -> Path:
+    return ledger_path.with_name(ledger_path.name + ".lock")
+
+
+@contextlib.contextmanager
+def host_lock(ledger_path: Path, timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> Iterator[None]:
+    """The ledger's write lock for every console of this host (``flock`` on the lock file beside it),
+    waited for at most ``timeout_s`` (then ``LedgerError``: one line, never a hang)."""
+    try:
+        fd = os.open(lock_path(ledger_path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise LedgerError(f"incident ledger {ledger_path}: its lock file: {exc.strerror or exc}") from None
+    try:
+        end = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    raise LedgerError(f"incident ledger {ledger_path}: another console held its lock for over "
+                                      f"{timeout_s:g} s") from None
+                time.sleep(LOCK_POLL_S)
+            except OSError as exc:
+                raise LedgerError(f"incident ledger {ledger_path}: its lock: {exc.strerror or exc}") from None
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 class Ledger:
     """The ledger at ``path`` (default: under ``$XDG_STATE_HOME/dgx-console``), created on first use."""
 
@@ -126,6 +160,10 @@ class Ledger:
     def _db(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         if not self._ready:
             self._setup()
+        with host_lock(self.path) if write else contextlib.nullcontext():
+            yield from self._connected(write)
+
+    def _connected(self, write: bool) -> Iterator[sqlite3.Connection]:
         con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
             con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -147,6 +185,13 @@ class Ledger:
     def _setup(self) -> None:
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"incident ledger {self.path}: {exc.strerror or exc}") from None
+        with host_lock(self.path):
+            self._make()
+
+    def _make(self) -> None:
+        try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             os.close(fd)
             con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -205,6 +250,17 @@ class Ledger:
         cols = ", ".join(f'"{k}"=?' for k in values)
         with self._db(write=True) as con:
             con.execute(f"UPDATE incidents SET {cols} WHERE id=?", (*values.values(), incident_id))
+
+    def add_stations(self, incident_id: int, stations: list[str] | tuple[str, ...]) -> None:
+        """Add stations to an incident (those that turned alarmed after it opened), kept in order."""
+        with self._db(write=True) as con:
+            row = con.execute("SELECT stations FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            if row is None:
+                return
+            have = list(json.loads(row[0]))
+            more = [n for n in stations if n not in have]
+            if more:
+                con.execute("UPDATE incidents SET stations=? WHERE id=?", (json.dumps(have + more), incident_id))
 
     def add_action(self, incident_id: int, word: str) -> None:
         """Add a word to what was done ("restarted" after "captured"): ``captured, restarted``."""

@@ -25,6 +25,7 @@ from console.remote.cmdlines_processes import (  # noqa: F401
     signal_if_same,
     signal_process,
 )
+from console.remote.cmdlines_tasks import engine_tasks as _engine_tasks
 
 q = shlex.quote
 
@@ -353,6 +354,11 @@ def pyspy_dump_engines(container: str, native: bool = False) -> str:
         'done; [ "$found" = 1 ] || echo "NO-ENGINE-PROCESS"; }'
     )
     return "sh -c " + q(script)
+
+
+def engine_tasks(container: str) -> str:
+    """Every engine thread's state, wait channel and kernel stack (console/remote/cmdlines_tasks.py)."""
+    return _engine_tasks(container, ENGINE_PROCESS_PATTERN)
 
 
 def rdma_statistic(device: str, port: int = 1) -> str:

@@ -29,6 +29,7 @@ from console.sim import api as sim_api
 from console.sim import station_shell
 from console.sim.engine import container_status, engine_phase, start_container, write_meminfo
 from console.sim.launch import sim_overrides
+from console.sim.proc_tasks import write_tasks
 from console.sim.rails_fs import write_rails
 from console.sim.shim import write_bin
 from console.sim.shims._stationfs import populate as populate_station_fs
@@ -163,6 +164,7 @@ class SimServer:
         for name in self.world.names:  # what /proc/meminfo holds from the first command on
             await asyncio.to_thread(write_meminfo, self.world, name, unified)
             await asyncio.to_thread(write_rails, self.world, name)  # and the rail sysfs (issue 24)
+            await asyncio.to_thread(write_tasks, self.world, name)
         _client, auth = self._keys()
         known = []
         for name in self.world.names:
@@ -234,6 +236,7 @@ class SimServer:
             for name in self.world.names:
                 await asyncio.to_thread(write_meminfo, self.world, name, unified)
                 await asyncio.to_thread(write_rails, self.world, name)  # issue 24: the rail sysfs
+                await asyncio.to_thread(write_tasks, self.world, name)  # the engine threads' /proc/PID/task
 
     def _handler(self, name: str):
         async def handle(process: asyncssh.SSHServerProcess) -> None:

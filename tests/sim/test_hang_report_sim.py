@@ -63,6 +63,18 @@ async def test_desync_names_the_rank_behind(sim_factory, tmp_path, capsys):
     with tarfile.open(out) as tar:
         names = tar.getnames()
     assert any(n.endswith("stations/B/ras-2.txt") for n in names) and any(n.endswith("evidence.json") for n in names)
+    # every engine thread's kernel-side state, per process, and the ranks RAS found behind
+    assert any(n.endswith("stations/A/tasks.txt") for n in names)
+    tasks = b["tasks"]
+    assert tasks["status"] == "ok" and tasks["read_at"] > 0, tasks
+    worker = next(p for p in tasks["processes"] if "Worker_TP1" in p["cmdline"])
+    watchdog = next(t for t in worker["threads"] if t["comm"] == "pt_nccl_watchdg")
+    assert watchdog["state"] == "S" and watchdog["wchan"] == "hrtimer_nanosleep" and watchdog["wait"] == "sleep"
+    assert watchdog["stack"] and "hrtimer_nanosleep" in watchdog["stack"][0]
+    assert worker["threads"][0]["state"] == "R" and worker["threads"][0]["wait"] == "running"  # spinning in the sync
+    lag = data["stragglers"]
+    assert lag["status"] == "ok" and lag["kind"] == "out-of-step" and lag["reads"] == "two-reads", lag
+    assert lag["ranks"] == [{"rank": 1, "station": "B", "behind": 1}] and lag["age_s"] is not None
 
 
 async def test_collective_hang_names_the_collective_and_the_counters(sim_factory, tmp_path, capsys):

@@ -50,6 +50,86 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     assert len(led.stalls()) == 80 and len(led.incidents()) == 20
 
 
+def test_two_consoles_opening_the_same_incident_at_once_make_one_row_with_one_owner(tmp_path):
+    """Many rounds of two processes racing for the same incident: one row each round, one owner."""
+    path = tmp_path / "l.sqlite3"
+    Ledger(path).incidents()
+    # both stay alive to the end (a console that ended before it captured is taken over, rightly)
+    code = ("import os, sys, time; from console.incidents.store import Ledger; l = Ledger(sys.argv[1])\n"
+            "d, k = sys.argv[2], sys.argv[3]\n"
+            "def meet(word):\n"
+            "    open(os.path.join(d, word + k), 'w').close()\n"
+            "    while not all(os.path.exists(os.path.join(d, word + j)) for j in '12'): time.sleep(0.01)\n"
+            "meet('ready')\n"
+            "for i in range(30):\n"
+            "    c = l.open_incident('svc', 'wedge', 10000.0 * i, ['A'], 'w', 'n'); print(i, c.id, int(c.owner))\n"
+            "    l.add_stall('svc', 10000.0 * i + 500, 9.0, ['A'], 4)\n"
+            "    l.update(c.id, note=f'seen by {k}')\n"
+            "    l.add_action(c.id, 'captured' if c.owner else 'skipped')\n"
+            "meet('done')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(tmp_path), k], stdout=subprocess.PIPE,
+                              text=True) for k in "12"]
+    outs = [p.communicate(timeout=90)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for out in outs:
+        for line in out.split("\n"):
+            if line:
+                i, iid, owner = line.split()
+                seen.setdefault(i, []).append((int(iid), int(owner)))
+    assert len(seen) == 30
+    for pair in seen.values():
+        assert pair[0][0] == pair[1][0] and sorted(o for _, o in pair) == [0, 1], pair  # same row, one owner
+    led = Ledger(path)
+    rows = led.incidents()
+    assert len(rows) == 30 and all(set(r.action.split(", ")) == {"captured", "skipped"} for r in rows), rows[:2]
+    assert len(led.stalls()) == 30  # the same stall from both: recorded once
+    import sqlite3
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+def test_a_write_waits_for_the_host_lock_and_gives_up_with_one_line(tmp_path):
+    """Another console holding the file lock holds every write of this one (and a lock held too long
+    is a ledger error, not a hang)."""
+    import fcntl
+    import os
+    import threading
+
+    from console.incidents import store
+
+    path = tmp_path / "l.sqlite3"
+    led = Ledger(path)
+    led.incidents()
+    fd = os.open(store.lock_path(path), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    done = threading.Event()
+
+    def write() -> None:
+        led.add_stall("svc", 1.0, 9.0, ["A"], 4)
+        done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        assert not done.wait(0.6)  # held by the lock
+        assert led.stalls() == []  # reads are not held
+    finally:
+        os.close(fd)
+    assert done.wait(10)
+    t.join()
+    assert len(led.stalls()) == 1
+    fd = os.open(store.lock_path(path), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(store.LedgerError, match="held its lock"):
+            with store.host_lock(path, timeout_s=0.2):
+                pass
+    finally:
+        os.close(fd)
+
+
 def test_pruning_removes_the_oldest_bundles_and_says_so(tmp_path):
     led = Ledger(tmp_path / "l.sqlite3")
     led.bundles.mkdir(parents=True)
@@ -97,6 +177,22 @@ def test_the_detector_opens_once_and_closes_on_progress():
     assert d.step(v(Progress.UNKNOWN), {}, None, None, 43.0) == []  # the API late is not the end
     assert d.step(v(Progress.PROGRESSING), {}, None, None, 44.0) == [Closed("wedge", 44.0)]
     assert INCIDENT_KINDS["stuck"] == "stuck"
+
+
+def test_a_station_that_turns_alarmed_later_widens_the_open_incident(tmp_path):
+    from console.incidents.detector import Widened
+
+    d = Detector(30.0, ("A", "B"))
+    d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.PROGRESSING), "B": v(Progress.STUCK, 10.0)}, None, None, 41.0)
+    assert d.open is not None and d.open.stations == ("B",)
+    assert d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.STUCK, 11.0), "B": v(Progress.STUCK, 10.0)},
+                  None, None, 42.0) == [Widened("stuck", ("A", "B"))]
+    assert d.step(v(Progress.STUCK, 10.0), {"A": v(Progress.STUCK, 11.0)}, None, None, 43.0) == []  # no narrowing
+    led = Ledger(tmp_path / "l.sqlite3")
+    c = led.open_incident("svc", "stuck", 10.0, ["B"], "stuck", "restart")
+    led.add_stations(c.id, ("A", "B"))
+    led.add_stations(c.id, ("B",))
+    assert led.get(c.id).stations == ("B", "A")
 
 
 def test_a_new_alarm_value_is_one_line_in_the_table(monkeypatch):

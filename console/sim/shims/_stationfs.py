@@ -13,6 +13,7 @@ from pathlib import Path
 
 from console.config import tensor_parallel_for
 from console.remote.cmdlines import MEMINFO, NET_SYSFS, RDMA_COUNTER_NAMES, RDMA_SYSFS
+from console.remote.cmdlines_tasks import PROC
 from console.sim.station_shell import write_mounts
 from console.sim.world import World
 
@@ -65,7 +66,7 @@ def populate(world: World, home: str | None = None, real_meminfo: bool = False) 
     for name in world.names:
         root = world.fs_dir(name)
         write_mounts(world.root, name, root, home,
-                     [RDMA_SYSFS, prof.model_dir] + ([] if real_meminfo else [MEMINFO, NET_SYSFS]))
+                     [RDMA_SYSFS, prof.model_dir] + ([] if real_meminfo else [MEMINFO, NET_SYSFS, PROC]))
         st = world.state(name)
         devices = list(prof.link.rails) or [st["rail"]["rdma"]]
         for dev in devices:

@@ -1,6 +1,6 @@
 """The incident ledger on screen (``I`` on the dashboard): one row per incident, newest first, the
 stalls of the last hour under them, and the chosen incident in full (its verdict, next step and
-where its bundle went). The ledger is read in a thread (SQLite may wait on another console)."""
+where its bundle went); ``p`` replays the chosen incident's window (console/ui/screens/replay.py). The ledger is read in a thread (SQLite may wait on another console)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,14 @@ class IncidentsScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="incidents-back"),
         Binding("r", "reload", "Reload", id="incidents-reload", tooltip="Read the ledger again"),
+        Binding("p", "replay", "Replay", id="incidents-replay", tooltip="Replay the chosen incident's window"),
     ]
 
     def __init__(self, ledger: Ledger | None = None) -> None:
         super().__init__()
         self.ledger = ledger or Ledger()
         self.rows: list[Incident] = []
+        self.chosen: Incident | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=getattr(self.app, "_clock", True))
@@ -72,8 +74,24 @@ class IncidentsScreen(Screen):
         self._detail(rows[0] if rows else None)
 
     def _detail(self, i: Incident | None) -> None:
+        self.chosen = i
         self.query_one("#incident-detail", Static).update(Text(show(i) if i else "no incident recorded yet"))
 
     def on_data_table_row_highlighted(self, msg: DataTable.RowHighlighted) -> None:
         key = msg.row_key.value if msg.row_key is not None else None
         self._detail(next((i for i in self.rows if str(i.id) == key), None))
+
+    def action_replay(self) -> None:
+        from console.ui.screens.replay import ReplayScreen
+
+        i = self.chosen
+        if i is None:
+            self.notify("no incident chosen", severity="warning")
+            return
+        if not i.bundle:
+            self.notify(f"incident {i.id} has no bundle to replay ({one_line(i.note or i.action, 200)})",
+                        severity="warning", markup=False)
+            return
+        config = getattr(self.app, "config", None)
+        window_s = config.ui.progress_window_s if config is not None else 30.0
+        self.app.push_screen(ReplayScreen(i.bundle, window_s, i.id))
