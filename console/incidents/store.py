@@ -216,6 +216,19 @@ class Ledger:
             if word not in words:
                 con.execute("UPDATE incidents SET action=? WHERE id=?", (", ".join([*words, word]), incident_id))
 
+    def claim_action(self, incident_id: int, word: str) -> bool:
+        """Add ``word`` to what was done unless it is there already: True for the one console that
+        added it (two consoles on one pair: the first to claim "alerted" sends the alert)."""
+        with self._db(write=True) as con:
+            row = con.execute("SELECT action FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            if row is None:
+                return False
+            words = [w for w in row[0].split(", ") if w and w != "nothing"]
+            if word in words:
+                return False
+            con.execute("UPDATE incidents SET action=? WHERE id=?", (", ".join([*words, word]), incident_id))
+            return True
+
     def close_incident(self, incident_id: int, end: float) -> None:
         with self._db(write=True) as con:
             con.execute('UPDATE incidents SET "end"=? WHERE id=? AND "end" IS NULL', (end, incident_id))
