@@ -38,7 +38,7 @@ class Alerter:
         self.mask = full_masker(config)
         self.host = socket.gethostname()
         self.service, self.backoff_s = service, backoff_s
-        self._say = say or (lambda kind, text: None)
+        self._say = say if say is not None else (lambda kind, text: None)
         self._sent: deque[float] = deque()  # when each message of the last hour went out
         self._last: dict[str, float] = {}  # kind -> when its last open alert went out
         self._folded: dict[str, int] = {}  # kind -> opens held back since (said in the next one)
