@@ -54,8 +54,8 @@ from console.station.snapshot import progress_json, progress_words, watch_json, 
 from console.station.state import Stations
 from console.supervisor import JobFailure, Supervisor
 
-#: The news ``watch --json`` also writes to stderr (the journal of a unit): failures and alerts.
-LOGGED = frozenset({"incident", "alert", "alert-failed", "capture-failed", "error"})
+#: The news ``watch --json`` also writes to stderr (the journal of a unit): incidents, evidence, alerts, failures.
+LOGGED = frozenset({"incident", "captured", "skipped", "capture-failed", "ended", "alert", "alert-failed", "error"})
 
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,

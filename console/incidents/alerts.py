@@ -43,7 +43,7 @@ class Alerter:
         self._last: dict[str, float] = {}  # kind -> when its last open alert went out
         self._folded: dict[str, int] = {}  # kind -> opens held back since (said in the next one)
         self._held_back = 0  # messages over max_per_hour in the current hour
-        self._alerted: dict[int, float] = {}  # incident -> when its open alert went out (its end is said)
+        self._alerted: dict[int | str, float] = {}  # incident -> when its open alert went out (its end is said)
         self._outcomes_sent: set[tuple[str, int]] = set()  # (kind, incident) of alert() calls sent
         self._tasks: set[asyncio.Task] = set()
         self.outcomes: deque[tuple[Alert, list[Outcome]]] = deque(maxlen=100)  # the latest, newest last
@@ -59,10 +59,13 @@ class Alerter:
     # ------------------------------------------------------------------ what the recorder calls
 
     def opened(self, kind: str, *, stations: tuple[str, ...], verdict: str, next_step: str, start: float,
-               incident: int | None = None, bundle: str | None = None, now: float | None = None) -> bool:
-        """An incident opened: its alert is queued (True) or folded / held back / not wanted (False)."""
+               incident: int | None = None, bundle: str | None = None, now: float | None = None,
+               key: str | None = None) -> bool:
+        """An incident opened: its alert is queued (True) or folded / held back / not wanted (False).
+        ``key``: what names the incident when it has no ledger id (its "resolved" is asked by it)."""
         now = time.time() if now is None else now
-        if not self.wants(kind) or (incident is not None and incident in self._alerted):
+        ident = incident if incident is not None else key
+        if not self.wants(kind) or (ident is not None and ident in self._alerted):
             return False
         last = self._last.get(kind)
         if last is not None and now - last < self.settings.repeat_after_s:
@@ -74,19 +77,21 @@ class Alerter:
             return False
         folded = self._folded.pop(kind, 0)
         self._last[kind] = now
-        if incident is not None:
-            self._alerted[incident] = now
+        if ident is not None:
+            self._alerted[ident] = now
         self._send(Alert(kind, "open", stations, verdict, next_step, start, self.host, self.service, incident,
                          bundle, folded=folded))
         return True
 
-    def resolved(self, kind: str, *, incident: int, stations: tuple[str, ...], verdict: str, start: float,
-                 end: float, bundle: str | None = None, now: float | None = None) -> bool:
+    def resolved(self, kind: str, *, stations: tuple[str, ...], verdict: str, start: float, end: float,
+                 incident: int | None = None, key: str | None = None, bundle: str | None = None,
+                 now: float | None = None) -> bool:
         """An incident this console alerted has cleared: the "resolved" message is queued (True)."""
         now = time.time() if now is None else now
-        if incident not in self._alerted or not self.settings.resolved or not self.configured:
+        ident = incident if incident is not None else key
+        if ident not in self._alerted or not self.settings.resolved or not self.configured:
             return False
-        del self._alerted[incident]
+        del self._alerted[ident]
         if not self._admit(now):
             return False
         self._send(Alert(kind, "resolved", stations, verdict, "", start, self.host, self.service, incident, bundle,

@@ -88,6 +88,7 @@ class IncidentRecorder:
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._rows: dict[str, tuple[int, Opened]] = {}  # kind -> the open incident's ledger row and opening
         self._bundles: dict[int, str] = {}  # incident -> its bundle's path (planned, then written)
+        self._unledgered: dict[str, Opened] = {}  # kind -> an open incident the ledger could not take
         self._opened_container: str | None = None  # the head container's start at the incident's opening
         self._captures: set[asyncio.Task] = set()
         self._loaded = False
@@ -160,11 +161,19 @@ class IncidentRecorder:
                                 f"({self.stall_summary() or ''})", seconds=round(ev.seconds, 1))
 
     async def _opened(self, ev: Opened) -> None:
-        claim = await asyncio.to_thread(self.ledger.open_incident, self.service, ev.kind, ev.start, ev.stations,
-                                        ev.verdict, ev.next_step)
-        self._rows[ev.kind] = (claim.id, ev)
         if self._alarm is not None and self.config.alerts.wants(ev.kind):
             self._alarm(ev.kind)
+        try:
+            claim = await asyncio.to_thread(self.ledger.open_incident, self.service, ev.kind, ev.start, ev.stations,
+                                            ev.verdict, ev.next_step)
+        except LedgerError as exc:  # no ledger (disk full, a newer schema): the page still goes out
+            self._tell("error", f"{ev.kind} on {', '.join(ev.stations)}: not written to the ledger "
+                                f"({one_line(str(exc), 200)})")
+            self._unledgered[ev.kind] = ev
+            self.alerter.opened(ev.kind, stations=ev.stations, verdict=ev.verdict, next_step=ev.next_step,
+                                start=ev.start, key=f"{ev.kind}@{ev.start}")
+            return
+        self._rows[ev.kind] = (claim.id, ev)
         captured = ev.kind in CAPTURED_KINDS
         bundle = str(self._bundle_path(claim.id, ev)) if captured and self.capture_on and claim.owner else None
         if bundle is not None:
@@ -228,6 +237,10 @@ class IncidentRecorder:
             self._tell("pruned", line)
 
     async def _closed(self, ev: Closed) -> None:
+        if (lost := self._unledgered.pop(ev.kind, None)) is not None:
+            self.alerter.resolved(ev.kind, key=f"{ev.kind}@{lost.start}", stations=lost.stations,
+                                  verdict=lost.verdict, start=lost.start, end=ev.end)
+            return
         row = self._rows.pop(ev.kind, None)
         if row is None:
             return

@@ -245,3 +245,24 @@ def test_alert_test_bad_config_is_one_line_exit_2(tmp_path, capsys, alerts, word
     assert main(["alert-test", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert words in err and TOKEN not in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+async def test_a_ledger_that_cannot_be_written_still_pages_and_says_it_cleared(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the ledger's directory should be")
+    with Receiver() as rx:
+        cfg = config(f'webhook = "{hook(rx)}"\n')
+        news: list = []
+        rec = IncidentRecorder(cfg, Stations.for_config(cfg), news.append, ledger=Ledger(blocker / "l.sqlite3"),
+                               capture=False)
+        job = asyncio.create_task(rec.run())
+        now = time.time()
+        rec.tick({"A": Verdict(Progress.WEDGED, now - 40, "wedged: frozen 40 s", station="A")}, now)
+        await until(lambda: len(rx.got) >= 1, what="the page without a ledger", timeout=10)
+        rec.tick({"A": Verdict(Progress.PROGRESSING, now, "moving", station="A")}, now + 30)
+        await until(lambda: len(rx.got) >= 2, what="the resolved message", timeout=10)
+        job.cancel()
+        await asyncio.gather(job, return_exceptions=True)
+        first, second = (r.json() for r in rx.got)
+        assert first["kind"] == "wedge" and first["incident"] is None and second["event"] == "resolved"
+        assert any(n.kind == "error" and "not written to the ledger" in n.text for n in news)
