@@ -69,7 +69,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
     recorder = IncidentRecorder(config, stations, said.append)
-    log = log or sys.stderr
+    log = sys.stderr if log is None else log
 
     def job_failed(f: JobFailure) -> None:  # never silent: the next print says it, and the log line
         said.append(Notice("error", f"{f.job} failed ({type(f.error).__name__}: {one_line(str(f.error), 200)}); "

@@ -25,6 +25,7 @@ from typing import Literal
 from console.config import Config
 from console.incidents.capture import full_masker
 from console.incidents.sinks import Alert, Outcome, desktop, ntfy, webhook
+from console.sanitize import one_line
 
 HOUR_S = 3600.0
 BACKOFF_S = 1.0
@@ -141,7 +142,12 @@ class Alerter:
     async def deliver(self, alert: Alert) -> list[Outcome]:
         """Every configured sink at once (bounded each); the outcomes are said and kept."""
         alert = alert.masked(self.mask)
-        got = await self.send_all(alert)
+        try:
+            got = await self.send_all(alert)
+        except Exception as exc:  # a bug of ours must not end silently in a task nobody awaits
+            self._say("alert-failed", f"alert {alert.kind} ({alert.event}) not sent: {type(exc).__name__}: "
+                                      f"{one_line(self.mask(str(exc)), 200)}")
+            return []
         self.outcomes.append((alert, got))
         what = f"{alert.kind} ({alert.event})" + (f", incident {alert.incident}" if alert.incident is not None else "")
         failed = [o for o in got if o.status != "sent"]

@@ -36,6 +36,7 @@ WEBHOOK_KEYS = ("source", "event", "kind", "incident", "title", "text", "station
                 "console_host", "service", "started_at", "resolved_at", "sent_at", "duration_s", "folded")
 URGENT = frozenset({"wedge", "rank-death", "gpu-fault", "recovery-failed"})
 DESKTOP_TIMEOUT_S = 5.0
+MAX_BACKOFF_S = 30.0
 TEXT_CHARS = 600
 
 
@@ -160,7 +161,7 @@ async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str]
                         code = r.status_code
             except (TimeoutError, httpx.TimeoutException):
                 detail = f"no answer within {timeout_s:g} s"
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
                 detail = f"{type(exc).__name__}: {one_line(mask(str(exc)), 200) or 'connection failed'}"
             else:
                 if 200 <= code < 300:
@@ -169,7 +170,7 @@ async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str]
                 if code != 429 and code < 500:  # the receiver refused it: the same again changes nothing
                     break
             if attempt < retries:
-                await asyncio.sleep(backoff_s * (2 ** attempt))
+                await asyncio.sleep(min(MAX_BACKOFF_S, backoff_s * (2 ** attempt)))
     return Outcome(sink, shown, "failed", detail, attempts, time.monotonic() - t0)
 
 
