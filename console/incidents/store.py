@@ -9,7 +9,7 @@ refused with one line, never rewritten.
 
 Rows: ``incidents`` (id, service, kind, start, end, stations, verdict, next step, bundle and its
 bytes, action: captured / skipped / failed / nothing, with ``restarted`` added when the engine
-restarted during it, owner, note) and ``stalls`` (service, start, seconds, stations, running).
+restarted during it and ``alerted`` when an alert went out (``claim_action``: one console per incident), owner, note) and ``stalls`` (service, start, seconds, stations, running).
 Retention: at most ``max_incidents`` rows and ``max_bundle_bytes`` of bundles; the oldest bundles
 are deleted first (the row stays, its note says so), then the oldest rows.
 """
