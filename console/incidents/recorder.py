@@ -178,7 +178,7 @@ class IncidentRecorder:
         bundle = str(self._bundle_path(claim.id, ev)) if captured and self.capture_on and claim.owner else None
         if bundle is not None:
             self._bundles[claim.id] = bundle
-        if self.alerter.wants(ev.kind) and await asyncio.to_thread(self.ledger.claim_action, claim.id, "alerted"):
+        if self.alerter.wants(ev.kind) and await self._claim_alert(claim.id):
             # one console alerts an incident (the first to claim it), owner of the capture or not
             self.alerter.opened(ev.kind, stations=ev.stations, verdict=ev.verdict, next_step=ev.next_step,
                                 start=ev.start, incident=claim.id, bundle=bundle)
@@ -201,6 +201,16 @@ class IncidentRecorder:
         task = asyncio.create_task(self._capture(claim.id, ev))
         self._captures.add(task)
         task.add_done_callback(self._captures.discard)
+
+    async def _claim_alert(self, iid: int) -> bool:
+        """This console sends the incident's alert (the ledger's claim); a ledger that cannot say
+        means yes: a page twice is better than none."""
+        try:
+            return await asyncio.to_thread(self.ledger.claim_action, iid, "alerted")
+        except LedgerError as exc:
+            self._tell("error", f"incident {iid}: the alert's claim was not written ({one_line(str(exc), 200)}); "
+                                "alerting anyway", iid)
+            return True
 
     def _bundle_path(self, iid: int, ev: Opened):
         stamp = datetime.fromtimestamp(ev.start, UTC).strftime("%Y%m%d-%H%M%S")
