@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from console.config import ApiSettings, Config, ConfigError, Station, UiSettings, parse_config, save_config
+from console.config.alerts import AlertSettings
 from console.config.errors import NUMBER
 from console.config.fields import build, checks, kinds, setting, table, to_toml
-from console.config.alerts import AlertSettings
 from console.config.schema import IncidentSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
