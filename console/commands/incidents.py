@@ -3,10 +3,10 @@ ledger (console/incidents/store.py): what happened, when, on which stations, wha
 concluded and did, and where the evidence is.
 
 ``--json`` prints one object ``{"incidents": [...], "stalls": [...]}``, newest first: each incident
-with ``id``, ``kind`` (wedge / stuck / out-of-step), ``start``, ``end`` (null: still open, or its
+with ``id``, ``kind`` (wedge / stuck / out-of-step / rank-death; gpu-fault / rail / unreachable), ``start``, ``end`` (null: still open, or its
 console ended first), ``seconds``, ``stations``, ``verdict``, ``next_step``, ``bundle`` (null: none,
 or pruned: ``note`` says), ``bundle_bytes``, ``action`` (captured / skipped / failed / nothing, with
-``restarted`` added when the engine restarted during it, ``stopped`` when it ended with the engine stopped), ``service``, ``owner``, ``note``; each stall
+``restarted`` added when the engine restarted during it, ``stopped`` when it ended with the engine stopped, ``alerted`` when an alert went out), ``service``, ``owner``, ``note``; each stall
 with ``start``, ``seconds``, ``stations``, ``running``, ``service``. ``--since`` takes an age (``90m``,
 ``2h``, ``7d``), a date or date and time (``2026-12-05``, ``2026-12-05T14:00``; local time) or Unix
 seconds. Exit 0; 1 for ``show`` of an id the ledger does not hold; 2 for bad input.

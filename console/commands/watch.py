@@ -17,6 +17,12 @@ once every few seconds on the head while an engine serves (console/station/ras_m
 (the job's watch: state healthy/suspect/stuck/unknown, why, the stations behind) on every line.
 
 and with ``--logs`` every container log line in order as ``{"t": ..., "station": "B", "log": "..."}``.
+
+Unattended (a spare machine, all night; docs/unattended-watch.md has a systemd unit): the same flight
+recorder as the TUI (console/incidents/: detection, the capture, the ledger) and the same alerts
+(``[alerts]``); the head's object carries the news (``incidents``: opened, captured, ended, ``alert``,
+``alert-failed``), and with ``--json`` the failures, openings and alerts are one line each on stderr
+too (the unit's journal). A job of its own that fails is said the same way, then restarted.
 ``--seconds N`` ends after N s (default: until Ctrl+C); either way the exit status is 0.
 """
 
@@ -37,7 +43,7 @@ from console.config import Config, load_config
 from console.incidents.recorder import IncidentRecorder, Notice
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
-from console.sanitize import clean, clip
+from console.sanitize import clean, clip, one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
@@ -46,12 +52,15 @@ from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.snapshot import progress_json, progress_words, watch_json, watch_line
 from console.station.state import Stations
-from console.supervisor import Supervisor
+from console.supervisor import JobFailure, Supervisor
+
+#: The news ``watch --json`` also writes to stderr (the journal of a unit): incidents, evidence, alerts, failures.
+LOGGED = frozenset({"incident", "captured", "skipped", "capture-failed", "ended", "alert", "alert-failed", "error"})
 
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
                 seconds: float | None = None, interval: float = 1.0, trust: bool = False,
-                replace: str | None = None, stop: asyncio.Event | None = None) -> None:
+                replace: str | None = None, stop: asyncio.Event | None = None, log: TextIO | None = None) -> None:
     """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``."""
     stop = stop or asyncio.Event()
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
@@ -60,6 +69,11 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
     recorder = IncidentRecorder(config, stations, said.append)
+    log = sys.stderr if log is None else log
+
+    def job_failed(f: JobFailure) -> None:  # never silent: the next print says it, and the log line
+        said.append(Notice("error", f"{f.job} failed ({type(f.error).__name__}: {one_line(str(f.error), 200)}); "
+                                    f"restarting in {f.retry_in_s:g} s", at=time.time()))
 
     def emit(text: str) -> None:
         out.write(text + "\n")
@@ -92,9 +106,10 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
                              config.connect_timeout_s + 2)
         start_station_services(jobs, config, post, sessions, sample_ms)
-        jobs.start("serving", ServingMonitor(api, serving).run)
-        start_ras_watch(jobs, sessions, stations, post)  # one short ncclras every few s while an engine serves
-        jobs.start("incidents", recorder.run)  # the ledger, the auto-capture, the stalls
+        jobs.start("serving", ServingMonitor(api, serving).run, on_failure=job_failed)
+        # one short ncclras every few s while an engine serves
+        start_ras_watch(jobs, sessions, stations, post, job_failed)
+        jobs.start("incidents", recorder.run, on_failure=job_failed)  # the ledger, the capture, the stalls, alerts
         start = time.monotonic()
         while not stop.is_set():
             wait = interval
@@ -106,6 +121,10 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
             recorder.tick(verdicts, now)
             news, said[:] = list(said), []
+            for n in news:  # what an unattended watch must not lose in NDJSON: one line each on stderr too
+                if as_json and n.kind in LOGGED:
+                    log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
+                    log.flush()
             if as_json:
                 ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
@@ -116,7 +135,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 if news:
                     drawn = 0  # the news stays above the redrawn block
                 for n in news:
-                    emit(f"incident: {clean(n.text)}")
+                    emit(f"{'alert' if n.kind in ('alert', 'alert-failed') else 'incident'}: {clean(n.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
                 lines = [watch_line(state, now) + progress_words(verdicts[state.name])
@@ -127,6 +146,16 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             out.flush()
             if seconds is not None and time.monotonic() - start >= seconds:
                 break
+    # said while the jobs ended (an alert's outcome in its grace): a line each, never lost
+    for n in said:
+        if as_json:
+            if n.kind in LOGGED:
+                log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
+        else:
+            emit(f"{'alert' if n.kind in ('alert', 'alert-failed') else 'incident'}: {clean(n.text)}")
+    with contextlib.suppress(OSError, ValueError):
+        out.flush()
+        log.flush()
 
 
 def incidents_json(head: bool, news: list[Notice], recorder: IncidentRecorder) -> dict:

@@ -11,7 +11,15 @@ import tomli_w
 
 from console.config.fields import to_toml
 from console.config.schema import Config
-from console.config.secrets import MASK, is_secret_name, is_secret_value, masked_env, text_masker, url_secrets
+from console.config.secrets import (
+    MASK,
+    is_secret_name,
+    is_secret_value,
+    masked_env,
+    sink_url_secrets,
+    text_masker,
+    url_secrets,
+)
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:
@@ -40,12 +48,14 @@ def secret_env_keys(cfg: Config) -> list[str]:
 
 def secret_values(cfg: Config) -> list[str]:
     """Every secret value the config can reach (extra_env secrets, the API key, the password in a URL's
-    userinfo): logs, previews and bundles mask each one wherever it appears."""
+    userinfo, the alert sinks' URLs): logs, previews and bundles mask each one wherever it appears."""
     extra = cfg.overrides.get("extra_env") or {}
     out = [str(extra[k]) for k in secret_env_keys(cfg) if str(extra[k])]
     for v in extra.values():
         out += url_secrets(str(v))
     out += url_secrets(cfg.api.url or "")
+    for sink in (cfg.alerts.webhook, cfg.alerts.ntfy):  # an alert sink's URL is a credential as a whole
+        out += sink_url_secrets(sink or "")
     key = cfg.api_key()
     if key:
         out.append(key)

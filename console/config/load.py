@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from console.config.alerts import parse_alerts
 from console.config.engine_flags import serving_problem
 from console.config.errors import ConfigError, Locator, check_type, key_path, one, parse_toml, show, type_name
 from console.config.fields import checks, kinds, table
@@ -75,6 +76,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
     for key, rule in checks(IncidentSettings).items():
         if problem := rule(getattr(incidents, key)):
             raise err("incidents", None, key, f"incidents.{key}", problem)
+    alerts = parse_alerts(data.get("alerts", {}), lambda key, fpath, msg: err("alerts", None, key, fpath, msg))
 
     overrides = data.get("overrides", {})
     if not isinstance(overrides, dict):
@@ -113,6 +115,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
         api=ApiSettings(**api_raw),
         ui=ui,
         incidents=incidents,
+        alerts=alerts,
         overrides=dict(overrides),
         simulated=simulated,
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),

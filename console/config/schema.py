@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from console.config import validate as v
+from console.config.alerts import AlertSettings
 from console.config.errors import ConfigError
 from console.config.fields import setting
 from console.config.paths import MAX_KEY_FILE_BYTES
@@ -173,6 +174,7 @@ class Config:
     api: ApiSettings = field(default_factory=ApiSettings)
     ui: UiSettings = field(default_factory=UiSettings)
     incidents: IncidentSettings = field(default_factory=IncidentSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)  # [alerts] (console/config/alerts.py)
     overrides: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
     keys: dict[str, str] = field(default_factory=dict)  # [keys]: binding id -> keys ("f5" or "ctrl+r,f5")

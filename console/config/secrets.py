@@ -35,7 +35,9 @@ as its values (the one tree masker: the hang archive and `hang-report --json`).
 
 Secrets by value: a URL's userinfo (``http://user:password@host``) is a secret wherever it appears
 (``mask_url``, and ``redact_text`` for free text); ``is_secret_value`` says a value carries one, so
-that value travels and shows like a secret-named one.
+that value travels and shows like a secret-named one. A URL that is itself a credential (an alert
+sink's webhook or ntfy topic) is shown by ``mask_sink_url`` and masked by value everywhere
+(``sink_url_secrets``, through the config's ``secret_values``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,34 @@ def url_secrets(text: str) -> list[str]:
         elif m.group("password") is None and m.group("scheme").lower().startswith("http") and m.group("user"):
             out.append(m.group("user"))
     return out
+
+
+def sink_url_secrets(url: str) -> list[str]:
+    """The secret parts of a URL that *is* a credential (an alert sink: a webhook's path carries its
+    token, as Slack's and Discord's do; an ntfy topic is its own password; a query may carry
+    ``?auth=``): the whole URL, its path and query (8 characters or more) and its userinfo."""
+    if not url or "://" not in url:
+        return []
+    scheme, _, rest = url.partition("://")
+    where = rest.find("/") if "/" in rest else len(rest)
+    tail = rest[where:]
+    out = [url, *url_secrets(url)]
+    if len(tail) >= 8:
+        out.append(tail)
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+def mask_sink_url(url: str) -> str:
+    """A credential URL as it may be shown: scheme, host and port, with the userinfo and everything
+    after the host as ``***`` (``https://hooks.example.com/***``)."""
+    if not url or "://" not in url:
+        return MASK
+    scheme, _, rest = url.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    host = rest[:cut]
+    if "@" in host:
+        host = f"{MASK}@{host.rpartition('@')[2]}"
+    return f"{scheme}://{host}" + (f"/{MASK}" if rest[cut:].strip("/") else "")
 
 
 def is_secret_value(value: object) -> bool:

@@ -24,7 +24,9 @@ from typing import Literal
 
 from console.config import Config
 from console.incidents import capture as cap
-from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen, Widened
+from console.incidents.alerts import Alerter
+from console.incidents.conditions import ConditionDetector
+from console.incidents.detector import INCIDENT_KINDS, Closed, Detector, Event, Opened, StallSeen, Widened
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
@@ -33,7 +35,9 @@ from console.station.state import Stations
 
 STALL_SUMMARY_S = 3600.0
 NoticeKind = Literal["incident", "capturing", "captured", "skipped", "capture-failed", "ended", "stall",
-                     "pruned", "error"]
+                     "pruned", "error", "alert", "alert-failed"]
+#: The kinds whose hang evidence is captured (the progress incidents; a rail or a GPU is read live).
+CAPTURED_KINDS = frozenset(INCIDENT_KINDS.values())
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,24 @@ def stall_words(stalls: list[Stall] | tuple[Stall, ...], now: float, span_s: flo
 
 class IncidentRecorder:
     def __init__(self, config: Config, stations: Stations, say: Callable[[Notice], None],
-                 ledger: Ledger | None = None, capture: bool | None = None, capture_fn=None) -> None:
+                 ledger: Ledger | None = None, capture: bool | None = None, capture_fn=None,
+                 alarm: Callable[[str], None] | None = None, alerter: Alerter | None = None) -> None:
         self.config, self.stations, self._say = config, stations, say
         self.ledger = ledger or Ledger()
         self.capture_on = config.incidents.capture if capture is None else capture
         self._capture_fn = capture_fn or cap.capture_bundle
         self.window = Window()
         self.detector = Detector(config.ui.progress_window_s, tuple(s.name for s in config.stations))
+        self.conditions = ConditionDetector()  # gpu-fault, rail, unreachable: incidents of a station's health
         self.service = service_key(config)
+        # alerts out ([alerts]): every incident's opening and end; alarm: the TUI's bell
+        self.alerter = alerter or Alerter(config, lambda kind, text: self._tell(kind, text), service=self.service)
+        self._alarm = alarm
         self.stalls: deque[Stall] = deque(maxlen=1000)  # this service's, newest last (the pane's words)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
-        self._row: int | None = None  # the open incident's ledger row
+        self._rows: dict[str, tuple[int, Opened]] = {}  # kind -> the open incident's ledger row and opening
+        self._bundles: dict[int, str] = {}  # incident -> its bundle's path (planned, then written)
+        self._unledgered: dict[str, Opened] = {}  # kind -> an open incident the ledger could not take
         self._opened_container: str | None = None  # the head container's start at the incident's opening
         self._captures: set[asyncio.Task] = set()
         self._loaded = False
@@ -94,6 +105,12 @@ class IncidentRecorder:
         sv = service(verdicts, self.stations.head_name)
         for ev in self.detector.step(sv, verdicts, head.progress if head is not None else None, running, now):
             self._events.put_nowait(ev)
+        for ev in self.conditions.step(self.stations, now):
+            self._events.put_nowait(ev)
+
+    def alert(self, kind: str, **kw) -> bool:
+        """One alert now (``Alerter.alert``: a recovery's outcome), deduplicated and rate-limited."""
+        return self.alerter.alert(kind, **kw)
 
     def requests_now(self, now: float | None = None) -> dict:
         """The head engine's requests in flight as its metrics say now (with the read's age)."""
@@ -124,11 +141,13 @@ class IncidentRecorder:
                 t.cancel()
             if self._captures:
                 await asyncio.gather(*self._captures, return_exceptions=True)
+            await self.alerter.aclose()  # the messages in flight get a few seconds, then go
 
     async def drain(self) -> None:
         """Wait until every event so far is written and every capture done (tests, shutdown)."""
         while not self._events.empty() or self._captures:
             await asyncio.sleep(0.05)
+        await self.alerter.drain()
 
     def _tell(self, kind: NoticeKind, text: str, incident: int | None = None, bundle: str | None = None,
               seconds: float | None = None) -> None:
@@ -140,8 +159,8 @@ class IncidentRecorder:
         elif isinstance(ev, Closed):
             await self._closed(ev)
         elif isinstance(ev, Widened):
-            if self._row is not None:
-                await asyncio.to_thread(self.ledger.add_stations, self._row, ev.stations)
+            if (got := self._rows.get(ev.kind)) is not None:
+                await asyncio.to_thread(self.ledger.add_stations, got[0], ev.stations)
         elif isinstance(ev, StallSeen):
             stall = Stall(ev.start, ev.seconds, ev.stations, ev.running, self.service)
             self.stalls.append(stall)
@@ -151,18 +170,39 @@ class IncidentRecorder:
                                 f"({self.stall_summary() or ''})", seconds=round(ev.seconds, 1))
 
     async def _opened(self, ev: Opened) -> None:
-        claim = await asyncio.to_thread(self.ledger.open_incident, self.service, ev.kind, ev.start, ev.stations,
-                                        ev.verdict, ev.next_step)
-        self._row = claim.id
-        head = self.stations.head
-        c = head.container if head is not None else None
-        self._opened_container = c.started_at if c is not None else None
+        if self._alarm is not None and self.config.alerts.wants(ev.kind):
+            self._alarm(ev.kind)
+        try:
+            claim = await asyncio.to_thread(self.ledger.open_incident, self.service, ev.kind, ev.start, ev.stations,
+                                            ev.verdict, ev.next_step)
+        except LedgerError as exc:  # no ledger (disk full, a newer schema): the page still goes out
+            self._tell("error", f"{ev.kind} on {', '.join(ev.stations)}: not written to the ledger "
+                                f"({one_line(str(exc), 200)})")
+            self._unledgered[ev.kind] = ev
+            self.alerter.opened(ev.kind, stations=ev.stations, verdict=ev.verdict, next_step=ev.next_step,
+                                start=ev.start, key=f"{ev.kind}@{ev.start}")
+            return
+        self._rows[ev.kind] = (claim.id, ev)
+        captured = ev.kind in CAPTURED_KINDS
+        bundle = str(self._bundle_path(claim.id, ev)) if captured and self.capture_on and claim.owner else None
+        if bundle is not None:
+            self._bundles[claim.id] = bundle
+        if self.alerter.wants(ev.kind) and await self._claim_alert(claim.id):
+            # one console alerts an incident (the first to claim it), owner of the capture or not
+            self.alerter.opened(ev.kind, stations=ev.stations, verdict=ev.verdict, next_step=ev.next_step,
+                                start=ev.start, incident=claim.id, bundle=bundle)
+        if captured:
+            head = self.stations.head
+            c = head.container if head is not None else None
+            self._opened_container = c.started_at if c is not None else None
         where = ", ".join(ev.stations)
         if not claim.owner:
             self._tell("skipped", f"incident {claim.id} ({ev.kind} on {where}): another console ({claim.other}) "
                                   "owns it and captures it; skipped", claim.id)
             return
         self._tell("incident", f"incident {claim.id}: {ev.kind} on {where}: {one_line(ev.verdict, 200)}", claim.id)
+        if not captured:
+            return
         if not self.capture_on:
             self._tell("skipped", f"incident {claim.id}: not captured ([incidents] capture = false); "
                                   "press h (or run hang-report) for the evidence", claim.id)
@@ -171,9 +211,22 @@ class IncidentRecorder:
         self._captures.add(task)
         task.add_done_callback(self._captures.discard)
 
-    async def _capture(self, iid: int, ev: Opened) -> None:
+    async def _claim_alert(self, iid: int) -> bool:
+        """This console sends the incident's alert (the ledger's claim); a ledger that cannot say
+        means yes: a page twice is better than none."""
+        try:
+            return await asyncio.to_thread(self.ledger.claim_action, iid, "alerted")
+        except LedgerError as exc:
+            self._tell("error", f"incident {iid}: the alert's claim was not written ({one_line(str(exc), 200)}); "
+                                "alerting anyway", iid)
+            return True
+
+    def _bundle_path(self, iid: int, ev: Opened):
         stamp = datetime.fromtimestamp(ev.start, UTC).strftime("%Y%m%d-%H%M%S")
-        path = self.ledger.bundles / f"incident-{iid}-{ev.kind}-{stamp}.tar.gz"
+        return self.ledger.bundles / f"incident-{iid}-{ev.kind}-{stamp}.tar.gz"
+
+    async def _capture(self, iid: int, ev: Opened) -> None:
+        path = self._bundle_path(iid, ev)
         self._tell("capturing", f"incident {iid}: capturing the hang evidence and the window (at most "
                                 f"{self.config.incidents.capture_deadline_s:g} s)", iid)
         row = {"id": iid, "kind": ev.kind, "start": ev.start, "stations": list(ev.stations), "verdict": ev.verdict,
@@ -204,14 +257,23 @@ class IncidentRecorder:
             self._tell("pruned", line)
 
     async def _closed(self, ev: Closed) -> None:
-        iid, self._row = self._row, None
-        if iid is None:
+        if (lost := self._unledgered.pop(ev.kind, None)) is not None:
+            self.alerter.resolved(ev.kind, key=f"{ev.kind}@{lost.start}", stations=lost.stations,
+                                  verdict=lost.verdict, start=lost.start, end=ev.end)
             return
+        row = self._rows.pop(ev.kind, None)
+        if row is None:
+            return
+        iid, opened = row
         await asyncio.to_thread(self.ledger.close_incident, iid, ev.end)
+        self.alerter.resolved(ev.kind, incident=iid, stations=opened.stations, verdict=opened.verdict,
+                              start=opened.start, end=ev.end, bundle=self._bundles.pop(iid, None))
         head = self.stations.head
         c = head.container if head is not None else None
-        if c is not None and self._opened_container is not None and c.started_at != self._opened_container:
+        if (ev.kind in CAPTURED_KINDS and c is not None and self._opened_container is not None
+                and c.started_at != self._opened_container):
             await asyncio.to_thread(self.ledger.add_action, iid, "restarted")
         elif c is not None and c.state != "running":  # ended by stopping the engine (a restart's first half)
             await asyncio.to_thread(self.ledger.add_action, iid, "stopped")
-        self._tell("ended", f"incident {iid} ({ev.kind}) ended: the service moves again", iid)
+        cleared = "the service moves again" if ev.kind in CAPTURED_KINDS else "every station reads clear"
+        self._tell("ended", f"incident {iid} ({ev.kind}) ended: {cleared}", iid)

@@ -11,7 +11,7 @@ refused with one line, never rewritten.
 
 Rows: ``incidents`` (id, service, kind, start, end, stations, verdict, next step, bundle and its
 bytes, action: captured / skipped / failed / nothing, with ``restarted`` added when the engine
-restarted during it (``stopped`` when it ended with the engine stopped), owner, note) and ``stalls`` (service, start, seconds, stations, running).
+restarted during it and ``alerted`` when an alert went out (``stopped`` when it ended with the engine stopped; ``claim_action``: one console per incident), owner, note) and ``stalls`` (service, start, seconds, stations, running).
 Retention: at most ``max_incidents`` rows and ``max_bundle_bytes`` of bundles; the oldest bundles
 are deleted first (the row stays, its note says so), then the oldest rows.
 """
@@ -271,6 +271,19 @@ class Ledger:
             words = [w for w in row[0].split(", ") if w and w != "nothing"]
             if word not in words:
                 con.execute("UPDATE incidents SET action=? WHERE id=?", (", ".join([*words, word]), incident_id))
+
+    def claim_action(self, incident_id: int, word: str) -> bool:
+        """Add ``word`` to what was done unless it is there already: True for the one console that
+        added it (two consoles on one pair: the first to claim "alerted" sends the alert)."""
+        with self._db(write=True) as con:
+            row = con.execute("SELECT action FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            if row is None:
+                return False
+            words = [w for w in row[0].split(", ") if w and w != "nothing"]
+            if word in words:
+                return False
+            con.execute("UPDATE incidents SET action=? WHERE id=?", (", ".join([*words, word]), incident_id))
+            return True
 
     def close_incident(self, incident_id: int, end: float) -> None:
         with self._db(write=True) as con:

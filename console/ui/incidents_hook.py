@@ -1,5 +1,7 @@
 """The TUI's hooks into the flight recorder (console/incidents/): the app owns one recorder, the
-dashboard's progress judge ticks it, its news are notices, and the head's pane says the stalls."""
+dashboard's progress judge ticks it, its news are notices (an alert's delivery among them: one that
+failed is an error notice), the bell rings on an incident with ``[alerts] bell = true``, and the head's
+pane says the stalls."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ if TYPE_CHECKING:
 
 SEVERITY = {"incident": "error", "capture-failed": "error", "error": "error", "captured": "warning",
             "skipped": "warning", "stall": "information", "ended": "information", "pruned": "information",
-            "capturing": "information"}
+            "capturing": "information", "alert": "information", "alert-failed": "error"}
+TITLES = {"alert": "Alert", "alert-failed": "Alert not delivered"}
 
 
 def incident_recorder(app: App) -> IncidentRecorder:
@@ -20,10 +23,14 @@ def incident_recorder(app: App) -> IncidentRecorder:
         if n.kind == "stall":  # the pane's badge says them; a toast for each would be noise
             return
         hint = " (I: incidents)" if n.kind in ("incident", "captured", "skipped") else ""
-        app.notify(n.text + hint, title="Incident", severity=SEVERITY.get(n.kind, "information"),  # type: ignore[arg-type]
+        app.notify(n.text + hint, title=TITLES.get(n.kind, "Incident"),
+                   severity=SEVERITY.get(n.kind, "information"),  # type: ignore[arg-type]
                    timeout=12 if n.kind != "capturing" else 6, markup=False)
 
-    return IncidentRecorder(app.config, app.stations, say)  # type: ignore[attr-defined]
+    config = app.config  # type: ignore[attr-defined]
+    # [alerts] bell = true: the terminal bell when an incident of a kind switched on opens
+    alarm = (lambda kind: app.bell()) if config.alerts.bell else None
+    return IncidentRecorder(config, app.stations, say, alarm=alarm)  # type: ignore[attr-defined]
 
 
 def incidents_tick(screen, verdicts, now: float) -> None:

@@ -26,7 +26,10 @@ async def test_watch_json_is_ndjson_per_station_per_interval_with_logs(sim_facto
     stations = [o for o in objs if "state" in o]
     logs = [o for o in objs if "log" in o]
     assert {o["station"] for o in stations} == {"A", "B"}
-    assert all(set(o) == STATION_KEYS and o["state"] in CONN_STATES for o in stations)
+    # the head's object also carries the flight recorder's news (here: A's lost GPU, a gpu-fault incident)
+    assert all(set(o) - {"incidents", "stalls"} == STATION_KEYS and o["state"] in CONN_STATES for o in stations)
+    assert any(n["event"] == "incident" and "gpu-fault on A" in n["text"] for o in stations
+               for n in o.get("incidents", ()))
     assert all(isinstance(o["t"], float) for o in objs)
     a = [o for o in stations if o["station"] == "A"]
     assert a[-1]["state"] == "live" and a[-1]["sample_age_s"] < 3

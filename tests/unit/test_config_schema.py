@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from console.config import ApiSettings, Config, ConfigError, Station, UiSettings, parse_config, save_config
+from console.config.alerts import AlertSettings
 from console.config.errors import NUMBER
 from console.config.fields import build, checks, kinds, setting, table, to_toml
 from console.config.schema import IncidentSettings
@@ -42,11 +43,12 @@ def documented_keys(example: str) -> dict[str, set[str]]:
 
 def test_the_readme_example_documents_every_key_of_the_schema():
     doc = documented_keys(readme_example())
-    assert set(table(Config)) <= doc[""] | {"stations", "api", "ui", "incidents", "overrides", "keys"}
+    assert set(table(Config)) <= doc[""] | {"stations", "api", "ui", "incidents", "alerts", "overrides", "keys"}
     assert set(table(Station)) == doc["stations"]
     assert set(table(ApiSettings)) == doc["api"]
     assert set(table(UiSettings)) == doc["ui"]
     assert set(table(IncidentSettings)) == doc["incidents"]
+    assert set(table(AlertSettings)) == doc["alerts"]
 
 
 def test_the_readme_example_loads_and_round_trips():

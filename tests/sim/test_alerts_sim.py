@@ -1,0 +1,88 @@
+"""Unattended ``watch --json`` on the simulated stations with ``[alerts]`` pointing at a real HTTP
+receiver on 127.0.0.1: a wedge is detected, captured, written to the ledger and alerted (with the
+bundle's path) by the same recorder the TUI runs; a GPU fallen off the bus is a ``gpu-fault``
+incident and alert; the alerts and openings are lines on stderr too (a unit's journal)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+
+from console.commands.watch import watch
+from console.config.alerts import AlertSettings
+from console.incidents.store import Ledger
+from tests.receiver import Receiver
+from tests.sim.test_incidents_sim import window
+from tests.sim.test_progress_sim import wedge_time
+
+TOKEN = "s3cr3t-hook-token-42"
+
+
+def with_alerts(config, rx: Receiver, **kw):
+    return dataclasses.replace(config, alerts=AlertSettings(webhook=f"{rx.base}/hook/{TOKEN}", **kw))
+
+
+async def watch_json(config, seconds: float, stop_when, start=None) -> tuple[list[dict], str]:
+    """``watch --json`` until ``stop_when(objects)``; its objects and its stderr."""
+    out, log, stop = io.StringIO(), io.StringIO(), asyncio.Event()
+
+    async def check() -> None:
+        started = start is None
+        while not stop.is_set():
+            await asyncio.sleep(0.25)
+            objs = [json.loads(x) for x in out.getvalue().splitlines()]
+            if not started and any(o["station"] == "A" and o["state"] == "live" and o["gpus"] for o in objs):
+                start()
+                started = True
+            if started and stop_when(objs):
+                stop.set()
+
+    checker = asyncio.create_task(check())
+    try:
+        await watch(config, out, as_json=True, seconds=seconds, interval=0.5, stop=stop, log=log)
+    finally:
+        checker.cancel()
+    return [json.loads(x) for x in out.getvalue().splitlines()], log.getvalue()
+
+
+def news(objs: list[dict]) -> list[dict]:
+    return [n for o in objs for n in o.get("incidents", ())]
+
+
+async def test_watch_alone_detects_captures_ledgers_and_alerts_a_wedge(sim_factory):
+    h = await sim_factory(faults=["wedge"], time_scale=0.005)
+    with Receiver() as rx:
+        cfg = with_alerts(window(h.config), rx)
+
+        def wedge_alerted_and_captured(objs: list[dict]) -> bool:
+            wedge = [r.json() for r in rx.got if r.json()["kind"] == "wedge"]
+            return bool(wedge) and any(n["event"] in ("captured", "capture-failed") and n["id"] == wedge[0]["incident"]
+                                       for n in news(objs))
+
+        objs, log = await watch_json(cfg, 120.0, wedge_alerted_and_captured, start=h.start_service)
+        frozen_at = await wedge_time(h)
+        # (a loaded machine may read a start-up phase stuck for W = 5 s first: an incident of its own)
+        (sent,) = [r.json() for r in rx.got if r.json()["kind"] == "wedge"]
+        (row,) = [r for r in Ledger().incidents() if r.kind == "wedge"]
+        assert sent["event"] == "open" and sent["incident"] == row.id
+        assert [n["event"] for n in news(objs) if n["id"] == row.id].count("captured") == 1, news(objs)
+        assert "A" in sent["stations"] and "wedged" in sent["verdict"] and sent["next_step"]
+        assert sent["bundle"] == row.bundle  # the path the capture wrote, known when the alert went out
+        assert abs(row.start - frozen_at) < 10 and set(row.action.split(", ")) == {"alerted", "captured"}
+        assert "incident: incident" in log and "alert: alert wedge (open)" in log and "sent to webhook" in log
+        assert TOKEN not in log and TOKEN not in json.dumps(objs)
+
+
+async def test_a_gpu_fallen_off_the_bus_is_a_gpu_fault_incident_and_alert(sim_factory):
+    h = await sim_factory(running=True, faults=["gpu-lost@A"], time_scale=0.005)
+    with Receiver() as rx:
+        cfg = with_alerts(window(h.config, capture=False), rx, kinds=("gpu-fault",))
+        objs, log = await watch_json(cfg, 60.0, lambda o: bool(rx.got))
+        (sent,) = [r.json() for r in rx.got]
+        assert sent["kind"] == "gpu-fault" and sent["stations"] == ["A"] and "GPU 0" in sent["verdict"]
+        assert "Unable to determine" in sent["verdict"] and sent["bundle"] is None
+        (row,) = Ledger().incidents()
+        assert row.kind == "gpu-fault" and row.action == "alerted" and row.end is None
+        assert not any(n["event"] in ("capturing", "captured") for n in news(objs))  # a GPU is read live
