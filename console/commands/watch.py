@@ -51,15 +51,16 @@ from console.supervisor import Supervisor
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
                 seconds: float | None = None, interval: float = 1.0, trust: bool = False,
-                replace: str | None = None, stop: asyncio.Event | None = None) -> None:
-    """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``."""
+                replace: str | None = None, stop: asyncio.Event | None = None, read_only: bool = False) -> None:
+    """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``.
+    ``read_only``: the capture-then-recover of ``[recover]`` refuses (and says so) instead of restarting."""
     stop = stop or asyncio.Event()
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     stations = Stations.for_config(config, sample_ms / 1000)
     tty = out.isatty() and not as_json and not logs
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
-    recorder = IncidentRecorder(config, stations, said.append)
+    recorder = IncidentRecorder(config, stations, said.append, read_only=read_only)
 
     def emit(text: str) -> None:
         out.write(text + "\n")
@@ -116,7 +117,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 if news:
                     drawn = 0  # the news stays above the redrawn block
                 for n in news:
-                    emit(f"incident: {clean(n.text)}")
+                    emit(f"{'recover' if n.kind.startswith('recover') else 'incident'}: {clean(n.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
                 lines = [watch_line(state, now) + progress_words(verdicts[state.name])
@@ -156,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         await watch(config, sys.stdout, as_json=args.json, logs=args.logs, seconds=args.seconds,
-                    interval=args.interval, trust=args.trust_host_key, replace=args.replace_host_key, stop=stop)
+                    interval=args.interval, trust=args.trust_host_key, replace=args.replace_host_key, stop=stop,
+                    read_only=getattr(args, "read_only", False))
 
     with contextlib.suppress(BrokenPipeError):
         asyncio.run(main())

@@ -25,6 +25,7 @@ from typing import Literal
 from console.config import Config
 from console.incidents import capture as cap
 from console.incidents.detector import Closed, Detector, Event, Opened, StallSeen
+from console.incidents.recover import Recoverer
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
@@ -33,7 +34,8 @@ from console.station.state import Stations
 
 STALL_SUMMARY_S = 3600.0
 NoticeKind = Literal["incident", "capturing", "captured", "skipped", "capture-failed", "ended", "stall",
-                     "pruned", "error"]
+                     "pruned", "error", "recovering", "recover-waiting", "recovered", "recover-failed",
+                     "recover-limit", "recover-refused"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ def stall_words(stalls: list[Stall] | tuple[Stall, ...], now: float, span_s: flo
 
 class IncidentRecorder:
     def __init__(self, config: Config, stations: Stations, say: Callable[[Notice], None],
-                 ledger: Ledger | None = None, capture: bool | None = None, capture_fn=None) -> None:
+                 ledger: Ledger | None = None, capture: bool | None = None, capture_fn=None, *,
+                 read_only: bool = False, busy: Callable[[], str | None] = lambda: None,
+                 restart=None, log_source: Callable[[], object] | None = None) -> None:
         self.config, self.stations, self._say = config, stations, say
         self.ledger = ledger or Ledger()
         self.capture_on = config.incidents.capture if capture is None else capture
@@ -81,6 +85,11 @@ class IncidentRecorder:
         self._opened_container: str | None = None  # the head container's start at the incident's opening
         self._captures: set[asyncio.Task] = set()
         self._loaded = False
+        # capture-then-recover ([recover]): None unless the operator named incident kinds
+        self.recover = Recoverer(config, stations, self.ledger, self.service, read_only=read_only, busy=busy,
+                                 is_open=lambda iid: self._row == iid,
+                                 say=lambda kind, text, iid, sec: self._tell(kind, text, iid, seconds=sec),  # type: ignore[arg-type]
+                                 restart=restart, log_source=log_source) if config.recover.on else None
 
     # ------------------------------------------------------------------ the hooks (sync, cheap)
 
@@ -157,6 +166,9 @@ class IncidentRecorder:
         if not self.capture_on:
             self._tell("skipped", f"incident {claim.id}: not captured ([incidents] capture = false); "
                                   "press h (or run hang-report) for the evidence", claim.id)
+            if self.recover is not None and self.recover.wants(ev.kind):
+                self._tell("recover-refused", f"incident {claim.id}: not restarted: no evidence was captured "
+                                              "(a restart would destroy it)", claim.id)
             return
         task = asyncio.create_task(self._capture(claim.id, ev))
         self._captures.add(task)
@@ -182,6 +194,7 @@ class IncidentRecorder:
             await asyncio.to_thread(self.ledger.update, iid, note=why)
             await asyncio.to_thread(self.ledger.add_action, iid, "failed")
             self._tell("capture-failed", f"incident {iid}: the capture failed ({why})", iid)
+            await self._recover(iid, ev, None)  # the failure is written: a wedge left alone all night is worse
             return
         await asyncio.to_thread(self.ledger.update, iid, bundle=str(got.path), bundle_bytes=got.bytes,
                                 note=one_line(got.verdict, 300))
@@ -192,6 +205,17 @@ class IncidentRecorder:
                                        self.config.incidents.max_bundle_mib * 1024 * 1024)
         for line in said:
             self._tell("pruned", line)
+        await self._recover(iid, ev, str(got.path))
+
+    async def _recover(self, iid: int, ev: Opened, bundle: str | None) -> None:
+        """After the capture: the restart the operator asked for in [recover] (recover.py)."""
+        if self.recover is not None:
+            await self.recover.after_capture(iid, ev.kind, ev.stations, bundle)
+
+    @property
+    def recovering(self) -> bool:
+        """A restart of this console's own is under way (the operator's actions wait)."""
+        return self.recover is not None and self.recover.running
 
     async def _closed(self, ev: Closed) -> None:
         iid, self._row = self._row, None
