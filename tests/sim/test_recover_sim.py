@@ -5,8 +5,12 @@ In read-only mode the same wedge is captured and the restart refused, in words a
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import io
+import json
 
+from console.commands.watch import watch
 from console.config.schema import RecoverSettings
 from console.incidents.alert_point import ALERT_HOOKS, AlertEvent
 from console.incidents.store import Ledger
@@ -60,11 +64,6 @@ async def test_a_recurring_wedge_is_restarted_once_then_the_limit_holds(sim_fact
 
 async def test_read_only_captures_and_refuses_the_restart(sim_factory):
     h = await sim_factory(faults=["wedge"], time_scale=0.005)
-    from console.commands.watch import watch  # noqa: F401 - the same entry point, read-only below
-    import asyncio
-    import io
-    import json
-
     out, stop = io.StringIO(), asyncio.Event()
 
     async def until_refused() -> None:
