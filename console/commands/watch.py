@@ -34,12 +34,14 @@ from console import json_out
 from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
+from console.incidents.alert_point import AlertEvent, outcome_alert
 from console.incidents.recorder import IncidentRecorder, Notice
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
+from console.station.memory_guard import MemoryGuard
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
 from console.station.progress import job_ras, judge_all
 from console.station.ras_monitor import start_ras_watch
@@ -61,6 +63,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
     recorder = IncidentRecorder(config, stations, said.append, read_only=read_only)
+    guard = MemoryGuard(config)  # GB10: the MemAvailable floor during a start-up
 
     def emit(text: str) -> None:
         out.write(text + "\n")
@@ -107,17 +110,25 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
             recorder.tick(verdicts, now)
             news, said[:] = list(said), []
+            guarded = guard.step(stations, now)
+            for ch in guarded:
+                for line in outcome_alert(AlertEvent("memory-low" if ch.low else "memory-ok", ch.text, (ch.station,))):
+                    print(f"dgx-console watch: {clean(line)}", file=sys.stderr)  # a broken sender, said
             if as_json:
                 ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
                     emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)
                                         | {"ras": ras}
+                                        | ({"memory_guard": low.to_json()}
+                                           if (low := guard.now_low.get(state.name)) is not None else {})
                                         | incidents_json(state.name == stations.head_name, news, recorder)))
             else:
-                if news:
+                if news or guarded:
                     drawn = 0  # the news stays above the redrawn block
                 for n in news:
                     emit(f"{'recover' if n.kind.startswith('recover') else 'incident'}: {clean(n.text)}")
+                for ch in guarded:
+                    emit(f"memory: {clean(ch.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
                 lines = [watch_line(state, now) + progress_words(verdicts[state.name])
