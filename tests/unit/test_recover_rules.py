@@ -43,3 +43,10 @@ def test_recover_is_off_by_default_and_read_when_set():
     assert two_station_config().recover.on == ()
     cfg = two_station_config(above='[recover]\non = ["wedge", "rank-death"]\nmax_per_hour = 3\nbackoff_s = 60\n')
     assert cfg.recover.on == ("wedge", "rank-death") and cfg.recover.max_per_hour == 3 and cfg.recover.backoff_s == 60
+
+
+def test_the_config_knows_every_incident_kind():
+    from console.config.schema import RECOVER_KINDS
+    from console.incidents.detector import INCIDENT_KINDS
+
+    assert set(RECOVER_KINDS) == set(INCIDENT_KINDS.values())  # a new alarm kind is one line in each
