@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from console.doctor.buffers import NCCL_OVERHEAD_MIB, nccl_cap
 from console.doctor.runner import DoctorOptions, run_doctor
+from console.sim.engine import write_meminfo
 from console.sim.world import BASE_HOST_USED_MIB
 
 SPARK = "glm53-flash-nvfp4-2x-gb10-sglang"
@@ -17,6 +18,7 @@ def leave_available(h, station: str, mib: int) -> None:
     with h.world.edit(station) as st:
         total = st["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]
         next(g for g in st["gpus"] if g["serving"])["held_mib"] = total - mib
+    write_meminfo(h.world, station, True)  # now, not at the sim server's next rewrite
 
 
 async def test_the_sweep_is_sized_by_the_tightest_station(sim_factory):
