@@ -97,6 +97,8 @@ class IncidentRecorder:
         self.window.note(msg, self.stations.head_name)
 
     def tick(self, verdicts: dict[str, Verdict], now: float) -> None:
+        if self.recovering:  # the console's own restart: its stopped head and start-up are no new incident
+            return
         head = self.stations.head
         snap = head.serving if head is not None else None
         running = snap.running if snap is not None else None

@@ -157,6 +157,8 @@ class Recoverer:
     def _refusal(self, kind: str) -> str | None:
         if self.read_only:
             return "read-only mode (--read-only): the console changes nothing on the stations"
+        if self.running:
+            return "the console's own restart is under way"
         busy = self._busy()
         if busy:
             return f"an operator's action runs ({one_line(busy, 120)}); the console does not act beside it"
