@@ -40,12 +40,14 @@ from console import json_out
 from console.commands.args import add_config_args, check_seconds
 from console.commands.status import add_replace_host_key
 from console.config import Config, load_config
+from console.incidents.alert_point import AlertEvent, outcome_alert
 from console.incidents.recorder import IncidentRecorder, Notice
 from console.remote.host_keys import HostKeyChoice, trust_stations
 from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip, one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
+from console.station.memory_guard import MemoryGuard
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
 from console.station.progress import job_ras, judge_all
 from console.station.ras_monitor import start_ras_watch
@@ -55,20 +57,31 @@ from console.station.state import Stations
 from console.supervisor import JobFailure, Supervisor
 
 #: The news ``watch --json`` also writes to stderr (the journal of a unit): incidents, evidence, alerts, failures.
-LOGGED = frozenset({"incident", "captured", "skipped", "capture-failed", "ended", "alert", "alert-failed", "error"})
+LOGGED = frozenset({"incident", "captured", "skipped", "capture-failed", "ended", "alert", "alert-failed", "error",
+                    "recovering", "recover-waiting", "recovered", "recover-failed", "recover-limit", "recover-refused"})
+
+
+def news_word(kind: str) -> str:
+    """The word a text line of news starts with: what it is about."""
+    if kind in ("alert", "alert-failed"):
+        return "alert"
+    return "recover" if kind.startswith("recover") else "incident"
 
 
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
                 seconds: float | None = None, interval: float = 1.0, trust: bool = False,
-                replace: str | None = None, stop: asyncio.Event | None = None, log: TextIO | None = None) -> None:
-    """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``."""
+                replace: str | None = None, stop: asyncio.Event | None = None, log: TextIO | None = None,
+                read_only: bool = False) -> None:
+    """Run the stations' services and print the view every ``interval`` until ``seconds`` or ``stop``.
+    ``read_only``: the capture-then-recover of ``[recover]`` refuses (and says so) instead of restarting."""
     stop = stop or asyncio.Event()
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     stations = Stations.for_config(config, sample_ms / 1000)
     tty = out.isatty() and not as_json and not logs
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
-    recorder = IncidentRecorder(config, stations, said.append)
+    recorder = IncidentRecorder(config, stations, said.append, read_only=read_only)
+    guard = MemoryGuard(config)  # GB10: the MemAvailable floor during a start-up
     log = sys.stderr if log is None else log
 
     def job_failed(f: JobFailure) -> None:  # never silent: the next print says it, and the log line
@@ -125,17 +138,25 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                 if as_json and n.kind in LOGGED:
                     log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
                     log.flush()
+            guarded = guard.step(stations, now)
+            for ch in guarded:
+                for line in outcome_alert(AlertEvent("memory-low" if ch.low else "memory-ok", ch.text, (ch.station,))):
+                    log.write(f"dgx-console watch: {clean(line)}\n")  # a broken sender, said
             if as_json:
                 ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
                     emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)
                                         | {"ras": ras}
+                                        | ({"memory_guard": low.to_json()}
+                                           if (low := guard.now_low.get(state.name)) is not None else {})
                                         | incidents_json(state.name == stations.head_name, news, recorder)))
             else:
-                if news:
+                if news or guarded:
                     drawn = 0  # the news stays above the redrawn block
                 for n in news:
-                    emit(f"{'alert' if n.kind in ('alert', 'alert-failed') else 'incident'}: {clean(n.text)}")
+                    emit(f"{news_word(n.kind)}: {clean(n.text)}")
+                for ch in guarded:
+                    emit(f"memory: {clean(ch.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
                 lines = [watch_line(state, now) + progress_words(verdicts[state.name])
@@ -152,7 +173,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             if n.kind in LOGGED:
                 log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
         else:
-            emit(f"{'alert' if n.kind in ('alert', 'alert-failed') else 'incident'}: {clean(n.text)}")
+            emit(f"{news_word(n.kind)}: {clean(n.text)}")
     with contextlib.suppress(OSError, ValueError):
         out.flush()
         log.flush()
@@ -185,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         await watch(config, sys.stdout, as_json=args.json, logs=args.logs, seconds=args.seconds,
-                    interval=args.interval, trust=args.trust_host_key, replace=args.replace_host_key, stop=stop)
+                    interval=args.interval, trust=args.trust_host_key, replace=args.replace_host_key, stop=stop,
+                    read_only=getattr(args, "read_only", False))
 
     with contextlib.suppress(BrokenPipeError):
         asyncio.run(main())

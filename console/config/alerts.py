@@ -21,7 +21,7 @@ from console.sanitize import is_clean
 #: Every alert kind, in the order the README lists them: the incidents (console/incidents/detector.py
 #: and conditions.py), and the outcome of a recovery (sent through ``Alerter.alert``).
 ALERT_KINDS: tuple[str, ...] = ("wedge", "stuck", "out-of-step", "rank-death", "gpu-fault", "rail", "unreachable",
-                                "recovered", "recovery-failed")
+                                "recovered", "recovery-failed", "memory-low")
 
 
 def sink_url(value: Any) -> str | None:

@@ -13,7 +13,7 @@ from console.config.errors import ConfigError, Locator, check_type, key_path, on
 from console.config.fields import checks, kinds, table
 from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
 from console.config.profiles import DEFAULT_PROFILE, load_profile
-from console.config.schema import ApiSettings, Config, IncidentSettings, Station, UiSettings
+from console.config.schema import ApiSettings, Config, IncidentSettings, RecoverSettings, Station, UiSettings
 from console.config.validate import check_path, check_timeout, overrides_problem
 from console.safe_files import MIB, FileProblem, expand, read_text
 from console.sanitize import is_clean
@@ -52,10 +52,12 @@ def parse_config(text: str, path: str | None = None) -> Config:
     api_raw = data.get("api", {})
     ui_raw = data.get("ui", {})
     incidents_raw = data.get("incidents", {})
+    recover_raw = data.get("recover", {})
     if isinstance(api_raw, dict) and "api_key" in api_raw:
         raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
     for tbl, raw, schema in (("api", api_raw, ApiSettings), ("ui", ui_raw, UiSettings),
-                              ("incidents", incidents_raw, IncidentSettings)):
+                              ("incidents", incidents_raw, IncidentSettings),
+                              ("recover", recover_raw, RecoverSettings)):
         if not isinstance(raw, dict):
             raise err(None, None, tbl, tbl, "must be a table")
         fields = kinds(schema)
@@ -77,6 +79,13 @@ def parse_config(text: str, path: str | None = None) -> Config:
         if problem := rule(getattr(incidents, key)):
             raise err("incidents", None, key, f"incidents.{key}", problem)
     alerts = parse_alerts(data.get("alerts", {}), lambda key, fpath, msg: err("alerts", None, key, fpath, msg))
+    recover = RecoverSettings(**{k: tuple(x) if isinstance(x, list) else x for k, x in recover_raw.items()})
+    for key, rule in checks(RecoverSettings).items():
+        if problem := rule(getattr(recover, key)):
+            raise err("recover", None, key, f"recover.{key}", problem)
+    if recover.on and not incidents.capture:  # the evidence is taken before any restart, or none is made
+        raise err("recover", None, "on", "recover.on", "needs [incidents] capture = true (the evidence is "
+                  "captured before every restart)")
 
     overrides = data.get("overrides", {})
     if not isinstance(overrides, dict):
@@ -116,6 +125,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
         ui=ui,
         incidents=incidents,
         alerts=alerts,
+        recover=recover,
         overrides=dict(overrides),
         simulated=simulated,
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),

@@ -152,6 +152,9 @@ class UiSettings:
     # issue 19: how long nothing may move (no token with requests running, no start-up line with the
     # GPUs busy) before a station reads wedged or stuck
     progress_window_s: float = setting(30.0, check=v.window_seconds)
+    # unified memory (GB10): MemAvailable under this during weight loading or CUDA-graph capture is
+    # warned on the pane (the box can lock up until a power cycle when it runs out)
+    memory_floor_mib: int = setting(6144, check=v.in_range(512, 65_536))
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,30 @@ class IncidentSettings:
     capture_deadline_s: float = setting(60.0, check=v.window_seconds)
 
 
+RECOVER_KINDS = ("wedge", "stuck", "out-of-step", "rank-death")  # the incident kinds (incidents/detector.py)
+
+
+def recover_kinds(value: Any) -> str | None:
+    """``[recover] on``: incident kinds, each known, none twice."""
+    if not isinstance(value, tuple | list) or not all(isinstance(k, str) for k in value):
+        return f"must be a list of incident kinds ({', '.join(RECOVER_KINDS)})"
+    unknown = [k for k in value if k not in RECOVER_KINDS]
+    if unknown:
+        return f"unknown incident kind {unknown[0]!r} (known: {', '.join(RECOVER_KINDS)})"
+    return "names a kind twice" if len(set(value)) != len(value) else None
+
+
+@dataclass(frozen=True)
+class RecoverSettings:
+    """``[recover]``: capture-then-restart on the chosen incident kinds (console/incidents/recover.py),
+    off unless ``on`` names a kind. At most ``max_per_hour`` restarts in any hour; after each one
+    the next waits ``backoff_s`` doubled per restart already made that hour."""
+
+    on: tuple[str, ...] = setting((), check=recover_kinds)
+    max_per_hour: int = setting(2, check=v.in_range(1, 12))
+    backoff_s: int = setting(120, check=v.in_range(0, 3600))
+
+
 @dataclass(frozen=True)
 class Config:
     path: str | None = setting(toml=False)
@@ -175,6 +202,7 @@ class Config:
     ui: UiSettings = field(default_factory=UiSettings)
     incidents: IncidentSettings = field(default_factory=IncidentSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)  # [alerts] (console/config/alerts.py)
+    recover: RecoverSettings = field(default_factory=RecoverSettings)
     overrides: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # stations are the built-in simulator (DEMO marker)
     keys: dict[str, str] = field(default_factory=dict)  # [keys]: binding id -> keys ("f5" or "ctrl+r,f5")

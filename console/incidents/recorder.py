@@ -24,9 +24,11 @@ from typing import Literal
 
 from console.config import Config
 from console.incidents import capture as cap
+from console.incidents.alert_point import ALERT_HOOKS, AlertEvent
 from console.incidents.alerts import Alerter
 from console.incidents.conditions import ConditionDetector
 from console.incidents.detector import INCIDENT_KINDS, Closed, Detector, Event, Opened, StallSeen, Widened
+from console.incidents.recover import Recoverer
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
@@ -35,7 +37,11 @@ from console.station.state import Stations
 
 STALL_SUMMARY_S = 3600.0
 NoticeKind = Literal["incident", "capturing", "captured", "skipped", "capture-failed", "ended", "stall",
-                     "pruned", "error", "alert", "alert-failed"]
+                     "pruned", "error", "alert", "alert-failed",
+                     "recovering", "recover-waiting", "recovered", "recover-failed", "recover-limit", "recover-refused"]
+#: The alert kind ([alerts] kinds) of each event of the call point (``alert_point.py``).
+OUTCOME_KIND = {"recovered": "recovered", "recover-failed": "recovery-failed", "recover-limit": "recovery-failed",
+                "recover-refused": "recovery-failed", "memory-low": "memory-low", "memory-ok": "memory-low"}
 #: The kinds whose hang evidence is captured (the progress incidents; a rail or a GPU is read live).
 CAPTURED_KINDS = frozenset(INCIDENT_KINDS.values())
 
@@ -72,7 +78,9 @@ def stall_words(stalls: list[Stall] | tuple[Stall, ...], now: float, span_s: flo
 class IncidentRecorder:
     def __init__(self, config: Config, stations: Stations, say: Callable[[Notice], None],
                  ledger: Ledger | None = None, capture: bool | None = None, capture_fn=None,
-                 alarm: Callable[[str], None] | None = None, alerter: Alerter | None = None) -> None:
+                 alarm: Callable[[str], None] | None = None, alerter: Alerter | None = None, *,
+                 read_only: bool = False, busy: Callable[[], str | None] = lambda: None,
+                 restart=None, log_source: Callable[[], object] | None = None) -> None:
         self.config, self.stations, self._say = config, stations, say
         self.ledger = ledger or Ledger()
         self.capture_on = config.incidents.capture if capture is None else capture
@@ -92,6 +100,11 @@ class IncidentRecorder:
         self._opened_container: str | None = None  # the head container's start at the incident's opening
         self._captures: set[asyncio.Task] = set()
         self._loaded = False
+        # capture-then-recover ([recover]): None unless the operator named incident kinds
+        self.recover = Recoverer(config, stations, self.ledger, self.service, read_only=read_only, busy=busy,
+                                 is_open=lambda iid: self._row == iid,
+                                 say=lambda kind, text, iid, sec: self._tell(kind, text, iid, seconds=sec),  # type: ignore[arg-type]
+                                 restart=restart, log_source=log_source) if config.recover.on else None
 
     # ------------------------------------------------------------------ the hooks (sync, cheap)
 
@@ -99,6 +112,8 @@ class IncidentRecorder:
         self.window.note(msg, self.stations.head_name)
 
     def tick(self, verdicts: dict[str, Verdict], now: float) -> None:
+        if self.recovering:  # the console's own restart: its stopped head and start-up are no new incident
+            return
         head = self.stations.head
         snap = head.serving if head is not None else None
         running = snap.running if snap is not None else None
@@ -112,6 +127,13 @@ class IncidentRecorder:
         """One alert now (``Alerter.alert``: a recovery's outcome), deduplicated and rate-limited."""
         return self.alerter.alert(kind, **kw)
 
+    def _outcome(self, event: AlertEvent) -> None:
+        """The call point's events (recovery outcomes, the GB10 memory floor) out through the alerter."""
+        kind = OUTCOME_KIND[event.kind]
+        verdict = event.text if event.kind != "memory-ok" else f"resolved: {event.text}"
+        self.alerter.alert(kind, stations=event.stations, verdict=verdict, incident=event.incident,
+                           bundle=event.bundle)
+
     def requests_now(self, now: float | None = None) -> dict:
         """The head engine's requests in flight as its metrics say now (with the read's age)."""
         head = self.stations.head
@@ -124,6 +146,7 @@ class IncidentRecorder:
     # ------------------------------------------------------------------ the job
 
     async def run(self) -> None:
+        ALERT_HOOKS.append(self._outcome)  # recovery outcomes and the memory floor leave through this alerter
         try:
             if not self._loaded:
                 self._loaded = True
@@ -137,6 +160,8 @@ class IncidentRecorder:
                 except LedgerError as exc:
                     self._tell("error", one_line(str(exc), 300))
         finally:
+            with contextlib.suppress(ValueError):
+                ALERT_HOOKS.remove(self._outcome)
             for t in list(self._captures):
                 t.cancel()
             if self._captures:
@@ -206,6 +231,9 @@ class IncidentRecorder:
         if not self.capture_on:
             self._tell("skipped", f"incident {claim.id}: not captured ([incidents] capture = false); "
                                   "press h (or run hang-report) for the evidence", claim.id)
+            if self.recover is not None and self.recover.wants(ev.kind):
+                self._tell("recover-refused", f"incident {claim.id}: not restarted: no evidence was captured "
+                                              "(a restart would destroy it)", claim.id)
             return
         task = asyncio.create_task(self._capture(claim.id, ev))
         self._captures.add(task)
@@ -245,6 +273,7 @@ class IncidentRecorder:
             await asyncio.to_thread(self.ledger.update, iid, note=why)
             await asyncio.to_thread(self.ledger.add_action, iid, "failed")
             self._tell("capture-failed", f"incident {iid}: the capture failed ({why})", iid)
+            await self._recover(iid, ev, None)  # the failure is written: a wedge left alone all night is worse
             return
         await asyncio.to_thread(self.ledger.update, iid, bundle=str(got.path), bundle_bytes=got.bytes,
                                 note=one_line(got.verdict, 300))
@@ -255,6 +284,17 @@ class IncidentRecorder:
                                        self.config.incidents.max_bundle_mib * 1024 * 1024)
         for line in said:
             self._tell("pruned", line)
+        await self._recover(iid, ev, str(got.path))
+
+    async def _recover(self, iid: int, ev: Opened, bundle: str | None) -> None:
+        """After the capture: the restart the operator asked for in [recover] (recover.py)."""
+        if self.recover is not None:
+            await self.recover.after_capture(iid, ev.kind, ev.stations, bundle)
+
+    @property
+    def recovering(self) -> bool:
+        """A restart of this console's own is under way (the operator's actions wait)."""
+        return self.recover is not None and self.recover.running
 
     async def _closed(self, ev: Closed) -> None:
         if (lost := self._unledgered.pop(ev.kind, None)) is not None:

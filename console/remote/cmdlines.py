@@ -10,6 +10,13 @@ from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
 from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
 from console.remote.cmdlines_batch import PartResult, in_one, split_parts  # noqa: F401  (their home)
+from console.remote.cmdlines_identity import (  # noqa: F401 - who a station is: their one home
+    MACHINE_ID,
+    NET_ADDRESS,
+    machine_id_read,
+    neigh_json,
+    rail_mac_read,
+)
 
 # the process list's command lines (who holds a GPU, and ending it), re-exported: this is their one home
 from console.remote.cmdlines_processes import (  # noqa: F401

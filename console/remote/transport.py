@@ -195,6 +195,7 @@ class SSHTransport:
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
         self._conn: asyncssh.SSHClientConnection | None = None
+        self.host_key_id: KeyId | None = None  # the host key the station offered on the last connect
         self._lock = asyncio.Lock()
         self.budget = ChannelBudget(station.name)  # this connection's channels (channels.py)
         self.connects = 0  # how many connections were opened (for tests and the status line)
@@ -269,6 +270,8 @@ class SSHTransport:
                 raise err
             self._conn = conn
             self.connects += 1
+            if offered is not None:  # who answered: the pair-identity check compares the stations' keys
+                self.host_key_id = key_id(offered)
             return conn
 
     # ------------------------------------------------------------------ host keys

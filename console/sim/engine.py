@@ -259,6 +259,9 @@ def stop_container(world: World, name: str, container: str = "glm53", at: float 
 # ---------------------------------------------------------------- host memory
 
 
+LOW_AVAILABLE_MIB = 2560  # the unified-memory-low fault's MemAvailable during a start-up
+
+
 def write_meminfo(world: World, name: str, unified: bool) -> None:
     """The station's /proc/meminfo in its file tree (the sim server rewrites it every second;
     ``sysctl -w vm.drop_caches`` at once, as the kernel would)."""
@@ -271,6 +274,8 @@ def write_meminfo(world: World, name: str, unified: bool) -> None:
     else:
         used += 4096 if engine_phase(world, name, st) != "down" else 0
     avail = max(0, total - used)
+    if unified and "unified-memory-low" in world.faults_now(name) and engine_phase(world, name, st) == "loading":
+        avail = min(avail, LOW_AVAILABLE_MIB)  # what a GB10 near lock-up shows during loading and graph capture
     cached = min(int(st.get("page_cache_mib", avail * 0.3)), avail)  # until `sysctl -w vm.drop_caches=3`
     text = (f"MemTotal:       {total * 1024:>10} kB\nMemFree:        {max(0, avail - cached - 2048) * 1024:>10} kB\n"
             f"MemAvailable:   {avail * 1024:>10} kB\nBuffers:        {2048 * 1024:>10} kB\n"

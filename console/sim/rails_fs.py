@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from console.remote.cmdlines import NET_SYSFS, RDMA_SYSFS
-from console.sim.shims._net import rails
+from console.sim.shims._net import mac, rails
 from console.sim.world import World
 
 # per second while rail-errors holds
@@ -52,6 +52,8 @@ def write_rails(world: World, name: str, now: float | None = None) -> None:
         dt = max(0.0, min(now - last, 10.0))
         was_up = _read(net / "carrier", "1") == "1"
         changes = int(_read(net / "carrier_changes", "0") or 0) + (1 if was_up != r.up else 0)
+        if not (net / "address").exists():
+            _write(net / "address", mac(name, r.netdev))
         _write(net / "operstate", "up" if r.up else "down")
         _write(net / "carrier", "1" if r.up else "0")
         _write(net / "speed", r.speed_mbps if r.up else -1)

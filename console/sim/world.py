@@ -78,6 +78,9 @@ KNOWN_FAULTS = {
     "rail-errors": "the rail's RDMA port counts out-of-sequence packets (~1500/s), sequence errors and ACK timeouts",
     "smi-old-driver": "nvidia-smi of an older driver: it knows clocks_throttle_reasons.* only",
     # --- end issue 24
+    "unified-memory-low": "unified memory (GB10): while the engine loads its weights and captures its CUDA graphs "
+                          "MemAvailable sinks to about 2.5 GiB (page cache and a host process hold the rest); it "
+                          "comes back once the engine serves",
 }
 SMI_CYCLE_S = (30.0, 50.0)  # the -cycle faults hold from 30 s to 50 s of every minute of the world's time
 DEFAULT_FAULT_STATION = {
@@ -115,6 +118,7 @@ DEFAULT_FAULT_STATION = {
     "gpu-pcie-downtrained": 1, "gpu-ecc": 1, "gpu-power-capped": 1, "xid": 1, "rail-flap": 1, "rail-errors": 1,
     "smi-old-driver": 1,
     # --- end issue 24
+    "unified-memory-low": 0,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.

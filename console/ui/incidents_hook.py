@@ -14,8 +14,15 @@ if TYPE_CHECKING:
 
 SEVERITY = {"incident": "error", "capture-failed": "error", "error": "error", "captured": "warning",
             "skipped": "warning", "stall": "information", "ended": "information", "pruned": "information",
-            "capturing": "information", "alert": "information", "alert-failed": "error"}
+            "capturing": "information", "alert": "information", "alert-failed": "error",
+            "recovering": "warning", "recover-waiting": "information",
+            "recovered": "information", "recover-failed": "error", "recover-limit": "error",
+            "recover-refused": "warning"}
 TITLES = {"alert": "Alert", "alert-failed": "Alert not delivered"}
+#: The head pane's badge per recovery word (the latest one stays until the next).
+RECOVER_BADGE = {"recovering": "⟳ restarting", "recover-waiting": "⟳ restart waits", "recovered": "✓ recovered",
+                 "recover-failed": "✗ recovery failed", "recover-limit": "⛔ recovery limit reached",
+                 "recover-refused": "⛔ not restarted"}
 
 
 def incident_recorder(app: App) -> IncidentRecorder:
@@ -27,10 +34,18 @@ def incident_recorder(app: App) -> IncidentRecorder:
                    severity=SEVERITY.get(n.kind, "information"),  # type: ignore[arg-type]
                    timeout=12 if n.kind != "capturing" else 6, markup=False)
 
+    def busy() -> str | None:  # the operator's launch / stop / restart, planned, confirmed or running
+        from console.ui.screens.actions import action_in_progress
+
+        w = action_in_progress(app)
+        return None if w is None else (w.description or w.name or "an action")
+
     config = app.config  # type: ignore[attr-defined]
     # [alerts] bell = true: the terminal bell when an incident of a kind switched on opens
     alarm = (lambda kind: app.bell()) if config.alerts.bell else None
-    return IncidentRecorder(config, app.stations, say, alarm=alarm)  # type: ignore[attr-defined]
+    return IncidentRecorder(config, app.stations, say, alarm=alarm,  # type: ignore[attr-defined]
+                            read_only=getattr(app, "read_only", False), busy=busy,
+                            log_source=lambda: getattr(app, "log_source", None))
 
 
 def incidents_tick(screen, verdicts, now: float) -> None:
@@ -41,6 +56,12 @@ def incidents_tick(screen, verdicts, now: float) -> None:
         return
     rec.tick(verdicts, now)
     head = screen.stations.head_name
+    if head is not None and (pane := screen.panes.get(head)) is not None and rec.recover is not None \
+            and rec.recover.last is not None:
+        word, text = rec.recover.last
+        badge = f"{RECOVER_BADGE.get(word, word)}: {text.partition(': ')[2] or text}"
+        if pane.badges.get("recover") is None or pane.badges["recover"].plain != badge:
+            pane.set_badge("recover", badge)
     if head is not None and (pane := screen.panes.get(head)) is not None:
         words = rec.stall_summary(now)
         if pane.badges.get("stalls") is None and words is None:

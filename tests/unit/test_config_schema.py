@@ -14,7 +14,7 @@ from console.config import ApiSettings, Config, ConfigError, Station, UiSettings
 from console.config.alerts import AlertSettings
 from console.config.errors import NUMBER
 from console.config.fields import build, checks, kinds, setting, table, to_toml
-from console.config.schema import IncidentSettings
+from console.config.schema import IncidentSettings, RecoverSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -43,12 +43,13 @@ def documented_keys(example: str) -> dict[str, set[str]]:
 
 def test_the_readme_example_documents_every_key_of_the_schema():
     doc = documented_keys(readme_example())
-    assert set(table(Config)) <= doc[""] | {"stations", "api", "ui", "incidents", "alerts", "overrides", "keys"}
+    assert set(table(Config)) <= doc[""] | {"stations", "api", "ui", "incidents", "alerts", "recover", "overrides", "keys"}
     assert set(table(Station)) == doc["stations"]
     assert set(table(ApiSettings)) == doc["api"]
     assert set(table(UiSettings)) == doc["ui"]
     assert set(table(IncidentSettings)) == doc["incidents"]
     assert set(table(AlertSettings)) == doc["alerts"]
+    assert set(table(RecoverSettings)) == doc["recover"]
 
 
 def test_the_readme_example_loads_and_round_trips():
@@ -123,7 +124,7 @@ def test_tables_come_from_the_dataclasses():
     assert kinds(Station)["port"] is int and kinds(Station)["local"] is bool and kinds(ApiSettings)["timeout_s"] == NUMBER
     assert [k for k, (_, required) in table(Station).items() if required] == ["name", "host", "rank"]
     assert "path" not in table(Config)  # not a TOML key
-    assert list(checks(UiSettings)) == ["refresh_ms", "log_lines", "theme", "progress_window_s"]  # + issue 19
+    assert list(checks(UiSettings)) == ["refresh_ms", "log_lines", "theme", "progress_window_s", "memory_floor_mib"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import contextlib
 import re
 import time
 
-from console.doctor import facts
+from console.doctor import buffers, facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.durations import elapsed
@@ -166,7 +166,15 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         env = {k: v for k, v in envs[s.name][0].items() if k.startswith("NCCL_")}
         env.update(DEBUG_ENV)
         ranks.append((s.rail_ip or s.host, env))
-    cmd = rc.nccl_tests_mpirun(ranks, binary[0], TEST_ARGS, allow_root=user == "root")
+    unified = ctx.profile.gpu.unified_memory  # the test's buffers are host memory there: sized by MemAvailable
+    avail = await buffers.read_available(lambda n, c: ctx.run(n, c, tag="buffers"), ctx.config) if unified else {}
+    cap = buffers.nccl_cap(avail, ctx.config.ui.memory_floor_mib, unified)
+    if cap.max_bytes is None:
+        return [RungResult(ID, label, CheckStatus.SKIP, f"nccl-tests {cap.why}", (),
+                           "Free host memory on that station (stop the engine, drop the page cache), then rerun.")]
+    args = TEST_ARGS if cap.max_bytes == buffers.FULL_MAX_BYTES else \
+        [a if TEST_ARGS[i - 1:i] != ["-e"] else cap.arg for i, a in enumerate(TEST_ARGS)]
+    cmd = rc.nccl_tests_mpirun(ranks, binary[0], args, allow_root=user == "root")
     ctx.progress(ID, f"all_reduce_perf across {label} (up to {ctx.options.nccl_timeout_s:g} s)")
     t0 = time.monotonic()
     try:
@@ -187,7 +195,8 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     status, summary, nxt = judge(result, info, finished, ctx.profile.link.nccl_busbw_gbytes,
                                  ctx.profile.link.gpudirect, ctx.options.nccl_timeout_s)
     sources = "; ".join(f"{s.name}: {envs[s.name][1]}" for s in stations)
-    evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})",
+    evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})"
+                + (f"\n({cap.why})" if cap.why else ""),
                 "NCCL chose: " + describe(info, hosts)]
     nccl_tail = [ln for ln in lines if "NCCL" in ln][-14:]
     table = [ln for ln in lines if not ("NCCL" in ln and ":" in ln.split(" ", 1)[0])]

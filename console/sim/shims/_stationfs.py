@@ -7,12 +7,13 @@ paths the tree supplies, so the console's real command lines find them there
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
 from console.config import tensor_parallel_for
-from console.remote.cmdlines import MEMINFO, NET_SYSFS, RDMA_COUNTER_NAMES, RDMA_SYSFS
+from console.remote.cmdlines import MACHINE_ID, MEMINFO, NET_SYSFS, RDMA_COUNTER_NAMES, RDMA_SYSFS
 from console.remote.cmdlines_tasks import PROC
 from console.sim.station_shell import write_mounts
 from console.sim.world import World
@@ -66,7 +67,11 @@ def populate(world: World, home: str | None = None, real_meminfo: bool = False) 
     for name in world.names:
         root = world.fs_dir(name)
         write_mounts(world.root, name, root, home,
-                     [RDMA_SYSFS, prof.model_dir] + ([] if real_meminfo else [MEMINFO, NET_SYSFS, PROC]))
+                     [RDMA_SYSFS, prof.model_dir, MACHINE_ID] + ([] if real_meminfo else [MEMINFO, NET_SYSFS, PROC]))
+        mid = _under(root, MACHINE_ID)  # each station its own machine (the lab's netns share the host's)
+        if not mid.exists():
+            mid.parent.mkdir(parents=True, exist_ok=True)
+            mid.write_text(hashlib.sha1(f"{world.root}/{name}".encode()).hexdigest()[:32] + "\n")
         st = world.state(name)
         devices = list(prof.link.rails) or [st["rail"]["rdma"]]
         for dev in devices:

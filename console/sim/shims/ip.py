@@ -1,8 +1,11 @@
-"""Simulated ``ip`` for the rail: ``-o link show [dev] IFACE``, ``-o -4 addr show dev IFACE`` and
-``route get PEER`` (the real formats; the lab uses the real ``ip`` instead)."""
+"""Simulated ``ip`` for the rail: ``-o link show [dev] IFACE``, ``-o -4 addr show dev IFACE``,
+``route get PEER`` and ``-j neigh show to PEER [dev IFACE]`` (the real formats — the neighbour
+entries as iproute2 6.1 prints them, without ``dev`` when the query named it; the lab uses the real
+``ip`` instead)."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from console.sim.launch import MGMT_NET, MGMT_NETDEV, mgmt_ip
@@ -16,8 +19,28 @@ def _link_line(ctx, r) -> str:
             f"mode DEFAULT group default qlen 1000\\    link/ether {mac(ctx.station, r.netdev)} brd ff:ff:ff:ff:ff:ff")
 
 
+def _neigh(ctx, args: list[str]) -> int:
+    """``neigh show to PEER [dev IFACE]``: the peer's rail MAC when it is on one of this station's rails."""
+    peer = args[args.index("to") + 1] if "to" in args and args.index("to") + 1 < len(args) else None
+    dev = args[args.index("dev") + 1] if "dev" in args and args.index("dev") + 1 < len(args) else None
+    rows = []
+    hit = station_by_ip(ctx.world, peer) if peer else None
+    if hit:
+        name, peer_rail = hit
+        mine = next((r for r in rails(ctx.world, ctx.station)
+                     if r.ip.rsplit(".", 1)[0] == peer_rail.ip.rsplit(".", 1)[0] and dev in (None, r.netdev)), None)
+        if mine is not None:
+            row = {"dst": peer, "lladdr": mac(name, peer_rail.netdev), "state": ["REACHABLE"]}
+            rows.append(row if dev else {"dst": peer, "dev": mine.netdev, **row})
+    print(json.dumps(rows))
+    return 0
+
+
 def main(argv: list[str], ctx) -> int:
-    args = [a for a in argv if a not in ("-o", "-oneline", "-4", "-br")]
+    as_json = "-j" in argv or "-json" in argv
+    args = [a for a in argv if a not in ("-o", "-oneline", "-4", "-br", "-j", "-json")]
+    if as_json and args and args[0] in ("neigh", "neighbour", "n"):
+        return _neigh(ctx, args[1:])
     if len(args) >= 2 and args[0] == "route" and args[1] == "get" and len(args) >= 3:
         peer = args[2]
         mine = rails(ctx.world, ctx.station)

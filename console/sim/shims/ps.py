@@ -42,7 +42,7 @@ def processes(ctx) -> dict[int, dict]:
         if g.get("held_mib"):
             out[int(g.get("held_pid", 4242))] = {
                 "user": getpass.getuser(), "pcpu": "0.4", "rss": 2_203_648, "stat": "Sl",
-                "cgroup": "0::/user.slice/user-1000.slice/session-7.scope",
+                "cgroup": str(g.get("held_cgroup", "0::/user.slice/user-1000.slice/session-7.scope")),
                 "lstart": lstart(float(g.get("held_started_at", 1_796_000_000))),
                 "args": str(g.get("held_args", HELD_ARGS))}
     return out

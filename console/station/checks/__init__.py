@@ -34,6 +34,8 @@ from console.station.checks.context import (
 from console.station.checks.gpu_errors import check_gpu_errors
 from console.station.checks.hazards import check_image_tag, check_remove_ipc
 from console.station.checks.health_checks import check_gpu_health, check_rail_live
+from console.station.checks.holders import check_gpu_holders
+from console.station.checks.identity import check_pair_identity
 from console.station.checks.links import (
     check_jumbo_ping,
     check_link_down,
@@ -74,6 +76,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("link-down", "station", check_link_down, "rail link up", ("ethtool",)),
     Spec("link-speed", "station", check_link_speed, "rail at the profile's speed", ("ethtool",)),
     Spec("mtu-value", "station", check_mtu_value, "rail MTU = profile", ("ip",)),
+    Spec("pair-identity", "pair", check_pair_identity, "the two stations are two machines",
+         ("machine-id", "nvidia-smi", "ssh")),
     Spec("mtu-mismatch", "pair", check_mtu_mismatch, "same MTU both ends", ("ip",)),
     Spec("jumbo-ping", "direction", check_jumbo_ping, "jumbo ping with DF set", ("ping",)),
     Spec("rail-route", "direction-src", check_rail_route, "route to the peer via the rail", ("ip",)),
@@ -88,6 +92,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("image-mismatch", "all", check_image, "same container image", ("docker",)),
     Spec("container-toolkit", "station", check_toolkit, "Docker + NVIDIA toolkit", ("docker",)),
     Spec("gpu-errors", "station", check_gpu_errors, "every GPU answers nvidia-smi", ("nvidia-smi",)),
+    Spec("gpu-holders", "station", check_gpu_holders, "no one else holds the GPUs (shown, not fatal)",
+         ("nvidia-smi", "ps", "docker")),
     Spec("model-config", "station", check_model_config, "config.json architecture/quantization", ("files",)),
     Spec("checkpoint-mismatch", "all", check_checkpoint, "same model revision", ("files",)),
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),

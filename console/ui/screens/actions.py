@@ -408,6 +408,11 @@ def start_action(app: App, config: Config, action: ActionName, read_only: bool =
     if busy is not None:
         app.notify(f"{busy.description}: one action at a time.", severity="warning", timeout=6, markup=False)
         return None
+    rec = getattr(app, "incidents", None)
+    if rec is not None and rec.recovering:  # the console's own restart ([recover]) runs: one at a time
+        app.notify("the console is restarting the service after an incident ([recover]): one action at a time.",
+                   severity="warning", timeout=6, markup=False)
+        return None
 
     async def flow() -> None:
         worker = get_current_worker()

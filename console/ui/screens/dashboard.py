@@ -29,6 +29,7 @@ from console.station.progress import Verdict, judge_all, service
 from console.station.state import Aspect, Stations
 from console.ui import clock
 from console.ui.incidents_hook import incidents_tick
+from console.ui.memory_guard_hook import memory_guard_tick
 from console.ui.widgets.diagnosis import DiagnosisPanel
 from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.fleet_table import FleetTable
@@ -218,6 +219,7 @@ class DashboardScreen(Screen):
         self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)
         verdict = service(self.verdicts, self.stations.head_name)
         incidents_tick(self, self.verdicts, now)  # the flight recorder: incidents, stalls (the pane's words)
+        memory_guard_tick(self, now)  # GB10: MemAvailable under the floor during a start-up
         for banner in self.query(ProgressBanner):  # none yet while the screen's children mount
             banner.show(verdict, now)
         for panel in self.query(ServingPanel):
