@@ -132,3 +132,21 @@ async def test_a_cut_copy_resumes_where_it_stopped(lab):
     finally:
         await t2.close()
     assert second.result == CopyResultKind.OK and second.differences == [] and second.bytes_sent == size - kept
+
+
+def test_an_image_goes_over_the_rail_and_loads_with_the_same_id(lab):
+    ref = "nvcr.io/nvidia/vllm:copy-test"
+    with lab.world.edit("A") as st:  # an image only A has pulled
+        st.setdefault("pulled", {})[ref] = 1234.5
+    dry = json.loads(_cli(lab, "image", ref, "--dry-run", "--json").stdout)
+    assert dry["result"] == "planned" and dry["destination_image_id"] == "" and dry["to_send_bytes"] > 0
+    r = _cli(lab, "image", ref, "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["result"] == "ok", r.stdout + r.stderr
+    assert out["detail"] == f"same image id on both sides: {dry['image_id']}"
+    assert ref in lab.world.state("B")["pulled"]  # docker load ran on B
+    for name in ("A", "B"):  # the staged tar is gone from both stations
+        staged = list(lab.world.fs_dir(name).rglob("image.tar"))
+        assert staged == [], staged
+    again = json.loads(_cli(lab, "image", ref, "--json").stdout)
+    assert again["result"] == "ok" and again["to_send_bytes"] == 0 and "already on B" in again["detail"]
