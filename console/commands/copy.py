@@ -15,6 +15,8 @@ from console import json_out
 from console.commands.args import UsageError, add_config_args, check_count
 from console.config import load_config
 from console.probes.copy_manifest import Progress
+from console.remote.transport import TransportError
+from console.sanitize import one_line
 from console.service.copy import CopyKind, CopyResult, CopyResultKind, gb, plan_copy, run_copy
 
 BAR_WIDTH = 30
@@ -58,7 +60,11 @@ async def _copy(args: argparse.Namespace) -> CopyResult:
 
 def run(args: argparse.Namespace) -> int:
     check_count("--bwlimit", args.bwlimit, 1, 10_000_000)
-    result = asyncio.run(_copy(args))
+    try:
+        result = asyncio.run(_copy(args))
+    except TransportError as exc:  # the source station itself not reached: nothing was started
+        print(f"dgx-console: copy: {one_line(str(exc), 300)}", file=sys.stderr)
+        return 1
     if args.json:
         print(json_out.dumps(result.to_json()))
     else:

@@ -152,13 +152,19 @@ async def _run(t: Transport, cmd: str, timeout: float) -> str:
 async def _free(t: Transport, plan: CopyPlan, path: str, timeout: float) -> None:
     try:
         df = disk_probe.parse_df(await _run(t, rc.peer_disk_free(plan.rail_ip, path), timeout))
-    except ParseError as exc:
+    except (ParseError, TransportError) as exc:
         plan.refused.append(f"free space on {plan.destination} not read: {exc}")
         return
     plan.destination_free_bytes, plan.destination_mount = df.avail_bytes, df.mount
     if df.avail_bytes < plan.needed_bytes:
         plan.refused.append(f"not enough space on {plan.destination}:{df.mount}: {gb(df.avail_bytes)} free, "
                             f"{gb(plan.needed_bytes)} needed")
+
+
+def _unread(plan: CopyPlan, source_ok: bool, why: str) -> str:
+    where = (f"{plan.destination} not reached over the rail ({plan.rail_ip}) from {plan.source}" if source_ok
+             else f"{plan.source_path} not read on {plan.source}")
+    return f"{where}: {one_line(why, 200) or 'no reason given'}"
 
 
 async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str | None = None,
@@ -172,9 +178,13 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     if kind == CopyKind.CHECKPOINT:
         plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
         plan.destination_path = check_path(dest_path, "--dest") if dest_path else plan.source_path
-        mine, theirs = await asyncio.gather(_run(t, rc.manifest(plan.source_path, False), limit),
-                                            _run(t, rc.peer_manifest(plan.rail_ip, plan.destination_path, False), limit))
-        sm, dm = parse_manifest(mine), parse_manifest(theirs)
+        mine, theirs = await asyncio.gather(t.run(rc.manifest(plan.source_path, False), timeout=limit),
+                                            t.run(rc.peer_manifest(plan.rail_ip, plan.destination_path, False),
+                                                  timeout=limit))
+        if not mine.ok or not theirs.ok:
+            plan.refused.append(_unread(plan, mine.ok, mine.stderr or theirs.stderr))
+            return plan, t
+        sm, dm = parse_manifest(mine.stdout), parse_manifest(theirs.stdout)
         if not sm.present:
             plan.refused.append(f"no directory {plan.source_path} on {src.name}")
             return plan, t
@@ -192,6 +202,9 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
                                t.run(rc.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
     if not ids[0].ok:
         plan.refused.append(f"no image {plan.image} on {src.name}: {one_line(ids[0].stderr, 200)}")
+        return plan, t
+    if not ids[1].ok and ids[1].exit_status == 255:  # ssh's own failure: the peer is not reached
+        plan.refused.append(_unread(plan, True, ids[1].stderr))
         return plan, t
     words = ids[0].stdout.split()
     plan.image_id = words[0] if words else ""
