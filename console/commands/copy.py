@@ -60,6 +60,8 @@ async def _copy(args: argparse.Namespace) -> CopyResult:
 
 def run(args: argparse.Namespace) -> int:
     check_count("--bwlimit", args.bwlimit, 1, 10_000_000)
+    if getattr(args, "read_only", False) and not args.dry_run:
+        raise UsageError("read-only mode: copy writes to a station (--dry-run only reads the plan)")
     try:
         result = asyncio.run(_copy(args))
     except TransportError as exc:  # the source station itself not reached: nothing was started

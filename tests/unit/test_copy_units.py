@@ -71,3 +71,10 @@ def test_station_paths_are_checked(bad):
 def test_good_station_paths_pass():
     assert check_path("/models/GLM-5.3/", "PATH") == "/models/GLM-5.3"
     assert check_path("~/ckpt", "PATH") == "~/ckpt"
+
+
+def test_read_only_refuses_a_copy_before_reading_any_config(capsys):
+    from console.cli import main
+
+    assert main(["--read-only", "copy", "checkpoint", "/models/x", "--config", "/nonexistent.toml"]) == 2
+    assert "read-only mode: copy writes to a station" in capsys.readouterr().err
