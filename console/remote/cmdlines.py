@@ -9,21 +9,7 @@ from console.probes import docker as docker_probe
 from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
 from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
-
-# the copy's command lines (dgx-console copy), re-exported: this is their one home
-from console.remote.cmdlines_copy import (  # noqa: F401
-    EXIT_MARK,
-    have_rsync,
-    image_id_size,
-    image_save,
-    manifest,
-    peer_disk_free,
-    peer_image_id,
-    peer_image_load,
-    peer_manifest,
-    remove_tree,
-    rsync_push,
-)
+from console.remote import cmdlines_copy as copy  # noqa: F401  (the copy's command lines: cmdlines.copy.*)
 
 # the process list's command lines (who holds a GPU, and ending it), re-exported: this is their one home
 from console.remote.cmdlines_processes import (  # noqa: F401

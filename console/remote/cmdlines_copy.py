@@ -79,9 +79,11 @@ def rsync_push(src: str, rail_ip: str, dst: str, bwlimit_mbps: int | None = None
     return _streamed(f"{mkdir} && {words} -- {src_word} {q(dst_arg)}")
 
 
-def have_rsync(rail_ip: str) -> str:
-    """``yes`` when both this station and the peer have rsync."""
-    return f"command -v rsync >/dev/null && {peer(rail_ip, 'command -v rsync >/dev/null')} && echo yes || echo no"
+def rsync_present(rail_ip: str) -> str:
+    """``no-rsync-here`` / ``no-rsync-there`` when this station or the peer lacks rsync; nothing
+    when both have it (ssh's own failure: exit 255)."""
+    return ("command -v rsync >/dev/null || { echo no-rsync-here; exit 0; }; "
+            + peer(rail_ip, "command -v rsync >/dev/null || echo no-rsync-there"))
 
 
 def image_id(image: str) -> str:

@@ -151,7 +151,7 @@ async def _run(t: Transport, cmd: str, timeout: float) -> str:
 
 async def _free(t: Transport, plan: CopyPlan, path: str, timeout: float) -> None:
     try:
-        df = disk_probe.parse_df(await _run(t, rc.peer_disk_free(plan.rail_ip, path), timeout))
+        df = disk_probe.parse_df(await _run(t, rc.copy.peer_disk_free(plan.rail_ip, path), timeout))
     except (ParseError, TransportError) as exc:
         plan.refused.append(f"free space on {plan.destination} not read: {exc}")
         return
@@ -175,11 +175,19 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     t = transport or make_transport(src, cfg.connect_timeout_s, cfg.command_timeout_s)
     plan = CopyPlan(kind, src.name, dst.name, dst.rail_ip)
     limit = cfg.command_timeout_s
+    tools = await t.run(rc.copy.rsync_present(plan.rail_ip), timeout=limit)
+    if tools.exit_status == 255 or "no-rsync" in tools.stdout:
+        where = src.name if "no-rsync-here" in tools.stdout else dst.name
+        plan.refused.append(_unread(plan, True, tools.stderr) if tools.exit_status == 255 else
+                            f"no rsync on {where} (the copy's resumable transfer): install it there (apt install rsync)")
+        if kind == CopyKind.CHECKPOINT:
+            plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
+        return plan, t
     if kind == CopyKind.CHECKPOINT:
         plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
         plan.destination_path = check_path(dest_path, "--dest") if dest_path else plan.source_path
-        mine, theirs = await asyncio.gather(t.run(rc.manifest(plan.source_path, False), timeout=limit),
-                                            t.run(rc.peer_manifest(plan.rail_ip, plan.destination_path, False),
+        mine, theirs = await asyncio.gather(t.run(rc.copy.manifest(plan.source_path, False), timeout=limit),
+                                            t.run(rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, False),
                                                   timeout=limit))
         if not mine.ok or not theirs.ok:
             plan.refused.append(_unread(plan, mine.ok, mine.stderr or theirs.stderr))
@@ -198,8 +206,8 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     plan.image = what or cfg.profile.image
     if not plan.image or any(c.isspace() for c in plan.image):
         raise UsageError(f"IMAGE must be an image name, got {one_line(repr(plan.image), 100)}")
-    ids = await asyncio.gather(t.run(rc.image_id_size(plan.image), timeout=limit),
-                               t.run(rc.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
+    ids = await asyncio.gather(t.run(rc.copy.image_id_size(plan.image), timeout=limit),
+                               t.run(rc.copy.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
     if not ids[0].ok:
         plan.refused.append(f"no image {plan.image} on {src.name}: {one_line(ids[0].stderr, 200)}")
         return plan, t
@@ -221,8 +229,8 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
 
 async def _identity(t: Transport, plan: CopyPlan) -> list[str]:
     limit = max(60.0, plan.total_bytes / HASH_BYTES_S)
-    mine, theirs = await asyncio.gather(_run(t, rc.manifest(plan.source_path, True), limit),
-                                        _run(t, rc.peer_manifest(plan.rail_ip, plan.destination_path, True), limit))
+    mine, theirs = await asyncio.gather(_run(t, rc.copy.manifest(plan.source_path, True), limit),
+                                        _run(t, rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, True), limit))
     sm, dm = parse_manifest(mine), parse_manifest(theirs)
     if not dm.present:
         return [f"no directory {plan.destination_path} on {plan.destination}"]
@@ -233,9 +241,9 @@ async def _push(t: Transport, plan: CopyPlan, bwlimit_mbps: int | None,
                 on_progress: Callable[[Progress], None] | None) -> tuple[int, str]:
     """rsync's run: (its exit status, its last lines that are not progress)."""
     status, tail = 255, []
-    async for line in t.stream(rc.rsync_push(plan.source_path, plan.rail_ip, plan.destination_path, bwlimit_mbps)):
+    async for line in t.stream(rc.copy.rsync_push(plan.source_path, plan.rail_ip, plan.destination_path, bwlimit_mbps)):
         line = line.rstrip("\r\n")
-        if line.startswith(rc.EXIT_MARK):
+        if line.startswith(rc.copy.EXIT_MARK):
             status = int(line.split()[-1]) if line.split()[-1].isdigit() else 255
         elif (p := parse_progress(line)) is not None:
             if on_progress:
@@ -255,17 +263,17 @@ async def run_copy(plan: CopyPlan, t: Transport, bwlimit_mbps: int | None = None
         return CopyResult(plan, CopyResultKind.OK, detail=f"already on {plan.destination}: {plan.image_id}")
     try:
         if plan.kind == CopyKind.IMAGE:
-            await _run(t, rc.image_save(plan.image, plan.source_path), max(600.0, plan.total_bytes / 100e6))
+            await _run(t, rc.copy.image_save(plan.image, plan.source_path), max(600.0, plan.total_bytes / 100e6))
         status, tail = await _push(t, plan, bwlimit_mbps, on_progress)
         seconds = time.monotonic() - started
         if status != 0:
             return CopyResult(plan, CopyResultKind.FAILED, seconds,
                               detail=f"rsync exit {status}: {one_line(tail, 300)} (run it again to resume)")
         if plan.kind == CopyKind.IMAGE:
-            await _run(t, rc.peer_image_load(plan.rail_ip, plan.destination_path), max(600.0, plan.total_bytes / 100e6))
+            await _run(t, rc.copy.peer_image_load(plan.rail_ip, plan.destination_path), max(600.0, plan.total_bytes / 100e6))
             seconds = time.monotonic() - started
-            there = (await t.run(rc.peer_image_id(plan.rail_ip, plan.image), timeout=60)).stdout.strip()
-            await t.run(rc.remove_tree(plan.source_path), timeout=60)
+            there = (await t.run(rc.copy.peer_image_id(plan.rail_ip, plan.image), timeout=60)).stdout.strip()
+            await t.run(rc.copy.remove_tree(plan.source_path), timeout=60)
             diffs = [] if there == plan.image_id else [f"image id differs: {plan.image_id} vs {there or 'none'}"]
         else:
             diffs = await _identity(t, plan)

@@ -29,13 +29,13 @@ def test_manifest_of_a_hostile_directory_is_quoted_and_complete(tmp_path):
     (d / "gone").symlink_to("nowhere")
     (d / "out").symlink_to("/etc/hostname")
     (d / "up").symlink_to("../")
-    m = parse_manifest(_bash(rc.manifest(str(d), True)))
+    m = parse_manifest(_bash(rc.copy.manifest(str(d), True)))
     assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
     assert m.present and m.sizes == {"a b.safetensors": 1000, "sub/c;d.json": 2}
     assert sorted(m.bad_links) == [("dangling", "gone"), ("escapes", "out"), ("escapes", "up")]
     assert m.hashes == {"a b.safetensors": hashlib.sha256(b"x" * 1000).hexdigest(),
                         "sub/c;d.json": hashlib.sha256(b"{}").hexdigest()}
-    assert parse_manifest(_bash(rc.manifest(str(tmp_path / "none"), False))).present is False
+    assert parse_manifest(_bash(rc.copy.manifest(str(tmp_path / "none"), False))).present is False
 
 
 def test_differences_name_each_file():
@@ -56,10 +56,10 @@ def test_rsync_progress2_lines():
 
 
 def test_rsync_push_goes_to_the_rail_address_with_every_word_quoted():
-    cmd = rc.rsync_push("/models/x y", "198.18.0.2", "~/ck'pt")
+    cmd = rc.copy.rsync_push("/models/x y", "198.18.0.2", "~/ck'pt")
     assert "rsync -a --partial --append-verify" in cmd and "198.18.0.2:ck" in cmd
     assert "BatchMode=yes" in cmd and cmd.endswith("echo @@exit $?'")
-    assert "--bwlimit=12207" in rc.rsync_push("/a", "198.18.0.2", "/b", bwlimit_mbps=100)  # 100 Mb/s in KiB/s
+    assert "--bwlimit=12207" in rc.copy.rsync_push("/a", "198.18.0.2", "/b", bwlimit_mbps=100)  # 100 Mb/s in KiB/s
 
 
 @pytest.mark.parametrize("bad", ["relative", "/", "~", "/a/../etc", "~/x\ny", ""])
