@@ -48,13 +48,6 @@ def peer(rail_ip: str, remote: str) -> str:
     return f"{PEER_SSH} -- {q(rail_ip)} {q(remote)}"
 
 
-def peer_disk_free(rail_ip: str, path: str) -> str:
-    """Free space where ``path`` is, or will be, on the peer (its nearest existing parent)."""
-    from console.remote.cmdlines import disk_free
-
-    return peer(rail_ip, disk_free(path))
-
-
 def peer_manifest(rail_ip: str, path: str, hashes: bool) -> str:
     return peer(rail_ip, manifest(path, hashes))
 

@@ -151,7 +151,7 @@ async def _run(t: Transport, cmd: str, timeout: float) -> str:
 
 async def _free(t: Transport, plan: CopyPlan, path: str, timeout: float) -> None:
     try:
-        df = disk_probe.parse_df(await _run(t, rc.copy.peer_disk_free(plan.rail_ip, path), timeout))
+        df = disk_probe.parse_df(await _run(t, rc.copy.peer(plan.rail_ip, rc.disk_free(path)), timeout))
     except (ParseError, TransportError) as exc:
         plan.refused.append(f"free space on {plan.destination} not read: {exc}")
         return
