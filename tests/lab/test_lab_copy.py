@@ -150,3 +150,30 @@ def test_an_image_goes_over_the_rail_and_loads_with_the_same_id(lab):
         assert staged == [], staged
     again = json.loads(_cli(lab, "image", ref, "--json").stdout)
     assert again["result"] == "ok" and again["to_send_bytes"] == 0 and "already on B" in again["detail"]
+
+
+async def test_a_rail_cut_mid_copy_ends_it_within_seconds_and_it_resumes_once_back(lab):
+    """The rail goes down under a running copy (no FIN, no RST): the peer login's keepalive ends it
+    (no copy hangs on a dead link), the bytes that arrived stay, and the next run sends the rest."""
+    size = 60_000_000
+    path, _src, dst = _checkpoint(lab, {"model-00001.safetensors": size})
+    cfg = lab.config()
+    plan, t = await plan_copy(cfg, CopyKind.CHECKPOINT, path)
+    task = asyncio.create_task(run_copy(plan, t, bwlimit_mbps=80))
+    shard = dst / "model-00001.safetensors"
+    await until(lambda: shard.exists() and shard.stat().st_size > 5_000_000, what="the first bytes on B", timeout=30)
+    lab.rail_down("B")
+    loop = asyncio.get_running_loop()
+    cut_at = loop.time()
+    first = await asyncio.wait_for(task, 60)
+    ended_after = loop.time() - cut_at
+    await t.close()
+    assert first.result == CopyResultKind.FAILED and ended_after < 40, (first.detail, ended_after)
+    lab.rail_up("B")
+    plan2, t2 = await plan_copy(cfg, CopyKind.CHECKPOINT, path)
+    try:
+        assert 5_000_000 <= plan2.present_bytes < size and not plan2.refused, plan2.refused
+        second = await run_copy(plan2, t2)
+    finally:
+        await t2.close()
+    assert second.result == CopyResultKind.OK and second.differences == []
