@@ -280,7 +280,12 @@ async def run_copy(plan: CopyPlan, t: Transport, bwlimit_mbps: int | None = None
     except TransportError as exc:
         return CopyResult(plan, CopyResultKind.FAILED, time.monotonic() - started,
                           detail=one_line(str(exc), 300) + " (run it again to resume)")
-    sent = plan.to_send_bytes
-    return CopyResult(plan, CopyResultKind.MISMATCH if diffs else CopyResultKind.OK, seconds, sent, diffs,
-                      "identity differs" if diffs else "same files, sizes and sha256 on both sides"
-                      if plan.kind == CopyKind.CHECKPOINT else f"same image id on both sides: {plan.image_id}")
+    if not diffs:
+        detail = ("same files, sizes and sha256 on both sides" if plan.kind == CopyKind.CHECKPOINT
+                  else f"same image id on both sides: {plan.image_id}")
+    elif plan.kind == CopyKind.CHECKPOINT:  # a resumed copy appends: it never rewrites a file as long as the source's
+        detail = f"identity differs: remove those files on {plan.destination} and copy again"
+    else:
+        detail = f"identity differs: the image loaded on {plan.destination} is not the source's"
+    kind = CopyResultKind.MISMATCH if diffs else CopyResultKind.OK
+    return CopyResult(plan, kind, seconds, plan.to_send_bytes, diffs, detail)
