@@ -300,9 +300,9 @@ async def test_the_depth_and_decode_floor_fields_reach_the_sweep(api_url, tmp_pa
     cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")
     async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
-        status = lambda: _text(screen.query_one("#status", Static).render())  # noqa: E731
+        status = lambda: " ".join(_text(screen.query_one("#status", Static).render()).split())  # noqa: E731
         _set(screen, concurrency="1", requests="2", warmup="0", max_tokens="9", depth="0,64", decode_floor="0")
-        await until(lambda: "every reply of 2+ tokens timed), at depth 0,64 tokens" in status(),
+        await until(lambda: "floor 0: every reply timed), depths 0,64" in status(),
                     what="the ready line to name the depths and the floor", pilot=pilot, detail=status)
         _set(screen, depth="0,x")
         await until(lambda: status().startswith("✖") and "--depth" in status(), what="a bad depth named",

@@ -169,10 +169,9 @@ def ready_line(settings: BenchSettings) -> str:
     measured = (f"measured {MEASURED_FACTOR}x" if settings.requests_per_level is None
                 else f"measured {settings.requests_per_level}")
     method = "NVIDIA's method: " if nvidia else ""
-    depth = ("" if settings.depths == (0,) else
-             f", at depth {','.join(str(d) for d in settings.depths)} tokens (every level each)")
-    floor = ("every reply of 2+ tokens timed" if settings.decode_floor_tokens == 0
-             else f"decode floor {settings.decode_floor_tokens} tokens")
+    depth = "" if settings.depths == (0,) else f", depths {','.join(str(d) for d in settings.depths)}"
+    floor = ("floor 0: every reply timed" if settings.decode_floor_tokens == 0
+             else f"decode floor {settings.decode_floor_tokens}")
     return (f"Ready: Ctrl+R runs the sweep at concurrency {levels} ({method}{warm}, {measured} per level, "
             f"max tokens {settings.max_tokens}, {floor}){depth}")
 
@@ -200,6 +199,8 @@ class BenchScreen(Screen):
     BenchScreen #requests, BenchScreen #warmup { width: 10; }
     BenchScreen #max-tokens { width: 12; }
     BenchScreen #slo { width: 24; }
+    BenchScreen #depth { width: 16; }
+    BenchScreen #decode-floor { width: 8; }
     BenchScreen #effort { width: 18; }
     BenchScreen #buttons { width: 26; height: auto; }
     BenchScreen #buttons Button { min-width: 10; margin: 0 1 0 0; }
