@@ -9,6 +9,7 @@ from console.probes import docker as docker_probe
 from console.probes import gpu_health
 from console.probes import nvidia_smi as smi
 from console.probes.rails import IB_COUNTERS, NET_LEAVES, NET_STATS
+from console.remote import cmdlines_copy as copy  # noqa: F401  (the copy's command lines: cmdlines.copy.*)
 from console.remote.cmdlines_batch import PartResult, in_one, split_parts  # noqa: F401  (their home)
 from console.remote.cmdlines_identity import (  # noqa: F401 - who a station is: their one home
     MACHINE_ID,

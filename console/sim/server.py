@@ -252,6 +252,7 @@ class SimServer:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", line, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+                cwd=station_shell.session_dir(env),
             )
             self._children.add(proc.pid)
 

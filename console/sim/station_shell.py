@@ -119,6 +119,13 @@ def prepare(command: str, root: str | os.PathLike, station: str, base_env: Mappi
     return own.bind(command), station_env(base_env, root, station, own)
 
 
+def session_dir(env: Mapping[str, str]) -> str | None:
+    """Where a session starts: the login's home, as sshd starts it (a relative path a peer's rsync
+    names is under it), or None (the caller's directory) while the home does not exist yet."""
+    home = env.get("HOME")
+    return home if home and os.path.isdir(home) else None
+
+
 def main() -> int:
     """sshd's ``ForceCommand`` on a lab station: run ``$SSH_ORIGINAL_COMMAND`` as this station does."""
     root, station = os.environ.get("DGX_SIM_ROOT"), os.environ.get("DGX_SIM_STATION")
@@ -129,6 +136,8 @@ def main() -> int:
     shell = os.environ.get("SHELL") or "/bin/sh"
     line, env = prepare(command or "", root, station, os.environ)
     argv = [shell, "-c", line] if command else [shell, "-l"]
+    if (where := session_dir(env)) is not None:
+        os.chdir(where)
     os.execve(shell, argv, env)
     return 127  # not reached
 

@@ -311,6 +311,13 @@ class ConsoleApp(App):
 
         self.push_screen(HangEvidenceScreen(self.config))
 
+    def action_copy(self, kind: str) -> None:
+        """The copy screen: the checkpoint or the image to the other station (palette)."""
+        from console.service.copy import CopyKind
+        from console.ui.screens.copy import CopyScreen
+
+        self.push_screen(CopyScreen(self.config, CopyKind(kind), read_only=self.read_only))
+
     def action_colon_palette(self) -> None:
         """``:`` opens the command palette (k9s's habit); a text box that has the focus keeps its ``:``."""
         self.action_command_palette()

@@ -326,6 +326,9 @@ class Lab:
     def rail_down(self, name: str) -> None:
         sh("ip", "-n", self.ns[name], "link", "set", RAIL_IFACE, "down")
 
+    def rail_up(self, name: str) -> None:
+        sh("ip", "-n", self.ns[name], "link", "set", RAIL_IFACE, "up")
+
     def remove_a_to_b_key(self) -> None:
         (self.dir / "B" / "authorized_keys").write_text((self.dir / "keys" / "console.pub").read_text())
 

@@ -292,3 +292,26 @@ async def test_a_field_entered_by_a_click_selects_its_value(tmp_path):
         assert field.selection.start == 0 and field.selection.end == len(field.value) > 0  # typing replaces it
         await pilot.press("1", "2", "8")
         assert field.value == "128"
+
+
+async def test_the_depth_and_decode_floor_fields_reach_the_sweep(api_url, tmp_path):
+    """The CLI's --depth and --decode-floor as fields: each depth runs every level (a row per depth and
+    level), and a floor of 0 times the short replies the default floor leaves "n/m"."""
+    cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
+    screen = BenchScreen(cfg, results_dir=tmp_path / "results")
+    async with BenchApp(screen).run_test(size=(150, 50)) as pilot:
+        status = lambda: " ".join(_text(screen.query_one("#status", Static).render()).split())  # noqa: E731
+        _set(screen, concurrency="1", requests="2", warmup="0", max_tokens="9", depth="0,64", decode_floor="0")
+        await until(lambda: "floor 0: every reply timed), depths 0,64" in status(),
+                    what="the ready line to name the depths and the floor", pilot=pilot, detail=status)
+        _set(screen, depth="0,x")
+        await until(lambda: status().startswith("✖") and "--depth" in status(), what="a bad depth named",
+                    pilot=pilot, detail=status)
+        _set(screen, depth="0,64")
+        await pilot.press("ctrl+r")
+        await until(lambda: screen.state not in ("idle", "running"), what="the sweep", pilot=pilot)
+        assert [lv.depth for lv in screen.levels] == [0, 64]
+        table = screen.query_one("#results", DataTable)
+        assert str(table.get_row("1")[0]) == "1" and str(table.get_row("1 @64")[0]) == "1 @64"
+        assert all(lv.per_user_tok_s is not None for lv in screen.levels)  # 9-token replies timed at floor 0
+        assert screen.runner.report.settings.decode_floor_tokens == 0

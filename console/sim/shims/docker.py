@@ -17,6 +17,8 @@ import time
 
 from console.sim.engine import container_status, log_lines, start_container, stop_container
 from console.sim.shims._docker_exec import cmd_exec
+from console.sim.shims._docker_images import SIZE as IMAGE_SIZE
+from console.sim.shims._docker_images import cmd_load, cmd_save
 
 
 def rfc3339(t: float | None) -> str:
@@ -464,7 +466,8 @@ def cmd_image(args: list[str], ctx) -> int:
             print(f"Error response from daemon: No such image: {ref}", file=sys.stderr)
             rc = 1
             continue
-        data = {"Id": img["id"], "RepoTags": [ref] if "@" not in ref else [], "RepoDigests": [img["repo_digest"]]}
+        data = {"Id": img["id"], "RepoTags": [ref] if "@" not in ref else [], "RepoDigests": [img["repo_digest"]],
+                "Size": IMAGE_SIZE}
         out.append(render(fmt, data) if fmt else json.dumps([data], indent=4))
     if out:
         print("\n".join(out))
@@ -567,7 +570,8 @@ def cmd_info(args: list[str], ctx) -> int:
 
 COMMANDS = {"inspect": cmd_inspect, "info": cmd_info, "container": None, "ps": cmd_ps, "logs": cmd_logs, "events": cmd_events,
             "start": cmd_start, "stop": cmd_stop, "rm": cmd_rm, "run": cmd_run, "image": cmd_image,
-            "rename": cmd_rename, "top": cmd_top, "exec": lambda a, c: cmd_exec(a, c, inspect_data, _no_such)}
+            "rename": cmd_rename, "top": cmd_top, "save": lambda a, c: cmd_save(a, c, _find_image),
+            "load": lambda a, c: cmd_load(a, c, _find_image), "exec": lambda a, c: cmd_exec(a, c, inspect_data, _no_such)}
 
 
 def main(argv: list[str], ctx) -> int:

@@ -48,4 +48,4 @@ def main(argv: list[str], ctx) -> int:
         return 255
     command = " ".join(argv[i:]) or "true"
     line, env = station_shell.prepare(command, ctx.world.root, peer, os.environ)
-    return subprocess.run(["/bin/sh", "-c", line], env=env).returncode
+    return subprocess.run(["/bin/sh", "-c", line], env=env, cwd=station_shell.session_dir(env)).returncode

@@ -33,10 +33,11 @@ from console.config import BenchRow, Config, xdg_data_dir
 from console.probes.engine_log import EngineProgress
 from console.safe_files import FileProblem
 from console.sanitize import one_line
-from console.serving.bench import BenchRunner, parse_concurrency, resolve_model
+from console.serving.bench import BenchRunner, parse_concurrency, parse_depths, resolve_model
 from console.serving.bench_model import (
     DEFAULT_MAX_TOKENS,
     MEASURED_FACTOR,
+    MIN_TIMED_TOKENS,
     WARMUP_FACTOR,
     BenchProgress,
     BenchSettings,
@@ -168,8 +169,11 @@ def ready_line(settings: BenchSettings) -> str:
     measured = (f"measured {MEASURED_FACTOR}x" if settings.requests_per_level is None
                 else f"measured {settings.requests_per_level}")
     method = "NVIDIA's method: " if nvidia else ""
+    depth = "" if settings.depths == (0,) else f", depths {','.join(str(d) for d in settings.depths)}"
+    floor = ("floor 0: every reply timed" if settings.decode_floor_tokens == 0
+             else f"decode floor {settings.decode_floor_tokens}")
     return (f"Ready: Ctrl+R runs the sweep at concurrency {levels} ({method}{warm}, {measured} per level, "
-            f"max tokens {settings.max_tokens})")
+            f"max tokens {settings.max_tokens}, {floor}){depth}")
 
 
 class BenchUpdate(Message):
@@ -195,6 +199,8 @@ class BenchScreen(Screen):
     BenchScreen #requests, BenchScreen #warmup { width: 10; }
     BenchScreen #max-tokens { width: 12; }
     BenchScreen #slo { width: 24; }
+    BenchScreen #depth { width: 16; }
+    BenchScreen #decode-floor { width: 8; }
     BenchScreen #effort { width: 18; }
     BenchScreen #buttons { width: 26; height: auto; }
     BenchScreen #buttons Button { min-width: 10; margin: 0 1 0 0; }
@@ -253,6 +259,12 @@ class BenchScreen(Screen):
             Label("SLO"), Input("", placeholder="ttft:500 e2el:20000", id="slo",
                                 tooltip="ms; ttft|time_to_first_token, tpot|inter_token_latency, "
                                         "e2el|request_latency: goodput and the users within it"),
+            Label("Depth"), Input("0", placeholder="0,4096", id="depth",
+                                  tooltip="prompt depths: about N tokens of context before each prompt, "
+                                          "warm-up included; each depth runs every level"),
+            Label("Decode floor"), Input(str(MIN_TIMED_TOKENS), type="integer", id="decode-floor",
+                                         tooltip="per-user tok/s only from replies of N+ tokens "
+                                                 "(0 times every reply of 2+ tokens)"),
             Label(""),
             Horizontal(Button("Run", id="start", variant="primary"),
                        Button("Cancel", id="cancel", variant="error", disabled=True), id="buttons"),
@@ -319,10 +331,13 @@ class BenchScreen(Screen):
 
         effort = self.query_one("#effort", Select).value
         slo = parse_slo(self.query_one("#slo", Input).value.replace(",", " ").split())
+        depths = parse_depths(self.query_one("#depth", Input).value.strip() or "0")
+        floor = number("#decode-floor", "decode floor", True)
         return BenchSettings(levels, number("#requests", "requests per level"), number("#warmup", "warm-up", True),
                              number("#max-tokens", "max tokens") or DEFAULT_MAX_TOKENS,
                              None if effort in ("default", Select.BLANK) else str(effort),
-                             self.query_one("#ignore-eos", Switch).value, slo=slo)
+                             self.query_one("#ignore-eos", Switch).value, depths=depths, slo=slo,
+                             decode_floor_tokens=MIN_TIMED_TOKENS if floor is None else floor)
 
     def _comparison_now(self, settings: BenchSettings | None = None) -> ReferenceComparison | None:
         if not self.reference:
@@ -491,8 +506,9 @@ class BenchScreen(Screen):
             return [Text(_fmt(getattr(ref, attr, None) if ref else None, spec), style="dim")] if beside else []
 
         server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
-        conc = Text(str(lv.concurrency)) if lv.reached else Text(f"{lv.concurrency} ({lv.concurrency_reached})",
-                                                                 style="yellow")
+        at = f" @{lv.depth}" if lv.depth else ""  # the prompt depth, when the sweep has more than 0
+        conc = Text(f"{lv.concurrency}{at}") if lv.reached else Text(
+            f"{lv.concurrency} ({lv.concurrency_reached}){at}", style="yellow")
         per_user = (Text(_fmt(lv.per_user_tok_s, ",.1f")) if lv.timed_requests or not lv.requests
                     else Text("n/m", style="yellow"))
         table.add_row(
@@ -503,7 +519,7 @@ class BenchScreen(Screen):
             _fmt(lv.ttft_ms_p99, ",.0f"), f"{lv.output_tokens:,}",
             Text(server + (" ≠" if lv.mismatch else ""), style="bold red" if lv.mismatch else ""),
             Text(str(lv.errors), style="bold red" if lv.errors else ""),
-            key=str(lv.concurrency))
+            key=f"{lv.concurrency}{at}")
 
     def _replot(self) -> None:
         self.query_one("#figure", ThroughputFigure).show(self.levels, self.comparison)
