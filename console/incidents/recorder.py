@@ -102,7 +102,7 @@ class IncidentRecorder:
         self._loaded = False
         # capture-then-recover ([recover]): None unless the operator named incident kinds
         self.recover = Recoverer(config, stations, self.ledger, self.service, read_only=read_only, busy=busy,
-                                 is_open=lambda iid: self._row == iid,
+                                 is_open=self._is_open,
                                  say=lambda kind, text, iid, sec: self._tell(kind, text, iid, seconds=sec),  # type: ignore[arg-type]
                                  restart=restart, log_source=log_source) if config.recover.on else None
 
@@ -237,7 +237,18 @@ class IncidentRecorder:
             return
         task = asyncio.create_task(self._capture(claim.id, ev))
         self._captures.add(task)
-        task.add_done_callback(self._captures.discard)
+        task.add_done_callback(self._capture_done)
+
+    def _is_open(self, iid: int) -> bool:
+        return any(row_id == iid for row_id, _ in self._rows.values())
+
+    def _capture_done(self, task: asyncio.Task[None]) -> None:
+        """A capture (or the recovery after it) that ended by a bug is said, never a silently dead task."""
+        self._captures.discard(task)
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        self._tell("error", f"the incident's capture or recovery ended: {type(exc).__name__}: "
+                            f"{one_line(str(exc), 200)}")
 
     async def _claim_alert(self, iid: int) -> bool:
         """This console sends the incident's alert (the ledger's claim); a ledger that cannot say

@@ -46,16 +46,22 @@ async def test_a_line_cut_at_the_edge_ends_in_a_marker():
         assert text.startswith("‹") and "END" in text and "…" not in text  # scrolled to its end
 
 
-async def test_a_filter_match_is_highlighted_and_scrolled_into_view():
+async def test_a_filter_match_is_highlighted_and_the_line_start_stays_in_view():
+    # the view stays at column 0 (the host prefix says whose line it is); the match beyond the
+    # edge is reached with the arrows and shows highlighted there
     app = PaneApp()
     async with app.run_test(size=(40, 10)) as pilot:
         pane = app.query_one(LogPane)
         far = "station-b:412:530 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
         pane.add_lines(["boot", far, "other"])
+        pane.log_widget.scroll_to(x=20, animate=False, immediate=True)
         pane.set_filter("gdrdma")
-        await until(lambda: pane.log_widget.scroll_offset.x > 0, what="scrolled to the match", pilot=pilot)
-        assert list(pane.log_widget.lines) == [far]
-        assert pane.log_widget.scroll_offset.x > 0
+        await until(lambda: list(pane.log_widget.lines) == [far], what="only the match", pilot=pilot)
+        await until(lambda: pane.log_widget.scroll_offset.x == 0, what="column 0", pilot=pilot)
+        text, _ = row(pane, 0)
+        assert text.startswith("station-b:412:530") and "GDRDMA" not in text
+        pane.log_widget.scroll_to(x=len(far), animate=False, immediate=True)
+        await pilot.pause()
         text, segs = row(pane, 0)
         assert "GDRDMA" in text
         assert any("GDRDMA" in s.text and s.style is not None and s.style.reverse for s in segs)
