@@ -23,6 +23,7 @@ from console.config import Config, Station
 from console.probes import ParseError, iproute
 from console.probes import perftest as pt
 from console.probes import rdma as rdma_probe
+from console.probes.meminfo import parse_meminfo
 from console.remote import channels
 from console.remote import cmdlines as rc
 from console.remote.channels import ChannelWait
@@ -59,8 +60,16 @@ _FIX = {
     "ssh-channels": "Not measured: the console had no SSH channel free on the station (its own budget, or the "
                     "station's sshd MaxSessions), so nothing about the rails is known. Rerun when the other jobs "
                     "(another workbench or validation run) have ended.",
+    "memory-floor": "Not run: on unified memory (GB10) perftest's buffers and its CUDA context are host memory, "
+                    "and a station under the floor can lock up until a power cycle. Free host memory (stop the "
+                    "engine, drop the page cache) or lower [ui] memory_floor_mib, then rerun.",
 }
 SHORTAGE_ID = "ssh-channels"  # a run not measured for want of an SSH channel: never a network verdict
+FLOOR_ID = "memory-floor"  # a run not started: a unified-memory station had no room over the floor
+NOT_PROVED = frozenset({SHORTAGE_ID, FLOOR_ID})  # runs that say nothing about the rails
+#: What one ib_write_bw side may take on unified memory: its buffers (tx depth x message size, a few
+#: MiB) and, with --use_cuda, a CUDA context (~0.5 GiB); rounded up.
+PERFTEST_MIB = 1024
 
 
 @dataclass
@@ -210,6 +219,12 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
                    gid: dict[str, int | None], extra: dict[str, list[str]], emit: EventFn) -> RdmaRun:
     """One perftest pair (server on ``srv_st``, client on ``cli_st``); shared by validate-rdma and the
     doctor's rdma rung."""
+    if config.profile.gpu.unified_memory:
+        short = await _short_of_memory(tr, (srv_st, cli_st), config.ui.memory_floor_mib)
+        if short:
+            run.status, run.id, run.fix = CheckStatus.SKIP, FLOOR_ID, _FIX[FLOOR_ID]
+            run.summary = f"{run.rail} {run.memory} memory: not run: {short}"
+            return run
     scmd = rc.perftest_server(run.rail, gid[srv_st.name], extra[srv_st.name])
     ccmd = rc.perftest_client(run.rail, srv_st.rail_ip, gid[cli_st.name], extra[cli_st.name])
     server = _Server(tr[srv_st.name], scmd)
@@ -257,6 +272,29 @@ async def run_pair(config: Config, tr: dict[str, Transport], run: RdmaRun, srv_s
     finally:
         await asyncio.shield(server.cleanup())
         emit("server-stopped", {"rail": run.rail, "memory": run.memory, "station": srv_st.name, "pid": server.pid})
+
+
+def room_words(available_mib: dict[str, int | None], floor_mib: int) -> str:
+    """Why perftest may not start on unified memory ('' when every station read has room): a station's
+    MemAvailable less PERFTEST_MIB would fall under the floor. A station not read is no reason to
+    refuse (perftest's own buffers are small); pure."""
+    short = [(n, a) for n, a in available_mib.items() if a is not None and a - PERFTEST_MIB < floor_mib]
+    if not short:
+        return ""
+    return "; ".join(f"{n}'s MemAvailable is {a / 1024:.1f} GiB, perftest needs {PERFTEST_MIB / 1024:.0f} GiB over "
+                     f"the floor {floor_mib / 1024:.1f} GiB" for n, a in short) + " (unified memory: the box could lock up)"
+
+
+async def _short_of_memory(tr: dict[str, Transport], stations: tuple[Station, ...], floor_mib: int) -> str:
+    async def one(st: Station) -> int | None:
+        try:
+            res = await tr[st.name].run(rc.meminfo_once())
+            return parse_meminfo(res.stdout).available_mib if res.ok else None
+        except (ParseError, TransportError):  # not read: said nowhere as room, and no reason to refuse
+            return None
+
+    got = await asyncio.gather(*(one(st) for st in stations))
+    return room_words({st.name: a for st, a in zip(stations, got, strict=True)}, floor_mib)
 
 
 def not_measured(run: RdmaRun, exc: ChannelRefused) -> RdmaRun:
@@ -378,8 +416,8 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
 
 
 def overall(runs: list[RdmaRun]) -> int:
-    """1 when a run failed, or was not measured for want of a channel (nothing was proved)."""
-    return 1 if not runs or any(r.status == CheckStatus.FAIL or r.id == SHORTAGE_ID for r in runs) else 0
+    """1 when a run failed, or was not measured (no channel, no memory over the floor: nothing was proved)."""
+    return 1 if not runs or any(r.status == CheckStatus.FAIL or r.id in NOT_PROVED for r in runs) else 0
 
 
 def to_json(runs: list[RdmaRun]) -> str:

@@ -100,7 +100,7 @@ async def _bandwidth(ctx: DoctorContext, srv, cli, rail_s: facts.RailInfo, memor
     where = f"{rail_s.device} {memory} memory"
     evidence = (run.evidence,) if run.evidence else ()
     if run.gbps_avg is None:
-        if run.id == rdma_run.SHORTAGE_ID:  # no SSH channel: nothing known about the rail
+        if run.id in rdma_run.NOT_PROVED:  # no SSH channel, no memory over the floor: nothing known about the rail
             return RungResult(ID, label, CheckStatus.SKIP, run.summary, evidence, run.fix)
         if run.id == "rdma-mr" and memory == "gpu":
             return RungResult(ID, label, CheckStatus.WARN,
