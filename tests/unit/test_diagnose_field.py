@@ -40,6 +40,25 @@ def test_corpus_has_sixty_sourced_excerpts_split_in_two_with_healthy_logs_of_eve
     assert {"vllm", "sglang", "trtllm", "llamacpp", "ray", "pytorch", "nccl", "kernel", "container"} <= stacks
 
 
+def test_the_fresh_set_is_sourced_labelled_and_shares_no_report_with_what_the_catalogue_was_tuned_on():
+    """bench/field_fresh is only scored (never tuned on): its worth is that none of its reports was seen before."""
+    fresh = sorted((ROOT / "bench" / "field_fresh").glob("*.log"))
+    assert len(fresh) >= 20
+    def source(p: Path) -> str:
+        return p.read_text(encoding="utf-8").splitlines()[0]
+    seen = {source(p) for d in (FIELD, ROOT / "bench" / "heldout", ROOT / "tests" / "fixtures" / "logs")
+            for p in d.glob("*.log")}
+    kinds = {expected(p) for p in fresh}
+    for p in fresh:
+        assert re.match(r"# source: https://github\.com/[\w.\-]+/[\w.\-]+/(?:issues|pull)/\d+$", source(p)), p.name
+        assert source(p) not in seen, p.name
+        assert expected(p) in SPECS or expected(p) == "outside" or expected(p).startswith("healthy-"), p.name
+        if expected(p) == "outside":
+            assert headlines(p), p.name
+    assert len({source(p) for p in fresh}) == len(fresh)
+    assert "outside" in kinds and any(k.startswith("healthy-") for k in kinds)
+
+
 @pytest.mark.parametrize("path", [p for p in TUNE if not expected(p).startswith(("healthy", "outside"))],
                          ids=lambda p: p.name)
 def test_tune_excerpt_names_its_kind_first(path: Path):
