@@ -340,7 +340,7 @@ class Diagnoser(Decisions):
         elif "what():" in text:  # C++'s message for the exception "terminate called" only names the type of
             summary = text.split("what():", 1)[1].strip()
         elif (r := cat.RUN_ENDING.search(text)) is not None:
-            summary = msg.strip() or r.group(0)  # the whole line: it names what ended the run
+            summary = cat.innermost_cause(msg) or msg.strip() or r.group(0)  # the line names what ended the run
         elif (e := cat.EXIT_LINE.search(text)) is not None:
             code = int(e.group("code") or e.group("code2") or e.group("code3"))
             summary = f"a process exited with code {code}" if code != 0 else None

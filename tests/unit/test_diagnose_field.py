@@ -190,3 +190,16 @@ def test_an_oom_while_llama_cpp_loads_tensors_is_one_of_weights_that_do_not_fit(
 def test_a_line_that_ends_the_run_is_never_silent_and_is_the_headline(lines: list[str], quote: str):
     top = diagnose_lines("a", lines)[0]
     assert top.id == "unrecognised-error" and quote in top.cause, top.cause
+
+
+def test_docker_runs_own_refusal_is_named_by_its_innermost_cause_and_docker_logs_of_a_gone_container_is_not():
+    # `docker run` refusing to start the container ends the run: never silent, headlined by the hook's stderr
+    line = ("docker: Error response from daemon: OCI runtime create failed: container_linux.go:380: starting "
+            "container process caused: error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: "
+            "mount error: file creation failed: /merged/usr/lib/libnvidia-ml.so.1: file exists: unknown.")
+    found = diagnose_lines("A", [line])
+    assert found and found[0].id == "unrecognised-error", [(f.id, f.cause) for f in found]
+    assert "nvidia-container-cli: mount error: file creation failed" in found[0].cause
+    assert "OCI runtime" not in found[0].cause  # the wrapper is not the headline
+    # the same daemon words from `docker logs` of a container that is gone are not a run's end
+    assert not has_problems(diagnose_lines("A", ["Error response from daemon: No such container: glm53"]))

@@ -69,6 +69,7 @@ from console.diagnosis.catalogue.signatures import (
     Refiner,
     Role,
     Signature,
+    innermost_cause,
     signature_hits,
 )
 from console.diagnosis.catalogue.specs import (
@@ -140,6 +141,7 @@ __all__ = [
     "RAY_IP",
     "RAY_REPEATED",
     "RUN_ENDING",
+    "innermost_cause",
     "SIGNATURES",
     "TRACEBACK",
     "Refiner",

@@ -435,9 +435,24 @@ RAY_IP = _c(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)\)")
 # Lines that end the run whatever level they are logged at (often WARNING or none): a launcher killed by a
 # signal, a node declared dead, a test tool's failure line. No entry explains them: unrecognised, never silent.
 RUN_ENDING_ANCHORS = ("death signal", ") received by PID", "marked dead", "marked as dead", "Test NCCL failure",
-                      "Test CUDA failure")
+                      "Test CUDA failure", "docker: Error response from daemon:")
+# `docker run`'s own refusal ("docker: Error response from daemon: ...") means the container never started;
+# without the "docker: " prefix the same words come from `docker logs` of a container that is gone (not a run's end)
 RUN_ENDING = _c(r"Received \d++ death signal|Signal \d++ \(SIG\w++\) received by PID \d++|"
-                r"marked (?:as )?dead\b|Test (?:NCCL|CUDA) failure \S++ '[^']*+'")
+                r"marked (?:as )?dead\b|Test (?:NCCL|CUDA) failure \S++ '[^']*+'|docker: Error response from daemon:")
+DAEMON_ERROR = "Error response from daemon:"
+
+
+def innermost_cause(msg: str) -> str:
+    """The specific end of Docker's wrapped error chain ('OCI runtime create failed: ... caused: ...
+    stderr: nvidia-container-cli: mount error: ...'): the hook's stderr when it said something, else
+    what follows the daemon's prefix; '' for any other line."""
+    if DAEMON_ERROR not in msg:
+        return ""
+    tail = msg.split(DAEMON_ERROR, 1)[1]
+    if "stderr: " in tail and (inner := tail.rsplit("stderr: ", 1)[1].strip()):
+        return inner
+    return tail.strip()
 GENERIC_ANCHORS = ("Error", "ERROR", "CRITICAL", "Traceback (most recent call last)", "NCCL WARN",
                    "Exception", "exited with code", "exit code", "exitcode", "Segmentation fault",
                    "Fatal Python error", "terminate called after throwing", "what():", "] [E] ",
