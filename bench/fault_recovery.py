@@ -11,7 +11,7 @@ are written on B throughout. Per fault, the median of ``--runs``:
 - the other station (A) during the outage: worst sample age, and whether it was ever not live
   (target: never stale)
 
-and one source going wrong while the connection is fine (issue 20):
+and one source going wrong while the connection is fine:
 
 - hung tool: B's ``nvidia-smi`` hangs ignoring hangup for ``--hang-s``: detect = B stale (by its GPU
   samples), recover = live again once the tool answers; then the stuck ``nvidia-smi`` processes left on B

@@ -1,4 +1,4 @@
-"""One source going wrong on a simulated station (issue 20 items 2 and 3), through the station service.
+"""One source going wrong on a simulated station, through the station service.
 
 - hung tool: B's nvidia-smi hangs (no output, hangup ignored) for ``--hang-s`` with one link blip (a
   reconnect) at its start. Printed: nvidia-smi processes on B at the end (the live streams' only) and

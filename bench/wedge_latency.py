@@ -1,4 +1,4 @@
-"""Issue 19: how long after the wedge fault freezes the tokens the console says so, on the simulated
+"""How long after the wedge fault freezes the tokens the console says so, on the simulated
 stations: ``watch --json``'s first ``progress: wedged`` and the dashboard's banner (headless pilot).
 
     python bench/wedge_latency.py [--runs 3] [--window 30]

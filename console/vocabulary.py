@@ -144,7 +144,7 @@ class ActionOutcome(StrEnum):
     CANCELLED = "cancelled"
 
 
-# --- issue 19: progress truth
+# Progress truth
 class Progress(StrEnum):
     """Whether anything moves (``watch --json``/``status --json`` ``progress``), beside the
     connection's state: tokens or start-up lines coming (``progressing``), nothing asked of the
@@ -180,4 +180,3 @@ class RasState(StrEnum):
     UNKNOWN = "unknown"
     SUSPECT = "suspect"
     STUCK = "stuck"
-# --- end issue 19

@@ -81,7 +81,7 @@ async def _collect(config: Config, tail: int, with_checks: bool, trust: bool
 
 
 async def _health(config: Config, trust: bool) -> dict[str, Any]:
-    """Issue 24: every GPU's health and every rail as ``status --json`` reads them (health.json)."""
+    """Every GPU's health and every rail as ``status --json`` reads them (health.json)."""
     from console.station.status import collect_status
 
     try:

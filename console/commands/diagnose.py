@@ -123,7 +123,7 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
         if log.error:
             print(f"dgx-console: {log.station}: {one_line(log.error, 500)}", file=sys.stderr)
         entry = {"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error}
-        if log.kernel is not None or log.kernel_error:  # issue 23: the kernel log since the container started
+        if log.kernel is not None or log.kernel_error:  # the kernel log since the container started
             d.feed_kernel(log.station, log.kernel or [])
             entry["kernel"] = {"lines": len(log.kernel or []), "error": log.kernel_error}
             if log.kernel_error:

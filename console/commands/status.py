@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             eng = st.get("engine")
             if eng:
                 print(f"    engine: {engine_words(eng)}")
-            if st.get("progress"):  # issue 19
+            if st.get("progress"):
                 alarm = st["progress"] in ("stuck", "wedged", "unknown")
                 print(f"    progress: {st['progress'].upper() if alarm else st['progress']}"
                       + (f": {one_line(st['progress_why'])}" if alarm or st['progress'] == "progressing" else ""))

@@ -11,7 +11,7 @@ station per interval::
      "container": {...}, "engine": {"phase": "ready", ...}, "error": null,
      "progress": "wedged", "progress_since_s": 41.2, ...}
 
-``progress`` (issue 19, console/station/progress.py) needs the API's generation-token counter, so
+``progress`` (console/station/progress.py) needs the API's generation-token counter, so
 ``watch`` polls the API too, as the dashboard does (ServingMonitor); and NCCL's RAS report, read
 once every few seconds on the head while an engine serves (console/station/ras_monitor.py): ``ras``
 (the job's watch: state healthy/suspect/stuck/unknown, why, the stations behind) on every line.
@@ -107,7 +107,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                     emit(f"{name} | {clean(clip(line, 4096))}")
             out.flush()
 
-    def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (issue 19's progress)
+    def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (what progress reads)
         msg = ServingUpdate(snap)
         stations.apply(msg)
         recorder.note(msg)

@@ -149,7 +149,7 @@ class UiSettings:
     refresh_ms: int = setting(1000, check=v.in_range(100, 60_000))
     log_lines: int = setting(5000, check=v.in_range(100, 1_000_000))
     theme: str = setting("dgx-dark", check=v.theme_name)
-    # issue 19: how long nothing may move (no token with requests running, no start-up line with the
+    # how long nothing may move (no token with requests running, no start-up line with the
     # GPUs busy) before a station reads wedged or stuck
     progress_window_s: float = setting(30.0, check=v.window_seconds)
     # unified memory (GB10): MemAvailable under this during weight loading or CUDA-graph capture is

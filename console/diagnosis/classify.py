@@ -44,7 +44,7 @@ _TIMELINE = frozenset(a for _e, anchors, _p in cat.TIMELINE_MARKERS for a in anc
 _TRANSPORT = frozenset(cat.TRANSPORT_ANCHORS)
 _PROGRESS = frozenset(cat.PROGRESS_ANCHORS)
 _UNSET = object()
-_NCCL_VERSION = frozenset(cat.NCCL_VERSION_ANCHORS)  # issue 19
+_NCCL_VERSION = frozenset(cat.NCCL_VERSION_ANCHORS)
 
 
 class LineMarks:
@@ -82,7 +82,7 @@ class LineMarks:
         self.headless = cat.HEADLESS_MARKER in found
         self.shutdown = cat.SHUTDOWN_MARKER in found
         self._fatal: object = _UNSET
-        # issue 19: the NCCL this rank loaded ((version, the words that said it)), on the lines that name it
+        # the NCCL this rank loaded ((version, the words that said it)), on the lines that name it
         self.nccl_version = cat.nccl_version_of_text(text) if found & _NCCL_VERSION else None
 
     def holds(self, marker: str) -> bool:

@@ -463,7 +463,7 @@ class Diagnoser(Decisions):
         self.version += 1
 
     def note_gpu_errors(self, station: str, words: str, fix: str) -> bool:
-        """Issue 21: a GPU in error on ``station`` (nvidia-smi's words from the station's state; '' when
+        """A GPU in error on ``station`` (nvidia-smi's words from the station's state; '' when
         none) is a finding while it lasts, so the panel never says "No findings" beside a red GPU row.
         The ``gpu-errors`` check's finding, when the checks ran, stands in its place (it has the Xid)."""
         key = ("gpu-errors", station)

@@ -1,5 +1,5 @@
 """Read a station's recent container log through its transport (diagnose --station, bundle), and for the
-diagnosis its kernel log since the container started (issue 23)."""
+diagnosis its kernel log since the container started."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class StationLog:
     lines: list[str]
     error: str | None = None  # one line when the station or its container could not be read
     container: ContainerInfo | None = None  # its state (an exit code the log does not explain is a finding)
-    kernel: list[str] | None = None  # issue 23: the relevant kernel-log lines since the container started
+    kernel: list[str] | None = None  # the relevant kernel-log lines since the container started
     kernel_error: str | None = None  # why the kernel log could not be read (permissions), when asked for
 
     @property

@@ -125,7 +125,7 @@ class SourceState:
     matched: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=512))  # (line, rank)
     candidates: list[Candidate] = field(default_factory=list)
     open_traceback: Candidate | None = None
-    # --- issue 23: retries that may still succeed; a kernel-log source of a station
+    # --- retries that may still succeed; a kernel-log source of a station
     retrying: dict[str, tuple[tuple[str, ...], int]] = field(default_factory=dict)  # id -> (success markers, line)
     final_ids: set[str] = field(default_factory=set)  # ids raised by a line that is no retry
     station: str | None = None  # the station a kernel-log source belongs to (its findings are the station's)
@@ -137,7 +137,6 @@ class SourceState:
     nranks: int = 0  # ranks in the NCCL communicator (NCCL's nRanks)
     local_ranks: int = 0  # ranks on this host (NCCL's localRanks)
     retried_errors: list[int] = field(default_factory=list)  # lines of error candidates that said they retry
-    # --- end issue 23
 
 
 def compare(a: Finding, b: Finding) -> int:

@@ -1,4 +1,4 @@
-"""The kernel log as a diagnosis source (issue 23): each station's ``journalctl -k`` / ``dmesg`` since its
+"""The kernel log as a diagnosis source: each station's ``journalctl -k`` / ``dmesg`` since its
 container started -- the command the NCCL workbench's hang rung runs (``cmdlines.kernel_log_since``).
 
 ``diagnose --station`` reads it once (``read_kernel_log``); in the TUI the health channel follows it

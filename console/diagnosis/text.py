@@ -32,7 +32,7 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 # Prefixes before the message (matched repeatedly at the start; each alternative is bounded):
 # Ray/vLLM process tags, torchrun ranks, docker compose, SGLang's time/rank, vLLM's level+time+source,
 # uvicorn's level.
-# Ray (issue 23): ``(raylet)``, ``(raylet, ip=A)``, ``(pid=N, ip=A)`` (older Ray), ``(Actor(args) pid=N)``,
+# Ray: ``(raylet)``, ``(raylet, ip=A)``, ``(pid=N, ip=A)`` (older Ray), ``(Actor(args) pid=N)``,
 # ``(autoscaler +1m)`` / ``(scheduler +2m13s)``, glog's ``[2025-07-23 10:05:49,679 W 51000 51000] file.cc:151:``
 # and Python logging's ``2022-03-30 17:22:35,502 WARNING node.py:1465 -- ``.
 _PREFIX = re.compile(

@@ -87,10 +87,9 @@ class EngineProgress:
     headless: bool = False
     notes: list[str] = field(default_factory=list)
     timeline: tuple[TimelineEvent, ...] = ()
-    # --- issue 19: the NCCL this run loaded (first seen), and the log words that said so
+    # The NCCL this run loaded (first seen), and the log words that said so
     nccl_version: str | None = None
     nccl_version_line: str = ""
-    # --- end issue 19
     # the timeline's events came from a run whose start (its new-run line) was never read: the console
     # attached to an engine already up, so "start-up +0:00" from the first event seen would be a lie
     attached: bool = False
@@ -160,7 +159,7 @@ class EngineLogTracker:
         p = self.progress
         before = (p.phase, p.load_pct, p.transport, p.fatal)
         timeline = line.timeline is not None and self._feed_timeline(line.timeline, at)
-        if line.nccl_version is not None and p.nccl_version is None:  # issue 19: the first a run names
+        if line.nccl_version is not None and p.nccl_version is None:  # the first a run names
             p.nccl_version, p.nccl_version_line = line.nccl_version
             timeline = True  # reported as a change, as a new timeline event is
         if line.nccl:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 KINDS = ("link-down", "link-up", "xid", "nvrm", "aer", "mlx5",
-         "oom-kill", "memreg")  # issue 23: the OOM killer, RDMA memory registration (the diagnosis reads them)
+         "oom-kill", "memreg")  # the OOM killer, RDMA memory registration (the diagnosis reads them)
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ _HOST_KERNEL = re.compile(r"^\S+ kernel: (?:\[\s*\d+\.\d+\]\s*)?(.*)$")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)")
 _LINK = re.compile(r"mlx5_core (\S+)(?: (\S+?))?: Link (down|up)", re.I)
 _AER = re.compile(r"(?:AER: |PCIe Bus Error: )(.*)")
-_OOM = re.compile(r"[Oo]ut of memory: Killed process \d|oom-kill:constraint=")  # issue 23
+_OOM = re.compile(r"[Oo]ut of memory: Killed process \d|oom-kill:constraint=")
 _MEMREG = re.compile(r"reg_mr\w* failed|Failed to register mr|reg mr failed|CREATE_MKEY\(0x\w+\) op_mod\(0x\w+\) failed")
 # Xids that mean the GPU is gone or its state is lost (NVIDIA's Xid catalog): the rank is dead.
 FATAL_XIDS = {48, 61, 62, 63, 64, 74, 79, 94, 95, 119, 120, 140, 144, 145, 149}
@@ -79,13 +79,12 @@ def parse_kernel_line(line: str) -> KernelEvent | None:
         sev = "warning" if re.search(r"[Cc]orrect", msg) else "error"
         dev = re.match(r"(\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)", msg)
         return KernelEvent("aer", sev, msg, t, dev.group(1).split()[-1] if dev else None)
-    # --- issue 23: the OOM killer and failed RDMA memory registration (warnings here: the hang rung's
+    # The OOM killer and failed RDMA memory registration (warnings here: the hang rung's
     # verdict stays the link's and the GPU's; the diagnosis makes them findings of their own)
     if _OOM.search(msg):
         return KernelEvent("oom-kill", "warning", msg, t)
     if _MEMREG.search(msg):
         return KernelEvent("memreg", "warning", msg, t)
-    # --- end issue 23
     if "mlx5_core" in msg and re.search(r"error|fail|timeout|health|fatal|syndrome", msg, re.I):
         return KernelEvent("mlx5", "warning", msg, t)
     return None

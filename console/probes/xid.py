@@ -7,7 +7,7 @@ RESET_GPU, RESTART_BM / reboot, CONTACT_SUPPORT, CHECK_MECHANICALS) and its page
 a page retired / failed to retire). Only the codes an operator of a serving Station meets are kept;
 any other code reads "Xid N (see NVIDIA's Xid catalogue)" (``describe``). ``severity``: ``fatal`` =
 the GPU's state is lost (the rank on it is dead until the GPU is reset or the host rebooted),
-``error`` = the application on it failed, ``warning`` = worth watching. Issue 23's diagnosis reads
+``error`` = the application on it failed, ``warning`` = worth watching. The diagnosis reads
 the same table (one home per Xid fact).
 """
 

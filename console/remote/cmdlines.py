@@ -498,7 +498,7 @@ def drop_caches() -> str:
             "&& echo dropped")
 
 
-# --- issue 19: NCCL launch facts (flight recorder paths, launch hazards over SSH, NCCL's own diagnostics)
+# --- NCCL launch facts (flight recorder paths, launch hazards over SSH, NCCL's own diagnostics) ---
 # The flight recorder's files inside each container (console.service.engines.flight_recorder_env sets
 # them at launch): torch writes rank R's dump to FLIGHT_RECORDER_DUMP + R and, when a byte is written
 # to the fifo FLIGHT_RECORDER_PIPE + R + ".pipe", dumps there without stopping anything. One prefix

@@ -292,7 +292,7 @@ class ServingSnapshot:
     invalid: tuple[str, ...] = ()  # the values the server sent out of range (logical names)
     metrics_size: int | None = None  # bytes of the last /metrics read
     metrics_every_s: float | None = None  # a large /metrics is read this seldom (None: every round)
-    # issue 19: the liveness the progress judge and the health line read
+    # the liveness the progress judge and the health line read
     gen_tokens_total: float | None = None  # the generation-token counter as read (the engine's heartbeat)
     misses: int = 0  # consecutive health checks missed (no answer or a 5xx); red only at MISSES_FOR_RED
     miss: str | None = None  # the last miss in words: "refused: down", "timed out: hung or saturated", "HTTP 500"

@@ -47,7 +47,7 @@ async def api_status(url: str, api_key: str | None, timeout: float) -> dict[str,
     return res
 
 
-# --- issue 19: progress truth (``status``'s one look at the generation-token counter)
+# Progress truth (``status``'s one look at the generation-token counter)
 LOOK_GAP_S = 1.5  # between the two reads of /metrics when requests run
 
 
@@ -68,4 +68,3 @@ async def counter_look(url: str, api_key: str | None, timeout: float, gap_s: flo
             await asyncio.sleep(gap_s)
             looks.append(await monitor.poll_once())
     return looks
-# --- end issue 19

@@ -240,11 +240,11 @@ class _Engine:
         self._spec_drafts = 0
         self._spec_accepted = 0
         self._gen_window: list[tuple[float, int]] = []
-        self._bg_tokens = 0  # the background users' tokens already counted (issue 19)
+        self._bg_tokens = 0  # the background users' tokens already counted
         self.refresh()
 
     def refresh(self, load: tuple[int, float, bool] | None = None) -> None:
-        """The gauges now; ``load``: the wedge fault's users (running, tokens so far, wedged; issue 19)."""
+        """The gauges now; ``load``: the wedge fault's users (running, tokens so far, wedged)."""
         self.g_running.labels(*self.lv).set(len(self.live) + (load[0] if load else 0))
         if load is not None and (gained := int(load[1]) - self._bg_tokens) > 0:
             self.generated(gained)
@@ -379,7 +379,7 @@ def create_app(backend) -> web.Application:
             "root": backend.model, "parent": None, "max_model_len": backend.max_model_len,
         }]})
 
-    async def load() -> tuple[int, float, bool] | None:  # the wedge fault's users (issue 19), if any
+    async def load() -> tuple[int, float, bool] | None:  # the wedge fault's users, if any
         return await asyncio.to_thread(backend.load) if hasattr(backend, "load") else None
 
     async def wedged() -> bool:
@@ -446,7 +446,7 @@ def create_app(backend) -> web.Application:
         rng = random.Random(zlib.crc32(json.dumps(body.get("messages"), sort_keys=True).encode()))
         reason = "abort"
         try:
-            while await wedged():  # issue 19: a wedged engine admits the request and never computes a token
+            while await wedged():  # a wedged engine admits the request and never computes a token
                 await asyncio.sleep(0.5)
             hits = e.prefix(body["messages"], prompt_tokens)
             e.c_prompt.labels(*e.lv).inc(prompt_tokens)

@@ -1,4 +1,4 @@
-"""The simulated stations' rail sysfs (issue 24): ``/sys/class/net/NETDEV/{operstate,carrier,speed,
+"""The simulated stations' rail sysfs: ``/sys/class/net/NETDEV/{operstate,carrier,speed,
 mtu,carrier_changes,statistics/*}`` and the RDMA port's ``state`` and ``hw_counters/*`` in each
 station's tree, rewritten every second by the sim server (as the kernel keeps them), so the
 console's rails loop reads them at their real paths (console/sim/station_shell.py binds them).

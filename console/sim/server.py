@@ -70,7 +70,7 @@ class SimBackend:
         return self._stall_cache[1]
 
     def load(self) -> tuple[int, float, bool] | None:
-        """Issue 19, the wedge fault: its background users (running, tokens generated so far, wedged
+        """The wedge fault: its background users (running, tokens generated so far, wedged
         now); None without the fault (only the API's own requests run)."""
         now = time.time()
         st = container_status(self.world, self.station, self.world.state(self.station), "glm53", now)
@@ -163,7 +163,7 @@ class SimServer:
         self._mounts = station_shell.read_all_mounts(self.root)
         for name in self.world.names:  # what /proc/meminfo holds from the first command on
             await asyncio.to_thread(write_meminfo, self.world, name, unified)
-            await asyncio.to_thread(write_rails, self.world, name)  # and the rail sysfs (issue 24)
+            await asyncio.to_thread(write_rails, self.world, name)  # and the rail sysfs
             await asyncio.to_thread(write_tasks, self.world, name)
         _client, auth = self._keys()
         known = []
@@ -235,7 +235,7 @@ class SimServer:
             await asyncio.sleep(1.0)
             for name in self.world.names:
                 await asyncio.to_thread(write_meminfo, self.world, name, unified)
-                await asyncio.to_thread(write_rails, self.world, name)  # issue 24: the rail sysfs
+                await asyncio.to_thread(write_rails, self.world, name)  # the rail sysfs
                 await asyncio.to_thread(write_tasks, self.world, name)  # the engine threads' /proc/PID/task
 
     def _handler(self, name: str):

@@ -84,7 +84,7 @@ class _Builder:
 
     def secs(self, d: float) -> float:
         """A duration the engine logs ("took 239.4 seconds"), in the wall seconds it took here: the demo's
-        line then agrees with the console's own clock beside it (issue 21: never two clocks on one line)."""
+        line then agrees with the console's own clock beside it (never two clocks on one line)."""
         return d * self.scale
 
     def at(self, t: float, text: str, proc: str = "APIServer", pid: int = 1, level: str = "INFO",
@@ -168,7 +168,7 @@ def _nccl_block(b: _Builder, t: float, profile: Profile, rail: dict[str, Any], f
                     f"{1 if profile.gpu.extra_display_gpu else 0} busId 1000 commId 0x8f3e21c4d7a9b001 - Init COMPLETE")
 
 
-# --- issue 19: progress truth (the wedge and init-hang faults)
+# Progress truth (the wedge and init-hang faults)
 INIT_HANG_PHASE = "hung in first collective"
 WEDGE_PHASE = "wedged (spinning)"
 LOAD_PHASE = "serving under load"
@@ -200,7 +200,6 @@ def _wedge(b: _Builder, cold: float, engine: str, head: bool) -> None:
             b.at(t1 + 60 * k, "No available shared memory broadcast block found in 60 seconds. This typically "
                  "happens when some processes are hanging or doing some time-consuming work (e.g. compilation, "
                  "weight/kv cache quantization).", proc="EngineCore_DP0", pid=263, src="shm_broadcast.py:801")
-# --- end issue 19
 
 
 def _watchdog(b: _Builder, t: float, seq: int, numel: int) -> None:
@@ -327,7 +326,7 @@ def vllm_timeline(profile: Profile, state: dict[str, Any], faults: list[str], st
     b.at(load1 + 1.5, f"Model loading took {weights:.2f} GiB memory and {b.secs(load1 - load0):.6f} seconds",
          proc=worker_proc, pid=412, src="gpu_model_runner.py:2677")
     if "remove-ipc" in faults and rank == 0:
-        # issue 19: logind removed the launch user's IPC objects when the SSH session that started the run
+        # logind removed the launch user's IPC objects when the SSH session that started the run
         # closed (RemoveIPC=yes, no linger): the head's shared-memory broadcast waits forever and no
         # watchdog fires (eugr/spark-vllm-docker #352). The remove-ipc check says so before a launch.
         b.phase(load1 + 2, "blocked on shared memory")

@@ -31,7 +31,7 @@ def phase_now(world: World, name: str, now: float | None = None) -> tuple[str, f
 
 
 # Phases in which no collective completes: the RDMA counters stand still (the wedge and init-hang
-# faults' phases too: their ranks spin inside a collective, issue 19)
+# faults' phases too: their ranks spin inside a collective)
 HUNG_PHASES = ("waiting on collective", "hung in all-reduce", INIT_HANG_PHASE, WEDGE_PHASE)
 
 
@@ -212,7 +212,7 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                            "(Receiver ID)"),
                 (t0 + 9.2, "NVRM: Xid (PCI:0000:01:00): 119, pid=2757, name=VLLM::Worker_TP1, Timeout after 6s of "
                            "waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL)")]
-    # --- issue 23: the worker-dies fault's cause as the host's kernel says it (the worker dies with -9)
+    # The worker-dies fault's cause as the host's kernel says it (the worker dies with -9)
     if "worker-dies" in world.faults(name):
         runs = ((world.state(name)["containers"].get("glm53") or {}).get("runs") or [])
         t0 = float(runs[-1]["started_at"]) if runs else created
@@ -220,10 +220,9 @@ def kernel_lines(world: World, name: str) -> list[tuple[float, str]]:
                             "mems_allowed=0,global_oom,task=VLLM::Worker_TP,pid=412,uid=0"),
                 (t0 + 30.0, "Out of memory: Killed process 412 (VLLM::Worker_TP) total-vm:131402388kB, "
                             "anon-rss:118214712kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:236112kB oom_score_adj:0")]
-    # --- end issue 23
-    out += xid_lines(world, name)  # issue 24
+    out += xid_lines(world, name)
     out += flap_lines(world, name)
-    if "gpu-lost" in world.faults(name):  # issue 21: the driver's word for the GPU nvidia-smi cannot read
+    if "gpu-lost" in world.faults(name):  # the driver's word for the GPU nvidia-smi cannot read
         out.append((created + 1.0, "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, "
                                    "GPU has fallen off the bus."))
     return sorted(out)
@@ -249,7 +248,7 @@ def flap_lines(world: World, name: str) -> list[tuple[float, str]]:
 
 
 def xid_lines(world: World, name: str) -> list[tuple[float, str]]:
-    """The ``xid`` fault (issue 24): an Xid 48 then an Xid 79 for the serving GPU, 1 s and 2 s after the
+    """The ``xid`` fault: an Xid 48 then an Xid 79 for the serving GPU, 1 s and 2 s after the
     fault was set, in the driver's words (NVIDIA's Xid catalogue; the bus id as the driver prints it)."""
     if "xid" not in world.faults(name):
         return []

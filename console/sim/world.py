@@ -45,7 +45,7 @@ KNOWN_FAULTS = {
     "memory-not-released": "the container stops but its memory does not come back (GB10: host memory that "
                            "nvidia-smi shows as 0 MB)",
     "gpu-lost": "a GPU fell off the bus: nvidia-smi prints an error line in place of its row",
-    # The GPU tool itself (issue 20): the connection and every other source stay fine. Each one holds
+    # The GPU tool itself: the connection and every other source stay fine. Each one holds
     # while it is set (World.set_faults: tests and the lab switch it on and off); the -cycle variants
     # switch themselves, SMI_CYCLE_S into every minute of the world's time (the demo).
     "smi-hang": "nvidia-smi stops answering (NVML stuck): no output, hangup ignored; it resumes when cleared",
@@ -55,21 +55,20 @@ KNOWN_FAULTS = {
     "smi-fail-cycle": "smi-fail for 20 s of every minute (from 30 s into it)",
     "smi-garbage": "nvidia-smi prints hostile numbers in its cells: nan, inf, -inf, a 400-digit number, negative "
                    "values (memory, util, temperature, power, PCIe gen/width, ECC, clocks)",
-    # --- issue 19: NCCL launch facts
+    # NCCL launch facts
     "remove-ipc": "systemd-logind's RemoveIPC=yes (stock logind.conf) and the launch user does not linger: "
                   "its IPC objects vanish when the SSH session closes",
-    # --- issue 19: hang evidence (RAS, flight recorder, py-spy --native)
+    # Hang evidence (RAS, flight recorder, py-spy --native)
     "desync": "serving, then the ranks fall out of step: this rank is one collective behind (it never launched the "
               "all-reduce the others wait in); RAS shows the spread, the service stalls",
-    # --- issue 19: progress truth (wedge, init-hang)
+    # Progress truth (wedge, init-hang)
     "wedge": "serving, then the engine wedges: 4 requests stay running, the generation-token counter freezes, "
              "/health keeps answering 200, the GPUs spin at 100 % util at idle power",
     "init-hang": "every rank stops in the first collective after NCCL init: the log goes silent, the GPUs spin "
                  "at 100 % at idle power, the watchdog is far off (none fires within the hour)",
     "stall-cycle": "serving under 4 requests, and every ~45 s the tokens freeze for 8-15 s, then move again on "
                    "their own (micro-stalls: shorter than the wedge window)",
-    # --- end issue 19
-    # --- issue 24: GPU and fabric health (each holds while set; World.fault_since says since when)
+    # GPU and fabric health (each holds while set; World.fault_since says since when)
     "gpu-pcie-downtrained": "the serving GPU's PCIe link trained down to Gen3 x8 (max Gen5 x16)",
     "gpu-ecc": "the serving GPU reports 2 uncorrected volatile ECC errors and a row remap pending",
     "gpu-power-capped": "the serving GPU's enforced power limit is 600 W (default 1000 W): clocks held by the cap",
@@ -77,7 +76,7 @@ KNOWN_FAULTS = {
     "rail-flap": "the rail link goes down for 2 s of every 6 s (both ends)",
     "rail-errors": "the rail's RDMA port counts out-of-sequence packets (~1500/s), sequence errors and ACK timeouts",
     "smi-old-driver": "nvidia-smi of an older driver: it knows clocks_throttle_reasons.* only",
-    # --- end issue 24
+    # Host memory
     "unified-memory-low": "unified memory (GB10): while the engine loads its weights and captures its CUDA graphs "
                           "MemAvailable sinks to about 2.5 GiB (page cache and a host process hold the rest); it "
                           "comes back once the engine serves",
@@ -105,19 +104,18 @@ DEFAULT_FAULT_STATION = {
     "smi-hang-cycle": 1,
     "smi-fail-cycle": 1,
     "smi-garbage": 1,
-    # --- issue 19: NCCL launch facts
+    # NCCL launch facts
     "remove-ipc": 0,
-    # --- issue 19: hang evidence
+    # Hang evidence
     "desync": 1,
-    # --- issue 19: progress truth
+    # Progress truth
     "wedge": 0,
     "init-hang": 0,
     "stall-cycle": 0,
-    # --- end issue 19
-    # --- issue 24: GPU and fabric health
+    # GPU and fabric health
     "gpu-pcie-downtrained": 1, "gpu-ecc": 1, "gpu-power-capped": 1, "xid": 1, "rail-flap": 1, "rail-errors": 1,
     "smi-old-driver": 1,
-    # --- end issue 24
+    # Host memory
     "unified-memory-low": 0,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
@@ -128,7 +126,7 @@ HELD_PID = 4242  # the leftover process of the oom fault
 SIM_RAIL_NET = "198.18.0."  # RFC 2544 benchmark range: never a real host
 BASE_HOST_USED_MIB = {True: 5200, False: 21000}  # OS + services before the engine (unified / discrete)
 
-# --- NCCL workbench faults (issue 11): each one makes a `doctor` rung fail in the real formats.
+# --- NCCL workbench faults: each one makes a `doctor` rung fail in the real formats.
 # `nccl-timeout` above is a concrete cause since: it implies `gid-mismatch` on the first worker (the
 # launch pins NCCL_IB_GID_INDEX=3 while that station's RoCE v2 GID of the rail address is index 5), and
 # the head's watchdog lines follow from that (console/sim/workbench.py decides, from each run's env).
@@ -311,7 +309,7 @@ class World:
         with open(self.root / ".world.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta = json.loads(path.read_text())
-            on = meta.setdefault("fault_on", {}).setdefault(station, {})  # issue 24: since when (fault_since)
+            on = meta.setdefault("fault_on", {}).setdefault(station, {})  # since when (fault_since)
             for f in faults:
                 if f not in meta["faults"].get(station, []):
                     on[f] = time.time()

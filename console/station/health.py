@@ -1,4 +1,4 @@
-"""Derived GPU-health facts kept by ``StationState`` (issue 24): an Xid line as an event with its GPU
+"""Derived GPU-health facts kept by ``StationState``: an Xid line as an event with its GPU
 (the PCI bus id of the kernel line matched to the health stream's ``pci.bus_id``) and NVIDIA's
 meaning, and how late the health and rails sources may be. Pure: times come from the readings."""
 

@@ -1,4 +1,4 @@
-"""The station service's health stream (issue 24): one long-lived channel beside the GPU and
+"""The station service's health stream: one long-lived channel beside the GPU and
 host-memory loops, multiplexing three sources (``cmdlines.health_stream``; the session's long-lived
 streams are few, so the three share one):
 

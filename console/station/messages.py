@@ -130,7 +130,7 @@ class ServingUpdate(Message):
         return isinstance(message, ServingUpdate)
 
 
-# --- issue 24: GPU and fabric health
+# GPU and fabric health
 class GpuHealthSample(StationMessage):
     """One round of the health stream (console/probes/gpu_health.py); ``error``: the query failed as
     a whole (the last readings stay, dimmed by their age)."""
@@ -159,7 +159,6 @@ class KernelEvents(StationMessage):
     def __init__(self, station: str, events: list, at: float, unreadable: str | None = None) -> None:
         super().__init__(station)
         self.events, self.at, self.unreadable = events, at, unreadable
-# --- end issue 24
 
 
 class RasSample(StationMessage):

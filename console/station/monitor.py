@@ -125,7 +125,7 @@ class StationService:
         self._late: str | None = None  # the source named in the current stale state
         self._auth_failures = 0
         self._errors = 0
-        self.health_streams = HealthStreams(self)  # issue 24
+        self.health_streams = HealthStreams(self)
         # the container log: followed once, read by this service and by any launch (subscribe)
         self.logs = LogStream(station, self.transport, config.ui.log_lines, refresh=self._refresh_container,
                               on_batches=self._logs_flushed, on_stopped=self._engine_stopped,

@@ -1,4 +1,4 @@
-"""Progress truth: is anything moving, per station and for the service (issue 19).
+"""Progress truth: is anything moving, per station and for the service.
 
 A connection can be ``live`` and ``/health`` answer 200 while no token moves (vLLM removes
 ``NCCL_ASYNC_ERROR_HANDLING``, so the watchdog may never fire; shared/reference/hangs.md). So beside

@@ -122,13 +122,14 @@ def status_dict(state: StationState, failure: str | None = None) -> dict[str, An
     out = {"name": state.name, "rank": state.rank, "reachable": reachable, "error": error, "gpus": gpus,
            "host_memory": {"total_mib": hm.total_mib, "available_mib": hm.available_mib} if hm else None,
            "container": container, "engine": engine_dict(state.engine)}
-    for d, g in zip(gpus, state.gpus, strict=True):  # issue 24: additions only
+    for d, g in zip(gpus, state.gpus, strict=True):  # additions only
         d["health"] = gpu_health_dict(state, g.index)
     out["rails"] = [v.to_dict(v.at or 0.0) for v in state.rails.views.values()]
     return out
 
 
-# --- issue 24: GPU and fabric health (additions to watch --json and status --json)
+# ---------------------------------------------------------------------- GPU and fabric health
+# (additions to watch --json and status --json)
 
 
 def gpu_health_dict(state: StationState, index: int) -> dict[str, Any] | None:
@@ -153,7 +154,7 @@ def xid_dict(x: XidEvent) -> dict[str, Any]:
             "severity": x.info_severity, "action": info.action if info else None}
 
 
-# ---------------------------------------------------------------------- issue 19: progress truth
+# ---------------------------------------------------------------------- progress truth
 
 
 def progress_json(verdict: Verdict, now: float) -> dict[str, Any]:

@@ -85,11 +85,10 @@ class Aspect(StrEnum):
     LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
     SERVING = "serving"  # the API's poll (the head station's)
     MEMORY = "memory"
-    # --- issue 24: GPU and fabric health
+    # GPU and fabric health
     HEALTH = "health"  # the per-GPU health stream
     RAILS = "rails"  # the rails loop
     KERNEL = "kernel"  # the kernel log follower (Xid lines)
-    # --- end issue 24
     RAS = "ras"  # the job's NCCL RAS watch (one for the fleet: console/station/ras_watch.py)
 
 
@@ -100,9 +99,11 @@ NOTHING: frozenset[Aspect] = frozenset()
 SOURCE_WORDS: dict[Aspect, str] = {
     Aspect.GPUS: "GPU samples", Aspect.APPS: "GPU processes", Aspect.HOSTMEM: "host memory",
     Aspect.CONTAINER: "container events", Aspect.ENGINE: "engine log", Aspect.LOGS: "log stream",
-    Aspect.SERVING: "serving poll"}
-#: The sources, as ``watch --json``/``status --json`` name their ages (``ages_s``).
-SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.ENGINE, Aspect.LOGS, Aspect.SERVING)
+    Aspect.SERVING: "serving poll", Aspect.HEALTH: "GPU health", Aspect.RAILS: "rails", Aspect.KERNEL: "kernel log"}
+#: The sources, as ``watch --json``/``status --json`` name their ages (``ages_s``); the kernel follower is
+#: event-driven: no age of its own.
+SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.ENGINE, Aspect.LOGS, Aspect.SERVING,
+           Aspect.HEALTH, Aspect.RAILS)
 #: How often the monitor reads host memory (seconds); GPU samples come at the configured interval.
 HOSTMEM_EVERY_S = 2.0
 
@@ -119,8 +120,16 @@ def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:
     gpu = stale_after_s(gpu_interval_s)
     return {Aspect.GPUS: gpu, Aspect.APPS: gpu, Aspect.HOSTMEM: stale_after_s(HOSTMEM_EVERY_S)}
 
+
+def health_late_limits() -> dict[Aspect, float]:
+    """The health stream and the rails loop: late after three of their intervals."""
+    return {Aspect.HEALTH: stale_after_s(HEALTH_EVERY_S), Aspect.RAILS: stale_after_s(RAILS_EVERY_S)}
+
+
 #: GPU samples kept per GPU for its history (the meter's sparkline and plot).
 HISTORY = 120
+#: Xid events kept per station.
+XIDS_KEPT = 50
 
 
 @dataclass
@@ -230,9 +239,9 @@ class StationState:
         self.at: dict[Aspect, float] = {}  # when each source last reported (its own age)
         self.memory: dict[int, GpuMemory] = {}  # by GPU index, derived
         self.traces: dict[int, GpuTrace] = {}  # by GPU index, derived
-        self.progress = ProgressFacts()  # issue 19: what the progress judge reads (console/station/progress.py)
+        self.progress = ProgressFacts()  # what the progress judge reads (console/station/progress.py)
         self.ras = RasWatch()  # the job's RAS watch: Stations gives every station the fleet's one
-        # --- issue 24: GPU and fabric health
+        # GPU and fabric health
         self.late_after.update(health_late_limits())
         self.health: dict[int, GpuHealth] = {}  # by GPU index: the health stream's last round
         self.health_error: str | None = None
@@ -240,7 +249,6 @@ class StationState:
         self.rails_error: str | None = None
         self.xids: list[XidEvent] = []  # the kernel log's Xid lines (newest last, bounded)
         self.kernel_unreadable: str | None = None
-        # --- end issue 24
 
     @classmethod
     def for_station(cls, station: Station, gpu_interval_s: float = 1.0) -> StationState:
@@ -254,7 +262,7 @@ class StationState:
 
     def apply(self, msg: object) -> frozenset[Aspect]:
         """Fold one message in; the aspects it changed (none for a message of another kind)."""
-        self._note_progress(msg)  # issue 19: the facts the progress judge reads
+        self._note_progress(msg)  # the facts the progress judge reads
         match msg:
             case ConnectionState():
                 return self._connection(msg)
@@ -295,7 +303,7 @@ class StationState:
             case RasSample():  # a read of the job's RAS report (wherever it ran: it speaks for every rank)
                 self.ras.apply(msg)
                 return frozenset({Aspect.RAS})
-        return self._apply_health(msg)  # issue 24
+        return self._apply_health(msg)
 
     def _derive_engine(self) -> frozenset[Aspect]:
         """The engine's one state, from its log and its container: an engine whose container does not
@@ -496,7 +504,7 @@ class StationState:
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
 
-    # --- issue 24: GPU and fabric health
+    # GPU and fabric health
     def _apply_health(self, msg: object) -> frozenset[Aspect]:
         match msg:
             case GpuHealthSample():
@@ -535,8 +543,7 @@ class StationState:
         levels |= {("error" if x.info_severity in ("fatal", "error") else "warn") for x in self.run_xids()}
         levels |= {v.level for v in self.rails.views.values()}
         return "error" if "error" in levels else "warn" if "warn" in levels else None
-    # --- end issue 24
-    # --- issue 21: a GPU in error
+    # A GPU in error
     @property
     def gpus_in_error(self) -> list[GpuReading]:
         """The GPUs nvidia-smi printed an error line for in place of a row (a GPU lost, off the bus,
@@ -546,8 +553,7 @@ class StationState:
     def gpu_error_words(self) -> str:
         """``GPU 1: Unable to determine the device handle ...`` (each GPU in error), or ''."""
         return "; ".join(f"GPU {g.index}: {g.error}" for g in self.gpus_in_error)
-    # --- end issue 21
-    # --- issue 19: progress truth
+    # Progress truth
     def _note_progress(self, msg: object) -> None:
         """Keep what the progress judge needs: when the last log line was printed (its docker stamp
         when it has one and it is not ahead of us), when the engine's phase last changed, each GPU's
@@ -618,7 +624,6 @@ class ProgressFacts:
             self.active_since, self.quiet_since = at, None
         elif not active and self.quiet_since is None:
             self.active_since, self.quiet_since = None, at
-# --- end issue 19
 
 
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
@@ -654,7 +659,7 @@ class Stations(Mapping[str, StationState]):
         fleet = cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
         fleet.ras.homes = tuple(RankHome(st.name, st.rank, tuple(a for a in (st.rail_ip, st.host) if a))
                                 for st in config.stations)  # RAS names a rank by its node's address
-        for st in fleet.values():  # issue 24: each rail against the profile's link
+        for st in fleet.values():  # each rail against the profile's link
             st.rails.expected_mbps, st.rails.expected_mtu = config.profile.link.speed_mbps, config.profile.link.mtu
         return fleet
 
@@ -695,14 +700,3 @@ class Stations(Mapping[str, StationState]):
         """Stations whose container log cannot be read now, and why (their connection state)."""
         return {name: s.conn.state for name, s in self._states.items() if not s.conn.logs_readable}
 
-
-# --- issue 24: GPU and fabric health
-SOURCE_WORDS.update({Aspect.HEALTH: "GPU health", Aspect.RAILS: "rails", Aspect.KERNEL: "kernel log"})
-SOURCES = (*SOURCES, Aspect.HEALTH, Aspect.RAILS)  # the kernel follower is event-driven: no age of its own
-XIDS_KEPT = 50
-
-
-def health_late_limits() -> dict[Aspect, float]:
-    """The health stream and the rails loop: late after three of their intervals."""
-    return {Aspect.HEALTH: stale_after_s(HEALTH_EVERY_S), Aspect.RAILS: stale_after_s(RAILS_EVERY_S)}
-# --- end issue 24

@@ -99,7 +99,7 @@ async def station_state(config: Config, station: Station, transport: Transport, 
                 state.apply(HostMemSample(name, None, now, error=str(exc)))
         state.apply(ContainerUpdate(name, docker_probe.parse_inspect(station.container, ctr_res.stdout,
                                                                      ctr_res.exit_status), now))
-        if state.gpus and not state.gpu_error:  # issue 24: each GPU's health, the rail
+        if state.gpus and not state.gpu_error:  # each GPU's health, the rail
             await read_health(station, transport, state, now)
     except TransportError as exc:
         if state.conn.live:  # it answered, then a read broke off
@@ -137,7 +137,7 @@ async def engine_status(config: Config, station: Station, transport: Transport
                         ) -> tuple[EngineProgress, str | None] | None:
     """The engine phase from the tail of the container's log (None when it cannot be read): why an API
     does not answer yet — still loading, or failed — without the operator reading the log; with the
-    last line's docker stamp (issue 19: how long the start-up has been silent)."""
+    last line's docker stamp (how long the start-up has been silent)."""
     try:
         res = await transport.run(cmdlines.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
     except TransportError:
@@ -205,7 +205,7 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
     stations = []
     for state, failure in read:
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
-        # issue 19: "progress" and "progress_since_s" (additions)
+        # "progress" and "progress_since_s" (additions)
         st |= progress_json(judge_look(state, head_state, now, config.ui.progress_window_s, look_s,
                                        bool(api["healthy"]), states), now)
         st["ras"] = job_ras(states, now).json(now)  # one read: a spread is only suspect, a rank gone is stuck

@@ -204,9 +204,9 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
-        elif isinstance(msg, KernelEvents):  # issue 23
+        elif isinstance(msg, KernelEvents):
             self._feed_kernel(msg)
-        elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # issue 21: a GPU in error is a finding
+        elif isinstance(msg, GpuSample) and Aspect.GPUS in changed:  # a GPU in error is a finding
             bad = ",".join(str(g.index) for g in state.gpus_in_error)
             self.diagnoser.note_gpu_errors(state.name, state.gpu_error_words(), GPU_ERRORS_FIX.replace("INDEX", bad))
         if isinstance(msg, ConnectionState) and before != state.conn.state and before != ConnState.CONNECTING:
@@ -224,7 +224,7 @@ class ConsoleApp(App):
                 screen.post_message(HeadEngineChanged(state.engine))
         self.dashboard.station_changed(state.name, changed)
 
-    # --- issue 23: each station's kernel log (since its container started) feeds the live diagnosis
+    # Each station's kernel log (since its container started) feeds the live diagnosis
     def _feed_kernel(self, msg: KernelEvents) -> None:
         """The health channel's kernel events (its one ``journalctl -k -f`` per station) of the
         container's run, each once, to the diagnosis (the panel redraws on its interval)."""
@@ -235,7 +235,6 @@ class ConsoleApp(App):
         feed = self._kernel_feeds.setdefault(msg.station, KernelFeed())
         if new := feed.new(msg.events, since):
             self.diagnoser.feed_kernel_events(msg.station, new)
-    # --- end issue 23
 
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)

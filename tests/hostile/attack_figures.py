@@ -1,4 +1,4 @@
-"""The figures of issue 22 (items 1-4, 8): each HTTP attack run against the real CLI in a child
+"""The hostile-HTTP figures: each HTTP attack run against the real CLI in a child
 process, bounded (a wall-clock limit and an address-space limit), with its exit code, its wall time,
 its peak RSS and whether it printed a traceback.
 

@@ -7,7 +7,7 @@ names and arguments, model ids, ``/version`` and error bodies; a huge ``/metrics
 comments that never end; data events that never end; a line without a newline that never ends; JSON
 nested 100,000 deep; fields of the wrong type.
 
-Round two (issue 22): gzip bombs (a small compressed body that decodes to hundreds of MB) on the
+Round two: gzip bombs (a small compressed body that decodes to hundreds of MB) on the
 stream, the JSON bodies and ``/metrics``; bytes dripped one at a time (headers or body) by a raw
 TCP server that never finishes an answer; cut streams (no ``[DONE]``, no finish reason, an empty 200);
 hostile ``/metrics`` values (negative, 309 digits, -inf, a bad bucket label); model lists that are an

@@ -1,4 +1,4 @@
-"""What a large ``/metrics`` costs the console (issue 22, item 12): the serving monitor polls a
+"""What a large ``/metrics`` costs the console: the serving monitor polls a
 hostile server whose ``/metrics`` is ``--mb`` MB (every line one of the series the console reads:
 the worst case) for ``--seconds``, as the dashboard does (every 2 s); prints the CPU it took (% of
 one core), the RSS it added at its peak, and how often ``/metrics`` was actually read.

@@ -1,4 +1,4 @@
-"""Hostile input, round two (issue 22, items 1-4, 8, 12): every request bounded in bytes (counted
+"""Hostile input, round two: every request bounded in bytes (counted
 decoded) and in time (one deadline for connect + headers + body), a cut reply is an error, the
 server's numbers are checked, and ``status`` reads the API through the same client as the rest.
 
@@ -43,7 +43,7 @@ def status_config(tmp_path, url: str, timeout: float = 2.0) -> str:
     return str(p)
 
 
-# ---------------------------------------------------------------- item 1: status through the one client
+# ---------------------------------------------------------------- status through the one client
 
 
 @pytest.mark.parametrize("mode, words", [
@@ -95,7 +95,7 @@ async def test_status_drip_ends_at_the_timeout(hostile: HostileServer, tmp_path,
     assert "no complete answer within 1s" in out
 
 
-# ---------------------------------------------------------------- item 2: caps count decoded bytes
+# ---------------------------------------------------------------- caps count decoded bytes
 
 
 async def test_chat_gzip_bomb_stream_is_cut_at_the_decoded_cap(hostile: HostileServer, capsys, monkeypatch):
@@ -141,7 +141,7 @@ async def test_a_small_gzip_body_is_still_read(hostile: HostileServer):
     assert res.error is None and len(res.content) > 100_000
 
 
-# ---------------------------------------------------------------- item 3: one deadline per request
+# ---------------------------------------------------------------- one deadline per request
 
 
 async def test_chat_dripped_headers_end_at_the_timeout(hostile: HostileServer, capsys):
@@ -192,7 +192,7 @@ def _rendered(snap: ServingSnapshot, now: float) -> str:
     return console.export_text()
 
 
-# ---------------------------------------------------------------- item 4: a cut reply is an error
+# ---------------------------------------------------------------- a cut reply is an error
 
 
 @pytest.mark.parametrize("mode, words", [("cut", "the reply was cut: the stream ended after 3 chunk(s)"),
@@ -215,7 +215,7 @@ async def test_bench_counts_a_cut_reply_as_an_error(hostile: HostileServer, caps
     assert "error: cut:" in out and "the reply was cut" in out
 
 
-# ---------------------------------------------------------------- item 8: the server's numbers checked
+# ---------------------------------------------------------------- the server's numbers checked
 
 
 def test_out_of_range_metrics_are_invalid_and_the_rest_kept():
@@ -257,7 +257,7 @@ def test_invalid_is_nan_and_not_unknown():
     assert is_invalid(INVALID) and not is_invalid(None) and not is_invalid(0.0)
 
 
-# ---------------------------------------------------------------- item 12: a large /metrics costs little
+# ---------------------------------------------------------------- a large /metrics costs little
 
 
 async def test_a_large_metrics_body_is_read_less_often(hostile: HostileServer):

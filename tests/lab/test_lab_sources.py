@@ -1,4 +1,4 @@
-"""One source going wrong while the connection is fine (issue 20 items 1, 2, 3, 5), over real OpenSSH
+"""One source going wrong while the connection is fine, over real OpenSSH
 sshd in network namespaces, the console's real ``watch --json --logs`` as a subprocess:
 
 - a hung ``nvidia-smi`` (no output, hangup ignored) makes the station stale *by its GPU samples' age*,

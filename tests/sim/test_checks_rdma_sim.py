@@ -24,7 +24,7 @@ async def _alive(cfg, station: str, pid: int) -> bool:
 async def test_healthy_station_pair_host_and_gpu_memory_on_both_rails(sim):
     events = []
     runs = await validate_rdma(sim.config, on_event=lambda k, d: events.append((k, d)))
-    # issue 21 item 7: both directions, as the workbench's RDMA rung (A->B, then B->A)
+    # both directions, as the workbench's RDMA rung (A->B, then B->A)
     assert [(r.rail, r.client, r.server, r.memory) for r in runs] == [
         (rail, c, s, m) for rail in ("mlx5_0", "mlx5_1") for c, s in (("A", "B"), ("B", "A")) for m in ("host", "gpu")]
     assert "mlx5_0 host memory B->A: " in runs[2].summary
@@ -148,7 +148,7 @@ async def test_server_that_never_gets_ready_times_out_and_is_killed(sim, monkeyp
 
 
 async def test_an_mtu_mismatch_is_named_even_when_the_bandwidth_passes(sim_factory):
-    """Issue 20 item 9: under an MTU mismatch validate-rdma said nothing about MTU. perftest's RoCE path MTU
+    """Under an MTU mismatch validate-rdma said nothing about MTU. perftest's RoCE path MTU
     (1024 B where 9000-byte rails allow 4096 B) says an end has a smaller MTU; both rail MTUs are read."""
     h = await sim_factory(faults=["mtu-mismatch"])
     runs = await validate_rdma(h.config, gpu=False)

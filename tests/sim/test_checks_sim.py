@@ -44,7 +44,7 @@ async def test_healthy_spark_pair_uses_its_own_figures(sim_factory):
     ("mtu-mismatch", {("mtu-value", "B"), ("mtu-mismatch", "A<->B"), ("jumbo-ping", "A->B"), ("jumbo-ping", "B->A")}),
     ("link-down", {("link-down", "A"), ("link-down", "B"), ("jumbo-ping", "A->B"), ("jumbo-ping", "B->A"),
                    ("rdma-port-down", "A"), ("rdma-port-down", "B"), ("ssh-a-to-b", "A->B"),
-                   ("rail-live", "A"), ("rail-live", "B")}),  # issue 24: the rail strip's check
+                   ("rail-live", "A"), ("rail-live", "B")}),  # the rail strip's check
     ("clock-skew", {("clock-unsynced", "B"), ("clock-skew", "A<->B")}),
     ("rdma-port-down", {("rdma-port-down", "B")}),
     ("slow-rail", {("link-speed", "A"), ("link-speed", "B")}),

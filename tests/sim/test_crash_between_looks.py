@@ -1,4 +1,4 @@
-"""A crash while watched shows its reason (issue 20 item 3): a container that starts and dies between
+"""A crash while watched shows its reason: a container that starts and dies between
 two looks (here: its whole run lies between two polls of the station) still has its log read, so the
 fatal line and the engine's failure reach the pane that watched, not only a console started later."""
 

@@ -1,4 +1,4 @@
-"""Issue 21 item 7: the demo's timeline mixed two clocks: the simulated engine logged its phases in
+"""The demo's timeline mixed two clocks: the simulated engine logged its phases in
 engine seconds ("Loading weights took 239.40 seconds") while the console's start-up clock beside them
 counts the wall seconds the demo took (time scale 0.1: 24 s). The engine's logged durations are the
 wall seconds they took, so one line never reads two clocks."""

@@ -1,4 +1,4 @@
-"""Issue 23: the kernel log as a diagnosis source through the real SSH path. The simulator's ``worker-dies``
+"""The kernel log as a diagnosis source through the real SSH path. The simulator's ``worker-dies``
 fault kills the worker with -9 and leaves the OOM killer's lines in its kernel log; ``kernel-errors`` leaves
 an mlx5 link drop and an Xid. ``dgx-console diagnose --station`` reads them since the container started."""
 

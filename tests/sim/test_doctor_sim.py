@@ -68,7 +68,7 @@ async def test_nccl_timeout_leads_to_the_gid_index_on_b(sim_factory):
 @pytest.mark.parametrize("fault, rungs, rung, status, text", [
     ("nccl-env-diff", ["env"], "env", "fail", "NCCL_NET_GDR_LEVEL differs: A: (unset), B: LOC"),
     ("nccl-version-diff", ["env"], "env", "fail", "NCCL version differs: A 2.30.7, B 2.27.3"),
-    # issue 19: the host's 2.27.3 is a known-bad build on ARM (marin-community/marin#8038)
+    # the host's 2.27.3 is a known-bad build on ARM (marin-community/marin#8038)
     ("nccl-version-diff", ["env"], "env", "fail", "NCCL 2.27.3 on B is a known-bad build: silent collective wedge"),
     ("mgmt-master", ["addresses"], "addresses", "fail", "is A's management address (eno1)"),
     ("socket-fallback", ["nccl"], "nccl", "fail", "fell back to TCP sockets"),
@@ -83,7 +83,7 @@ async def test_each_workbench_fault_fails_its_rung(sim_factory, fault, rungs, ru
 
 
 async def test_clock_skew_is_named_by_the_first_rung(sim_factory):
-    """Issue 20 item 9: the ladder never mentioned clock skew (the lab's verdict under it was rdma)."""
+    """The ladder never mentioned clock skew (the lab's verdict under it was rdma)."""
     h = await sim_factory(faults=["clock-skew"], time_scale=0.005)
     rep = await run_doctor(h.config, rungs=["links", "rdma"], options=FAST)
     skew = find(rep, "links", "fail", "clock-skew: B is")
@@ -120,7 +120,7 @@ async def test_collective_hang_both_ranks_in_one_all_reduce(sim_factory):
     assert "pynccl.py" in stacks.summary
     assert find(rep, "hang", "warn", "a silent hang").station in ("A", "B")
     assert find(rep, "hang", "warn", "no memory traffic in both samples")
-    # issue 21 item 3: the rung concludes, as the cause, and its next step moves on (never back to rungs 1-3)
+    # the rung concludes, as the cause, and its next step moves on (never back to rungs 1-3)
     assert rep.verdict == "hang" and rep.cause is not None
     assert rep.cause.summary.startswith("a silent hang: software, not the network") and "nccl pass" in rep.cause.summary
     out = io.StringIO()

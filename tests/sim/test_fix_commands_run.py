@@ -1,4 +1,4 @@
-"""Every fix command printed runs as printed (issue 21 item 5): the station-reachable fix logs in
+"""Every fix command printed runs as printed: the station-reachable fix logs in
 with the station's port (-p), user (-l), key (-i) and known_hosts, not ``ssh host:port true``
 (which ssh reads as a host named "host:port")."""
 

@@ -1,4 +1,4 @@
-"""Issue 19's health probing, through the real client and monitor over loopback HTTP: refused = down,
+"""The serving API's health probing, through the real client and monitor over loopback HTTP: refused = down,
 timeout = hung or saturated, 5xx = error, red only after 3 misses in a row; SGLang's
 ``/health_generate`` where it exists (a wedged engine never answers it, and /metrics is still read)."""
 

@@ -1,7 +1,7 @@
-"""GPU and fabric health live (issue 24) over real SSH to the simulated stations: every fault shows in
+"""GPU and fabric health live over real SSH to the simulated stations: every fault shows in
 the station's state within 5 s of being switched on (the pane draws that state: tests/ui), GB10 says
 nothing false, an older driver's names are asked for after one refusal, and a rail link change alone
-(everything else fine) shows as it happens (issue 20, item 8)."""
+(everything else fine) shows as it happens."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ async def test_rail_errors_rise_as_a_rate(sim):
 
 
 async def test_a_rail_link_change_alone_shows_as_it_happens(sim):
-    """Issue 20 item 8: link down (nothing else wrong) is on screen within 5 s, and after it comes back
+    """Link down (nothing else wrong) is on screen within 5 s, and after it comes back
     the rail says it flapped; the station stays live throughout."""
     sink, svc = await _watching(sim)
     try:

@@ -1,4 +1,4 @@
-"""A wedged tool is that tool's problem (issue 20 item 2): with ``nvidia-smi`` hung (NVML stuck: no
+"""A wedged tool is that tool's problem: with ``nvidia-smi`` hung (NVML stuck: no
 output, a hangup ignored) a reconnect must not make the station unreachable for the whole hang or stop
 its other streams, and the hung remote processes must be ended, never piled up one per retry.
 
@@ -46,7 +46,7 @@ async def test_reconnects_during_a_hung_nvidia_smi_keep_the_station_and_leave_no
             errs = [m.error for m in sink.of(GpuSample, "B")[-3:] if m.error]
             assert any("nvidia-smi" in e and "not answering" in e for e in errs), errs
         # what is left on the station: at most the three live streams' (GPU rounds, compute apps, and
-        # issue 24's health rows), however many times it reconnected
+        # the health rows), however many times it reconnected
         await until(lambda: len(station_procs(w, "B")) <= 3, what="at most the 3 live nvidia-smi streams",
                     timeout=10, detail=lambda: station_procs(w, "B"))
         assert len(station_procs(w, "B")) <= 3

@@ -1,4 +1,4 @@
-"""Launch hazards over SSH checked before launch (issue 19 item 6), on the simulated stations: the
+"""Launch hazards over SSH checked before launch, on the simulated stations: the
 loginctl / systemd-analyze / docker image inspect shims print the real formats."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ async def test_launched_past_the_check_the_head_blocks_on_shared_memory(sim_fact
 
 
 async def test_env_rung_says_it_used_its_own_diff_below_nccl_2_31(sim_factory):
-    """Issue 19 item 4: the sim's image loads NCCL 2.30.7, which has no ncclras -D."""
+    """The sim's image loads NCCL 2.30.7, which has no ncclras -D."""
     from console.doctor import DoctorOptions, run_doctor
     from tests.sim.test_doctor_sim import started
 

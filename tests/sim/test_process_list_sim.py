@@ -1,4 +1,4 @@
-"""Issue 21 item 8 against the simulated stations (real SSH client, the station's shell and shims): the
+"""The process list against the simulated stations (real SSH client, the station's shell and shims): the
 oom rehearsal's leftover process is found with who runs it and its whole command line, ended from the
 console (TERM, then KILL if needed), and then the launch goes through; --read-only refuses; the engine
 (root's, in its container) is refused with the station's own words and what to do instead."""

@@ -1,4 +1,4 @@
-"""Issue 19 on the simulated stations: ``watch --json`` says ``progress: wedged`` within W + 10 s of
+"""Progress truth on the simulated stations: ``watch --json`` says ``progress: wedged`` within W + 10 s of
 the wedge fault's freeze, and ``stuck`` for init-hang; the sim's faults look as they do on real
 stations (/health 200 with tokens frozen, GPUs at 100 % util at idle power)."""
 

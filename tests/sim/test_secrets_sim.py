@@ -100,7 +100,7 @@ def no_value_in(text: str) -> bool:
 
 
 async def test_secrets_by_value_stay_out_of_launch_status_and_every_command(sim_factory, capsys):
-    """Issue 22 item 5: a password in api.url's userinfo, a proxy variable and a *PASSWD* value never show
+    """A password in api.url's userinfo, a proxy variable and a *PASSWD* value never show
     in the launch's progress, its result, ``status`` (text and JSON) or any command a station ran."""
     sim = await sim_factory(n=2, time_scale=0.01)
     text = sim.config_path.read_text().replace('url = "http://', f'url = "http://apiuser:{URL_PW}@', 1)

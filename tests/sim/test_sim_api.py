@@ -241,7 +241,7 @@ async def test_monitor_dead_engine_is_unhealthy_not_stale(serve) -> None:
     mon = ServingMonitor(c, lambda s: None)
     assert (await mon.poll_once()).status == "ok"
     b.state = "dead"  # /health 503 while /metrics still answers, as vLLM's API process does
-    missed = [await mon.poll_once() for _ in range(2)]  # issue 19: red only after 3 misses in a row
+    missed = [await mon.poll_once() for _ in range(2)]  # red only after 3 misses in a row
     assert [m.status for m in missed] == ["missed", "missed"] and missed[1].misses == 2
     assert missed[0].miss == "HTTP 503: error"
     snap = await mon.poll_once()

@@ -1,4 +1,4 @@
-"""Every source its own age (issue 20, items 1 and 5), over real SSH to the simulated stations: a
+"""Every source its own age, over real SSH to the simulated stations: a
 hung ``nvidia-smi`` (no output, hangup ignored) turns the station ``stale`` naming the GPU samples
 while every other stream keeps answering and the connection is kept; a driver failure's error
 clears within seconds of the tool answering again (no growing restart delay)."""

@@ -173,7 +173,7 @@ def _host_pub(sim, name="A") -> str:
 
 
 async def test_a_revoked_key_is_refused_in_its_own_words_and_never_trusted_or_replaced(sim, tmp_path):
-    """Issue 22 item 7: ``@revoked`` is refused always (OpenSSH: REVOKED HOST KEY DETECTED), never reported as
+    """``@revoked`` is refused always (OpenSSH: REVOKED HOST KEY DETECTED), never reported as
     unknown, and neither --trust-host-key nor --replace-host-key appends it."""
     from console.remote.host_keys import connect_with_trust
 
@@ -230,7 +230,7 @@ async def test_a_cert_authority_line_is_understood_and_said(sim, tmp_path):
 
 
 async def test_a_5_mb_line_over_ssh_is_one_clipped_line_never_fragments(sim):
-    """Issue 22 item 11b: asyncssh hands back what fills its receive window as a "line", so a 5 MB
+    """AsyncSSH hands back what fills its receive window as a "line", so a 5 MB
     line came as three lines (each diagnosed). One logical line is one line, clipped with its mark."""
     from console.remote.lines import STREAM_LINE_MAX
 

@@ -53,7 +53,7 @@ async def test_status_of_a_healthy_service_reads_no_log(sim_factory):
 
 
 async def test_a_never_started_container_is_stopped_to_status_and_watch(sim_factory, capsys):
-    """Issue 20 item 7: a created-but-never-started container was "starting" to ``status`` ("not answering
+    """A created-but-never-started container was "starting" to ``status`` ("not answering
     yet: the engine is still starting") and "stopped" to ``watch --json``: one state, one word."""
     import io
 

@@ -1,4 +1,4 @@
-"""``status`` with station commands timing out leaves no task behind (issue 22 item 11d): it used to end,
+"""``status`` with station commands timing out leaves no task behind: it used to end,
 about 1 run in 10 with a 0.05 s command timeout, with "unhandled exception during asyncio.run() shutdown"
 (a read left running by a gather that had already returned on its sibling's timeout)."""
 

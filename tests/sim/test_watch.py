@@ -10,9 +10,9 @@ from console.commands.watch import watch
 from console.station.messages import CONN_STATES
 
 STATION_KEYS = {"t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
-                "ages_s", "gpus_age_s", "stale_sources",  # the contract's keys, and every source's age (issue 20)
-                "progress", "progress_since_s", "progress_why", "progress_evidence",  # issue 19 (additions)
-                "rails", "xids", "kernel_log_error",  # issue 24: additions
+                "ages_s", "gpus_age_s", "stale_sources",  # the contract's keys, and every source's age
+                "progress", "progress_since_s", "progress_why", "progress_evidence",  # progress truth: additions
+                "rails", "xids", "kernel_log_error",  # additions
                 "progress_stragglers", "progress_consequence", "progress_judged_in_s", "ras"}  # the RAS watch: additions
 GPU_KEYS = {"index", "name", "uuid", "memory_used_mib", "memory_total_mib", "util_pct", "temp_c", "power_w", "error",
             "health"}

@@ -1,5 +1,5 @@
 """The real app on a two-station config with no services (the test posts what the station
-services would): shared by the screen tests of issue 15 (engine phase, conventions, colours, keys)."""
+services would): shared by the screen tests (engine phase, conventions, colours, keys)."""
 
 from __future__ import annotations
 

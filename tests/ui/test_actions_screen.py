@@ -82,7 +82,7 @@ async def test_confirm_shows_every_command_in_order_with_the_key_masked(sim_fact
         assert text.index("[B] start worker") < text.index("[A] start head")
         assert "VLLM_API_KEY=*** docker run" in text and "sk-ui-secret" not in text
         assert "--headless" in text and "--gpus device=GPU-" in text
-        # issue 19: the launch adds ptrace for py-spy and the flight recorder's env, and says so
+        # the launch adds ptrace for py-spy and the flight recorder's env, and says so
         assert "hang evidence: SYS_PTRACE for py-spy, flight recorder: last 2,000 collectives per rank" in text
         assert "--cap-add SYS_PTRACE" in text and "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_" in text
         assert app.screen.focused is app.screen.query_one("#no", Button)

@@ -112,7 +112,7 @@ async def test_sweep_fills_table_figure_and_files(api_url, tmp_path):
         figure = _figure(screen)
         assert "per-user tok/s" in figure and "total tok/s" in figure
         assert "● C1" in figure and "● C2" in figure and "this sweep" in figure
-        assert "● C16" not in figure and "reference" not in figure  # issue 21: NOT COMPARABLE is not drawn
+        assert "● C16" not in figure and "reference" not in figure  # NOT COMPARABLE is not drawn
         status = _text(screen.query_one("#status", Static).render())
         assert "done" in status and "saved" in status
         jpath, cpath = screen.saved
@@ -241,7 +241,7 @@ async def test_unreachable_api_is_a_state_not_a_crash(tmp_path):
 
 
 async def test_the_ready_line_follows_the_fields_and_a_not_comparable_reference_is_not_drawn(api_url, tmp_path):
-    """Issue 21 item 7: "Ready" said NVIDIA's method whatever was typed; the figure drew a reference the
+    """Before, "Ready" said NVIDIA's method whatever was typed; the figure drew a reference the
     table had already left out as NOT COMPARABLE."""
     cfg = parse_config(CONFIG.format(url=api_url), str(tmp_path / "c.toml"))
     screen = BenchScreen(cfg, results_dir=tmp_path / "results")

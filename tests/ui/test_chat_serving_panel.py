@@ -87,7 +87,7 @@ async def test_monitor_to_panel_then_stale() -> None:
         await runner.cleanup()  # the API goes away
         mon.post(await mon.poll_once())
         await pilot.pause()
-        out = text_of(panel.content)  # issue 19: one miss is a warning, red after 3 in a row
+        out = text_of(panel.content)  # one miss is a warning, red after 3 in a row
         assert "◌ missed 1/3 (refused)" in out and "health check: refused: down" in out
         assert not panel.has_class("-down")
         for _ in range(2):

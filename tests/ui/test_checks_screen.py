@@ -76,7 +76,7 @@ async def test_rdma_validation_from_the_screen(sim):
         await pilot.press("v")
         await settle(pilot, screen, 1, app)
         rows = [r for r in screen.results.values() if r.id == "rdma-bandwidth"]
-        assert len(rows) == 8 and all(r.status == "pass" for r in rows)  # both directions (issue 21)
+        assert len(rows) == 8 and all(r.status == "pass" for r in rows)  # both directions
         assert any("mlx5_1 gpu" in r.station for r in rows)
         assert {r.station.split()[0] for r in rows} == {"A->B", "B->A"}
 

@@ -1,4 +1,4 @@
-"""A crash while watched shows its reason on the pane that watched (issue 20 item 3): the real app over
+"""A crash while watched shows its reason on the pane that watched: the real app over
 real SSH to the simulated stations; B's container starts and dies (OOM, exit 1) between two looks."""
 
 from __future__ import annotations

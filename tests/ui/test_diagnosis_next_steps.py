@@ -1,4 +1,4 @@
-"""Next steps go to the right tool (issue 21 item 2): an NCCL timeout, a hang, an IB error or a failed
+"""Next steps go to the right tool: an NCCL timeout, a hang, an IB error or a failed
 connection points to the workbench (i / n, `dgx-console doctor`), not to the link checks that pass for
 a collective hang; "i investigate" is a key the diagnosis panel shows; a toast never covers the
 panel's Cause and Fix; the panel opens on the first (root-cause) finding."""

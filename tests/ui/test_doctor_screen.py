@@ -109,7 +109,7 @@ async def test_cancel_ends_the_running_rung(sim_factory):
         await asyncio.wait_for(screen.job.wait(), 30)  # the stop ends the run with its report (not a cancel)
         assert screen.rung_state["nccl"] == "cancelled" and screen.report.cancelled
         assert "cancelled after" in screen.report.of("nccl")[0].summary
-        # issue 21 item 3: a cancelled run says so, never "verdict: ok"
+        # a cancelled run says so, never "verdict: ok"
         status = str(screen.query_one("#doc-status", Static).render())
         assert "verdict: cancelled" in status and "verdict: ok" not in status
         assert "cause: none: the run was cancelled in nccl" in status
@@ -187,7 +187,7 @@ async def test_a_failed_launch_offers_the_workbench(sim_factory):
 
 
 async def test_a_saved_report_reopens_on_its_named_cause(sim_factory):
-    """Issue 21 item 3: the saved report keeps which failure is the cause (the conclusion line)."""
+    """The saved report keeps which failure is the cause (the conclusion line)."""
     from console.doctor import store
     from console.doctor.model import DoctorReport, RungResult
 

@@ -1,4 +1,4 @@
-"""Issue 21 item 6: focus is visible in every theme: on each stop of the chat's and the bench's Tab ring,
+"""Focus is visible in every theme: on each stop of the chat's and the bench's Tab ring,
 in each of the console's themes, the focused widget is drawn differently from the same widget blurred
 (its border, outline, background, tint or colour)."""
 

@@ -1,4 +1,4 @@
-"""Issue 21 item 4 (Pilot, the real app fed the messages a station's monitor posts): a GPU nvidia-smi
+"""A GPU in error (Pilot, the real app fed the messages a station's monitor posts): a GPU nvidia-smi
 prints an error line for (gpu-lost) is a diagnosis finding with nvidia-smi's words and the way out, the
 fleet row's state and last error — not "● live" with nothing — and it clears when the GPU answers again."""
 

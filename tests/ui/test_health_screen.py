@@ -1,7 +1,7 @@
-"""GPU and fabric health on the dashboard (issue 24), over real SSH to the simulated stations: each
+"""GPU and fabric health on the dashboard, over real SSH to the simulated stations: each
 fault shows on the station's pane within 5 s of being switched on, in the fleet row too, and the
 fleet's NCCL column falls back to the rail while no engine says its transport; a rail link change
-alone shows as it happens (issue 20, item 8)."""
+alone shows as it happens."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ async def test_every_health_fault_shows_on_the_pane_within_5_s(sim_factory):
 
 
 async def test_a_rail_link_change_alone_shows_as_it_happens(sim_factory):
-    """Issue 20 item 8: nothing else wrong, the link goes down: the pane's rail strip says so within
+    """Nothing else wrong, the link goes down: the pane's rail strip says so within
     5 s while the station stays live; when it comes back the strip says it flapped."""
     h = await sim_factory(running=False)
     netdev = h.config.station("B").rail_netdev

@@ -1,4 +1,4 @@
-"""Issue 21 item 7: the history plot's legend says which axis is which, in words."""
+"""The history plot's legend says which axis is which, in words."""
 
 from __future__ import annotations
 

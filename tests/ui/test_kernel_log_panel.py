@@ -1,4 +1,4 @@
-"""Issue 23: the live diagnosis panel reads each station's kernel log (the real app over real SSH to the
+"""The live diagnosis panel reads each station's kernel log (the real app over real SSH to the
 simulated stations). B's container runs with the ``kernel-errors`` fault: an mlx5 link drop and an Xid 119
 after the start reach the diagnosis as B's findings, named from B's kernel log."""
 

@@ -1,4 +1,4 @@
-"""Keyboard (issue 21 item 6): the debug-relaunch dialog opens with its first field focused (typed
+"""Keyboard: the debug-relaunch dialog opens with its first field focused (typed
 keys go somewhere), the host-key dialog says a wrong fingerprint does not match, the footer keeps the
 workbench key at every size, F1 at 80x24 starts with the app's own keys."""
 

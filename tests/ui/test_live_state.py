@@ -181,7 +181,7 @@ async def test_changed_host_key_is_red_with_both_keys_and_replaced_only_by_typin
 
 
 async def test_a_check_badge_says_when_it_ran_and_turns_stale_when_the_link_changes():
-    """Issue 20 item 8: "checks: 9 FAIL" outlived the fix (still there 20 s after the link came back). The
+    """Before, "checks: 9 FAIL" outlived the fix (still there 20 s after the link came back). The
     badge says when the checks ran; a change of the station's connection afterwards dims it and says so."""
     from console.station.checks import CheckResult
     from console.ui.screens.checks import ChecksDone

@@ -1,4 +1,4 @@
-"""Logs keep following by themselves (issue 21 item 1): only the operator's own scroll up (Home,
+"""Logs keep following by themselves: only the operator's own scroll up (Home,
 PageUp, the wheel, the scrollbar) pauses a pane; another screen coming and going, the diagnosis
 opening and closing, a resize, the filter box opening, a restart never do."""
 

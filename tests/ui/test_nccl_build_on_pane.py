@@ -1,4 +1,4 @@
-"""The NCCL each rank loaded, on its pane (issue 19 item 5): a known-bad build is flagged with its report;
+"""The NCCL each rank loaded, on its pane: a known-bad build is flagged with its report;
 a good one adds nothing (Pilot, the real app; the test posts what the station's log tracker would)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 21 item 8 on the screen (Pilot, the real app against the simulated stations): ``:`` opens the
+"""The process list on the screen (Pilot, the real app against the simulated stations): ``:`` opens the
 command palette (the k9s habit); the process list shows user, container, the whole command, CPU % and
 host RSS, sorts by a column, and ends the oom rehearsal's leftover process (TERM, then KILL) after a
 confirmation; --read-only ends nothing."""

@@ -1,4 +1,4 @@
-"""Issue 19 on the dashboard: the banner of a wedged or stuck service (since when, the evidence, the
+"""Progress truth on the dashboard: the banner of a wedged or stuck service (since when, the evidence, the
 key to the hang evidence), within W + 5 s of the wedge on the simulated stations; the serving panel
 and the fleet row never read a wedge as healthy. Snapshots of the banner at 200x50, 120x35, 80x24."""
 

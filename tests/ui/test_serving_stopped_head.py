@@ -1,4 +1,4 @@
-"""A dead or stopped head shows no live serving numbers (issue 20, item 6): once the head's
+"""A dead or stopped head shows no live serving numbers: once the head's
 container is stopped or exited, whatever still answers on its port (a 503 with /metrics, kept-alive
 connections) is not its engine: the Serving box says stopped, its figures are the last ones from
 while the container ran, dimmed, with their age, and a new container starts with none until its

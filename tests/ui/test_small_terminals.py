@@ -18,7 +18,7 @@ def footer_labels(app) -> list[str]:
     ((200, 50), {"Filter", "Checks", "Doctor", "Diagnosis", "Launch", "Stop", "Restart", "Theme", "Help", "Quit",
                  "Fleet"}),
     ((120, 35), {"Filter", "Checks", "Doctor", "Diagnosis", "Launch", "Stop", "Restart", "Theme", "Help"}),
-    ((80, 24), {"Help", "Checks", "Doctor", "Restart"}),  # n, the workbench, at every size (issue 21 item 6)
+    ((80, 24), {"Help", "Checks", "Doctor", "Restart"}),  # n, the workbench, at every size
 ])
 async def test_the_footer_keeps_the_keys_that_matter(size, must):
     app = pair_app()

@@ -255,7 +255,7 @@ def test_doctor(snap_compare, size):
     assert snap_compare(_app(), terminal_size=size, run_before=_doctor)
 
 
-# ------------------------------------------------------------------ GPU and fabric health (issue 24)
+# ------------------------------------------------------------------ GPU and fabric health
 
 
 def _rail(up: bool, changes: int, oos: int) -> dict:

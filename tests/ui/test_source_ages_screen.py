@@ -1,4 +1,4 @@
-"""Every value its own age on screen (issue 20, items 1, 4 and 5): a station whose GPU samples alone
+"""Every value its own age on screen: a station whose GPU samples alone
 are late says which source and how late, with its GPU rows dimmed and aged while the container and
 host memory stay bright; a stale or unreachable station's GPU rows, container, engine and NCCL
 labels are dimmed with their age, in the pane and in the fleet row; GPU readings frozen under an

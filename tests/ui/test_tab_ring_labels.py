@@ -1,4 +1,4 @@
-"""Issue 21 item 6: every stop of the chat's and the bench's Tab ring says what it is: a field beside
+"""Every stop of the chat's and the bench's Tab ring says what it is: a field beside
 its label, a box with its placeholder, a button with its text, a scrolled area with its title."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``bench --out`` writes with the same safe writer as ``bundle`` (issue 22 item 6): the path is checked
+"""``bench --out`` writes with the same safe writer as ``bundle``: the path is checked
 before the sweep (the directory must exist, nothing is created silently, a symlink, FIFO or directory at
 PATH.json/PATH.csv is refused, an existing file needs --force), and the write itself never follows a
 symlink. Before: a symlink at PATH.json had its target overwritten, PATH.csv was overwritten without

@@ -118,7 +118,7 @@ async def test_checks_without_rail_settings_skip_with_the_config_fix():
 
 
 def test_an_rdma_run_counts_on_both_panes():
-    """Issue 21 item 7: after one run the panes' counts disagreed: an RDMA run's label ("A->B mlx5_0 host")
+    """After one run the panes' counts disagreed: an RDMA run's label ("A->B mlx5_0 host")
     counted on A only."""
     from console.station.rdma import RdmaRun
     from console.ui.screens.checks import rdma_as_check

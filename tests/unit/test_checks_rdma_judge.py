@@ -43,7 +43,7 @@ def test_gpu_index_by_name_and_json():
 
 
 def test_no_rdma_device_is_said_so_never_a_timeout():
-    """Issue 20 item 9: ib_write_bw's immediate "Did not detect devices" read as a timeout (firewall, wrong IP)."""
+    """``ib_write_bw``'s immediate "Did not detect devices" read as a timeout (firewall, wrong IP)."""
     out = " Did not detect devices \n If device exists, check if driver is up\n"
     r = judge(run(), parse_bw(out))
     assert r.id == "rdma-no-device" and r.status == "fail"

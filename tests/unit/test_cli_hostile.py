@@ -170,7 +170,7 @@ def test_random_flags_never_raise(name, world, capsys, monkeypatch):
                                    "MD5:aa:bb", "SHA256:" + "!" * 43, "sha256:" + "A" * 43, "SHA256:" + "A" * 42 + "\x1b"])
 @pytest.mark.parametrize("command", ["status", "check", "watch"])
 def test_replace_host_key_rejects_what_is_no_fingerprint(command, value, capsys, monkeypatch, tmp_path):
-    """Issue 22 item 7/10: ``--replace-host-key`` must look like what ``ssh-keygen -lf`` prints; else exit 2
+    """``--replace-host-key`` must look like what ``ssh-keygen -lf`` prints; else exit 2
     with one line, before any config is read or any station is contacted."""
     rc, _out, err = run_main([command, "--config", str(tmp_path / "none.toml"), "--replace-host-key", value],
                              capsys, monkeypatch)
@@ -178,7 +178,7 @@ def test_replace_host_key_rejects_what_is_no_fingerprint(command, value, capsys,
     assert "\x1b" not in err
 
 
-ISSUE22_FLAGS = [
+BOUNDED_FLAGS = [
     (["check", "--only", ""], "--only needs at least one check id"),
     (["check", "--only", " , "], "--only needs at least one check id"),
     (["stop", "--dry-run", "--verify-timeout", "0"], "--verify-timeout must be"),
@@ -201,9 +201,9 @@ ISSUE22_FLAGS = [
 ]
 
 
-@pytest.mark.parametrize("argv,words", ISSUE22_FLAGS, ids=[" ".join(a) for a, _w in ISSUE22_FLAGS])
-def test_issue22_flags_are_refused_with_their_range(argv, words, capsys, monkeypatch, tmp_path):
-    """Issue 22 item 10: before, each of these ran (check --only '' ran nothing and exited 0) or waited
+@pytest.mark.parametrize("argv,words", BOUNDED_FLAGS, ids=[" ".join(a) for a, _w in BOUNDED_FLAGS])
+def test_bounded_flags_are_refused_with_their_range(argv, words, capsys, monkeypatch, tmp_path):
+    """Before, each of these ran (check --only '' ran nothing and exited 0) or waited
     forever; now one line naming the flag (and its range), exit 2."""
     monkeypatch.chdir(tmp_path)
     rc, _out, err = run_main([*argv, "--config", str(tmp_path / "none.toml")], capsys, monkeypatch)

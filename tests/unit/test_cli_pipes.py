@@ -1,5 +1,5 @@
 """Output into a pipe whose reader went away (``dgx-console status | head -1``) ends as Unix tools
-end (issue 21 item 5): quietly, exit 141 (128 + SIGPIPE), no traceback, for every printing
+end: quietly, exit 141 (128 + SIGPIPE), no traceback, for every printing
 subcommand (the handling is the entry point's, not each command's)."""
 
 from __future__ import annotations

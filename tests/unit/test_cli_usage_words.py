@@ -1,4 +1,4 @@
-"""Usage errors that help (issue 21 item 7): a subcommand typo names the nearest one, a flag's wrong
+"""Usage errors that help: a subcommand typo names the nearest one, a flag's wrong
 choice too; `demo --stations 0` says what --stations is, one line, exit 2, before anything starts."""
 
 from __future__ import annotations

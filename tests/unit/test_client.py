@@ -351,7 +351,7 @@ def test_gzip_is_decoded_a_slice_at_a_time() -> None:
 @pytest.mark.parametrize(("status", "retried"), [(501, False), (404, False), (400, False), (503, True), (500, True),
                                                  (429, True)])
 async def test_readiness_fails_at_once_on_a_clear_answer_and_retries_a_busy_one(replay, status, retried) -> None:
-    """Issue 20 item 9: a 501 was retried until the launch timed out. A 4xx (but 408/429) or a 501 is the
+    """A 501 was retried until the launch timed out. A 4xx (but 408/429) or a 501 is the
     server's clear word: a failure at once; a busy or not-ready answer is asked again."""
     from console.serving.readiness import NotReady, first_token
 

@@ -57,7 +57,7 @@ async def test_text_mode_streams_and_summarises(api) -> None:
     b, url = api
     rc, out, err = await cli("--url", url, "--api-key", "cli-key", "-m", "hi", "--max-tokens", "15")
     assert rc == 0
-    assert err.startswith("[reasoning] ") and "finish: length" in err  # reasoning on stderr (issue 21 item 7)
+    assert err.startswith("[reasoning] ") and "finish: length" in err  # reasoning on stderr
     assert "[reasoning]" not in out
     assert "warning: the reply hit max_tokens (15)" in err
     rc, out, err = await cli("--url", url, "--api-key", "cli-key", "--tool-test")
@@ -65,7 +65,7 @@ async def test_text_mode_streams_and_summarises(api) -> None:
 
 
 async def test_stdout_holds_only_the_answer_reasoning_goes_to_stderr(api) -> None:
-    """``chat -m ... > reply.txt`` keeps the answer alone (issue 21 item 7)."""
+    """``chat -m ... > reply.txt`` keeps the answer alone."""
     b, url = api
     rc, out, err = await cli("--url", url, "--api-key", "cli-key", "-m", "hi")
     assert rc == 0, err

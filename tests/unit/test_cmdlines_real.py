@@ -26,10 +26,9 @@ ARGS = {
     "binary": "/usr/local/bin/all_reduce_perf", "test_args": ["-b", "8", "-e", "1G"], "allow_root": True,
     "epoch": 1767607200.5, "log_path": "~/.cache/dgx-console/launch-glm53.log", "lines": 20,
     "limit_s": 10, "cmd": "nvidia-smi -L", "native": True,
-    "user": "nvidia",  # issue 19
-    # issue 24
+    "user": "nvidia",
     "prefix": "clocks_event_reasons", "rails": [("enp1s0f1np1", "mlx5_0")], "since_epoch": 1767607200.5,
-    "pids": [4242, 17], "signal": "TERM",  # issue 21
+    "pids": [4242, 17], "signal": "TERM",
 }
 SIM_WORDS = ("DGX_SIM", "DGX_MEMINFO", "STATION_ROOT", "stations/")
 
@@ -81,7 +80,7 @@ def test_the_module_names_no_simulator():
     (cmdlines.read_file("/etc/dgx release"), "cat '/etc/dgx release'"),
     (cmdlines.model_config("/models/GLM-5.3-NVFP4/"), "cat /models/GLM-5.3-NVFP4/config.json"),
     (cmdlines.tail_file("~/x.log", 5), 'tail -n 5 "$HOME"/x.log'),
-    # a wedged nvidia-smi ends station-side: a one-shot after its limit, a loop with its channel (issue 20)
+    # a wedged nvidia-smi ends station-side: a one-shot after its limit, a loop with its channel
     (cmdlines.gpu_index_names(), _locked("timeout -s KILL 10 nvidia-smi --query-gpu=index,name --format=csv,noheader")),
     (cmdlines.compute_apps_query(500),
      "exec sh -c 'nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,"
@@ -89,13 +88,13 @@ def test_the_module_names_no_simulator():
     (cmdlines.run_launch_script("~/launch-glm53.sh", "~/.cache/dgx-console/launch-glm53.log"),
      'mkdir -p "$(dirname "$HOME"/.cache/dgx-console/launch-glm53.log)" && cd "$HOME" && '
      '(nohup bash "$HOME"/launch-glm53.sh > "$HOME"/.cache/dgx-console/launch-glm53.log 2>&1 < /dev/null & echo $!)'),
-    # issue 19: launch hazards over SSH and NCCL's own diagnostics, every argument quoted
+    # launch hazards over SSH and NCCL's own diagnostics, every argument quoted
     (cmdlines.loginctl_user("o'neil"), "loginctl show-user 'o'\"'\"'neil' -p Name -p UID -p Linger"),
     (cmdlines.logind_config(),
      "systemd-analyze cat-config systemd/logind.conf 2>/dev/null || for f in /etc/systemd/logind.conf "
      '/etc/systemd/logind.conf.d/*.conf; do [ -f "$f" ] && printf "# %s\\n" "$f" && cat "$f"; done; true'),
     (cmdlines.ncclras_diag("glm 53"), "docker exec 'glm 53' ncclras -D 2>&1"),
-    # issue 24: the health one-shot (older drivers' names too) and one rails round, builtins only
+    # the health one-shot (older drivers' names too) and one rails round, builtins only
     (cmdlines.gpu_health_query(prefix="clocks_throttle_reasons"),
      _locked("timeout -s KILL 10 nvidia-smi --query-gpu=index,pci.bus_id,clocks_throttle_reasons.active,"
              "pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,"

@@ -377,7 +377,7 @@ def test_profile_values_that_would_reach_a_command_line_are_checked(tmp_path, ol
         load_config(str(cfg))
 
 
-# ---------------------------------------------------------------- issue 22 item 12 (the config part)
+# ---------------------------------------------------------------- hostile config text: a BOM, unknown tables, key files
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path):

@@ -96,7 +96,7 @@ def test_watchdog_sub_causes():
     early = diagnose_lines("a", ["[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] " + WATCHDOG_EARLY])[0]
     late = diagnose_lines("a", ["[rank7]:[E816 01:45:40.183009389 ProcessGroupNCCL.cpp:607] [Rank 7] "
                                 + WATCHDOG_LATE])[0]
-    assert "never worked" in early.cause and "dgx-console doctor" in early.fix  # the workbench (issue 21 item 2)
+    assert "never worked" in early.cause and "dgx-console doctor" in early.fix  # the workbench
     assert "under load" in late.cause and "NCCL version" in late.fix
 
 

@@ -165,7 +165,7 @@ def test_a_stopped_container_with_an_exit_code_is_never_silent(tmp_path, monkeyp
     assert f["evidence"][0]["text"] == "container glm53 exited with code 1" and f["evidence"][0]["line"] is None
 
 
-# --- issue 23: the kernel log as a diagnosis source (journalctl -o short-iso, dated a minute ago: the read
+# The kernel log as a diagnosis source (journalctl -o short-iso, dated a minute ago: the read
 # keeps what happened since the container started, the last hour when docker does not say)
 _NOW = time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(time.time() - 60))
 KERNEL_LOG = "\n".join([
@@ -186,7 +186,7 @@ DIED_LOG = "\n".join([
 
 
 def test_station_diagnosis_reads_the_kernel_log(tmp_path, monkeypatch, capsys):
-    """Fails before issue 23 (no kernel read): the OOM killer and the Xid are findings of the station, with
+    """Fails without the kernel-log read: the OOM killer and the Xid are findings of the station, with
     the kernel log named as their source, and worker-died's "often the OOM killer" becomes the evidence."""
     bindir = fake_docker(tmp_path, DIED_LOG, kernel=KERNEL_LOG)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")

@@ -131,7 +131,7 @@ def test_gid_description_and_launch_addresses():
 
 
 def test_every_verdict_has_a_cause_line_and_a_cancel_is_never_ok():
-    """Issue 21 item 3: a cancelled run says "cancelled", never "verdict: ok"; every verdict (a named cause,
+    """A cancelled run says "cancelled", never "verdict: ok"; every verdict (a named cause,
     a symptom only, a cancel, all passing) ends on a cause line and a next step."""
     def printed(rep):
         out = io.StringIO()
@@ -154,7 +154,7 @@ def test_every_verdict_has_a_cause_line_and_a_cancel_is_never_ok():
 
 
 def test_a_long_rung_counts_its_steps_and_the_time_left():
-    """Issue 21 item 3: 8 stations were 2.5 min of rdma with no count: N of M, and the time left from the
+    """8 stations were 2.5 min of rdma with no count: N of M, and the time left from the
     steps done so far."""
     now = [100.0]
     steps = Countdown(4, clock=lambda: now[0])

@@ -299,7 +299,7 @@ def test_golden_command_lines(profile, extra, key, rt, station, golden):
 
 
 def test_every_argument_is_quoted_and_round_trips():
-    # (an override value must be one word since issue 22 item 9: the hostile words travel in extra_args)
+    # (an override value must be one word: the hostile words travel in extra_args)
     c = cfg(VLLM, '[overrides]\nextra_args = ["--served-model-name", "glm 5.3; rm -rf /", "--uvicorn-log-level", '
                   '"$(id)"]\n')
     spec = engines.build_launch(c, c.head, RT_VLLM)
@@ -401,7 +401,7 @@ def test_one_station_needs_no_rail_and_gets_no_multi_node_flags(profile):
     assert engines.pick_gpus(c.head, c.profile, gpus, n_stations=1) == ("GPU-a", "GPU-b")
 
 
-# --- issue 19: the launch's hang evidence (SYS_PTRACE for py-spy, the flight recorder's env)
+# The launch's hang evidence (SYS_PTRACE for py-spy, the flight recorder's env)
 def test_ptrace_and_flight_recorder_are_on_by_default_and_the_preview_says_so():
     from console.remote import cmdlines as rc
 

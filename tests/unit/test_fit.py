@@ -203,7 +203,7 @@ def test_plan_json_shape():
 
 
 def test_no_estimate_is_unknown_never_does_not_fit():
-    """Issue 20 item 9: "does not fit" was printed when no estimate could be made."""
+    """Before, "does not fit" was printed when no estimate could be made."""
     import io
 
     from console.commands.plan import print_report

@@ -1,4 +1,4 @@
-"""GPU health parsing and flags (issue 24): every variant of a row (``[N/A]``, ``N/A``,
+"""GPU health parsing and flags: every variant of a row (``[N/A]``, ``N/A``,
 ``[Not Supported]``, an NVML error in a cell, an error line among good rows, CRLF, padding), the
 older drivers' field names, flags only when they say something, GB10 never flagged."""
 

@@ -78,7 +78,7 @@ async def test_local_station_host_memory_comes_from_psutil():
 
 
 async def test_a_line_over_16_mb_is_clipped_and_the_lines_after_it_arrive():
-    """Issue 22 item 11a: a 17 MB line stopped a local stream (``LimitOverrunError``, restarted every
+    """A 17 MB line stopped a local stream (``LimitOverrunError``, restarted every
     ~1.5 s, never past the line); now it comes out once, clipped with its mark, and the next lines follow."""
     from console.remote.lines import STREAM_LINE_MAX
 

@@ -1,4 +1,4 @@
-"""A new container's log starts on a marker line (issue 21 item 1): after a restart or a launch the
+"""A new container's log starts on a marker line: after a restart or a launch the
 log view shows where the new run begins, below the old run's last lines read in the same read."""
 
 from __future__ import annotations

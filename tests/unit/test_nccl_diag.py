@@ -1,4 +1,4 @@
-"""NCCL's own diagnostics (issue 19 item 4): the ``NCCL DIAG`` reports of NCCL_RUN_DIAGNOSTICS=1 and of
+"""NCCL's own diagnostics: the ``NCCL DIAG`` reports of NCCL_RUN_DIAGNOSTICS=1 and of
 ``ncclras -D``, parsed from NVIDIA's documented examples (tests/fixtures/nccl_diag/README.md cites them)."""
 
 from __future__ import annotations

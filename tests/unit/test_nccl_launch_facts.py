@@ -1,4 +1,4 @@
-"""Parsers of issue 19 items 5 and 6 on the real formats: the NCCL a rank loaded (below), and the
+"""Parsers of the NCCL launch facts on the real formats: the NCCL a rank loaded (below), and the
 launch hazards: ``systemd-analyze cat-config`` (systemd prints ``# PATH`` before each file, drop-ins
 after the main file), ``loginctl show-user -p`` (KEY=value lines; ``Failed to get user: User ID N is
 not logged in or lingering`` when logind does not know the user), and image references as docker
@@ -56,7 +56,7 @@ def test_image_tags(image, tag, moving):
     assert lh.image_tag(image) == tag and lh.is_moving_tag(lh.image_tag(image)) is moving
 
 
-# --- issue 19 item 5: the NCCL a rank loaded, in the words the logs use, and the known-bad table
+# The NCCL a rank loaded, in the words the logs use, and the known-bad table
 @pytest.mark.parametrize("line,want", [
     ("osprey1:1927386:1927386 [0] NCCL INFO NCCL version 2.20.5+cuda12.4", ("2.20.5", "NCCL 2.20.5+cuda12.4")),
     ("NCCL version 2.30.3+cuda13.0", ("2.30.3", "NCCL 2.30.3+cuda13.0")),  # NCCL_DEBUG=VERSION (user guide)

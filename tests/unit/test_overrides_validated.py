@@ -1,4 +1,4 @@
-"""Overrides and profiles are validated like the config (issue 22 item 9): engine settings have a kind and a
+"""Overrides and profiles are validated like the config: engine settings have a kind and a
 range per engine (console/config/engine_flags.py); a bad value or an unknown key is refused at load with the
 file, line and field (exit 2 from the CLI), never turned into a flag; ``extra_args`` stays the way to pass
 anything else. Before: ``max_num_seqs = -1`` passed and ``plan`` said "fits" with -98,304 tokens; ``zzz = 1``

@@ -253,7 +253,7 @@ def test_engine_log_tracker_fatal_and_sglang_ready():
 
 
 def test_an_sglang_worker_without_cuda_graphs_serves_once_its_scheduler_is_up():
-    """Issue 20 item 7: a worker rank (no API, no "fired up" line) run with --disable-cuda-graph stayed
+    """A worker rank (no API, no "fired up" line) run with --disable-cuda-graph stayed
     "allocating KV cache" for as long as it served. SGLang's scheduler prints its limits once its model
     runner is up: from there the worker serves; the head still waits for its own ready line."""
     from console.station.messages import EngineUpdate

@@ -1,4 +1,4 @@
-"""The progress judge (issue 19): every state, the edge of the window W, a counter reset, a missing
+"""The progress judge: every state, the edge of the window W, a counter reset, a missing
 counter, and what busy GPUs at idle or high power read as. Pure: states fed with the messages the
 monitor posts, a clock passed in."""
 

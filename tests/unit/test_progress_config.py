@@ -1,4 +1,4 @@
-"""``[ui] progress_window_s`` (issue 19's W): default 30 s, 5..3600, a bad value is one line and exit 2."""
+"""``[ui] progress_window_s`` (the progress window W): default 30 s, 5..3600, a bad value is one line and exit 2."""
 
 from __future__ import annotations
 

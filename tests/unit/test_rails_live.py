@@ -1,4 +1,4 @@
-"""The rails loop's rounds and the rail tracker (issue 24): sysfs variants (a down link's speed ``-1``
+"""The rails loop's rounds and the rail tracker: sysfs variants (a down link's speed ``-1``
 or unreadable, a counter the NIC lacks), rates over the last minute, flaps from ``carrier_changes``
 (a blip shorter than the loop's interval still counts) or from seen transitions, the strip's words."""
 

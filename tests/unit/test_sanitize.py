@@ -125,7 +125,7 @@ INVISIBLE = (
 
 
 def test_zero_width_and_bom_characters_are_made_visible():
-    """Issue 22 item 11: ``llama\\u200b`` and ``llama`` are different ids and must not look the same."""
+    """``llama\\u200b`` and ``llama`` are different ids and must not look the same."""
     for ch in INVISIBLE:
         out = clean(f"a{ch}b")
         assert out == ("a\u240ab" if ch in "\u2028\u2029" else "a\ufffdb"), (hex(ord(ch)), out)

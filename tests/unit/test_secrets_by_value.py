@@ -1,4 +1,4 @@
-"""Secrets by value, not only by name (issue 22 item 5): a password in a URL's userinfo (api.url, a proxy
+"""Secrets by value, not only by name: a password in a URL's userinfo (api.url, a proxy
 variable, any extra_env value), the proxy variables themselves, and every value the config knows to be
 secret are masked wherever text leaves the console: the launch preview and argv, ``masked_overrides``,
 free text, and the one place log text enters (``LogStream.ingest``, fed with ``config.masker``), so the

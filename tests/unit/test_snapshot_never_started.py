@@ -1,4 +1,4 @@
-"""A container that never started has no start time (issue 21 item 7): ``status --json`` and
+"""A container that never started has no start time: ``status --json`` and
 ``watch --json`` say null, not docker's zero time "0001-01-01T00:00:00Z"."""
 
 from __future__ import annotations

@@ -40,9 +40,9 @@ def test_watch_json_of_a_live_station():
     obj = watch_json(live_b(), 100.0)
     assert list(obj) == ["t", "station", "state", "sample_age_s", "gpus", "container", "engine", "error",
                          "ages_s", "gpus_age_s", "stale_sources",  # the contract's keys first; ages added
-                         "rails", "xids", "kernel_log_error"]  # issue 24: additions
+                         "rails", "xids", "kernel_log_error"]  # additions
     assert obj["t"] == 100.0 and obj["station"] == "B" and obj["state"] == "live" and obj["sample_age_s"] == 0.5
-    assert [list(g) for g in obj["gpus"]] == [[*GPU_KEYS, "health"]] * 2  # issue 24: health added
+    assert [list(g) for g in obj["gpus"]] == [[*GPU_KEYS, "health"]] * 2  # health added
     assert obj["gpus"][0]["name"] is None and obj["gpus"][0]["uuid"] is None and obj["gpus"][0]["error"].startswith("Unable")
     assert obj["gpus"][1] == {"index": 1, "name": "NVIDIA GB300", "uuid": "GPU-s1", "memory_used_mib": 236902,
                               "memory_total_mib": 256703, "util_pct": 40, "temp_c": 48, "power_w": 310.0, "error": None,
@@ -84,7 +84,7 @@ def test_watch_line():
 
 
 STATUS_KEYS = ["name", "rank", "reachable", "error", "gpus", "host_memory", "container", "engine",
-               "rails"]  # issue 24: rails added
+               "rails"]  # rails added
 
 
 def test_status_of_a_reachable_station():
@@ -137,7 +137,7 @@ def test_status_failure_after_the_station_answered_replaces_the_other_errors():
 
 
 def test_watch_json_says_which_source_is_late_and_every_sources_age():
-    """Issue 20: a hung nvidia-smi while the rest answers: ``stale``, the why names the GPU samples
+    """A hung nvidia-smi while the rest answers: ``stale``, the why names the GPU samples
     and their age; ``ages_s`` has every source's own age; only the late source is stale."""
     s = live_b()
     s.apply(HostMemSample("B", HostMemory(507904, 400000), 111.0))

@@ -180,7 +180,7 @@ def test_engine_line_shows_while_the_container_runs_or_when_it_failed():
     s.apply(EngineUpdate("B", EngineProgress("ready"), at=5.0))
     assert s.engine_shown and s.engine_label == "serving (worker)" and s.at[A.ENGINE] == 5.0
     assert s.apply(ContainerUpdate("B", ContainerInfo("glm53", "exited", exit_code=0), at=6.0)) == {
-        A.CONTAINER, A.ENGINE}  # its engine stopped with it (issue 20 item 7)
+        A.CONTAINER, A.ENGINE}  # its engine stopped with it
     assert not s.engine_shown and s.at[A.CONTAINER] == 6.0 and s.engine.phase == "stopped"
     s.apply(EngineUpdate("B", EngineProgress("failed", fatal="torch.OutOfMemoryError")))
     assert s.engine_shown and s.engine_failed and s.engine_label == "failed"
@@ -194,7 +194,7 @@ def test_engine_line_shows_while_the_container_runs_or_when_it_failed():
 @pytest.mark.parametrize("container", ["created", "exited", "dead", "absent"])
 @pytest.mark.parametrize("read", ["starting", "loading", "kv-cache", "ready"])
 def test_an_engine_whose_container_does_not_run_is_stopped_in_every_reader(container, read):
-    """Issue 20 item 7: a created-but-never-started container was "starting" to ``status`` (its empty log)
+    """A created-but-never-started container was "starting" to ``status`` (its empty log)
     and "stopped" to ``watch``. One state, one word: the log's last phase and the container together."""
     from console.station.snapshot import status_dict, watch_json
 
@@ -286,7 +286,7 @@ def test_stations_for_a_config_take_the_configs_head(tmp_path):
     assert sts.head_name == "H" and sts["H"].container_name == "c0" and sts.head_engine is None
 
 
-# ---------------------------------------------------------------------- every source its own age (issue 20)
+# ---------------------------------------------------------------------- every source its own age
 
 
 def test_a_late_source_is_stale_by_its_own_age_whatever_the_others_do():

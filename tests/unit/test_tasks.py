@@ -76,8 +76,8 @@ async def test_cancel_and_wait_retries_a_task_that_survives_one_cancel():
 
 
 async def test_gather_owned_ends_and_awaits_the_others_when_one_fails():
-    """A plain gather returns on the first failure and leaves its other children running (issue 22 item
-    11d: ``status`` ended with "unhandled exception during asyncio.run() shutdown")."""
+    """A plain gather returns on the first failure and leaves its other children running
+    (``status`` ended with "unhandled exception during asyncio.run() shutdown")."""
     ended: list[str] = []
 
     async def fails() -> None:

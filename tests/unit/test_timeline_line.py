@@ -21,7 +21,7 @@ def test_no_events_no_line():
 
 
 def test_the_start_up_clock_ticks_while_a_phase_waits():
-    """Issue 21 item 7: "start-up +0:00 NCCL init" never counted; the clock runs to now while the
+    """Before, "start-up +0:00 NCCL init" never counted; the clock runs to now while the
     engine comes up, and the phase it waits in says for how long."""
     evs = (TimelineEvent("nccl-init", 100.0),)
     p = EngineProgress(phase="connecting", timeline=evs)

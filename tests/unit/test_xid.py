@@ -1,4 +1,4 @@
-"""The Xid catalogue (issue 24) and an Xid line as an event of its GPU."""
+"""The Xid catalogue and an Xid line as an event of its GPU."""
 
 from __future__ import annotations
 

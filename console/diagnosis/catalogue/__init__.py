@@ -174,12 +174,11 @@ __all__ = [
     "fatal_of_text",
     "highlight",
     "transport_of_text",
-    # --- issue 19: the NCCL each rank loaded
+    # The NCCL each rank loaded
     "KNOWN_BAD_NCCL",
     "KnownBadNccl",
     "known_bad",
     "NCCL_VERSION",
     "NCCL_VERSION_ANCHORS",
     "nccl_version_of_text",
-    # --- end issue 19
 ]

@@ -149,7 +149,7 @@ def fatal_of_text(text: str, anchors: tuple[str, ...] | list[str] | None = None)
     return None
 
 
-# ---------------------------------------------------------------- issue 19: the NCCL each rank loaded
+# ---------------------------------------------------------------- the NCCL each rank loaded
 # NCCL prints its own version at init (NCCL_DEBUG=VERSION or INFO: ``host:pid:tid [0] NCCL INFO NCCL version
 # 2.30.3+cuda13.0``; NVIDIA NCCL user guide, troubleshooting/logging) and in its error strings; vLLM's pynccl
 # says which library it opened (``INFO 08-31 09:50:46 pynccl.py:63] vLLM is using nccl==2.20.5``, vllm
@@ -169,7 +169,6 @@ def nccl_version_of_text(line: str) -> tuple[str, str] | None:
     if m.group(1):
         return m.group(1), f"NCCL {m.group(1)}" + (f"+cuda{m.group(2)}" if m.group(2) else "")
     return m.group(4), f"{m.group(3)} is using nccl=={m.group(4)}"
-# --- end issue 19
 
 
 # Every literal the start-up consumers react to (the classifier indexes them with the diagnosis anchors).

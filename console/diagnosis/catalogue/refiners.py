@@ -249,7 +249,7 @@ def reasoning(m: re.Match[str] | None, text: str) -> Hit | None:
 
 
 
-# ---- issue 23: CUDA initialisation codes, the hub, Ray's head, the kernel's OOM killer
+# CUDA initialisation codes, the hub, Ray's head, the kernel's OOM killer
 
 _CUDA_INIT = {  # cudaError_t -> (meaning, fix); the CUDA runtime API's error codes
     3: ("cudaErrorInitializationError: the driver could not be initialised", None),

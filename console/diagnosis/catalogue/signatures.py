@@ -41,7 +41,7 @@ class Signature:
     needs_context: re.Pattern[str] | None = None  # the traceback/preceding lines must match this
     role: Role | None = None  # contextual evidence (see Role) instead of a finding of its own
     flags: tuple[str, ...] = field(default=())
-    # issue 23: a retry, not yet a failure -- a later line holding one of these (the same source) clears it
+    # a retry, not yet a failure -- a later line holding one of these (the same source) clears it
     retried: tuple[str, ...] = field(default=())
 
 
@@ -52,7 +52,7 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
 
 # ------------------------------------------------------------------ signatures
 
-# issue 23: what says a retry succeeded: the weights load (the files came), Ray runs (the head answered)
+# what says a retry succeeded: the weights load (the files came), Ray runs (the head answered)
 _LOADING = ("Loading safetensors checkpoint shards", "Starting to load model", "Load weight begin", "Model loading took",
             "Application startup complete.", "The server is fired up and ready to roll!")
 _RAY_UP = ("Ray runtime started", "Connected to Ray cluster", "Started a local Ray instance")
@@ -266,7 +266,7 @@ SIGNATURES: tuple[Signature, ...] = (
               cause="the SGLang scheduler died; the real cause is in its traceback or above"),
     # --- ports
     Signature("port-in-use", ("ddress already in use",), _c(r"[Aa]ddress already in use")),  # torch's EADDRINUSE says it too
-    # --- issue 23: new kinds, Ray's own words, the kernel log (journalctl -k / dmesg lines)
+    # --- the hub, Ray's own words, the kernel log (journalctl -k / dmesg lines)
     Signature("hub-unreachable", ("thrown while requesting",),
               _c(r"thrown while requesting (?:HEAD|GET) https?://(?:huggingface\.co|hf\.co|hf-mirror\.com)"),
               severity="warning", rank=R_ROOT + 5, retried=_LOADING,

@@ -150,7 +150,7 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
     Spec("gated-dataset", "error", R_ROOT,
          "the benchmark data set is gated: the hub refused access",
          "accept the data set's terms on its hub page with the same account as the token"),
-    # ---- ids added by issue 12 (listed in docs/findings.md)
+    # ---- ids this repository added (listed in docs/findings.md)
     Spec("gpu-arch-unsupported", "error", R_ROOT,
          "the image's kernels or compiler do not know this GPU's architecture (GB10 is sm_121, GB300 "
          "sm_103): PyTorch, Triton or a kernel library was built without it",
@@ -207,7 +207,7 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
          "a checkpoint file the model needs is missing on this station (incomplete download or copy)",
          "compare the files with model.safetensors.index.json on both stations and recopy the missing shards",
          next="checks", fatal=True),
-    # ---- ids added by issue 23 (listed in docs/findings.md)
+    # ---- ids this repository added: the hub, Ray, the kernel log (listed in docs/findings.md)
     Spec("hub-unreachable", "error", R_ROOT,
          "the model's files are not on this station and the hub cannot be reached (no network, a proxy, or "
          "offline mode set) -- the download never happened",
@@ -257,7 +257,6 @@ SPECS: dict[str, Spec] = {s.id: s for s in (
 NEW_IDS = ("gpu-arch-unsupported", "gpu-unavailable", "cuda-driver-too-old", "model-access-denied",
            "max-model-len-too-large", "cuda-illegal-access", "gpu-xid", "parser-error", "dist-store-timeout",
            "nccl-version-mismatch", "checkpoint-shard-missing", "unrecognised-error",
-           # issue 23
            "hub-unreachable", "ray-head-unreachable", "cuda-init-error", "duplicate-gpu", "tp-not-divisible",
            "model-type-unsupported", "host-oom-kill", "rdma-memreg-failed")
 

@@ -70,7 +70,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         "\n".join(f"{k}={v}" for k, v in sorted(f["env"].items())) or "(none)") for n, f in fs.items())
 
     # 1. every variable that differs (or is set on one station only): NCCL's own comparison on 2.31+
-    # (ncclras -D, issue 19), else the rung's own diff of each container's environment
+    # (ncclras -D), else the rung's own diff of each container's environment
     versions = {n: (f["info"].version if f["info"] else None) for n, f in fs.items()}
     report, ras_ev = await env_ras.ras_report(ctx, fs, versions)
     if report is not None:
@@ -106,7 +106,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
         out.append(RungResult(ID, label, CheckStatus.PASS,
                               f"NCCL {next(iter(versions.values()))} on every station",
                               tuple(f["log_ev"] for f in fs.values())))
-    for n, v in versions.items():  # issue 19: a build with a public hang report
+    for n, v in versions.items():  # a build with a public hang report
         if bad := known_bad(v):
             out.append(RungResult(ID, n, CheckStatus.FAIL, f"NCCL {v} on {n} is a known-bad build: {bad.what}",
                                   (fs[n]["log_ev"], "reports: " + ", ".join(bad.links)),

@@ -1,4 +1,4 @@
-"""The env rung's cross-rank comparison by NCCL itself (issue 19 item 4): on NCCL 2.31+ the head's RAS
+"""The env rung's cross-rank comparison by NCCL itself: on NCCL 2.31+ the head's RAS
 service compares GPU model and count, CUDA driver, volatile ECC, NVLink and every ``NCCL_*`` variable
 across all ranks (``ncclras -D``); below 2.31 the rung keeps its own diff of each container's environment.
 Each result says which one it used."""

@@ -19,7 +19,7 @@ LINK_CHECKS = ("link-down", "link-speed", "mtu-value", "mtu-mismatch", "rail-rou
                # the stations' clocks: a skew breaks NCCL's and the engines' timeouts between the ranks and
                # every comparison of their logs (the ladder never said so)
                "clock-unsynced", "clock-skew",
-               "rail-live")  # issue 24: the rail as the dashboard's rails loop reads it (same read, same tracker)
+               "rail-live")  # the rail as the dashboard's rails loop reads it (same read, same tracker)
 CAUSES = {"link-down", "link-speed", "mtu-value", "mtu-mismatch", "jumbo-ping", "rail-route", "rdma-netdev",
           "rdma-port-down", "roce-gid", "rail-live"}
 

@@ -1,4 +1,4 @@
-"""What the simulated ``nvidia-smi`` says of a GPU's health (issue 24): clocks-event reasons, PCIe
+"""What the simulated ``nvidia-smi`` says of a GPU's health: clocks-event reasons, PCIe
 link, ECC, retired pages / remapped rows, power limits, SM clocks, in the real formats.
 
 A discrete GPU at idle runs its PCIe link at Gen1 and says "GPU idle" (0x1) as real ones do (no

@@ -38,9 +38,9 @@ def gpu_values(ctx, now: float) -> list[dict]:
             busy = 0.0
         if label in ("waiting on collective", "hung in all-reduce"):
             busy = 100.0  # an NCCL kernel spinning on a peer that never sends (workbench)
-        if label == LOAD_PHASE:  # issue 19: the wedge fault's users being served (real work, high power)
+        if label == LOAD_PHASE:  # the wedge fault's users being served (real work, high power)
             busy = 85.0
-        # issue 19: 100 % util at idle power (a kernel polling), the workbench's hangs included
+        # 100 % util at idle power (a kernel polling), the workbench's hangs included
         spinning = label in SPIN_PHASES or label in ("waiting on collective", "hung in all-reduce")
         if spinning:
             busy = 100.0
@@ -72,7 +72,7 @@ def gpu_values(ctx, now: float) -> list[dict]:
             "pci.bus_id": f"0000000{g['index']}:01:00.0",
             "compute_cap": "12.1" if g["unified"] else ("10.3" if "GB300" in g["name"] else "12.0"),
             "driver_version": "580.95.05",
-            **health_values(g, util, power, faults),  # issue 24
+            **health_values(g, util, power, faults),
             "_used_mib": mem,
             "_engine_mib": int(round(used_gib * 1024)) if g["serving"] else 0,
         })

@@ -99,15 +99,13 @@ SPECS: tuple[Spec, ...] = (
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
     Spec("env-mismatch", "all", check_env, "env file consistent", ("files",)),
     Spec("api-exposed", "head", check_api_exposed, "API exposure", ("config",)),
-    # --- issue 19: launch hazards over SSH
+    # Launch hazards over SSH
     Spec("remove-ipc", "station", check_remove_ipc, "IPC outlives the SSH session (logind RemoveIPC)",
          ("loginctl", "logind.conf")),
     Spec("image-tag", "all", check_image_tag, "image tag names one build everywhere", ("docker",)),
-    # --- end issue 19
-    # --- issue 24: GPU and fabric health
+    # GPU and fabric health
     Spec("gpu-health", "station", check_gpu_health, "GPU throttling, PCIe, ECC, power", ("nvidia-smi",)),
     Spec("rail-live", "station", check_rail_live, "rail up, not flapping, no errors rising", ("sysfs counters",)),
-    # --- end issue 24
 )
 CHECK_IDS = tuple(s.id for s in SPECS)
 
@@ -160,7 +158,7 @@ _NEEDS_FIELDS = {
     "mtu-mismatch": ("rail_netdev",), "jumbo-ping": ("rail_netdev", "rail_ip"), "rail-route": ("rail_netdev", "rail_ip"),
     "rdma-netdev": ("rdma_device", "rail_netdev"), "rdma-port-down": ("rdma_device",),
     "roce-gid": ("rdma_device", "rail_ip"), "rdma-errors": ("rdma_device",),
-    "rail-live": ("rail_netdev",),  # issue 24
+    "rail-live": ("rail_netdev",),
 }
 
 

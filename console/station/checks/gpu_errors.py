@@ -1,4 +1,4 @@
-"""The ``gpu-errors`` check (issue 21): a GPU nvidia-smi cannot read — its error line in place of the
+"""The ``gpu-errors`` check: a GPU nvidia-smi cannot read — its error line in place of the
 GPU's row ("Unable to determine the device handle for GPU...: Unknown Error", "GPU is lost", "GPU
 requires reset", a field read as ``[Unknown Error]``) — fails, with nvidia-smi's words, the kernel
 log's Xid lines when the log is readable, and the way out: reset, reboot, reseat.

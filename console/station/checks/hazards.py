@@ -1,4 +1,4 @@
-"""Launch hazards over SSH, checked before a launch (issue 19 item 6): systemd-logind's ``RemoveIPC``
+"""Launch hazards over SSH, checked before a launch: systemd-logind's ``RemoveIPC``
 for the launch user (its IPC objects vanish when the SSH session closes unless the user lingers), and
 an image tag that names a different build on some station. The facts come from
 ``console.probes.launch_hazards``; each result carries the station's own output and the fix command."""

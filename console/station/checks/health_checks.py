@@ -1,4 +1,4 @@
-"""The health checks of issue 24, the same facts as the dashboard's health stream read once:
+"""The GPU and fabric health checks, the same facts as the dashboard's health stream read once:
 
 - ``gpu-health``: every GPU's flags (console/probes/gpu_health.py: throttling, PCIe trained down, ECC,
   a pending remap, a power cap). GB10's ``[N/A]`` fields are missing values: no flag. Evidence: the

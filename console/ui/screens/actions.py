@@ -348,7 +348,7 @@ class ActionProgressScreen(ModalScreen[ActionResult | None]):
                                                            style="bold magenta"))
 
     def action_investigate(self) -> None:
-        """A failed launch -> the NCCL workbench (issue 11's hook)."""
+        """A failed launch -> the NCCL workbench , opened with what failed."""
         if self.result is None or self.result.result != ActionOutcome.FAILED:
             self.notify("The workbench opens from a failed action (n on the dashboard opens it any time).", timeout=4)
             return

@@ -112,7 +112,7 @@ class ThroughputFigure(PlotextPlot):
         self.ours: list[Point] = []
         self.ref = reference_points(reference)
         self.ref_label = "reference"
-        self.ref_shown = True  # a reference measured with other settings is not drawn (issue 21)
+        self.ref_shown = True  # a reference measured with other settings is not drawn
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -276,7 +276,7 @@ class BenchScreen(Screen):
         yield ProgressBar(total=1, show_eta=False, id="bar")
         with Vertical(id="body"):
             results = DataTable(id="results", cursor_type="none", zebra_stripes=True)
-            results.border_title = "results (↑↓ scroll)"  # a Tab stop says what it is (issue 21)
+            results.border_title = "results (↑↓ scroll)"  # a Tab stop says what it is
             yield results
             yield ThroughputFigure(self.reference, id="figure")
             yield Static("", id="notes")

@@ -263,7 +263,7 @@ class ChatScreen(Screen):
             Input("", placeholder="(from config)" if self._config_key else "(none)", password=True, id="api-key"),
             id="settings")
         conv = VerticalScroll(id="conversation")
-        conv.border_title = "conversation (↑↓ PgUp PgDn scroll)"  # a Tab stop says what it is (issue 21)
+        conv.border_title = "conversation (↑↓ PgUp PgDn scroll)"  # a Tab stop says what it is
         yield conv
         yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
         yield Footer()

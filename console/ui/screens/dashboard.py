@@ -131,13 +131,13 @@ class DashboardScreen(Screen):
         self.panes: dict[str, StationPane] = {}
         self.view: View = "fleet" if len(config.stations) >= FLEET_FROM else "grid"
         self.chosen: str | None = None  # the station shown alone (station view)
-        self.verdicts: dict[str, Verdict] = {}  # issue 19: each station's progress, judged on a timer
+        self.verdicts: dict[str, Verdict] = {}  # each station's progress, judged on a timer
         self._judge_queued = False  # a judgement asked for by a read and not yet made
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=getattr(self.app, "_clock", True))
         yield Static("DEMO — simulated stations, nothing here touches real hardware", id="demo-banner")
-        yield ProgressBanner(id="progress-banner")  # issue 19: wedged or stuck, with the evidence
+        yield ProgressBanner(id="progress-banner")  # wedged or stuck, with the evidence
         p = self.config.profile
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
@@ -156,7 +156,7 @@ class DashboardScreen(Screen):
         self._show_view(self.view)
         self.set_interval(0.5, self._refresh_fleet)
         self.set_interval(1.0, self._tick_ages)
-        self.set_interval(0.5, self.judge_progress)  # issue 19: a wedge shows by time passing, not by a message
+        self.set_interval(0.5, self.judge_progress)  # a wedge shows by time passing, not by a message
 
     # ------------------------------------------------------------------ the stations' states
 
@@ -213,7 +213,7 @@ class DashboardScreen(Screen):
         self.judge_progress()
 
     def judge_progress(self) -> None:
-        """Issue 19: judge every station's progress (pure, console/station/progress.py) and show the
+        """Judge every station's progress (pure, console/station/progress.py) and show the
         service's: the banner, the serving panel's health, the fleet rows."""
         now = clock.now()
         self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)

@@ -40,7 +40,7 @@ LAYOUTS: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = (
     (0, (("station", 10), ("state", 1), ("age", 5), ("engine", 19), ("GPU memory", 11))),
 )
 ERROR = "last error"
-GPU_ERROR = "gpu error"  # the state cell of a live station with a GPU in error (issue 21)
+GPU_ERROR = "gpu error"  # the state cell of a live station with a GPU in error
 
 
 def layout_for(width: int) -> tuple[tuple[str, int], ...]:
@@ -64,13 +64,12 @@ class FleetRow:
     transport: str
     error: str
     stale: bool = False  # the row's values are old (the station not live, its GPU samples late): dimmed
-    alarm: bool = False  # issue 19: wedged or stuck (the engine cell says it, in the error colour)
-    # --- issue 24: GPU and fabric health
+    alarm: bool = False  # wedged or stuck (the engine cell says it, in the error colour)
+    # GPU and fabric health
     health: str = ""  # the worst health line ("✖ GPU1 Xid 79: ...", "⚠ GPU1 PCIe Gen3 x8 ..."), "" when all is well
     health_level: str | None = None  # error | warn
     rail: str = ""  # the rail's short word ("▲ 400G", "✖ down"): the NCCL column until the engine says its transport
     rail_level: str | None = None
-    # --- end issue 24
 
 
 def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | None = None,
@@ -96,16 +95,16 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         error = error_words(p.fatal)
     elif s.gpu_error:
         error = s.gpu_error
-    elif s.gpus_in_error:  # issue 21: a GPU in error is the row's last error, and its state says so
+    elif s.gpus_in_error:  # a GPU in error is the row's last error, and its state says so
         error = s.gpu_error_words()
     elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
         error = f"container {s.container.state} ({s.container.exit_code})"
     label, alarm = s.engine_label, verdict is not None and verdict.alarm
-    if alarm:  # issue 19: a live, "ready" station whose tokens do not move is not shown as fine
+    if alarm:  # a live, "ready" station whose tokens do not move is not shown as fine
         assert verdict is not None
         label = f"{verdict.state.upper()}" + (f" {mmss(now - verdict.since)}" if verdict.since is not None else "")
         error = error or verdict.words
-    lines = health_lines(s)  # issue 24
+    lines = health_lines(s)
     views = list(s.rails.views.values())
     rail = views[0] if views else None
     rail_bad = next((v for v in views if v.level), None)
@@ -163,10 +162,10 @@ def _all_cells(row: FleetRow, expected: float | None, mem_width: int, palette: P
         mem = Text("n/a" if row.total_mib is None and row.used_mib is None else "—", style="dim")
     util = Text("—" if row.util_pct is None else f"{row.util_pct}%", style="" if row.util_pct is not None else "dim")
     nccl = Text(TRANSPORT_TINY.get(row.transport, row.transport), style=transport_style(row.transport, palette))
-    if row.transport == NcclTransport.UNKNOWN and row.rail:  # issue 24: the rail says what NCCL has under it
+    if row.transport == NcclTransport.UNKNOWN and row.rail:  # the rail says what NCCL has under it
         nccl = Text(row.rail, style={"error": palette.error, "warn": palette.warn}.get(row.rail_level or "", "dim"))
     err = Text(row.error, style=palette.error) if row.error else Text("")
-    if row.health:  # issue 24: a GPU flag, an Xid or a rail in trouble is said beside (or as) the last error
+    if row.health:  # a GPU flag, an Xid or a rail in trouble is said beside (or as) the last error
         hstyle = palette.error if row.health_level == "error" else palette.warn
         err = (err + Text(" · ", style="dim") + Text(row.health, style=hstyle)) if row.error else Text(row.health,
                                                                                                       style=hstyle)
@@ -233,7 +232,7 @@ class FleetTable(DataTable):
     def update_from(self, states: Iterable[StationState], now: float | None = None,
                     verdicts: dict[str, Verdict] | None = None) -> None:
         """Refresh every row from the stations' states (cells that did not change are left alone);
-        ``verdicts``: each station's progress (issue 19)."""
+        ``verdicts``: each station's progress."""
         self._columns()
         pal = palette_of(self.app)
         cols = self._cols

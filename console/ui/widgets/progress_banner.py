@@ -1,4 +1,4 @@
-"""The dashboard's banner when nothing moves (issue 19): a wedged or stuck service, since when, the
+"""The dashboard's banner when nothing moves: a wedged or stuck service, since when, the
 evidence, and the key to the hang evidence.
 
 Rendering only: the dashboard judges the stations' states (console/station/progress.py) on its

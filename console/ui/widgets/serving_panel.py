@@ -98,7 +98,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         "unreachable": Text("● not answering" + (f" ({_short_miss(snap)})" if snap.miss else ""),
                             style=f"bold {pal.error}"),
         "unauthorized": Text("● API key refused", style=f"bold {pal.warn}"),
-        # issue 19: a miss of an API that answered is a warning until MISSES_FOR_RED in a row
+        # a miss of an API that answered is a warning until MISSES_FOR_RED in a row
         "missed": Text(f"◌ missed {snap.misses}/{MISSES_FOR_RED} ({_short_miss(snap)})",
                        style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
@@ -106,7 +106,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         # a console opened on requests in flight: 200 is not "healthy" before a token is seen to move
         health = Text(f"◌ {snap.health_path} 200 · progress unknown (judged in {mmss(max(0.0, progress.judged_at - now))})",
                       style=f"bold {pal.warn}")
-    if progress is not None and progress.alarm and off is None:  # issue 19: /health 200 never reads healthy
+    if progress is not None and progress.alarm and off is None:  # /health 200 never reads healthy
         since = f" for {mmss(now - progress.since)}" if progress.since is not None else ""
         answer = f"{snap.health_path} 200 but " if snap.status == "ok" else ""
         health = Text(f"● {answer}{progress.state.upper()}{since}", style=f"bold {pal.error}")
@@ -154,7 +154,7 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         foot = Text(f"updated {span(age)} ago", style="dim")
         if snap.note:
             foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
-    if snap.miss:  # issue 19: what the missed health check means (refused = down, timeout = hung or saturated)
+    if snap.miss:  # what the missed health check means (refused = down, timeout = hung or saturated)
         foot.append(f" — health check: {snap.miss}", style=pal.warn)
     if snap.invalid:
         names = ", ".join(_NAMES.get(k, k) for k in snap.invalid)
@@ -223,7 +223,7 @@ class ServingPanel(Static):
         self.engine: EngineProgress | None = None  # the head station's engine phase
         self.max_lines: int | None = None  # a small terminal's budget of rows (None: all)
         self.off: str | None = None  # the head's container is not running: why (no live figures)
-        self.progress: Verdict | None = None  # the service's progress (issue 19): a wedge is never "healthy"
+        self.progress: Verdict | None = None  # the service's progress: a wedge is never "healthy"
         self.border_title = "Serving"
 
     def set_max_lines(self, lines: int | None) -> None:
@@ -242,7 +242,7 @@ class ServingPanel(Static):
         self._redraw()
 
     def set_progress(self, verdict: Verdict | None) -> None:
-        """The service's progress verdict (the dashboard's judge, issue 19)."""
+        """The service's progress verdict (the dashboard's judge)."""
         if verdict != self.progress:
             self.progress = verdict
             self._redraw()

@@ -56,7 +56,7 @@ CONN_STYLE: dict[ConnState, tuple[str, str]] = {
 # Every loading phase is the theme's calm colour where it is drawn; these are the rest's.
 PHASE_STYLE: dict[EnginePhase, str] = {EnginePhase.READY: "bold green", EnginePhase.FAILED: "bold red",
                                        EnginePhase.STOPPED: "dim", **{p: "yellow" for p in LOADING_PHASES}}
-HEALTH_ASPECTS = frozenset({Aspect.HEALTH, Aspect.RAILS, Aspect.KERNEL, Aspect.CONTAINER, Aspect.CONN})  # issue 24
+HEALTH_ASPECTS = frozenset({Aspect.HEALTH, Aspect.RAILS, Aspect.KERNEL, Aspect.CONTAINER, Aspect.CONN})
 TRANSPORT_LABEL = {t: (TRANSPORT_SHORT[t], TRANSPORT_STYLE[t]) for t in NcclTransport}
 
 
@@ -103,7 +103,7 @@ def old_label(age_s: float | None) -> Text:
 
 
 def nccl_build_warning(p: EngineProgress) -> str | None:
-    """One line when the NCCL this run loaded is a known-bad build (issue 19), else None."""
+    """One line when the NCCL this run loaded is a known-bad build, else None."""
     bad = known_bad(p.nccl_version)
     if bad is None:
         return None
@@ -138,7 +138,7 @@ class HostMemLine:
 
 class OneRowEach:
     """Lines drawn one row each, cut with an ellipsis at the pane's edge (their start says what they
-    are): the health box and the rail strip (issue 24)."""
+    are): the health box and the rail strip."""
 
     def __init__(self, lines: list[Text]) -> None:
         self.lines = lines
@@ -200,9 +200,9 @@ class StationPane(Vertical):
         yield Static("", classes="status")
         yield Static("", classes="gpu-error")
         yield Vertical(classes="gpus")
-        yield Static("", classes="health")  # issue 24: GPU flags and Xids, only when they say something
+        yield Static("", classes="health")  # GPU flags and Xids, only when they say something
         yield Static("", classes="hostmem")
-        yield Static("", classes="rails")  # issue 24: the rail strip
+        yield Static("", classes="rails")  # the rail strip
         yield Static("", classes="badges")
         yield ProcessList(classes="processes")
         if self.station.is_head:
@@ -300,7 +300,7 @@ class StationPane(Vertical):
                     panel.show(s.serving_shown, s.serving_off)  # type: ignore[attr-defined]
         if aspects & {Aspect.CONN, Aspect.CONTAINER, Aspect.ENGINE}:
             self._render_status()
-        if aspects & HEALTH_ASPECTS:  # issue 24
+        if aspects & HEALTH_ASPECTS:
             self._render_health()
 
     def _mark_old(self, aspect: Aspect, old: bool) -> None:
@@ -365,7 +365,7 @@ class StationPane(Vertical):
             if meter is not None and memory is not None:
                 meter.show(g, memory, s.traces.get(g.index), stale_age)
 
-    # --- issue 24: GPU and fabric health
+    # GPU and fabric health
     def _render_health(self) -> None:
         """The health box (each GPU flag, this run's Xids; hidden when all is well) and the rail strip
         (one line per rail), dimmed with their age when their source is late."""
@@ -406,7 +406,6 @@ class StationPane(Vertical):
         strip.update(OneRowEach(rows))
         strip.styles.height = max(1, len(rows))
         strip.display = bool(rows)
-    # --- end issue 24
 
     def _render_status(self) -> None:
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
@@ -473,7 +472,7 @@ class StationPane(Vertical):
             pieces.append(Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts)))
             for fatal in p.fatal_lines or ((p.fatal,) if p.fatal else ()):  # every fatal line of the run
                 after.append(Clipped(Text("✖ " + error_words(fatal), style="red"), 2))
-            if bad := nccl_build_warning(p):  # issue 19: the NCCL this rank loaded is a known-bad build
+            if bad := nccl_build_warning(p):  # the NCCL this rank loaded is a known-bad build
                 after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
             if p.timeline:
                 c = s.container

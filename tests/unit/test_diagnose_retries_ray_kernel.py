@@ -1,4 +1,4 @@
-"""Issue 23: severity from meaning (retries that succeed are no finding), Ray's own words, the kernel log as a
+"""Severity from meaning (retries that succeed are no finding), Ray's own words, the kernel log as a
 source, the most specific headline for an error no entry explains, and the leftovers of the earlier held-out set.
 
 The lines are the engines' and the tools' own wordings (vLLM, Ray, huggingface_hub, NCCL, the kernel); the
