@@ -122,7 +122,7 @@ def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:
 
 
 def health_late_limits() -> dict[Aspect, float]:
-    """The health stream and the rails loop: late after three of their intervals."""
+    """The health stream and the rails loop: late after their interval + 2 s (stale_after_s)."""
     return {Aspect.HEALTH: stale_after_s(HEALTH_EVERY_S), Aspect.RAILS: stale_after_s(RAILS_EVERY_S)}
 
 
