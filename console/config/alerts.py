@@ -18,7 +18,7 @@ from console.config.errors import NUMBER, check_type, key_path, type_name
 from console.config.fields import checks, kinds, setting
 from console.sanitize import is_clean
 
-#: Every alert kind, in the order the README lists them: the incidents (console/incidents/detector.py
+#: Every alert kind, in the order docs/configuration.md lists them: the incidents (console/incidents/detector.py
 #: and conditions.py), and the outcome of a recovery (sent through ``Alerter.alert``).
 ALERT_KINDS: tuple[str, ...] = ("wedge", "stuck", "out-of-step", "rank-death", "gpu-fault", "rail", "unreachable",
                                 "recovered", "recovery-failed", "memory-low")

@@ -113,7 +113,7 @@ def parse_config(text: str, path: str | None = None) -> Config:
     for key, value in keys.items():
         if isinstance(value, dict):
             raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
-                      "the README (e.g. bench-run = \"f5\")")
+                      "docs/configuration.md (e.g. bench-run = \"f5\")")
         if not isinstance(value, str) or not value.strip():
             raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
 

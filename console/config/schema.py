@@ -3,7 +3,7 @@
 Its fields are the keys the table knows, their type hints the TOML kinds, a field without a default a
 required key, ``setting(check=...)`` the rule a value must follow (``console/config/validate.py``).
 The loaders (``load.py``, ``profiles.py``) and ``config_to_dict`` (``export.py``) read all of that
-from here (``fields.py``): a new field is one edit here, and one line in the README's config example.
+from here (``fields.py``): a new field is one edit here, and one line in docs/configuration.md's config example.
 """
 
 from __future__ import annotations

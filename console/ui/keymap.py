@@ -83,7 +83,7 @@ def check_keymap(config: Config) -> dict[str, str]:
         if binding_id not in known:
             close = sorted(k for k in known if binding_id.split("-")[0] in k)[:6] or sorted(known)[:12]
             raise field_error(config, "keys", binding_id, f"unknown binding id (known: {', '.join(close)}, ...; "
-                              "the README lists them all)")
+                              "docs/configuration.md lists them all)")
         if problem := key_problem(keys):
             raise field_error(config, "keys", binding_id, problem)
     # two bindings of one screen may not end up on the same key; the app's shown keys (quit, theme,

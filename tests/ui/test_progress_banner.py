@@ -209,7 +209,7 @@ def _ras(ops: dict[int, int]) -> str:
 
 async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory):
     """Live: the dashboard over the simulated stations with the wedge fault and W = 5 s (the time
-    from the freeze to the banner is printed: the README's figure is the median of three runs)."""
+    from the freeze to the banner is printed: docs/performance.md's figure is the median of three runs)."""
     h = await sim_factory(faults=["wedge"], time_scale=0.005)
     config = dataclasses.replace(h.config, ui=dataclasses.replace(h.config.ui, progress_window_s=W))
     app = ConsoleApp(config, gpu_interval_ms=500)

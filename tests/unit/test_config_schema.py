@@ -1,6 +1,6 @@
 """The config schema written once (console/config/schema.py): the tables' known keys, kinds, required
-keys, value rules and the TOML written back all come from the dataclasses, and the README's config
-example documents every key the schema knows."""
+keys, value rules and the TOML written back all come from the dataclasses, and the config example of
+docs/configuration.md documents every key the schema knows."""
 
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ from console.config.errors import NUMBER
 from console.config.fields import build, checks, kinds, setting, table, to_toml
 from console.config.schema import IncidentSettings, RecoverSettings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIG_DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def readme_example() -> str:
-    text = README.read_text()
+    text = CONFIG_DOC.read_text()
     start = text.index("```toml\nprofile = ")
     return text[start + len("```toml\n"):text.index("```", start + 8)]
 
 
 def documented_keys(example: str) -> dict[str, set[str]]:
-    """Keys per table in the README's example (top level: before the first table header)."""
+    """Keys per table in docs/configuration.md's example (top level: before the first table header)."""
     out: dict[str, set[str]] = {"": set()}
     current = ""
     for line in example.splitlines():
@@ -157,3 +157,14 @@ def test_rules_from_field_metadata_keep_their_messages(text, message):
     with pytest.raises(ConfigError) as ei:
         parse_config(text + '[[stations]]\nname = "A"\nhost = "a"\nrank = 0\n', "x.toml")
     assert str(ei.value).startswith(message), str(ei.value)
+
+
+def test_the_keys_table_of_the_config_doc_lists_every_binding_id():
+    """[keys] takes any binding id the screens declare: docs/configuration.md must name each one (an
+    operator remaps what the page shows), and none that no screen has."""
+    from console.ui.keymap import known_bindings
+
+    text = CONFIG_DOC.read_text()
+    section = text[text.index("\n## Keys\n"):text.index("\n## Profiles and themes\n")]
+    listed = set(re.findall(r"`([a-z0-9-]+)` \(", section))
+    assert listed == set(known_bindings())
