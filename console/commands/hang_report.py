@@ -18,7 +18,6 @@ import asyncio
 import json
 import math
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,26 +116,24 @@ def run(args: argparse.Namespace) -> int:
         print(one_line(full_mask(ev.verdict), 2000))
         for k, v in ev.findings.items():
             print(f"  {k}: {one_line(full_mask(v), 400)}")
-        for line in station_lines(ev, config.head.name, time.time()):
-            print(one_line(full_mask(line), 600))
+        for line in station_lines(ev, config.head.name):
+            print(f"  {one_line(full_mask(line), 600)}")
         if ev.next_step:
             print(f"next: {one_line(ev.next_step, 600)}")
         print(f"wrote {path} ({ev.capture_s:.1f} s to capture {len(ev.stations)} stations)")
     return 0
 
 
-def station_lines(ev: HangEvidence, head: str, now: float) -> list[str]:
+def station_lines(ev: HangEvidence, head: str) -> list[str]:
     """The plain output's per-station rows: the engine threads in the kernel and whether RAS found the
-    rank behind, in the evidence screen's words (``evidence_words``, one source). The CLI reads no
-    engine metrics, so its head says the requests in flight are not read (an incident's bundle has them)."""
-    out = [f"  stragglers: {stragglers_line(ev.stragglers, ev.interval_s + 2.0)}"]
+    rank behind, in the evidence screen's words (``evidence_words``, one source); no ages (the output
+    is the capture's moment, printed as it ends). The CLI reads no engine metrics, so its head says the
+    requests in flight are not read (an incident's bundle has them)."""
+    out = [f"stragglers: {stragglers_line(ev.stragglers, ev.interval_s + 2.0)}"]
     for name, st in ev.stations.items():
-        at = st.read_at.get("tasks")
-        for label, words in station_rows(st.tasks, ev.stragglers, name, serves_api=name == head,
-                                         tasks_age_s=None if at is None else now - at,
-                                         stale_after_s=ev.interval_s + 2.0):
+        for label, words in station_rows(st.tasks, ev.stragglers, name, serves_api=name == head):
             if label != "straggler":  # the stragglers' line above says it for every station
-                out.append(f"  {name} {label}: {words}")
+                out.append(f"{name} {label}: {words}")
     return out
 
 

@@ -195,7 +195,7 @@ async def test_threads_stragglers_and_requests_on_screen_in_the_clis_words(size)
         assert "behind by 1 op (RAS on A, two reads, stale: 4" in b
         assert "requests" not in b  # a worker serves no API
         # the CLI prints the same words of the same evidence
-        cli = "\n".join(cli_lines(ev, "A", __import__("time").time()))
+        cli = "\n".join(cli_lines(ev, "A"))
         assert "A threads: 3 threads, 2 in D (1 nv_wait_for_event, 1 uvm_wait_for_fence)" in cli
         assert "B threads: not read: cut by the deadline (60 s)" in cli
         assert "stragglers: B behind by 1 op (RAS on A, two reads)" in cli
