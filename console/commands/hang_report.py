@@ -29,6 +29,7 @@ from console.config import load_config, masker
 from console.config.secrets import mask_tree
 from console.diagnosis import redact
 from console.doctor.evidence import HangEvidence, capture
+from console.doctor.evidence_words import station_rows, stragglers_line
 from console.safe_files import FileProblem, prepare_target
 from console.sanitize import one_line
 
@@ -115,10 +116,25 @@ def run(args: argparse.Namespace) -> int:
         print(one_line(full_mask(ev.verdict), 2000))
         for k, v in ev.findings.items():
             print(f"  {k}: {one_line(full_mask(v), 400)}")
+        for line in station_lines(ev, config.head.name):
+            print(f"  {one_line(full_mask(line), 600)}")
         if ev.next_step:
             print(f"next: {one_line(ev.next_step, 600)}")
         print(f"wrote {path} ({ev.capture_s:.1f} s to capture {len(ev.stations)} stations)")
     return 0
+
+
+def station_lines(ev: HangEvidence, head: str) -> list[str]:
+    """The plain output's per-station rows: the engine threads in the kernel and whether RAS found the
+    rank behind, in the evidence screen's words (``evidence_words``, one source); no ages (the output
+    is the capture's moment, printed as it ends). The CLI reads no engine metrics, so its head says the
+    requests in flight are not read (an incident's bundle has them)."""
+    out = [f"stragglers: {stragglers_line(ev.stragglers, ev.interval_s + 2.0)}"]
+    for name, st in ev.stations.items():
+        for label, words in station_rows(st.tasks, ev.stragglers, name, serves_api=name == head):
+            if label != "straggler":  # the stragglers' line above says it for every station
+                out.append(f"{name} {label}: {words}")
+    return out
 
 
 def _json(ev: HangEvidence, mask) -> dict[str, Any]:

@@ -39,15 +39,29 @@ def image_line(container: dict) -> str | None:
     return ", ".join(parts)
 
 
-def engine_words(eng: dict) -> str:
-    """The engine phase of ``status --json``'s ``engine`` in words (the dashboard's labels)."""
+FATAL_SHOWN = 8  # the plain view's fatal lines (the state keeps at most as many)
+
+
+def engine_words(eng: dict, with_fatal: bool = True) -> str:
+    """The engine phase of ``status --json``'s ``engine`` in words (the dashboard's labels); with its
+    first fatal line unless ``with_fatal`` is False (the plain view then lists every one below)."""
     p = EngineProgress(phase=eng["phase"], load_pct=eng["load_pct"], transport=eng["transport"], fatal=eng["fatal"])
     words = p.label
     if p.transport != NcclTransport.UNKNOWN:
         words += f", NCCL over {TRANSPORT_TEXT.get(p.transport, p.transport)}"
-    if p.fatal:
+    if p.fatal and with_fatal:
         words += f": {one_line(p.fatal, 160)}"
     return words
+
+
+def fatal_rows(eng: dict) -> list[str]:
+    """The plain view's rows under ``engine:``: every fatal line of the failed run, one line each (at most
+    ``FATAL_SHOWN``, each clipped with its mark), and how many more there were."""
+    lines = eng.get("fatal_lines") or ([eng["fatal"]] if eng.get("fatal") else [])
+    rows = [f"      fatal: {one_line(x, 160)}" for x in lines[:FATAL_SHOWN]]
+    if len(lines) > FATAL_SHOWN:
+        rows.append(f"      (+{len(lines) - FATAL_SHOWN} more fatal lines: dgx-console diagnose)")
+    return rows
 
 
 def api_down_words(api: dict, eng: dict | None, container: str | None = None) -> str:
@@ -94,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
                       f"{_fmt_mib(hm['total_mib'])} GiB used")
             eng = st.get("engine")
             if eng:
-                print(f"    engine: {engine_words(eng)}")
+                rows = fatal_rows(eng)
+                print(f"    engine: {engine_words(eng, with_fatal=not rows)}")
+                for row in rows:
+                    print(row)
             if st.get("progress"):
                 alarm = st["progress"] in ("stuck", "wedged", "unknown")
                 print(f"    progress: {st['progress'].upper() if alarm else st['progress']}"

@@ -26,11 +26,23 @@ def gpu_dict(g: GpuReading) -> dict[str, Any]:
             "power_w": g.power_w, "error": g.error}
 
 
+FATAL_LINE_CHARS = 480  # as the log parser keeps each fatal line
+
+
+def fatal_lines(p: EngineProgress | None) -> list[str]:
+    """Every fatal line of a failed run (``fatal`` is the first alone: a second rank's OOM or the engine's
+    own death is often the line that explains it), each one sanitized onto one line; [] when none."""
+    if p is None:
+        return []
+    return [one_line(x, FATAL_LINE_CHARS) for x in p.fatal_lines or ((p.fatal,) if p.fatal else ())]
+
+
 def engine_dict(p: EngineProgress | None) -> dict[str, Any] | None:
-    """The engine phase as ``status --json`` shows it (None: not read)."""
+    """The engine phase as ``status --json`` shows it (None: not read); ``fatal_lines`` beside ``fatal``."""
     if p is None:
         return None
-    return {"phase": p.phase, "load_pct": p.load_pct, "transport": p.transport, "fatal": p.fatal}
+    return {"phase": p.phase, "load_pct": p.load_pct, "transport": p.transport, "fatal": p.fatal,
+            "fatal_lines": fatal_lines(p)}
 
 
 # ---------------------------------------------------------------------- watch
@@ -60,7 +72,8 @@ def watch_json(state: StationState, now: float) -> dict[str, Any]:
         "container": {"name": state.container_name, "state": c.state if c else None,
                       "exit_code": c.exit_code if c else None, "started_at": started_at(c)},
         "engine": {"phase": e.phase if e else None, "load_pct": e.load_pct if e else None,
-                   "transport": e.transport if e else None, "fatal": e.fatal if e else None},
+                   "transport": e.transport if e else None, "fatal": e.fatal if e else None,
+                   "fatal_lines": fatal_lines(e) if e else None},
         "error": state.why(now) if state.conn.not_live else state.gpu_error,
         "ages_s": state.ages(now),
         "gpus_age_s": None if (g := state.value_age(Aspect.GPUS, now)) is None else round(g, 3),

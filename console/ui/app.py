@@ -308,7 +308,7 @@ class ConsoleApp(App):
         """The hang evidence of every rank at the same moment (dashboard h, workbench h)."""
         from console.ui.screens.hang_evidence import HangEvidenceScreen
 
-        self.push_screen(HangEvidenceScreen(self.config))
+        self.push_screen(HangEvidenceScreen(self.config, requests=self.incidents.requests_now))
 
     def action_copy(self, kind: str) -> None:
         """The copy screen: the checkpoint or the image to the other station (palette)."""

@@ -133,6 +133,14 @@ async def test_a_wedge_after_serving_tells_one_story(sim_factory, tmp_path, caps
     assert "traffic flows" not in data["findings"]["counters"], data["findings"]["counters"]
     a = data["stations"]["A"]
     assert any(p["wait"]["kind"] == "collective" for p in a["pyspy"]["processes"]), a["pyspy"]
+    # the plain output: every station's threads and the stragglers, in the evidence screen's words
+    rc = await _cli(["hang-report", "--config", str(h.config_path), str(tmp_path / "w2.tgz"), "--interval", "1"])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "  stragglers: none behind (RAS on " in text, text
+    assert "  A threads: " in text and "  B threads: " in text and " threads, none in D" in text, text
+    assert "  A requests: not read: this capture has no read of the engine's metrics" in text
+    assert "B requests" not in text
 
 
 async def test_doctor_and_hang_report_read_and_judge_the_same(sim_factory):

@@ -22,7 +22,8 @@ async def test_status_while_loading_says_the_engine_is_still_starting(sim_factor
     head = await until(head_phase, what="the head's engine phase past starting", timeout=20)
     assert head["api"]["healthy"] is False
     assert head["engine"]["phase"] in ("connecting", "loading", "loaded", "kv-cache", "graphs")
-    assert set(head["engine"]) == {"phase", "load_pct", "transport", "fatal"} and head["engine"]["fatal"] is None
+    assert set(head["engine"]) == {"phase", "load_pct", "transport", "fatal", "fatal_lines"}
+    assert head["engine"]["fatal"] is None and head["engine"]["fatal_lines"] == []
     rc = await asyncio.to_thread(main, ["status", "--config", str(h.config_path)])
     out = capsys.readouterr().out
     assert rc == 0
@@ -40,6 +41,13 @@ async def test_status_of_a_failed_launch_names_the_failure(sim_factory, capsys):
     rc = await asyncio.to_thread(main, ["status", "--config", str(h.config_path), "--json"])
     got = json.loads(capsys.readouterr().out)
     assert rc == 0 and got["stations"][1]["engine"]["phase"] == "failed"
+    lines = got["stations"][1]["engine"]["fatal_lines"]
+    assert lines[0] == got["stations"][1]["engine"]["fatal"] and all("\n" not in x for x in lines)
+    rc = await asyncio.to_thread(main, ["status", "--config", str(h.config_path)])
+    text = capsys.readouterr().out
+    rows = [ln for ln in text.splitlines() if ln.startswith("      fatal: ")]
+    # every fatal line of B's failed run on its own row (the log grows between two reads: never fewer)
+    assert len(lines) >= 2 and all(any(r[13:53] == x[:40] for r in rows) for x in lines)
 
 
 async def test_status_of_a_healthy_service_reads_no_log(sim_factory):

@@ -16,6 +16,7 @@ from textual.app import App
 from console.doctor import evidence
 from console.doctor.evidence import HangEvidence, StationEvidence
 from console.doctor.verdict import judge
+from console.probes import proc_tasks
 from console.ui.screens.hang_evidence import HangEvidenceScreen
 from tests.ui.pair_app import pair_config
 from tests.ui.snap_settle import settle
@@ -48,6 +49,23 @@ Thread 2657 (idle): "MainThread"
     worker_busy_loop (vllm/v1/executor/multiproc_executor.py:802)
 """
 GPU = "1, GPU-x, NVIDIA GB300, 236902, 284208, 100, 61, 118.40\n"
+# the engine threads as the simulated stations print them: A spins in the collective (R), B sleeps
+TASKS = """=== PID 2657: VLLM::Worker_TP{rank}
+--- TID 2657
+stat 2657 (VLLM::Worker_TP) {state} 1 2657 2657 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0
+wchan {wchan}
+stack
+--- TID 2664
+stat 2664 (pt_nccl_watchdg) S 1 2657 2657 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0
+wchan hrtimer_nanosleep
+stack
+[<0>] hrtimer_nanosleep+0xa5/0x140
+--- TID 2665
+stat 2665 (nccl-proxy) S 1 2657 2657 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0
+wchan do_epoll_wait
+stack
+[<0>] ep_poll+0x2ad/0x310
+"""
 
 
 def _fr_text(name: str, rank: int) -> str:
@@ -68,11 +86,14 @@ def desync_evidence(config) -> HangEvidence:
         evidence._gpus(ev, GPU)
         ev.kernel = {"status": "ok", "note": "", "events": []}
         ev.counters = {"status": "ok", "interval_s": 3.0, "rdma_bytes_moved": 0, "retries_rising": {}, "frozen": True}
+        ev.tasks = proc_tasks.tasks_json(TASKS.format(rank=rank, state="R" if rank == 0 else "S",
+                                                      wchan="0" if rank == 0 else "futex_wait_queue"))
         ev.logs = ["(EngineCore_DP0 pid=263) WARNING shm_broadcast.py:801] No available shared memory broadcast "
                    "block found in 60 seconds."]
         evs[name] = ev
     verdict, findings, covers, nxt = judge(config, evs, 3.0, True)
-    return HangEvidence(evs, verdict, findings, T0, 4.2, 3.0, True, covers, nxt)
+    return HangEvidence(evs, verdict, findings, T0, 4.2, 3.0, True, covers, nxt,
+                        stragglers=evidence.stragglers(config, evs, 3.0))
 
 
 class Host(App):

@@ -49,7 +49,8 @@ def test_watch_json_of_a_live_station():
                               "health": None}
     assert obj["container"] == {"name": "glm53", "state": "running", "exit_code": None,
                                 "started_at": "2025-12-01T11:55:00Z"}
-    assert obj["engine"] == {"phase": "loading", "load_pct": 60, "transport": "gdrdma", "fatal": None}
+    assert obj["engine"] == {"phase": "loading", "load_pct": 60, "transport": "gdrdma", "fatal": None,
+                             "fatal_lines": []}
     assert obj["error"] is None
     assert json.loads(json.dumps(obj))["state"] == "live"
 
@@ -60,7 +61,8 @@ def test_watch_json_of_a_station_never_reached():
     obj = watch_json(s, 5.0)
     assert obj["sample_age_s"] is None and obj["gpus"] == [] and obj["error"] == "no answer from 10.0.0.3:22"
     assert obj["container"] == {"name": "glm53", "state": None, "exit_code": None, "started_at": None}
-    assert obj["engine"] == {"phase": None, "load_pct": None, "transport": None, "fatal": None}
+    assert obj["engine"] == {"phase": None, "load_pct": None, "transport": None, "fatal": None,
+                             "fatal_lines": None}  # not read: null, never an empty list
 
 
 def test_watch_json_error_is_nvidia_smis_while_live():
@@ -97,7 +99,8 @@ def test_status_of_a_reachable_station():
     assert all("process_memory_mib" not in g for g in d["gpus"])  # no unified GPU, no processes read
     assert d["host_memory"] == {"total_mib": 507904, "available_mib": 482000}
     assert list(d["container"]) == ["name", "state", "started_at", "exit_code", "image", "image_id"]
-    assert d["engine"] == {"phase": "loading", "load_pct": 60, "transport": "gdrdma", "fatal": None}
+    assert d["engine"] == {"phase": "loading", "load_pct": 60, "transport": "gdrdma", "fatal": None,
+                             "fatal_lines": []}
 
 
 def test_status_of_an_unreachable_station_is_its_connections_words():
@@ -149,3 +152,43 @@ def test_watch_json_says_which_source_is_late_and_every_sources_age():
                              "logs": None, "serving": None, "health": None, "rails": None}
     assert obj["gpus_age_s"] == 12.0 and obj["stale_sources"] == ["gpus"]
     assert "GPU samples stale 12 s: nvidia-smi not answering; SSH fine" in watch_line(s, 111.5)
+
+
+def failed_b(lines: tuple[str, ...]) -> StationState:
+    """B after a failed run whose log gave ``lines`` as its fatal lines (the first is ``fatal``)."""
+    s = live_b()
+    s.apply(EngineUpdate("B", EngineProgress("failed", transport="gdrdma", fatal=lines[0], fatal_lines=lines), at=96.0))
+    return s
+
+
+THREE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (rank 1)",
+         "RuntimeError: NCCL error: remote process exited or there was a network error\x1b[31m",
+         "Engine core proc EngineCore_0 died unexpectedly,\nshutting down client.")
+
+
+def test_every_fatal_line_beside_the_first_in_watch_and_status_json():
+    """``fatal`` stays the first line (the contract); ``fatal_lines`` carries all three, sanitized: the
+    escape sequence gone, the newline a space."""
+    s = failed_b(THREE)
+    for eng in (watch_json(s, 100.0)["engine"], status_dict(s)["engine"]):
+        assert eng["fatal"] == THREE[0]
+        assert eng["fatal_lines"] == [THREE[0], "RuntimeError: NCCL error: remote process exited or there was a "
+                                      "network error", "Engine core proc EngineCore_0 died unexpectedly, shutting "
+                                      "down client."]
+        assert json.loads(json.dumps(eng))["fatal_lines"][2].endswith("client.")
+
+
+def test_status_plain_view_lists_every_fatal_line_each_on_its_line_and_caps_them():
+    from console.commands.status import FATAL_SHOWN, engine_words, fatal_rows
+
+    eng = status_dict(failed_b(THREE))["engine"]
+    rows = fatal_rows(eng)
+    assert engine_words(eng, with_fatal=False) == "failed, NCCL over GPUDirect RDMA"
+    assert [r.split("fatal: ", 1)[1][:24] for r in rows] == ["torch.OutOfMemoryError: ", "RuntimeError: NCCL error",
+                                                              "Engine core proc EngineC"]
+    assert all("\n" not in r and "\x1b" not in r for r in rows)
+    many = dict(eng, fatal_lines=[f"line {i} " + "x" * 300 for i in range(FATAL_SHOWN + 3)])
+    rows = fatal_rows(many)
+    assert len(rows) == FATAL_SHOWN + 1 and rows[-1] == "      (+3 more fatal lines: dgx-console diagnose)"
+    assert rows[0].endswith("chars]") and len(rows[0]) < 200  # clipped, with its mark
+    assert fatal_rows(dict(eng, fatal_lines=[], fatal="only the first")) == ["      fatal: only the first"]

@@ -1,13 +1,16 @@
 """The hang evidence screen (``h`` on the dashboard, ``h`` in the workbench): the verdict line over
 every station's evidence taken at the same moment, then the ranks side by side -- where each one's
 engine waits (py-spy --native), its last collective (flight recorder), its RAS operation count, GPU
-util/power/memory, RDMA counters, kernel log. The capture is a worker of this screen
+util/power/memory, RDMA counters, kernel log, and (worded by ``evidence_words``, as ``hang-report``
+prints them) its engine threads in the kernel, whether RAS found it behind, and on the head the
+requests in flight (the app's own poll of the API, passed in: the screen reads nothing). The capture is a worker of this screen
 (``console/doctor/evidence.capture``, the same service as ``hang-report``); ``s`` saves the archive."""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,20 +22,25 @@ from textual.worker import Worker
 
 from console.config import Config
 from console.doctor.evidence import HangEvidence, StationEvidence, capture
+from console.doctor.evidence_words import StationRow, station_rows
 from console.sanitize import one_line
 
 CAPTURE_INTERVAL_S = 3.0
 CAPTURE_DEADLINE_S = 60.0
 
 
-def station_lines(ev: StationEvidence, ras_ops: dict[str, int]) -> list[tuple[str, str]]:
-    """(label, text) rows of one station's column; outside text is one plain line each."""
+def station_lines(ev: StationEvidence, ras_ops: dict[str, int], first: list[StationRow] | None = None
+                  ) -> list[tuple[str, str]]:
+    """(label, text) rows of one station's column; outside text is one plain line each. ``first``
+    (threads, straggler, requests) right under the container: what a hang is read from first, above
+    the fold at 80x24."""
     rows: list[tuple[str, str]] = []
     c = ev.container
     if ev.error:
         rows.append(("station", f"not read: {ev.error}"))
     rows.append(("container", f"{c.get('name', '?')} {c.get('state', '?')}"
                  + (f" (exit {c.get('exit_code')})" if c.get("state") not in (None, "running") else "")))
+    rows.extend(first or ())
     if ev.name in ras_ops:
         rows.append(("RAS", f"op {ras_ops[ev.name]}"))
     elif ev.ras.get("note"):
@@ -71,12 +79,25 @@ def station_lines(ev: StationEvidence, ras_ops: dict[str, int]) -> list[tuple[st
     return rows
 
 
-def column(ev: StationEvidence, ras_ops: dict[str, int], width: int) -> Text:
+def column(ev: StationEvidence, ras_ops: dict[str, int], width: int, first: list[StationRow] | None = None) -> Text:
     out = Text(ev.name + "\n", style="bold")
-    for label, value in station_lines(ev, ras_ops):
+    wide = {label for label, _ in first or ()}  # the hang's first facts get a fourth line before a clip
+    for label, value in station_lines(ev, ras_ops, first):
         out.append(f"{label:<11} ", style="dim")
-        out.append(one_line(value, max(20, width * 3)) + "\n")
+        out.append(one_line(value, max(20, width * (4 if label in wide else 3))) + "\n")
     return out
+
+
+def first_rows(ev: HangEvidence, name: str, head: bool, requests: dict | None, now: float) -> list[StationRow]:
+    """The threads, straggler and (head) requests rows of station ``name``, each read's age taken at
+    ``now`` (stale past the interval + 2 s, as the verdict line's stale rule)."""
+    st = ev.stations[name]
+    tasks_at = st.read_at.get("tasks")
+    ras_at = ev.stations[r].read_at.get("ras") if (r := ev.stragglers.get("read_on")) in ev.stations else None
+    return station_rows(st.tasks, ev.stragglers, name, serves_api=head, requests=requests,
+                        tasks_age_s=None if tasks_at is None else now - tasks_at,
+                        stragglers_age_s=None if ras_at is None else now - ras_at,
+                        stale_after_s=ev.interval_s + 2.0)
 
 
 def ras_ops_by_station(ev: HangEvidence, config: Config) -> dict[str, int]:
@@ -110,9 +131,12 @@ class HangEvidenceScreen(Screen):
     ]
 
     def __init__(self, config: Config, evidence: HangEvidence | None = None, autostart: bool = True,
-                 interval_s: float = CAPTURE_INTERVAL_S) -> None:
+                 interval_s: float = CAPTURE_INTERVAL_S, requests: Callable[[], dict] | None = None) -> None:
+        """``requests``: the head engine's requests in flight now (``incidents.capture.requests_in_flight``
+        over the app's own poll); None: the head's row says "not read"."""
         super().__init__()
         self.config, self.evidence, self.autostart, self.interval_s = config, evidence, autostart, interval_s
+        self.requests = requests
         self.progress_text = ""
         self.failure: str | None = None
         self._job: Worker | None = None
@@ -129,7 +153,7 @@ class HangEvidenceScreen(Screen):
 
     def on_mount(self) -> None:
         self._show()
-        self.set_interval(1.0, self._age)  # evidence ages on screen: older than interval + 2 s it says stale
+        self.set_interval(1.0, self._age)  # every read's age on screen: older than interval + 2 s it says stale
         if self.evidence is None and self.autostart:
             self.action_recapture()
 
@@ -163,7 +187,7 @@ class HangEvidenceScreen(Screen):
         self._show()
 
     def _age(self) -> None:
-        if self.evidence is not None and self.evidence.stale_reads(time.time()):
+        if self.evidence is not None:  # the rows' ages count on (a frozen "3 s old" would be a lie)
             self._show()
 
     def action_save(self) -> None:
@@ -230,9 +254,12 @@ class HangEvidenceScreen(Screen):
         self.query_one("#hang-findings", Static).update(findings)
         width = max(20, (self.size.width or 80) // max(1, len(self.config.stations)) - 3)
         ops = ras_ops_by_station(ev, self.config) if ev is not None else {}
+        now = time.time()
+        requests = self.requests() if self.requests is not None and ev is not None else None
         for st in self.config.stations:
             box = self.query_one(f"#hang-rank-{st.rank}", Static)
             if ev is None or st.name not in ev.stations:
                 box.update(Text(st.name + "\n", style="bold") + Text("waiting for the capture", style="dim"))
             else:
-                box.update(column(ev.stations[st.name], ops, width))
+                box.update(column(ev.stations[st.name], ops, width,
+                                  first_rows(ev, st.name, st.name == self.config.head.name, requests, now)))
