@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from console.remote.cmdlines import HEALTH_EVERY_S, RAILS_EVERY_S
+from console.remote.cmdlines.streams import HEALTH_EVERY_S, RAILS_EVERY_S
 
 
 class Aspect(StrEnum):
