@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from console.incidents.detector import Closed, Event, Opened
-from console.station.state import Aspect, StationState
+from console.station.aspects import Aspect
+from console.station.state import StationState
 from console.vocabulary import ConnState
 
 CONDITION_KINDS: tuple[str, ...] = ("gpu-fault", "rail", "unreachable")

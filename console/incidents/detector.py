@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from console.station.progress import Verdict
-from console.station.state import ProgressFacts
+from console.station.progress_facts import ProgressFacts
 from console.vocabulary import Progress
 
 #: The service verdicts that are incidents, and the incident's kind (a new alarm state: one line).

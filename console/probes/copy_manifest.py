@@ -1,4 +1,4 @@
-"""A copied directory's identity as ``cmdlines_copy.manifest`` prints it, and rsync's progress
+"""A copied directory's identity as ``cmdlines.copy.manifest`` prints it, and rsync's progress
 lines: pure parsers, no I/O."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``ps -ww -o pid=,user:32=,pcpu=,rss=,cgroup:512=,lstart=,args=`` rows and ``docker ps --no-trunc --format
-'{{.ID}} {{.Names}}'`` (console/remote/cmdlines.py ``process_details``): who runs a process, its CPU
+'{{.ID}} {{.Names}}'`` (console/remote/cmdlines/processes.py ``process_details``): who runs a process, its CPU
 share, its resident memory and the container it belongs to, by the container id its cgroup names
 (cgroup v2 ``0::/system.slice/docker-<id>.scope``, v1 ``...:/docker/<id>``, containerd ``cri-containerd-<id>``).
 Pure: text in, dataclasses out, row by row: a row that does not read (a cut line, a number out of

@@ -1,7 +1,8 @@
 """OpenAI-compatible API of a simulated head station (aiohttp).
 
 Listens only while the simulated engine is ready, as vLLM binds its port only at the end of
-start-up. ``create_app(backend)`` is the one entry point.
+start-up. ``create_app(backend)`` is the one entry point; what the model says is planned in
+``console/sim/replies.py``, the slots, pacing and ``/metrics`` are ``console/sim/api_scheduler.py``.
 
 What it imitates, from shared/reference/engines.md: streamed chat completions (SSE) with reasoning
 (``reasoning`` for vLLM, ``reasoning_content`` for SGLang), GLM tool calls when tools are given,
@@ -20,307 +21,21 @@ import random
 import time
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import generate_latest
 
-# Bucket bounds as vLLM 0.32 exposes them (tests/fixtures/vllm-0.32-cpu-metrics.txt).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-               240.0, 480.0, 960.0, 1920.0, 7680.0)
+from console.sim.api_scheduler import LiveRequest, Scheduler
+from console.sim.replies import Plan, count_tokens, plan_reply
+
 HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLang's /health_generate gives up then (SGLANG_HEALTH_CHECK_TIMEOUT)
-CONCURRENCY_SLOWDOWN = 0.1  # per-user rate = tokens_per_s / (1 + 0.1 * (running - 1)): 115 -> ~46 at 16
-MTP_ACCEPT = (0.8, 0.55, 0.35, 0.2)  # per-position acceptance, conditional on the previous ones
-EFFORT_REASONING_TOKENS = {"none": 0, "minimal": 12, "low": 40, "medium": 90, "high": 160, "xhigh": 240,
-                           "max": 320}
-
-REASONING = [
-    "The user is asking something; let me work out what they need.",
-    "First, restate the question in my own words.",
-    "The operator is checking that the served model answers sensibly.",
-    "I should keep the answer short and concrete.",
-    "Consider what is known: two stations, one model, tensor parallel over RoCE.",
-    "There may be a trick here, so check the assumptions again.",
-    "A direct answer is best, with one line of context.",
-    "Let me double-check the arithmetic before answering.",
-    "Nothing in the question needs a tool.",
-    "Good, the plan is clear; write the reply.",
-]
-CONTENT = [
-    "This is the simulated {model} served by {engine}.",
-    "Your message was: \u201c{prompt}\u201d.",
-    "The stations are simulated, so this reply is made up, but it streams at a realistic rate,",
-    "with reasoning first and the answer after it, exactly as the real server sends them.",
-]
-FILLER = "The quick brown fox jumps over the lazy dog while the stations keep serving tokens."
-
-
-def _words(text: str) -> list[str]:
-    """Word-sized tokens that concatenate back to ``text`` (a leading space belongs to a token)."""
-    out: list[str] = []
-    for i, w in enumerate(text.split(" ")):
-        out.append(w if i == 0 else " " + w)
-    return [t for t in out if t]
-
-
-@dataclass
-class Plan:
-    reasoning: list[str]
-    content: list[str]
-    tool_call: dict[str, Any] | None = None  # {"name", "arguments" (JSON text)}
-    tool_tokens: int = 0  # tokens the tool call costs (the GLM tool-call text)
-
-
-def _last_user_text(messages: list[Any]) -> str:
-    for m in reversed(messages):
-        if isinstance(m, dict) and m.get("role") == "user":
-            c = m.get("content")
-            if isinstance(c, str):
-                return c
-            if isinstance(c, list):  # content parts
-                return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-    return ""
-
-
-def _tool_arguments(tool: dict[str, Any], prompt: str) -> dict[str, Any]:
-    params = (tool.get("function") or {}).get("parameters") or {}
-    props = params.get("properties") or {}
-    required = params.get("required") or list(props)[:1]
-    args: dict[str, Any] = {}
-    for name in required:
-        kind = (props.get(name) or {}).get("type", "string")
-        if kind in ("integer", "number"):
-            args[name] = 1
-        elif kind == "boolean":
-            args[name] = True
-        elif name in ("city", "location", "place"):
-            args[name] = "Paris" if "paris" in prompt.lower() or not prompt else prompt.split()[-1].strip("?.!")
-        else:
-            args[name] = "example"
-    return args
-
-
-def plan_reply(body: dict[str, Any], model: str, engine: str) -> Plan:
-    """What the simulated model will say: deterministic for a given request."""
-    messages = body.get("messages") or []
-    prompt = _last_user_text(messages)
-    rng = random.Random(zlib.crc32(prompt.encode()))
-    kwargs = body.get("chat_template_kwargs") or {}
-    thinking = not (kwargs.get("enable_thinking") is False or kwargs.get("thinking") is False)
-    effort = str(kwargs.get("reasoning_effort") or body.get("reasoning_effort") or "high")
-    n_reason = EFFORT_REASONING_TOKENS.get(effort, 160) if thinking else 0
-    reasoning: list[str] = []
-    order = rng.sample(REASONING, len(REASONING))  # no sentence twice in a row
-    k = 0
-    while len(reasoning) < n_reason:
-        reasoning += _words((" " if reasoning else "") + order[k % len(order)])
-        k += 1
-    reasoning = reasoning[:n_reason]
-    tools = body.get("tools") or []
-    if tools and body.get("tool_choice") != "none":
-        tool = tools[0]
-        name = (tool.get("function") or {}).get("name", "tool")
-        args = _tool_arguments(tool, prompt)
-        reasoning = reasoning[: min(len(reasoning), 30)] if thinking else []
-        # GLM's text: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>
-        cost = 3 + 5 * len(args) + sum(len(str(v).split()) for v in args.values())
-        return Plan(reasoning, [], {"name": name, "arguments": json.dumps(args)}, cost)
-    short = prompt.replace("\n", " ")
-    short = short[:60] + ("\u2026" if len(short) > 60 else "")
-    text = " ".join(CONTENT).format(model=model, engine=engine, prompt=short)
-    content = _words(text)
-    if body.get("ignore_eos"):  # benchmarks force the full max_tokens
-        target = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-        while len(reasoning) + len(content) < target:
-            content += _words(" " + FILLER)
-    return Plan(reasoning, content)
-
-
-def _spec_tokens(backend: Any) -> int:
-    """Draft tokens per step when the backend runs MTP (profile ``speculative_config``)."""
-    n = getattr(backend, "num_speculative_tokens", None)
-    if n is not None:
-        return int(n)
-    try:
-        spec = backend.world.profile.serving.get("speculative_config")
-    except AttributeError:
-        return 0
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except ValueError:
-            return 0
-    return int((spec or {}).get("num_speculative_tokens", 0)) if isinstance(spec, dict) else 0
-
-
-@dataclass
-class _Live:
-    prompt_tokens: int
-    generated: int = 0
-
-
-@dataclass
-class _Engine:
-    """Scheduler state and metrics shared by the requests of one simulated server."""
-
-    backend: Any
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    live: dict[str, _Live] = field(default_factory=dict)
-    waiting: int = 0
-    seen_prefixes: set[int] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        b = self.backend
-        self.slots = asyncio.Semaphore(max(1, int(b.max_num_seqs)))
-        self.spec_k = _spec_tokens(b)
-        self.kv_tokens = int(getattr(b, "kv_cache_tokens", 0) or max(4096, int(b.max_model_len) * 2))
-        self.sglang = b.engine == "sglang"
-        p = "sglang:" if self.sglang else "vllm:"
-        lbl = ["model_name"] if self.sglang else ["engine", "model_name"]
-        self.lv = [b.model] if self.sglang else ["0", b.model]
-        r = self.registry
-        if self.sglang:
-            self.g_running = Gauge(p + "num_running_reqs", "The number of running requests.", lbl, registry=r)
-            self.g_waiting = Gauge(p + "num_queue_reqs", "The number of requests in the waiting queue.", lbl,
-                                   registry=r)
-            self.g_kv = Gauge(p + "token_usage", "The token usage.", lbl, registry=r)
-            self.g_gen = Gauge(p + "gen_throughput", "The generation throughput (token/s).", lbl, registry=r)
-            self.g_hit = Gauge(p + "cache_hit_rate", "The prefix cache hit rate.", lbl, registry=r)
-            self.g_acc_len = Gauge(p + "spec_accept_length", "The average acceptance length of speculative "
-                                   "decoding.", lbl, registry=r)
-            self.g_acc_rate = Gauge(p + "spec_accept_rate", "The average acceptance rate of speculative "
-                                    "decoding.", lbl, registry=r)
-            self.c_requests = Counter(p + "num_requests", "Number of requests processed.", lbl, registry=r)
-        else:
-            self.g_running = Gauge(p + "num_requests_running", "Number of requests in model execution batches.",
-                                   lbl, registry=r)
-            self.g_waiting = Gauge(p + "num_requests_waiting", "Number of requests waiting to be processed.",
-                                   lbl, registry=r)
-            self.g_kv = Gauge(p + "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lbl,
-                              registry=r)
-            self.c_queries = Counter(p + "prefix_cache_queries", "Prefix cache queries, in terms of number of "
-                                     "queried tokens.", lbl, registry=r)
-            self.c_hits = Counter(p + "prefix_cache_hits", "Prefix cache hits, in terms of number of cached "
-                                  "tokens.", lbl, registry=r)
-            self.c_preempt = Counter(p + "num_preemptions", "Cumulative number of preemption from the engine.",
-                                     lbl, registry=r)
-            self.c_success = Counter(p + "request_success", "Count of successfully processed requests.",
-                                     lbl + ["finished_reason"], registry=r)
-            if self.spec_k:
-                self.c_drafts = Counter(p + "spec_decode_num_drafts", "Number of spec decoding drafts.", lbl,
-                                        registry=r)
-                self.c_draft_tokens = Counter(p + "spec_decode_num_draft_tokens", "Number of draft tokens.",
-                                              lbl, registry=r)
-                self.c_accepted = Counter(p + "spec_decode_num_accepted_tokens", "Number of accepted tokens.",
-                                          lbl, registry=r)
-                self.c_accepted_pos = Counter(p + "spec_decode_num_accepted_tokens_per_pos",
-                                              "Accepted tokens per draft position.", lbl + ["position"],
-                                              registry=r)
-        self.c_prompt = Counter(p + "prompt_tokens", "Number of prefill tokens processed.", lbl, registry=r)
-        self.c_gen = Counter(p + "generation_tokens", "Number of generation tokens processed.", lbl, registry=r)
-        self.h_ttft = Histogram(p + "time_to_first_token_seconds", "Histogram of time to first token in "
-                                "seconds.", lbl, buckets=TTFT_BUCKETS, registry=r)
-        self.h_itl = Histogram(p + "inter_token_latency_seconds", "Histogram of inter-token latency in "
-                               "seconds.", lbl, buckets=ITL_BUCKETS, registry=r)
-        self.h_e2e = Histogram(p + "e2e_request_latency_seconds", "Histogram of e2e request latency in "
-                               "seconds.", lbl, buckets=E2E_BUCKETS, registry=r)
-        for m in (self.c_prompt, self.c_gen, self.h_ttft, self.h_itl, self.h_e2e):
-            m.labels(*self.lv)  # exposed at zero from the start, as vLLM does
-        if not self.sglang:
-            for m in (self.c_queries, self.c_hits, self.c_preempt):
-                m.labels(*self.lv)
-            if self.spec_k:
-                for m in (self.c_drafts, self.c_draft_tokens, self.c_accepted):
-                    m.labels(*self.lv)
-        self._spec_drafts = 0
-        self._spec_accepted = 0
-        self._gen_window: list[tuple[float, int]] = []
-        self._bg_tokens = 0  # the background users' tokens already counted
-        self.refresh()
-
-    def refresh(self, load: tuple[int, float, bool] | None = None) -> None:
-        """The gauges now; ``load``: the wedge fault's users (running, tokens so far, wedged)."""
-        self.g_running.labels(*self.lv).set(len(self.live) + (load[0] if load else 0))
-        if load is not None and (gained := int(load[1]) - self._bg_tokens) > 0:
-            self.generated(gained)
-            self._bg_tokens += gained
-        self.g_waiting.labels(*self.lv).set(self.waiting)
-        used = sum(x.prompt_tokens + x.generated for x in self.live.values())
-        self.g_kv.labels(*self.lv).set(min(1.0, used / self.kv_tokens))
-        if self.sglang:
-            now = time.monotonic()
-            self._gen_window = [(t, n) for t, n in self._gen_window if t > now - 5.0]
-            self.g_gen.labels(*self.lv).set(sum(n for _, n in self._gen_window) / 5.0)
-
-    def per_user_rate(self) -> float:
-        n = max(1, len(self.live))
-        return float(self.backend.tokens_per_s) / (1.0 + CONCURRENCY_SLOWDOWN * (n - 1))
-
-    def prefix(self, messages: list[Any], prompt_tokens: int) -> int:
-        """Tokens of this prompt already cached: whole earlier messages seen before (chat history)."""
-        hits = 0
-        acc = 0
-        matching = True
-        for m in messages:
-            acc = zlib.crc32(json.dumps(m, sort_keys=True).encode(), acc)
-            matching = matching and acc in self.seen_prefixes
-            if matching:
-                hits += _count_tokens([m])
-            self.seen_prefixes.add(acc)
-        return min(hits, prompt_tokens)
-
-    def generated(self, n: int) -> None:
-        self.c_gen.labels(*self.lv).inc(n)
-        if self.sglang:
-            self._gen_window.append((time.monotonic(), n))
-
-    def step_tokens(self, rng: random.Random, cap: int) -> int:
-        """Tokens one decode step emits (at most ``cap``): 1 + accepted MTP drafts, counted."""
-        if not self.spec_k or cap <= 0:
-            return min(1, cap)
-        accepted = 0
-        for _ in range(min(self.spec_k, cap - 1)):
-            if rng.random() >= MTP_ACCEPT[min(accepted, len(MTP_ACCEPT) - 1)]:
-                break
-            accepted += 1
-        self._spec_drafts += 1
-        self._spec_accepted += accepted
-        if self.sglang:
-            self.g_acc_len.labels(*self.lv).set(1 + self._spec_accepted / self._spec_drafts)
-            self.g_acc_rate.labels(*self.lv).set(self._spec_accepted / (self._spec_drafts * self.spec_k))
-        else:
-            self.c_drafts.labels(*self.lv).inc()
-            self.c_draft_tokens.labels(*self.lv).inc(self.spec_k)
-            self.c_accepted.labels(*self.lv).inc(accepted)
-            for pos in range(accepted):
-                self.c_accepted_pos.labels(*self.lv, str(pos)).inc()
-        return 1 + accepted
-
-    def finished(self, reason: str) -> None:
-        if self.sglang:
-            self.c_requests.labels(*self.lv).inc()
-        else:
-            self.c_success.labels(*self.lv, reason).inc()
-
-
-def _count_tokens(messages: list[Any]) -> int:
-    """About 4 characters a token, plus the template's few tokens per message."""
-    n = 0
-    for m in messages:
-        c = m.get("content") if isinstance(m, dict) else ""
-        n += 4 + len(json.dumps(c) if not isinstance(c, str) else c) // 4
-    return max(1, n)
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": status}},
                              status=status)
-
 
 
 @dataclass
@@ -346,11 +61,11 @@ def create_app(backend) -> web.Application:
     """``backend``: model, max_model_len, engine, api_key, tokens_per_s, max_num_seqs, phase()."""
     app = web.Application()
     started = int(time.time())
-    state: dict[str, _Engine] = {}
+    state: dict[str, Scheduler] = {}
 
-    def eng() -> _Engine:  # created in the serving loop (asyncio.Semaphore binds to it)
+    def eng() -> Scheduler:  # created in the serving loop (asyncio.Semaphore binds to it)
         if "e" not in state:
-            state["e"] = _Engine(backend)
+            state["e"] = Scheduler(backend)
         return state["e"]
 
     def authorized(request: web.Request) -> bool:
@@ -414,7 +129,7 @@ def create_app(backend) -> web.Application:
         if body.get("model") not in (None, backend.model):
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         e = eng()
-        prompt_tokens = _count_tokens(body["messages"])
+        prompt_tokens = count_tokens(body["messages"])
         room = int(backend.max_model_len) - prompt_tokens
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         if max_tokens is None:
@@ -430,7 +145,7 @@ def create_app(backend) -> web.Application:
             return await _stream(request, e, body, plan, prompt_tokens, max_tokens)
         return await _whole(e, body, plan, prompt_tokens, max_tokens)
 
-    async def _generate(e: _Engine, body: dict[str, Any], plan: Plan, prompt_tokens: int, max_tokens: int):
+    async def _generate(e: Scheduler, body: dict[str, Any], plan: Plan, prompt_tokens: int, max_tokens: int):
         """Yield (kind, text) pieces paced like the engine; the final item is ("finish", reason)."""
         rid = uuid.uuid4().hex
         t0 = time.monotonic()
@@ -440,7 +155,7 @@ def create_app(backend) -> web.Application:
             await e.slots.acquire()
         finally:
             e.waiting -= 1
-        live = _Live(prompt_tokens)
+        live = LiveRequest(prompt_tokens)
         e.live[rid] = live
         e.refresh()
         rng = random.Random(zlib.crc32(json.dumps(body.get("messages"), sort_keys=True).encode()))
@@ -528,7 +243,7 @@ def create_app(backend) -> web.Application:
         return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": backend.model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
-    async def _stream(request: web.Request, e: _Engine, body: dict[str, Any], plan: Plan, prompt_tokens: int,
+    async def _stream(request: web.Request, e: Scheduler, body: dict[str, Any], plan: Plan, prompt_tokens: int,
                       max_tokens: int) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -570,7 +285,7 @@ def create_app(backend) -> web.Application:
             await gen.aclose()
         return resp
 
-    async def _whole(e: _Engine, body: dict[str, Any], plan: Plan, prompt_tokens: int,
+    async def _whole(e: Scheduler, body: dict[str, Any], plan: Plan, prompt_tokens: int,
                      max_tokens: int) -> web.Response:
         parts: dict[str, list[str]] = {"reasoning": [], "content": []}
         calls: list[dict[str, Any]] = []

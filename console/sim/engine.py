@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from console.config import Profile, tensor_parallel_for, weights_per_gpu_gib
-from console.remote.cmdlines import MEMINFO
+from console.remote.cmdlines.host import MEMINFO
 from console.sim import launch
 from console.sim.timelines import Timeline, sglang_timeline, vllm_timeline
 from console.sim.world import BASE_HOST_USED_MIB, World, held_mib

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from console.remote.cmdlines import NET_SYSFS, RDMA_SYSFS
+from console.remote.cmdlines.links import NET_SYSFS, RDMA_SYSFS
 from console.sim.shims._net import mac, rails
 from console.sim.world import World
 

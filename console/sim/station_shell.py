@@ -1,7 +1,7 @@
 """How a simulated station runs a command line: its side of the SSH session.
 
 The console sends a simulated station exactly the command line a real station runs
-(``console/remote/cmdlines.py``: ``cat /proc/meminfo``, ``cd /sys/class/infiniband/...``,
+(``console/remote/cmdlines/``: ``cat /proc/meminfo``, ``cd /sys/class/infiniband/...``,
 ``cat "$HOME"/glm53.env``). The station answers it from its own side, as sshd and the station's
 file system would:
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.config import Config
-from console.station.state import Aspect, Stations, StationState
+from console.station.aspects import Aspect
+from console.station.state import Stations, StationState
 from console.vocabulary import EnginePhase
 
 #: The start-up phases in which unified memory fills fastest: weights, KV cache, CUDA graphs.

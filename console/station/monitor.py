@@ -51,6 +51,7 @@ from console.remote.transport import (
     tcp_probe,
 )
 from console.sanitize import one_line
+from console.station.aspects import HOSTMEM_EVERY_S, Aspect, stale_after_s
 from console.station.health_streams import HealthStreams
 from console.station.logstream import LogStream
 from console.station.messages import (
@@ -62,7 +63,6 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.station.state import HOSTMEM_EVERY_S, Aspect, stale_after_s
 from console.tasks import cancel_and_wait
 from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
 

@@ -34,8 +34,9 @@ from dataclasses import dataclass, replace
 
 from console.durations import clock
 from console.probes.nvidia_smi import GpuReading
+from console.station.aspects import Aspect
 from console.station.ras_watch import RasView
-from console.station.state import Aspect, StationState
+from console.station.state import StationState
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     LOADING_PHASES,

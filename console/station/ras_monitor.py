@@ -1,5 +1,5 @@
 """The continuous NCCL RAS watch's job: while an engine serves, one short one-shot ``ncclras``
-(``remote/cmdlines.py``: ``ncclras_watch``, bounded station-side) every ``RAS_WATCH_EVERY_S`` on the
+(``remote/cmdlines/nccl.py``: ``ncclras_watch``, bounded station-side) every ``RAS_WATCH_EVERY_S`` on the
 head, or on the first serving station by rank when the head's engine is gone (its RAS service died
 with it), posted as a ``RasSample`` and folded into the fleet's one ``RasWatch``
 (console/station/ras_watch.py). A one-shot command over the station's existing session: no

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from console.durations import clock
 from console.probes import ParseError, ncclras
-from console.remote.cmdlines import RAS_WATCH_EVERY_S, RAS_WATCH_LIMIT_S
+from console.remote.cmdlines.nccl import RAS_WATCH_EVERY_S, RAS_WATCH_LIMIT_S
 from console.sanitize import one_line
 from console.station.messages import RasSample
 from console.vocabulary import RasState

@@ -13,9 +13,10 @@ from console.probes.gpu_health import to_dict as health_to_dict
 from console.probes.nvidia_smi import GpuReading
 from console.probes.xid import meaning as xid_meaning
 from console.sanitize import one_line
+from console.station.aspects import Aspect
 from console.station.health import XidEvent
 from console.station.progress import Verdict
-from console.station.state import Aspect, StationState
+from console.station.state import StationState
 from console.vocabulary import TRANSPORT_TEXT, Progress
 
 

@@ -14,7 +14,9 @@ monitor says ``stale`` and names the late source (``conn.late``), and ``why`` sa
 ("GPU samples stale 12 s: nvidia-smi not answering; SSH fine"). Values derived from several sources are computed
 here once: the memory of each GPU (on GB10's unified memory nvidia-smi says ``[N/A]``: the GPU's
 share is the sum of its processes, its total the host's memory), its history, the connection
-state's groups, ages, whether the engine line shows and the engine's words.
+state's groups, ages, whether the engine line shows and the engine's words. What a message changes
+(``Aspect``) and how late each source may be are in ``console/station/aspects.py``; the GPU memory
+view and its history in ``gpu_memory.py``; the facts the progress judge reads in ``progress_facts.py``.
 
 Pure: no widgets, no I/O and no clock of its own: every time comes from a message, or from the
 ``now`` a reader passes in.
@@ -22,21 +24,20 @@ Pure: no widgets, no I/O and no clock of its own: every time comes from a messag
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from enum import StrEnum
+from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from console.durations import age as age_words
-from console.probes.docker import ContainerInfo, newest_stamps, parse_time
+from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.gpu_health import GpuHealth, HealthFlag
 from console.probes.gpu_health import flags as health_flags
 from console.probes.gpu_health import worst as worst_flag
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
-from console.remote.cmdlines import HEALTH_EVERY_S, RAILS_EVERY_S
+from console.station.aspects import NOTHING, SOURCE_WORDS, SOURCES, Aspect, health_late_limits, late_limits
+from console.station.gpu_memory import GpuMemory, GpuTrace
 from console.station.health import XidEvent, xid_event
 from console.station.messages import (
     AppsSample,
@@ -48,11 +49,11 @@ from console.station.messages import (
     HostMemSample,
     KernelEvents,
     LogBatch,
-    LogMarker,
     RailsSample,
     RasSample,
     ServingUpdate,
 )
+from console.station.progress_facts import ProgressFacts
 from console.station.rails_live import RailTracker
 from console.station.ras_watch import RankHome, RasWatch
 from console.vocabulary import (
@@ -71,64 +72,7 @@ if TYPE_CHECKING:
     from console.serving.metrics import ServingSnapshot
 
 
-class Aspect(StrEnum):
-    """What a message changed. The sources, each with its own time in ``StationState.at`` (except
-    ``CONN``, whose time is the connection's ``last_sample_at``), and ``MEMORY``: the per-GPU
-    memory view derived from the GPU, process and host-memory readings."""
-
-    CONN = "conn"
-    GPUS = "gpus"
-    APPS = "apps"
-    HOSTMEM = "hostmem"
-    CONTAINER = "container"
-    ENGINE = "engine"
-    LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
-    SERVING = "serving"  # the API's poll (the head station's)
-    MEMORY = "memory"
-    # GPU and fabric health
-    HEALTH = "health"  # the per-GPU health stream
-    RAILS = "rails"  # the rails loop
-    KERNEL = "kernel"  # the kernel log follower (Xid lines)
-    RAS = "ras"  # the job's NCCL RAS watch (one for the fleet: console/station/ras_watch.py)
-
-
-EVERY_ASPECT = frozenset(Aspect)
-NOTHING: frozenset[Aspect] = frozenset()
-
-#: Each source in the operator's words ("GPU samples stale 12 s").
-SOURCE_WORDS: dict[Aspect, str] = {
-    Aspect.GPUS: "GPU samples", Aspect.APPS: "GPU processes", Aspect.HOSTMEM: "host memory",
-    Aspect.CONTAINER: "container events", Aspect.ENGINE: "engine log", Aspect.LOGS: "log stream",
-    Aspect.SERVING: "serving poll", Aspect.HEALTH: "GPU health", Aspect.RAILS: "rails", Aspect.KERNEL: "kernel log"}
-#: The sources, as ``watch --json``/``status --json`` name their ages (``ages_s``); the kernel follower is
-#: event-driven: no age of its own.
-SOURCES = (Aspect.GPUS, Aspect.APPS, Aspect.HOSTMEM, Aspect.CONTAINER, Aspect.ENGINE, Aspect.LOGS, Aspect.SERVING,
-           Aspect.HEALTH, Aspect.RAILS)
-#: How often the monitor reads host memory (seconds); GPU samples come at the configured interval.
-HOSTMEM_EVERY_S = 2.0
-
-
-def stale_after_s(interval_s: float) -> float:
-    """Silence after which a periodic source's values (or a silent station's) are stale: a read older
-    than its interval + 2 s is never shown as current; never under 3 s (a fast loop's jitter)."""
-    return max(3.0, interval_s + 2.0)
-
-
-def late_limits(gpu_interval_s: float = 1.0) -> dict[Aspect, float]:
-    """How late each periodic source may be before its values are stale. The event-driven ones
-    (container, engine, logs) say nothing while nothing happens: only the connection ages them."""
-    gpu = stale_after_s(gpu_interval_s)
-    return {Aspect.GPUS: gpu, Aspect.APPS: gpu, Aspect.HOSTMEM: stale_after_s(HOSTMEM_EVERY_S)}
-
-
-def health_late_limits() -> dict[Aspect, float]:
-    """The health stream and the rails loop: late after their interval + 2 s (stale_after_s)."""
-    return {Aspect.HEALTH: stale_after_s(HEALTH_EVERY_S), Aspect.RAILS: stale_after_s(RAILS_EVERY_S)}
-
-
-#: GPU samples kept per GPU for its history (the meter's sparkline and plot).
-HISTORY = 120
-#: Xid events kept per station.
+#: The kernel log's Xid lines kept per station (the newest).
 XIDS_KEPT = 50
 
 
@@ -172,43 +116,6 @@ class Connection:
     def logs_readable(self) -> bool:
         """The container log is being read (the diagnosis sees it)."""
         return self.state in LOG_READ_STATES
-
-
-@dataclass(frozen=True)
-class GpuMemory:
-    """One GPU's memory as the console shows it. ``unified``: GB10, where nvidia-smi reports no
-    memory: ``used`` is the sum of the GPU's processes, ``total`` the host's memory (None until a
-    host-memory sample came). A GPU that could not be read has neither."""
-
-    used_mib: float | None
-    total_mib: float | None
-    unified: bool = False
-
-    @property
-    def note(self) -> str:
-        return "unified" if self.unified else ""
-
-    @property
-    def frac(self) -> float | None:
-        return self.used_mib / self.total_mib if self.used_mib is not None and self.total_mib else None
-
-
-@dataclass
-class GpuTrace:
-    """One GPU's memory and utilization over its last ``HISTORY`` samples, by the samples' own
-    clock (newest last). A sample drawn again (new processes, host memory) replaces its entry."""
-
-    times: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
-    used: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
-    utils: deque[int | None] = field(default_factory=lambda: deque(maxlen=HISTORY))
-
-    def record(self, at: float, used_mib: float, util: int | None) -> None:
-        if self.times and self.times[-1] == at:
-            self.used[-1], self.utils[-1] = used_mib, util
-        else:
-            self.times.append(at)
-            self.used.append(used_mib)
-            self.utils.append(util)
 
 
 class StationState:
@@ -262,7 +169,7 @@ class StationState:
 
     def apply(self, msg: object) -> frozenset[Aspect]:
         """Fold one message in; the aspects it changed (none for a message of another kind)."""
-        self._note_progress(msg)  # the facts the progress judge reads
+        self.progress.note(msg)  # the facts the progress judge reads
         match msg:
             case ConnectionState():
                 return self._connection(msg)
@@ -504,7 +411,8 @@ class StationState:
         named = [g for g in self.gpus if serving_gpu is not None and g.name == serving_gpu]
         return named or list(self.gpus)
 
-    # GPU and fabric health
+    # ------------------------------------------------------------------ GPU and fabric health
+
     def _apply_health(self, msg: object) -> frozenset[Aspect]:
         match msg:
             case GpuHealthSample():
@@ -543,7 +451,9 @@ class StationState:
         levels |= {("error" if x.info_severity in ("fatal", "error") else "warn") for x in self.run_xids()}
         levels |= {v.level for v in self.rails.views.values()}
         return "error" if "error" in levels else "warn" if "warn" in levels else None
-    # A GPU in error
+
+    # ------------------------------------------------------------------ a GPU in error
+
     @property
     def gpus_in_error(self) -> list[GpuReading]:
         """The GPUs nvidia-smi printed an error line for in place of a row (a GPU lost, off the bus,
@@ -553,77 +463,6 @@ class StationState:
     def gpu_error_words(self) -> str:
         """``GPU 1: Unable to determine the device handle ...`` (each GPU in error), or ''."""
         return "; ".join(f"GPU {g.index}: {g.error}" for g in self.gpus_in_error)
-    # Progress truth
-    def _note_progress(self, msg: object) -> None:
-        """Keep what the progress judge needs: when the last log line was printed (its docker stamp
-        when it has one and it is not ahead of us), when the engine's phase last changed, each GPU's
-        idle power, and the generation-token counter with when it last moved."""
-        f = self.progress
-        match msg:
-            case LogBatch():
-                if any(not isinstance(line, LogMarker) for line in msg.lines):
-                    at = msg.at
-                    stamps = [t for st in newest_stamps(msg.stamps) if (t := parse_time(st)) is not None]
-                    if stamps:
-                        at = min(at, max(stamps))
-                    f.log_line_at = at if f.log_line_at is None else max(f.log_line_at, at)
-            case EngineUpdate():
-                if msg.progress.phase != f.phase:
-                    f.phase, f.phase_since = msg.progress.phase, msg.at
-            case GpuSample():
-                for g in msg.gpus:
-                    if g.power_w is not None and g.util_pct is not None and g.util_pct <= IDLE_UTIL_PCT:
-                        f.idle_power_w[g.index] = min(f.idle_power_w.get(g.index, g.power_w), g.power_w)
-            case ServingUpdate():
-                f.serving(msg.snapshot)
-
-
-#: A GPU at or under this utilization is idle: its power then is the GPU's idle power.
-IDLE_UTIL_PCT = 10
-
-
-@dataclass
-class ProgressFacts:
-    """The times and values the progress judge reads, kept as messages come (wall times)."""
-
-    log_line_at: float | None = None  # the last log line (not a marker)
-    phase: EnginePhase | None = None
-    phase_since: float | None = None  # when the engine's phase last changed
-    idle_power_w: dict[int, float] = field(default_factory=dict)  # per GPU: lowest power seen while idle
-    tokens: float | None = None  # the generation-token counter as last read (None: not in /metrics)
-    tokens_read_at: float | None = None  # the scrape it came from
-    tokens_moved_at: float | None = None  # when it last changed (a reset is a change; first read starts it)
-    tokens_first_at: float | None = None  # the first read of it (a move is a change seen after this)
-    down_at: float | None = None  # the container was seen running, then not (None: up, or never seen up)
-    active_since: float | None = None  # requests running or waiting since (None: none)
-    quiet_since: float | None = None  # no request since
-
-    @property
-    def seen_moving(self) -> bool:
-        """The counter was seen to change after its first read (until then a frozen one proves nothing)."""
-        return None not in (self.tokens_moved_at, self.tokens_first_at) and self.tokens_moved_at > self.tokens_first_at
-
-    def serving(self, snap: ServingSnapshot) -> None:
-        """A poll of the API: a new scrape moves the counter's facts (the same scrape twice, nothing)."""
-        at = snap.updated_at
-        if at is None or at == self.tokens_read_at:
-            return
-        value = snap.gen_tokens_total
-        value = None if value is None or value != value else value  # NaN: out of range, not a count
-        if value is None:
-            self.tokens, self.tokens_moved_at, self.tokens_first_at = None, None, None
-        elif self.tokens is None or value != self.tokens:  # moved, reset (a restart), or first seen
-            self.tokens_moved_at = at
-            if self.tokens is None:
-                self.tokens_first_at = at
-        self.tokens, self.tokens_read_at = value, at
-        running = snap.running if snap.running == snap.running else None
-        waiting = snap.waiting if snap.waiting == snap.waiting else None
-        active = bool(running) or bool(waiting)
-        if active and self.active_since is None:
-            self.active_since, self.quiet_since = at, None
-        elif not active and self.quiet_since is None:
-            self.active_since, self.quiet_since = None, at
 
 
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
@@ -699,4 +538,3 @@ class Stations(Mapping[str, StationState]):
     def unreadable_logs(self) -> dict[str, ConnState]:
         """Stations whose container log cannot be read now, and why (their connection state)."""
         return {name: s.conn.state for name, s in self._states.items() if not s.conn.logs_readable}
-

@@ -31,6 +31,7 @@ from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
+from console.station.aspects import Aspect
 from console.station.checks.gpu_errors import FIX as GPU_ERRORS_FIX
 from console.station.logstream import StreamSource
 from console.station.messages import (
@@ -45,7 +46,7 @@ from console.station.messages import (
 from console.station.monitor import StationService
 from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
-from console.station.state import Aspect, Stations
+from console.station.state import Stations
 from console.supervisor import JobFailure, Supervisor
 from console.ui.engine_state import HeadEngineChanged
 from console.ui.incidents_hook import incident_recorder

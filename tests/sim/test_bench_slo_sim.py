@@ -56,9 +56,9 @@ async def test_depth_reaches_the_prompt_of_warmup_and_measured_requests(api, mon
 
 
 async def test_spec_decode_accepting_nothing_is_a_warning(api, monkeypatch):  # noqa: F811
-    from console.sim import api as sim_api
+    from console.sim import api_scheduler
 
-    monkeypatch.setattr(sim_api, "MTP_ACCEPT", (0.0,))
+    monkeypatch.setattr(api_scheduler, "MTP_ACCEPT", (0.0,))
     client = await api(tokens_per_s=2000.0, num_speculative_tokens=3)
     settings = BenchSettings((1,), requests_per_level=2, warmup=0, max_tokens=20, ignore_eos=True)
     report = await BenchRunner(client, "glm-5.3", settings).run()

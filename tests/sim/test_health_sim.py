@@ -11,9 +11,10 @@ import pytest
 from test_monitor import Collector
 
 from console.config import Config
+from console.station.aspects import Aspect
 from console.station.messages import GpuHealthSample, GpuSample, RailsSample
 from console.station.monitor import StationService
-from console.station.state import Aspect, Stations, StationState
+from console.station.state import Stations, StationState
 
 SHOW_WITHIN_S = 5.0
 

@@ -94,7 +94,7 @@ async def test_a_closed_stream_ends_a_tool_that_ignores_the_hangup(sim):
 async def test_a_station_whose_nvidia_smi_hangs_from_the_start_is_never_called_live(sim):
     """The first GPU round times out: that is no GPU sample, so the station is stale with the GPU source
     named (its other sources answer), never "live" on GPU values nobody read."""
-    from console.station.state import Aspect
+    from console.station.aspects import Aspect
 
     w = sim.world
     set_hang(w, "B", True)

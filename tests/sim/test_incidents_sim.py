@@ -8,7 +8,7 @@ import dataclasses
 import json
 import tarfile
 
-from console.commands.replay import read_window, replay_lines
+from console.incidents.replay import read_window, replay_lines
 from console.incidents.store import Ledger
 from tests.sim.test_progress_sim import watch_until, wedge_time
 

@@ -4,7 +4,7 @@ is the head again (same machine-id and GPU UUIDs) is refused with the reasons, a
 
 from __future__ import annotations
 
-from console.remote.cmdlines import MACHINE_ID
+from console.remote.cmdlines.identity import MACHINE_ID
 from console.station.checks import run_checks
 from console.vocabulary import CheckStatus
 

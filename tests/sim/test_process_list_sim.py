@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.remote.cmdlines import process_details, signal_process
+from console.remote.cmdlines.processes import process_details, signal_process
 from console.service.actions import ServiceActions
 from console.service.processes import end_process, read_processes
 from console.service.steps import ReadOnlyError

@@ -16,7 +16,8 @@ from aiohttp import web
 from console.serving.chat import SMOKE_TOOL, SMOKE_TOOL_PROMPT, ChatAccumulator, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.metrics import MetricsTracker, ServingMonitor, parse_metrics
-from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, create_app, plan_reply
+from console.sim.api import FixedBackend, create_app
+from console.sim.replies import EFFORT_REASONING_TOKENS, plan_reply
 from tests.waiting import until
 
 

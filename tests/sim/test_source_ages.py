@@ -9,9 +9,10 @@ import time
 
 from test_monitor import Collector
 
+from console.station.aspects import Aspect
 from console.station.messages import ConnectionState, GpuSample, HostMemSample
 from console.station.monitor import StationService
-from console.station.state import Aspect, StationState
+from console.station.state import StationState
 
 
 def _folded(sink: Collector, name: str) -> StationState:

@@ -12,8 +12,9 @@ from aiohttp import web
 from textual.app import App
 from textual.widgets import Input, Select, Switch
 
-from console.sim.api import EFFORT_REASONING_TOKENS, FixedBackend, plan_reply
+from console.sim.api import FixedBackend
 from console.sim.api import create_app as sim_app
+from console.sim.replies import EFFORT_REASONING_TOKENS, plan_reply
 from console.ui.screens.chat import ChatScreen, ReplyView
 from tests.waiting import until
 

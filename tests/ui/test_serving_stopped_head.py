@@ -12,8 +12,9 @@ from dataclasses import replace
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.serving.metrics import ServingSnapshot
+from console.station.aspects import Aspect
 from console.station.messages import ContainerUpdate, EngineUpdate, ServingUpdate
-from console.station.state import Aspect, StationState
+from console.station.state import StationState
 from console.ui import clock
 from console.ui.widgets.serving_panel import ServingPanel
 from tests.ui.pair_app import pair_app

@@ -11,7 +11,7 @@ import stat
 import time
 from pathlib import Path
 
-from console.remote.cmdlines import health_stream
+from console.remote.cmdlines.streams import health_stream
 
 JOURNALCTL = """#!/bin/bash
 case "$FAKE_K" in

@@ -130,7 +130,7 @@ def test_out_is_never_written_through_a_symlink(tmp_path, capsys):
 def test_ssh_to_a_peer_ends_its_options_before_the_host():
     import shlex
 
-    from console.remote.cmdlines import ssh_peer
+    from console.remote.cmdlines.links import ssh_peer
 
     words = shlex.split(ssh_peer("-oProxyCommand=touch /tmp/pwned"))
     assert words[words.index("--") + 1] == "-oProxyCommand=touch /tmp/pwned"  # a host name, not an option

@@ -20,7 +20,7 @@ from console.probes.nvidia_smi import GpuReading
 from console.sim.stall_cycle import frozen
 from console.station.messages import GpuSample
 from console.station.progress import Verdict
-from console.station.state import ProgressFacts
+from console.station.progress_facts import ProgressFacts
 from console.vocabulary import Progress
 
 

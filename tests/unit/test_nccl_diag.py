@@ -81,7 +81,7 @@ def test_env_rung_results_from_a_ras_report():
 
 def test_the_debug_relaunch_offers_run_diagnostics_and_reads_its_lines():
     from console.doctor.relaunch import OVERRIDE_CHOICES, nccl_summary, parse_set
-    from console.remote.cmdlines import NCCL_LOG_PATTERN
+    from console.remote.cmdlines.nccl import NCCL_LOG_PATTERN
 
     assert "NCCL_RUN_DIAGNOSTICS" in OVERRIDE_CHOICES and "NCCL DIAG" in NCCL_LOG_PATTERN
     assert parse_set(["NCCL_RUN_DIAGNOSTICS=1"], ["A", "B"]) == {"A": {"NCCL_RUN_DIAGNOSTICS": "1"},

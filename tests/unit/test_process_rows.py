@@ -10,7 +10,12 @@ import subprocess
 import pytest
 
 from console.probes.processes import parse_identity, parse_ps
-from console.remote.cmdlines import identity_fingerprint, identity_words, process_identity, signal_if_same
+from console.remote.cmdlines.processes import (
+    identity_fingerprint,
+    identity_words,
+    process_identity,
+    signal_if_same,
+)
 
 GOOD = "   4242 ops 0.4 2203648 0::/user.slice/s.scope Sat Dec  5 14:12:43 2026 python3 a.py  --x"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from console.remote.cmdlines import KILLED_STATUS, gpu_query
+from console.remote.cmdlines.bounds import KILLED_STATUS
+from console.remote.cmdlines.gpus import gpu_query
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None, reason="no flock(1) here")
 

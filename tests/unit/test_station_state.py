@@ -10,6 +10,8 @@ from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading
+from console.station.aspects import Aspect
+from console.station.gpu_memory import HISTORY, GpuMemory
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -19,7 +21,7 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
-from console.station.state import HISTORY, Aspect, GpuMemory, Stations, StationState
+from console.station.state import Stations, StationState
 from console.vocabulary import ConnState
 
 A = Aspect

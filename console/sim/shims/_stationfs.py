@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 
 from console.config import tensor_parallel_for
-from console.remote.cmdlines import MACHINE_ID, MEMINFO, NET_SYSFS, RDMA_COUNTER_NAMES, RDMA_SYSFS
-from console.remote.cmdlines_tasks import PROC
+from console.remote.cmdlines.host import MEMINFO
+from console.remote.cmdlines.identity import MACHINE_ID
+from console.remote.cmdlines.links import NET_SYSFS, RDMA_COUNTER_NAMES, RDMA_SYSFS
+from console.remote.cmdlines.tasks import PROC
 from console.sim.station_shell import write_mounts
 from console.sim.world import World
 

@@ -25,8 +25,9 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from console.config import Config, gpus_per_station
+from console.station.aspects import Aspect
 from console.station.progress import Verdict, judge_all, service
-from console.station.state import Aspect, Stations
+from console.station.state import Stations
 from console.ui import clock
 from console.ui.incidents_hook import incidents_tick
 from console.ui.memory_guard_hook import memory_guard_tick

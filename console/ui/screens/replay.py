@@ -1,7 +1,7 @@
 """An incident bundle's window replayed on screen (from the ledger: ``p`` on the Incidents screen).
 
 The window (``window.ndjson``) is played back through the same station state and judge as
-``dgx-console replay --json`` (console/commands/replay.py): one frame a second of the window's time,
+``dgx-console replay --json`` (console/incidents/replay.py): one frame a second of the window's time,
 each station's progress verdict, its why, GPUs, container and engine as they were, and the head's
 requests and token counter from its API poll. A REPLAY strip on top says, always, that this is a
 replay, of which incident, when it began and which moment is shown, and the keys: ←/→ a second,
@@ -25,6 +25,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 
 from console.errors import UsageError
+from console.incidents.replay import read_window, replay_lines
 from console.sanitize import one_line
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0)
@@ -41,8 +42,6 @@ class Frame:
 
 def build_frames(samples: list[dict[str, Any]], window_s: float, interval: float = 1.0) -> list[Frame]:
     """The window's frames, one per ``interval`` s (sync: run it in a thread)."""
-    from console.commands.replay import replay_lines
-
     serving = [s for s in samples if s.get("kind") == "serving"]
     times = [float(s["t"]) for s in serving]
     by_t: dict[float, list[dict[str, Any]]] = {}
@@ -128,8 +127,6 @@ class ReplayScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def _load(self) -> None:
-        from console.commands.replay import read_window
-
         try:
             samples, incident = read_window(self.bundle)
             frames = build_frames(samples, self.window_s)

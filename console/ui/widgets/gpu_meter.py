@@ -15,7 +15,7 @@ from console.durations import age as age_text
 from console.durations import span
 from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
-from console.station.state import GpuMemory, GpuTrace
+from console.station.gpu_memory import GpuMemory, GpuTrace
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
 

@@ -29,8 +29,9 @@ from console.probes.docker import parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
+from console.station.aspects import EVERY_ASPECT, Aspect
 from console.station.health import health_lines
-from console.station.state import EVERY_ASPECT, Aspect, StationState
+from console.station.state import StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import TRANSPORT_STYLE, palette_of
