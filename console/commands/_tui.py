@@ -30,8 +30,11 @@ def run_app(config: Config, args: argparse.Namespace) -> int:
     from console.remote.local import install_reaper
 
     install_reaper()  # killed by SIGHUP/SIGTERM: no local station command (journalctl -k -f) left behind
+    from console.ui.ending_signals import handlers_kept
+
     app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None))
-    app.run()
+    with handlers_kept():
+        app.run()
     return app.return_code or 0
 
 

@@ -48,6 +48,7 @@ from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.state import Stations
 from console.supervisor import JobFailure, Supervisor
+from console.ui.ending_signals import exit_on_ending_signals
 from console.ui.engine_state import HeadEngineChanged
 from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
@@ -142,6 +143,7 @@ class ConsoleApp(App):
         return self.dashboard.panes if self.screen_stack else {}
 
     def on_mount(self) -> None:
+        exit_on_ending_signals(self)  # a closed terminal or a kill ends the app through its teardown
         if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
             self.set_keymap(self.config.keys)
         for t in load_themes():

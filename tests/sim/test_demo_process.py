@@ -62,3 +62,49 @@ async def test_demo_ended_by_sigterm_stops_its_simulator_and_removes_its_directo
         if demo.poll() is None:
             demo.kill()
         os.close(main)
+
+
+async def test_a_closed_terminal_ends_the_busy_demo_through_its_teardown(tmp_path):
+    # SIGHUP while the hang screen captures: the app exits through Textual's teardown (exit code 129) and
+    # the simulator is stopped. (A SystemExit raised wherever the signal landed once left Textual's input
+    # thread running and the process alive with no terminal; that depended on where the signal landed, seen
+    # by hand after minutes of a wedged demo, and this test does not reproduce it every time.)
+    import pty
+    import threading
+
+    main, sub = pty.openpty()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "35"}
+    demo = subprocess.Popen([sys.executable, "-m", "console", "demo", "--fault", "wedge", "--time-scale", "0.1"],
+                            stdin=sub, stdout=sub, stderr=sub, env=env, start_new_session=True)
+    os.close(sub)
+    drawn = bytearray()
+
+    def drain() -> None:  # a terminal reads what the app writes (a full pty would block its writer)
+        while True:
+            try:
+                got = os.read(main, 65536)
+            except OSError:
+                return
+            if not got:
+                return
+            drawn.extend(got[-4096:])
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        ready = await until(lambda: list(tmp_path.glob("dgx-demo-*/ready")), what="the demo's simulator", timeout=60)
+        workdir = ready[0].parent
+        sims = [p for p in psutil.process_iter(["cmdline"]) if str(workdir) in " ".join(p.info["cmdline"] or [])
+                and "sim" in (p.info["cmdline"] or [])]
+        await until(lambda: b"live" in drawn, what="a live station on the screen", timeout=60)
+        os.write(main, b"h")  # the hang screen: a capture starts at once
+        await until(lambda: b"capturing" in drawn or b"captured" in drawn, what="the capture under way", timeout=30)
+        demo.send_signal(1)  # SIGHUP: the terminal went away
+        rc = await asyncio.to_thread(demo.wait, 40)
+        assert rc == 128 + 1
+        assert not workdir.exists()
+        await until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in sims),
+                    what="the simulator to end with the demo", timeout=20)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        os.close(main)
