@@ -75,6 +75,23 @@ class Finding:
         return d
 
 
+@dataclass(frozen=True)
+class PastRun:
+    """The findings of a container run that a newer run of the same container replaced: out of the live
+    list (they describe a process that is gone), kept for the record. ``ended_at``: the run's own
+    finish time when it was seen (``ended_seen``), else the newer run's start (it ended by then)."""
+
+    station: str
+    started_at: float | None
+    ended_at: float | None
+    ended_seen: bool
+    findings: tuple[Finding, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"station": self.station, "started_at": self.started_at, "ended_at": self.ended_at,
+                "ended_seen": self.ended_seen, "findings": [f.to_dict() for f in self.findings]}
+
+
 class CheckResultLike(Protocol):
     id: str
     station: str
