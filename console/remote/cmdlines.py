@@ -95,6 +95,12 @@ def docker_inspect(container: str) -> str:
     return f"docker inspect --format {q(docker_probe.INSPECT_FORMAT)} {q(container)}"
 
 
+def port_listeners(port: int) -> str:
+    """Who listens on TCP ``port`` (console/probes/listeners.py): ``ss -ltnpH 'sport = :8000'``. ss names
+    the process only to its owner and root; the filter is one argument, quoted."""
+    return f"ss -ltnpH {q(f'sport = :{int(port)}')}"
+
+
 def docker_events(container: str, since: str = "30s") -> str:
     """``--since`` replays the last few seconds (a duration on the station's own clock, so no
     skew): a start that lands between our ``docker inspect`` and the moment the subscription is

@@ -78,6 +78,9 @@ KNOWN_FAULTS = {
     "rail-errors": "the rail's RDMA port counts out-of-sequence packets (~1500/s), sequence errors and ACK timeouts",
     "smi-old-driver": "nvidia-smi of an older driver: it knows clocks_throttle_reasons.* only",
     # --- end issue 24
+    "api-port-taken": "the login user's forgotten vLLM on the host (pid 4343) listens on the API port",
+    "api-port-taken-hidden": "another user's server listens on the API port (ss shows this user no process "
+                             "for it)",
     "unified-memory-low": "unified memory (GB10): while the engine loads its weights and captures its CUDA graphs "
                           "MemAvailable sinks to about 2.5 GiB (page cache and a host process hold the rest); it "
                           "comes back once the engine serves",
@@ -119,6 +122,8 @@ DEFAULT_FAULT_STATION = {
     "smi-old-driver": 1,
     # --- end issue 24
     "unified-memory-low": 0,
+    "api-port-taken": 0,
+    "api-port-taken-hidden": 0,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.
