@@ -509,11 +509,12 @@ class Diagnoser(Decisions):
         if known is None or known[0] == start:
             return False
         old_start, old_finish = known
-        self._end_run(station, old_start, old_finish if old_finish is not None else start, old_finish is not None)
+        self.end_run(station, old_start, old_finish if old_finish is not None else start, old_finish is not None)
         return True
 
-    def _end_run(self, station: str, started: float, ended: float, seen: bool) -> None:
-        """Move the station's log findings (its container log and its kernel log since the run started) to
+    def end_run(self, station: str, started: float | None, ended: float | None, seen: bool) -> None:
+        """The station's run fed so far has ended (``ended``: when; ``seen``: its own finish time, else an
+        upper bound such as the next run's start). Move the station's log findings (its container log and its kernel log since the run started) to
         its past runs, and start its sources afresh (their line numbers go on: the log view keeps the old
         lines above the new run's)."""
         kept = tuple(dataclasses.replace(f, evidence=list(f.evidence)) for f in self.ranked()

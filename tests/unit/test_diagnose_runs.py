@@ -76,3 +76,45 @@ class _Check:
     def __init__(self, id: str, station: str, status: str, summary: str, evidence: str, fix: str):
         self.id, self.station, self.status, self.summary, self.evidence, self.fix = (
             id, station, status, summary, evidence, fix)
+
+
+def test_diagnose_station_keeps_an_earlier_runs_lines_out_of_the_findings(tmp_path, monkeypatch, capsys):
+    """``docker logs`` holds every run of a container: after a restart, the crash of the run before is in
+    the tail. ``diagnose --station`` says it under ``previous_runs`` (a key of its own: ``findings`` and
+    ``sources`` keep their shape) and exits 0 on a current run that is healthy."""
+    import json
+    import os
+    import stat
+
+    from console.cli import main
+    from tests.unit.test_diagnose_cli import write_config
+
+    log = "\n".join([
+        "2026-12-06T03:00:01.000000000Z INFO loading weights",
+        "2026-12-06T03:00:09.000000000Z torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.",
+        "2026-12-06T03:10:00.500000000Z INFO Started server process [1]",
+        "2026-12-06T03:10:04.000000000Z INFO:     Application startup complete.",
+    ]) + "\n"
+    state = ('{"Status":"running","Running":true,"ExitCode":0,"OOMKilled":false,'
+             f'"StartedAt":"{RUN2}","FinishedAt":"0001-01-01T00:00:00Z"}}')
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "docker.out").write_text(log)
+    for name, body in (("docker", f"if [ \"$1\" = inspect ]; then echo '{state}|img|sha256:1'; exit 0; fi\n"
+                                  f"cat {tmp_path}/docker.out\n"), ("journalctl", "true\n")):
+        script = bindir / name
+        script.write_text("#!/bin/sh\n" + body)
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    rc = main(["diagnose", "--json", "--config", str(write_config(tmp_path)), "--station", "station-b"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["findings"] == []
+    assert data["sources"][0]["lines"] == 4
+    [past] = data["previous_runs"]
+    assert past["station"] == "station-b" and past["ended_seen"] is False
+    assert [f["id"] for f in past["findings"]] == ["cuda-oom"] and past["findings"][0]["evidence"][0]["line"] == 2
+
+    rc = main(["diagnose", "--config", str(write_config(tmp_path)), "--station", "station-b"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("no findings (4 lines read)")
+    assert "-- previous run of station-b (ended by " in out and "cuda-oom" in out

@@ -17,7 +17,6 @@ from textual.widgets.option_list import Option
 
 from console.diagnosis import Finding
 from console.diagnosis.findings import PastRun
-from console.durations import time_of_day
 from console.sanitize import one_line
 from console.ui.widgets.mounted import while_mounted
 
@@ -39,10 +38,8 @@ def finding_key(f: Finding, run: PastRun | None = None) -> str:
 
 
 def past_run_title(run: PastRun) -> str:
-    """``previous run of B (ended 14:03:41)``; ``ended by`` when its end was not seen (a newer run had
-    started by then)."""
-    when = time_of_day(run.ended_at) if run.ended_at is not None else "at a time not read"
-    return f"previous run of {one_line(run.station, 32)} ({'ended' if run.ended_seen else 'ended by'} {when})"
+    """``previous run of B (ended 14:03:41)`` (the run's one wording: ``PastRun.title``)."""
+    return run.title
 
 
 def station_badge(findings: Iterable[Finding], station: str) -> Text | None:
