@@ -104,6 +104,21 @@ def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
     return sources
 
 
+def split_runs(lines: list[str], started_at: str | None) -> tuple[list[str], list[str]]:
+    """``docker logs`` of a container holds every run's lines: those stamped before the current run's start
+    (``started_at``, docker's StartedAt) are earlier runs', the rest the current run's."""
+    from console.probes.docker import parse_time, split_timestamp
+
+    start = parse_time(started_at) if started_at else None
+    if start is None:
+        return [], lines
+    for i, line in enumerate(lines):
+        ts, _ = split_timestamp(line)
+        if ts is not None and (t := parse_time(ts)) is not None and t >= start:
+            return lines[:i], lines[i:]
+    return lines, []
+
+
 def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, trust: bool) -> list[dict]:
     from console.diagnosis.fetch import fetch_station_log
 
@@ -122,7 +137,16 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
     for log in asyncio.run(all_logs()):
         if log.error:
             print(f"dgx-console: {log.station}: {one_line(log.error, 500)}", file=sys.stderr)
-        entry = {"source": log.station, "lines": _feed(d, log.station, log.lines), "error": log.error}
+        # findings belong to a run: an earlier run's lines in the tail are the record, not the current fault
+        earlier, current = split_runs(log.lines, log.container.started_at if log.container else None)
+        read = 0
+        if earlier:
+            from console.probes.docker import parse_time
+
+            read = _feed(d, log.station, earlier)
+            d.end_run(log.station, None, parse_time(log.container.started_at or ""), seen=False)
+        read += _feed(d, log.station, current)
+        entry = {"source": log.station, "lines": read, "error": log.error}
         if log.kernel is not None or log.kernel_error:  # the kernel log since the container started
             d.feed_kernel(log.station, log.kernel or [])
             entry["kernel"] = {"lines": len(log.kernel or []), "error": log.kernel_error}
@@ -173,12 +197,17 @@ def run(args: argparse.Namespace) -> int:
     findings = d.ranked()
     unreadable = any(s["error"] for s in sources)
     if args.json:
-        print(json_out.dumps({"findings": [f.to_dict() for f in findings], "sources": sources}, indent=2))
-    elif findings:
-        print("\n\n".join(format_finding(f) for f in findings))
+        print(json_out.dumps({"findings": [f.to_dict() for f in findings], "sources": sources,
+                              "previous_runs": [r.to_dict() for r in d.previous_runs()]}, indent=2))
     else:
-        total = sum(s["lines"] for s in sources)
-        print(f"no findings ({total} lines read)")
+        if findings:
+            print("\n\n".join(format_finding(f) for f in findings))
+        else:
+            total = sum(s["lines"] for s in sources)
+            print(f"no findings ({total} lines read)")
+        for r in d.previous_runs():  # after the current findings: the record, never counted in the exit code
+            print(f"\n-- {r.title}: not the container's current run --\n"
+                  + "\n\n".join(format_finding(f) for f in r.findings))
     return 1 if has_problems(findings) or unreadable else 0
 
 

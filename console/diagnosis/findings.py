@@ -75,6 +75,33 @@ class Finding:
         return d
 
 
+@dataclass(frozen=True)
+class PastRun:
+    """The findings of a container run that a newer run of the same container replaced: out of the live
+    list (they describe a process that is gone), kept for the record. ``ended_at``: the run's own
+    finish time when it was seen (``ended_seen``), else the newer run's start (it ended by then)."""
+
+    station: str
+    started_at: float | None
+    ended_at: float | None
+    ended_seen: bool
+    findings: tuple[Finding, ...]
+
+    @property
+    def title(self) -> str:
+        """``previous run of B (ended 14:03:41)``; ``ended by`` when its end was not seen (a newer run had
+        started by then)."""
+        from console.durations import time_of_day
+        from console.sanitize import one_line
+
+        when = time_of_day(self.ended_at) if self.ended_at is not None else "at a time not read"
+        return f"previous run of {one_line(self.station, 32)} ({'ended' if self.ended_seen else 'ended by'} {when})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"station": self.station, "started_at": self.started_at, "ended_at": self.ended_at,
+                "ended_seen": self.ended_seen, "findings": [f.to_dict() for f in self.findings]}
+
+
 class CheckResultLike(Protocol):
     id: str
     station: str

@@ -76,6 +76,10 @@ KNOWN_FAULTS = {
     "rail-flap": "the rail link goes down for 2 s of every 6 s (both ends)",
     "rail-errors": "the rail's RDMA port counts out-of-sequence packets (~1500/s), sequence errors and ACK timeouts",
     "smi-old-driver": "nvidia-smi of an older driver: it knows clocks_throttle_reasons.* only",
+    # The API port
+    "api-port-taken": "the login user's forgotten vLLM on the host (pid 4343) listens on the API port",
+    "api-port-taken-hidden": "another user's server listens on the API port (ss shows this user no process "
+                             "for it)",
     # Host memory
     "unified-memory-low": "unified memory (GB10): while the engine loads its weights and captures its CUDA graphs "
                           "MemAvailable sinks to about 2.5 GiB (page cache and a host process hold the rest); it "
@@ -117,6 +121,8 @@ DEFAULT_FAULT_STATION = {
     "smi-old-driver": 1,
     # Host memory
     "unified-memory-low": 0,
+    "api-port-taken": 0,
+    "api-port-taken-hidden": 0,
 }
 # What the kv-too-small fault puts into the operator's config (World.operator_overrides): the
 # model's whole context, which no KV cache of these GPUs holds for one request.

@@ -205,6 +205,8 @@ class ConsoleApp(App):
             self.diagnoser.feed(msg.station, msg.lines, msg.classified)  # the monitor's scan: no second one
         elif isinstance(msg, ContainerUpdate):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
+            # findings belong to a run: a newer run of the container sends the old one's to "previous run"
+            self.diagnoser.note_run(msg.station, info.started_at, info.finished_at)
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
         elif isinstance(msg, KernelEvents):
@@ -260,7 +262,7 @@ class ConsoleApp(App):
             return
         self._diag_version = self.diagnoser.version
         findings = self.diagnoser.ranked()
-        self.dashboard.query_one(DiagnosisPanel).update_findings(findings)
+        self.dashboard.query_one(DiagnosisPanel).update_findings(findings, self.diagnoser.previous_runs())
         for name, pane in self.panes.items():
             pane.set_badge("diagnosis", station_badge(findings, name))
         shown = self.screen is self.dashboard and self.dashboard.has_class("-show-diagnosis")

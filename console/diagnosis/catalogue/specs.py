@@ -274,6 +274,7 @@ CHECK_RANKS: dict[str, int] = {
     **dict.fromkeys(("env-mismatch", "image-mismatch", "checkpoint-mismatch", "user-mismatch",
                      "container-toolkit", "model-config"), R_SETUP),
     "disk-space": R_SETUP + 3,
+    "api-port": R_SETUP,  # another server on the API port: the engine cannot bind, or we talk to it
     "api-exposed": 60,  # a security warning, unrelated to why serving failed
 }
 

@@ -67,6 +67,7 @@ from console.remote.cmdlines.host import (  # noqa: F401
     model_config,
     model_revision,
     pid_alive,
+    port_listeners,
     read_file,
     run_launch_script,
     script_info,

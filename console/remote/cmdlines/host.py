@@ -1,6 +1,6 @@
 """The station host's command lines: paths in the login user's home, files, the clock, processes by
 pid, the kernel log, the checkpoint's files and free space, the operator's own launch script, the page
-cache, and logind (whether a user lingers)."""
+cache, logind (whether a user lingers), and who listens on a port."""
 
 from __future__ import annotations
 
@@ -109,3 +109,9 @@ def logind_config() -> str:
     return ("systemd-analyze cat-config systemd/logind.conf 2>/dev/null || "
             f"for f in {LOGIND_CONF} {LOGIND_CONF}.d/*.conf; do "
             '[ -f "$f" ] && printf "# %s\\n" "$f" && cat "$f"; done; true')
+
+
+def port_listeners(port: int) -> str:
+    """Who listens on TCP ``port`` (console/probes/listeners.py): ``ss -ltnpH 'sport = :8000'``. ss names
+    the process only to its owner and root; the filter is one argument, quoted."""
+    return f"ss -ltnpH {q(f'sport = :{int(port)}')}"

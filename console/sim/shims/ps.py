@@ -48,6 +48,19 @@ def processes(ctx) -> dict[int, dict]:
     return out
 
 
+def listeners(ctx) -> dict[int, dict]:
+    """The api-port-taken fault's process: the login user's forgotten vLLM on the host, on the API port."""
+    if "api-port-taken" not in ctx.faults:
+        return {}
+    from console.sim.shims.ss import FOREIGN_LISTENER_PID
+
+    port = ctx.profile.api_port
+    return {FOREIGN_LISTENER_PID: {
+        "user": getpass.getuser(), "pcpu": "1.2", "rss": 1_048_576, "stat": "Sl",
+        "cgroup": "0::/user.slice/user-1000.slice/session-3.scope", "lstart": lstart(1_796_000_000),
+        "args": f"python3 -m vllm.entrypoints.openai.api_server --model /models/qwen3-8b --port {port}"}}
+
+
 def main(argv: list[str], ctx) -> int:
     fields = pids = None
     i = 0
@@ -65,7 +78,7 @@ def main(argv: list[str], ctx) -> int:
         real = next(p for p in ("/usr/bin/ps", "/bin/ps") if os.path.exists(p))
         os.execv(real, [real, *argv])
     names = [f.split("=")[0].split(":")[0] for f in fields.split(",")]
-    procs = processes(ctx)
+    procs = {**processes(ctx), **listeners(ctx)}
     found = 0
     for raw in pids.split(","):
         if not raw.strip().isdigit() or int(raw) not in procs:

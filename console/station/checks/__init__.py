@@ -21,6 +21,7 @@ from console.config import Config, Station
 from console.probes import ParseError
 from console.remote.session import make_transport
 from console.remote.transport import Transport
+from console.station.checks.api_port import check_api_port
 from console.station.checks.context import (
     STATUSES,
     TOOL_PACKAGES,
@@ -99,6 +100,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("disk-space", "station", check_disk, "free disk for the checkpoint", ("df",)),
     Spec("env-mismatch", "all", check_env, "env file consistent", ("files",)),
     Spec("api-exposed", "head", check_api_exposed, "API exposure", ("config",)),
+    Spec("api-port", "station", check_api_port, "no one else listens on the API port (the head's refuses a launch)",
+         ("ss", "ps", "docker")),
     # Launch hazards over SSH
     Spec("remove-ipc", "station", check_remove_ipc, "IPC outlives the SSH session (logind RemoveIPC)",
          ("loginctl", "logind.conf")),

@@ -52,7 +52,7 @@ TOOL_PACKAGES = {
     "ibv_devinfo": "ibverbs-utils (rdma-core)", "ibdev2netdev": "MLNX_OFED / DOCA-OFED (mlnx-tools)",
     "show_gids": "MLNX_OFED / DOCA-OFED (mlnx-tools)", "ib_write_bw": "perftest", "chronyc": "chrony",
     "timedatectl": "systemd", "docker": "Docker", "nvidia-smi": "the NVIDIA driver", "df": "coreutils",
-    "loginctl": "systemd",
+    "loginctl": "systemd", "ss": "iproute2",
 }
 
 

@@ -16,6 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.diagnosis import Finding
+from console.diagnosis.findings import PastRun
 from console.sanitize import one_line
 from console.ui.widgets.mounted import while_mounted
 
@@ -31,8 +32,14 @@ KEYS_LINE = Text.assemble(("↑↓", "bold"), " finding  ", ("Enter", "bold"), "
                           ("d", "bold"), " close")
 
 
-def finding_key(f: Finding) -> str:
-    return f"{f.id}@{f.station}"
+def finding_key(f: Finding, run: PastRun | None = None) -> str:
+    """The option's id: a live finding by id and station, a past run's also by when that run ended."""
+    return f"{f.id}@{f.station}" if run is None else f"{f.id}@{f.station}@ended-{run.ended_at}"
+
+
+def past_run_title(run: PastRun) -> str:
+    """``previous run of B (ended 14:03:41)`` (the run's one wording: ``PastRun.title``)."""
+    return run.title
 
 
 def station_badge(findings: Iterable[Finding], station: str) -> Text | None:
@@ -47,21 +54,29 @@ def station_badge(findings: Iterable[Finding], station: str) -> Text | None:
                          (" (d)", "dim"))
 
 
-def _option_label(rank: int, f: Finding) -> Text:
-    t = Text()
+def _option_label(rank: int, f: Finding, past: bool = False) -> Text:
+    """A live finding's row; a past run's is dimmed whole (its severity was that run's)."""
+    t = Text(style="dim" if past else "")
     t.append(f"{rank:>2}. ", style="dim")
-    t.append(f"{SEVERITY_MARK[f.severity]} ", style=SEVERITY_STYLE[f.severity])
-    t.append(f.id, style="bold")
+    t.append(f"{SEVERITY_MARK[f.severity]} ", style="dim" if past else SEVERITY_STYLE[f.severity])
+    t.append(f.id, style="" if past else "bold")
     t.append(f"  {one_line(f.station)}", style="dim")
     if f.count > 1:
         t.append(f"  ×{f.count}", style="dim")
     return t
 
 
-def render_detail(f: Finding) -> Text:
+def _section_label(run: PastRun) -> Text:
+    return Text(f"── {past_run_title(run)} ──", style="dim italic")
+
+
+def render_detail(f: Finding, run: PastRun | None = None) -> Text:
     """Cause, evidence, remedy and, when the console can do it, the next step as a key to press.
-    Everything that came from a log passes the sanitizer (no escape sequence reaches the terminal)."""
+    Everything that came from a log passes the sanitizer (no escape sequence reaches the terminal).
+    ``run``: the ended run the finding belongs to (it says so first: it is no current fault)."""
     t = Text()
+    if run is not None:
+        t.append(f"{past_run_title(run)}: not the container's current run\n\n", style="bold dim")
     t.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
     t.append(f"{f.id}", style="bold")
     t.append(f" on {one_line(f.station)}\n\n", style="dim")
@@ -98,10 +113,17 @@ def unread_text(unread: dict[str, str]) -> str:
     return f"logs of {', '.join(one_line(n, 32) for n in names)} not read ({why})"
 
 
-def summary_text(findings: Sequence[Finding], unread: dict[str, str] | None = None) -> Text:
+def summary_text(findings: Sequence[Finding], unread: dict[str, str] | None = None, past: int = 0) -> Text:
     """The panel's first line: counts by severity, and the stations whose logs could not be read
-    (a station that is down can hold the cause: "No findings" alone would be a lie)."""
-    unread = unread or {}
+    (a station that is down can hold the cause: "No findings" alone would be a lie). ``past``: findings
+    of ended runs listed below the live ones (said, dimmed: they are not counted as current)."""
+    t = _live_summary(findings, unread or {})
+    if past:
+        t.append(f" · {past} finding{'s' if past != 1 else ''} of a previous run (below)", style="dim")
+    return t
+
+
+def _live_summary(findings: Sequence[Finding], unread: dict[str, str]) -> Text:
     if not findings:
         if not unread:
             return Text("No findings", style="green")
@@ -149,6 +171,8 @@ class DiagnosisPanel(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._findings: list[Finding] = []
+        self._past: list[PastRun] = []
+        self._rows: list[tuple[Finding, PastRun | None] | None] = []  # the list's rows (None: a section title)
         self._shape: tuple = ()
         self._unread: dict[str, str] = {}  # station -> why its log cannot be read now
 
@@ -177,40 +201,61 @@ class DiagnosisPanel(Vertical):
 
     def select_first(self) -> None:
         """Highlight the first finding (the root cause): where the panel opens."""
-        if self._findings:
-            self.query_one(OptionList).highlighted = 0
+        if self._rows:
+            self.query_one(OptionList).highlighted = next(i for i, row in enumerate(self._rows) if row is not None)
             self._show_detail()
 
     @property
-    def selected(self) -> Finding | None:
+    def previous(self) -> list[PastRun]:
+        """The ended runs listed below the live findings."""
+        return list(self._past)
+
+    def _selected_row(self) -> tuple[Finding, PastRun | None] | None:
         idx = self.query_one(OptionList).highlighted
-        return self._findings[idx] if idx is not None and idx < len(self._findings) else None
+        return self._rows[idx] if idx is not None and idx < len(self._rows) else None
+
+    @property
+    def selected(self) -> Finding | None:
+        row = self._selected_row()
+        return row[0] if row is not None else None
 
     @while_mounted
-    def update_findings(self, findings: Sequence[Finding]) -> None:
-        """Show these findings (already ranked, root cause first); keeps the highlighted one."""
-        shape = tuple((finding_key(f), f.severity, f.count, f.cause, f.explained_by, len(f.evidence))
-                      for f in findings)
+    def update_findings(self, findings: Sequence[Finding], previous: Sequence[PastRun] = ()) -> None:
+        """Show these findings (already ranked, root cause first), then, in a dimmer section of their own,
+        those of ended runs (``previous``, newest first); keeps the highlighted one."""
+        shape = (tuple((finding_key(f), f.severity, f.count, f.cause, f.explained_by, len(f.evidence))
+                       for f in findings), tuple((r.station, r.ended_at, len(r.findings)) for r in previous))
         if shape == self._shape:
             return
         self._shape = shape
         olist = self.query_one(OptionList)
-        keep = finding_key(self.selected) if self.selected else None
-        self._findings = list(findings)
+        row = self._selected_row()
+        keep = finding_key(*row) if row is not None else None
+        self._findings, self._past = list(findings), list(previous)
+        self._rows = [(f, None) for f in self._findings]
+        options = [Option(_option_label(i + 1, f), id=finding_key(f)) for i, f in enumerate(self._findings)]
+        for run in self._past:
+            self._rows.append(None)
+            options.append(Option(_section_label(run), id=f"run@{run.station}@{run.ended_at}", disabled=True))
+            for i, f in enumerate(run.findings):
+                self._rows.append((f, run))
+                options.append(Option(_option_label(i + 1, f, past=True), id=finding_key(f, run)))
         olist.clear_options()
-        olist.add_options([Option(_option_label(i + 1, f), id=finding_key(f)) for i, f in enumerate(self._findings)])
-        keys = [finding_key(f) for f in self._findings]
-        if self._findings:
-            olist.highlighted = keys.index(keep) if keep in keys else 0
+        olist.add_options(options)
+        keys = [finding_key(*r) if r is not None else None for r in self._rows]
+        if self._findings or self._past:
+            olist.highlighted = keys.index(keep) if keep in keys else next(
+                i for i, r in enumerate(self._rows) if r is not None)
         self._update_summary()
         self._show_detail()
 
     def _update_summary(self) -> None:
-        self.query_one("#diag-summary", Static).update(summary_text(self._findings, self._unread))
+        past = sum(len(r.findings) for r in self._past)
+        self.query_one("#diag-summary", Static).update(summary_text(self._findings, self._unread, past))
 
     def _show_detail(self) -> None:
-        f = self.selected
-        self.query_one("#diag-detail", Static).update(render_detail(f) if f else "")
+        row = self._selected_row()
+        self.query_one("#diag-detail", Static).update(render_detail(*row) if row is not None else "")
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
