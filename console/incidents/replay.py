@@ -20,7 +20,7 @@ from console.station.messages import ConnectionState, ContainerUpdate, EngineUpd
 from console.station.progress import judge_all
 from console.station.snapshot import progress_json, watch_json
 from console.station.state import Stations, StationState
-from console.vocabulary import ConnState, EnginePhase
+from console.vocabulary import ConnState, ContainerState, EnginePhase
 
 MAX_WINDOW_BYTES = 256 * 1024 * 1024
 
@@ -69,7 +69,7 @@ def message(s: dict[str, Any]) -> object | None:
                                              gen_tok_s=s.get("gen_tok_s"), gen_tokens_total=s.get("gen_tokens"),
                                              kv_usage=s.get("kv"), error=s.get("error"), updated_at=t, polled_at=t), at=t)
     if kind == "container":
-        return ContainerUpdate(name, ContainerInfo(name="", state=s.get("state") or "unknown",
+        return ContainerUpdate(name, ContainerInfo(name="", state=ContainerState.parse(s.get("state")),
                                                    started_at=s.get("started_at"), exit_code=s.get("exit_code")), at=t)
     if kind == "engine":
         try:

@@ -42,6 +42,7 @@ from console.vocabulary import (
     LOADING_PHASES,
     PROGRESS_ALARMS,
     PROGRESS_SEVERITY,
+    ContainerState,
     EnginePhase,
     Progress,
     RasState,
@@ -173,7 +174,7 @@ def peer_down(state: StationState, others: list[StationState], v: Verdict) -> Ve
         c = p.container
         if p.conn.down or c is None or p.progress.down_at is None:
             continue  # not read, or not seen to go down: not known to be gone from this job
-        if not (c.state == "dead" or c.oom_killed or c.exit_code not in (0, None)):
+        if not (c.state == ContainerState.DEAD or c.oom_killed or c.exit_code not in (0, None)):
             continue  # a clean stop
         how = f"container {c.state} ({c.exit_code})"
         since = p.progress.down_at
