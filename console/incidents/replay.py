@@ -7,6 +7,7 @@ and the on-screen replay (console/ui/screens/replay.py) use it, so neither impor
 from __future__ import annotations
 
 import json
+import math
 import tarfile
 from typing import Any
 
@@ -43,7 +44,7 @@ def read_window(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     samples = []
     for line in got["window.ndjson"].decode(errors="replace").splitlines():
         try:
-            s = json.loads(line)
+            s = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
         except ValueError:
             continue
         if isinstance(s, dict) and isinstance(s.get("t"), (int, float)) and isinstance(s.get("station"), str):
@@ -54,6 +55,17 @@ def read_window(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     except ValueError:
         incident = {}
     return samples, incident if isinstance(incident, dict) else {}
+
+
+def _no_constant(word: str) -> None:
+    """``NaN``/``Infinity`` in a bundle (ours never writes them: json_out): unknown, here, once."""
+    return None
+
+
+def _finite(text: str) -> float | None:
+    """A bundle's number; one too large for a float (``1e400``, read as inf) is unknown too."""
+    f = float(text)
+    return f if math.isfinite(f) else None
 
 
 def message(s: dict[str, Any]) -> object | None:
