@@ -43,8 +43,7 @@ from console.vocabulary import ContainerState
 
 LOG_LINES = 200
 PTRACE_HINT = "py-spy: permission denied — launch with --cap-add SYS_PTRACE"
-FR_HINT = ("launch with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_ "
-           "(a dump can then be asked for without stopping anything)")
+FR_HINT = f"launch with {rc.FLIGHT_RECORDER_ON_TEXT} (a dump can then be asked for without stopping anything)"
 
 
 @dataclass
