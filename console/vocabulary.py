@@ -89,18 +89,7 @@ CONTAINER_UP_STATES = frozenset({ContainerState.RUNNING, ContainerState.RESTARTI
 #: The states of a container whose process ended (its exit code is the engine's).
 CONTAINER_ENDED_STATES = frozenset({ContainerState.EXITED, ContainerState.DEAD})
 
-PHASE_TEXT: dict[EnginePhase, str] = {
-    EnginePhase.LOADED: "weights loaded",
-    EnginePhase.KV_CACHE: "allocating KV cache",
-    EnginePhase.GRAPHS: "capturing CUDA graphs",
-}
-
-
-def phase_text(phase: EnginePhase | str, load_pct: int | None = None) -> str:
-    """The phase in the operator's words: "loading weights 30%", "allocating KV cache", "ready"."""
-    if phase == EnginePhase.LOADING and load_pct is not None:
-        return f"loading weights {load_pct}%"
-    return PHASE_TEXT.get(phase, str(phase))  # type: ignore[call-overload]
+# (the start-up phases in the operator's words: console.diagnosis.catalogue.milestones.phase_text)
 
 
 class NcclTransport(StrEnum):
