@@ -59,22 +59,37 @@ LOADING_PHASES = frozenset({EnginePhase.STARTING, EnginePhase.CONNECTING, Engine
 #: Phases after which the engine will not come up without someone doing something.
 ENDED_PHASES = frozenset({EnginePhase.FAILED, EnginePhase.STOPPED})
 
+class ContainerState(StrEnum):
+    """A container's state as ``docker inspect`` says it (``.State.Status``), plus two of ours:
+    ``absent`` (no such container) and ``unknown`` (a word this console does not know, e.g. from a
+    newer docker: shown as docker said nothing we understand, never a crash, never a guess)."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RESTARTING = "restarting"
+    REMOVING = "removing"
+    EXITED = "exited"
+    DEAD = "dead"
+    ABSENT = "absent"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def parse(cls, word: str | None) -> ContainerState:
+        """docker's word (any case) -> its member; anything else -> ``UNKNOWN``."""
+        try:
+            return cls(str(word or "").strip().lower())
+        except ValueError:
+            return cls.UNKNOWN
+
+
 #: Docker container states in which an engine can be coming up or serving; in any other (created and
 #: never started, exited, dead, absent) the engine is stopped, whatever its last log line said.
-CONTAINER_UP_STATES = frozenset({"running", "restarting"})
+CONTAINER_UP_STATES = frozenset({ContainerState.RUNNING, ContainerState.RESTARTING})
+#: The states of a container whose process ended (its exit code is the engine's).
+CONTAINER_ENDED_STATES = frozenset({ContainerState.EXITED, ContainerState.DEAD})
 
-PHASE_TEXT: dict[EnginePhase, str] = {
-    EnginePhase.LOADED: "weights loaded",
-    EnginePhase.KV_CACHE: "allocating KV cache",
-    EnginePhase.GRAPHS: "capturing CUDA graphs",
-}
-
-
-def phase_text(phase: EnginePhase | str, load_pct: int | None = None) -> str:
-    """The phase in the operator's words: "loading weights 30%", "allocating KV cache", "ready"."""
-    if phase == EnginePhase.LOADING and load_pct is not None:
-        return f"loading weights {load_pct}%"
-    return PHASE_TEXT.get(phase, str(phase))  # type: ignore[call-overload]
+# (the start-up phases in the operator's words: console.diagnosis.catalogue.milestones.phase_text)
 
 
 class NcclTransport(StrEnum):

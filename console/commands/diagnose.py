@@ -21,6 +21,7 @@ from console.commands.args import UsageError, add_config_args, check_count
 from console.config import Config, ConfigError, find_config, load_config
 from console.diagnosis import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
+from console.vocabulary import CONTAINER_ENDED_STATES
 
 DEFAULT_TAIL = 5000
 BATCH = 4096
@@ -153,7 +154,7 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
             if log.kernel_error:
                 print(f"dgx-console: {log.station}: kernel log: {one_line(log.kernel_error, 300)}", file=sys.stderr)
         out.append(entry)
-        if log.container is not None and log.container.state in ("exited", "dead"):
+        if log.container is not None and log.container.state in CONTAINER_ENDED_STATES:
             d.note_exit(log.station, log.container.exit_code, f"container {log.container.name}",
                         oom_killed=log.container.oom_killed)
     return out

@@ -40,7 +40,7 @@ def in_range(lo: int, hi: int) -> Check:
 
 def window_seconds(value: Any) -> str | None:
     """A progress window: a finite number of seconds, 5 to 3600."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"must be a number of seconds, got {value!r}"
     return "must be >= 5 (seconds)" if value < 5 else "must be <= 3600 (seconds)" if value > 3600 else None
 

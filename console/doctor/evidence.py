@@ -39,11 +39,11 @@ from console.remote.session import make_transport
 from console.remote.transport import Transport
 from console.sanitize import one_line
 from console.station.checks import StationDown, ToolMissing
+from console.vocabulary import ContainerState
 
 LOG_LINES = 200
 PTRACE_HINT = "py-spy: permission denied — launch with --cap-add SYS_PTRACE"
-FR_HINT = ("launch with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_ "
-           "(a dump can then be asked for without stopping anything)")
+FR_HINT = f"launch with {rc.FLIGHT_RECORDER_ON_TEXT} (a dump can then be asked for without stopping anything)"
 
 
 @dataclass
@@ -69,7 +69,7 @@ class StationEvidence:
 
     @property
     def running(self) -> bool:
-        return self.container.get("state") == "running"
+        return self.container.get("state") == ContainerState.RUNNING
 
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.error, "container": self.container, "pyspy": self.pyspy,
@@ -262,7 +262,7 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
         firsts.one()
         return
     rt = c.runtime
-    ev.container = {"name": c.name, "state": rt.state if rt else "absent", "exit_code": rt.exit_code if rt else None,
+    ev.container = {"name": c.name, "state": rt.state if rt else ContainerState.ABSENT, "exit_code": rt.exit_code if rt else None,
                     "started_at": rt.started_at if rt else None, "note": c.note}
     since = (parse_time(rt.started_at or "") if rt else None) or time.time() - 3600
 

@@ -1,11 +1,14 @@
 """The one table of next steps after a hang verdict: ``h``, ``hang-report``, ``doctor`` and the
 dashboard's progress banner look a verdict's kind up here, so that the same situation ends in the same
-words everywhere. Pure data and one lookup; no I/O, no other console module."""
+words everywhere. Pure data and one lookup; no I/O; of the console, only the flight recorder's launch
+settings (so that the hint names what the launch sets)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from console.remote.cmdlines.nccl import FLIGHT_RECORDER_ON, FLIGHT_RECORDER_ON_TEXT
 
 Kind = Literal["out-of-step", "rank-gone", "stuck-collective", "network", "kernel", "moving", "idle", "no-ptrace",
                "fr-off", "nothing-running", "unknown", "wedged", "start-stuck"]
@@ -43,9 +46,9 @@ TABLE: dict[str, NextStep] = {
                      "sends it requests: c (a chat test).", "c"),
     "no-ptrace": NextStep("no-ptrace", "py-spy cannot read the engine: launch with --cap-add SYS_PTRACE (or install "
                           "py-spy on the station) and capture again (r).", "r", "--cap-add SYS_PTRACE"),
-    "fr-off": NextStep("fr-off", "the flight recorder is off: launch with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and "
-                       "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr_pipe_ to see each rank's last collective.", None,
-                       "TORCH_NCCL_TRACE_BUFFER_SIZE=2000"),
+    "fr-off": NextStep("fr-off", f"the flight recorder is off: launch with {FLIGHT_RECORDER_ON_TEXT} to see each "
+                       "rank's last collective.", None, "TORCH_NCCL_TRACE_BUFFER_SIZE=" + FLIGHT_RECORDER_ON[
+                           "TORCH_NCCL_TRACE_BUFFER_SIZE"]),
     "nothing-running": NextStep("nothing-running", "no engine runs: launch the service (L on the dashboard, or "
                                 "`dgx-console launch`).", "L"),
     "wedged": NextStep("wedged", f"1) h: the hang evidence (each rank's stack and last collective) and {CAPTURE}; "

@@ -12,6 +12,7 @@ from console.doctor.hang_model import Finding
 from console.doctor.next_steps import next_step
 from console.probes import flight_recorder as fr
 from console.probes import ncclras, pyspy
+from console.vocabulary import ContainerState
 
 if TYPE_CHECKING:
     from console.doctor.evidence import StationEvidence
@@ -136,7 +137,7 @@ def _pyspy(evs: dict[str, StationEvidence]) -> pyspy.HangSummary:
     for n, e in evs.items():
         if e.error:
             missing[n] = f"unreachable: {e.error}"
-        elif e.container.get("state") not in (None, "running"):
+        elif e.container.get("state") not in (None, ContainerState.RUNNING):
             missing[n] = f"its container {e.container.get('state')} (exit code {e.container.get('exit_code')})"
     return pyspy.summarise(dumps, missing)
 

@@ -34,6 +34,7 @@ from console.incidents.window import Window
 from console.sanitize import one_line
 from console.station.progress import Verdict, service
 from console.station.state import Stations
+from console.vocabulary import ContainerState
 
 STALL_SUMMARY_S = 3600.0
 NoticeKind = Literal["incident", "capturing", "captured", "skipped", "capture-failed", "ended", "stall",
@@ -324,7 +325,7 @@ class IncidentRecorder:
         if (ev.kind in CAPTURED_KINDS and c is not None and self._opened_container is not None
                 and c.started_at != self._opened_container):
             await asyncio.to_thread(self.ledger.add_action, iid, "restarted")
-        elif c is not None and c.state != "running":  # ended by stopping the engine (a restart's first half)
+        elif c is not None and c.state != ContainerState.RUNNING:  # ended by stopping the engine (a restart's first half)
             await asyncio.to_thread(self.ledger.add_action, iid, "stopped")
         cleared = "the service moves again" if ev.kind in CAPTURED_KINDS else "every station reads clear"
         self._tell("ended", f"incident {iid} ({ev.kind}) ended: {cleared}", iid)

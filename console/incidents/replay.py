@@ -7,6 +7,7 @@ and the on-screen replay (console/ui/screens/replay.py) use it, so neither impor
 from __future__ import annotations
 
 import json
+import math
 import tarfile
 from typing import Any
 
@@ -20,7 +21,7 @@ from console.station.messages import ConnectionState, ContainerUpdate, EngineUpd
 from console.station.progress import judge_all
 from console.station.snapshot import progress_json, watch_json
 from console.station.state import Stations, StationState
-from console.vocabulary import ConnState, EnginePhase
+from console.vocabulary import ConnState, ContainerState, EnginePhase
 
 MAX_WINDOW_BYTES = 256 * 1024 * 1024
 
@@ -43,7 +44,7 @@ def read_window(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     samples = []
     for line in got["window.ndjson"].decode(errors="replace").splitlines():
         try:
-            s = json.loads(line)
+            s = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
         except ValueError:
             continue
         if isinstance(s, dict) and isinstance(s.get("t"), (int, float)) and isinstance(s.get("station"), str):
@@ -54,6 +55,17 @@ def read_window(path: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     except ValueError:
         incident = {}
     return samples, incident if isinstance(incident, dict) else {}
+
+
+def _no_constant(word: str) -> None:
+    """``NaN``/``Infinity`` in a bundle (ours never writes them: json_out): unknown, here, once."""
+    return None
+
+
+def _finite(text: str) -> float | None:
+    """A bundle's number; one too large for a float (``1e400``, read as inf) is unknown too."""
+    f = float(text)
+    return f if math.isfinite(f) else None
 
 
 def message(s: dict[str, Any]) -> object | None:
@@ -69,7 +81,7 @@ def message(s: dict[str, Any]) -> object | None:
                                              gen_tok_s=s.get("gen_tok_s"), gen_tokens_total=s.get("gen_tokens"),
                                              kv_usage=s.get("kv"), error=s.get("error"), updated_at=t, polled_at=t), at=t)
     if kind == "container":
-        return ContainerUpdate(name, ContainerInfo(name="", state=s.get("state") or "unknown",
+        return ContainerUpdate(name, ContainerInfo(name="", state=ContainerState.parse(s.get("state")),
                                                    started_at=s.get("started_at"), exit_code=s.get("exit_code")), at=t)
     if kind == "engine":
         try:

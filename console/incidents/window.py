@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from console.sanitize import one_line
+from console.serving.metrics import known
 from console.station.messages import (
     ConnectionState,
     ContainerUpdate,
@@ -54,7 +55,9 @@ TEXT_CHARS = 300
 
 
 def _num(x: Any) -> Any:
-    return None if x is None or x != x else (round(x, 3) if isinstance(x, float) else x)
+    """A serving value as recorded: ``INVALID`` as null (the readers' parsers map non-finite to None)."""
+    x = known(x)
+    return round(x, 3) if isinstance(x, float) else x
 
 
 class Window:

@@ -9,19 +9,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from console.probes import ParseError
+from console.vocabulary import ContainerState
 
 # docker inspect --format INSPECT_FORMAT NAME
 INSPECT_FORMAT = "{{json .State}}|{{.Config.Image}}|{{.Image}}"
 # docker events --filter container=NAME --format EVENTS_FORMAT
 EVENTS_FORMAT = "{{.Status}}|{{.Actor.Attributes.name}}|{{.Time}}"
 
-STATES = ("created", "running", "paused", "restarting", "removing", "exited", "dead", "absent")
-
-
 @dataclass(frozen=True)
 class ContainerInfo:
     name: str
-    state: str  # one of STATES; "absent" when the container does not exist
+    state: ContainerState  # ABSENT when the container does not exist
     started_at: str | None = None
     finished_at: str | None = None
     exit_code: int | None = None
@@ -31,11 +29,12 @@ class ContainerInfo:
 
 
 def parse_inspect(name: str, text: str, exit_status: int = 0) -> ContainerInfo:
-    """Parse ``docker inspect --format INSPECT_FORMAT``; a missing container is ``absent``."""
+    """Parse ``docker inspect --format INSPECT_FORMAT``; a missing container is ``ABSENT``, a state word
+    this console does not know ``UNKNOWN`` (the one place docker's word becomes a ``ContainerState``)."""
     body = text.strip()
     if exit_status != 0 or not body:
         if "No such" in text or "no such" in text or exit_status != 0:
-            return ContainerInfo(name, "absent")
+            return ContainerInfo(name, ContainerState.ABSENT)
         raise ParseError(f"docker inspect: empty output for {name!r}")
     state_json, _, rest = body.partition("|")
     image, _, image_id = rest.partition("|")
@@ -43,12 +42,9 @@ def parse_inspect(name: str, text: str, exit_status: int = 0) -> ContainerInfo:
         st = json.loads(state_json)
     except json.JSONDecodeError:
         raise ParseError(f"docker inspect: not JSON state: {state_json[:80]!r}") from None
-    status = str(st.get("Status", "")).lower()
-    if status not in STATES:
-        raise ParseError(f"docker inspect: unknown state {status!r}")
     return ContainerInfo(
         name=name,
-        state=status,
+        state=ContainerState.parse(st.get("Status")),
         started_at=st.get("StartedAt"),
         finished_at=st.get("FinishedAt"),
         exit_code=st.get("ExitCode"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from console.config.secrets import is_secret_name
 from console.probes import ParseError
+from console.vocabulary import ContainerState
 
 # The variables the NCCL workbench compares between stations.
 PREFIXES = ("NCCL_", "GLOO_", "UCX_", "VLLM_", "TORCH_NCCL_", "SGLANG_", "TP_SOCKET_IFNAME")
@@ -22,7 +23,7 @@ REDACTED = "<set, value hidden>"
 @dataclass(frozen=True)
 class ContainerRuntime:
     name: str
-    state: str  # running | exited | created | ...
+    state: ContainerState
     started_at: str | None
     finished_at: str | None
     exit_code: int | None
@@ -33,7 +34,7 @@ class ContainerRuntime:
 
     @property
     def running(self) -> bool:
-        return self.state == "running"
+        return self.state == ContainerState.RUNNING
 
     def selected_env(self, prefixes: tuple[str, ...] = PREFIXES) -> dict[str, str]:
         return {k: v for k, v in sorted(self.env.items()) if k.startswith(prefixes)}
@@ -71,7 +72,7 @@ def parse_inspect_json(name: str, text: str) -> ContainerRuntime | None:
     argv += [str(a) for a in data.get("Args") or []]
     return ContainerRuntime(
         name=str(data.get("Name") or name).lstrip("/"),
-        state=str(st.get("Status", "")).lower() or "unknown",
+        state=ContainerState.parse(st.get("Status")),
         started_at=st.get("StartedAt"),
         finished_at=st.get("FinishedAt"),
         exit_code=st.get("ExitCode"),

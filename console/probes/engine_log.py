@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from console.diagnosis import catalogue
+from console.diagnosis.catalogue.milestones import SHOWN as MILESTONES_SHOWN
+from console.diagnosis.catalogue.milestones import phase_text
 from console.diagnosis.classify import ClassifiedBatch, LineMarks, classify
 from console.probes.docker import parse_time
 from console.probes.nccl_transport import worse
-from console.vocabulary import EnginePhase, NcclTransport, phase_text
+from console.vocabulary import EnginePhase, NcclTransport
 
 READY_MARKERS = catalogue.READY_MARKERS
 
@@ -35,9 +37,7 @@ TIMELINE_ORDER: tuple[TimelineEventId, ...] = (
     "port-open", "health-ok", "first-token")
 TIMELINE_LABELS: dict[str, str] = {
     "container-started": "container started", "engine-up": "engine process up", "nccl-init": "NCCL init complete",
-    "weights-start": "weights loading", "weights-end": "weights loaded", "kv-cache": "KV cache allocated",
-    "cuda-graphs": "CUDA graphs captured", "port-open": "API port open", "health-ok": "/health 200",
-    "first-token": "first token"}
+    **MILESTONES_SHOWN, "port-open": "API port open", "health-ok": "/health 200", "first-token": "first token"}
 
 
 @dataclass(frozen=True)

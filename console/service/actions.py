@@ -44,6 +44,7 @@ from console.service.steps import (
     StepLog,
     require_writable,
 )
+from console.vocabulary import ContainerState
 
 __all__ = ["ActionEvent", "ActionFailed", "ActionName", "ActionOptions", "ActionPlan", "ActionResult", "CancelToken",
            "PlannedCommand", "ReadOnlyError", "ScriptInfo", "ServiceActions", "Step", "plan_action",
@@ -124,7 +125,7 @@ class ServiceActions:
         """``dgx-console plan``: the estimate, and the stations where the service runs now (then the
         memory is estimated as if it were stopped)."""
         states = await self._ctx.states()
-        running = [n for n, i in states.items() if i.state == "running"]
+        running = [n for n, i in states.items() if i.state == ContainerState.RUNNING]
         if self._ctx.scripted:
             await plan.read_scripts(self._ctx)
         return await gates.estimate_fit(self._ctx, assume_idle=bool(running)), running

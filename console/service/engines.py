@@ -42,7 +42,7 @@ SGLANG_DIST_PORT = 20000
 # keys of ``config.overrides`` are flags the config checked against ``console.config.engine_flags``.
 CONTAINER_KEYS = engine_flags.CONTAINER_KEYS
 _CONSUMED = engine_flags.CONSUMED
-FLIGHT_RECORDER_ENTRIES = 2000  # collectives each rank keeps (overrides.flight_recorder; 0 = off)
+FLIGHT_RECORDER_ENTRIES = rc.FLIGHT_RECORDER_ENTRIES
 SGLANG_KEY_FILE = "/tmp/dgx-console-sglang-secrets.yaml"  # inside the container, mode 0600
 
 

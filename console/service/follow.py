@@ -227,7 +227,7 @@ class Followers:
                     if f.fatal:
                         break
                     info = await self._container_state(self.cfg.station(name))  # (a dead station fails here)
-                    if info.state != "running":
+                    if info.state != ContainerState.RUNNING:
                         raise ActionFailed(f"{name}: the container exited (code {info.exit_code}) while waiting for "
                                            f"{what}", [(name, ln) for ln in f.lines[-5:]])
                     if f.task.done():

@@ -21,6 +21,7 @@ from console.service.context import ActionContext, ScriptInfo, gather_all
 from console.service.fit_inputs import FitReport
 from console.service.gates import estimate_fit
 from console.service.steps import ActionFailed, and_list, last_line
+from console.vocabulary import ContainerState
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ async def read_scripts(ctx: ActionContext) -> dict[str, ScriptInfo]:
 
 async def service_running(ctx: ActionContext, states: dict[str, docker_probe.ContainerInfo]) -> str | None:
     """What is running, in words (None when nothing runs): the launch must not pass over it."""
-    running = [n for n, i in states.items() if i.state == "running"]
+    running = [n for n, i in states.items() if i.state == ContainerState.RUNNING]
     if not running:
         return None
     names = and_list(running)
@@ -169,14 +170,14 @@ def _keep_line(s: Station, info: docker_probe.ContainerInfo | None, keep: str) -
     prev = prev_name(s.container)
     if info is None:
         return PlannedCommand(s.name, f"if a container {s.container} exists, keep it and its log as {prev}", keep)
-    if info.state == "running":
+    if info.state == ContainerState.RUNNING:
         return PlannedCommand(s.name, f"keep the container just stopped and its log as {prev}", keep)
-    if info.state == "exited":
+    if info.state == ContainerState.EXITED:
         code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
         return PlannedCommand(s.name, f"keep the stopped container ({s.container}{code}) and its log as {prev}", keep)
-    if info.state == "created":
+    if info.state == ContainerState.CREATED:
         return PlannedCommand(s.name, f"keep the container {s.container} (created, never started) as {prev}", keep)
-    if info.state != "absent":
+    if info.state != ContainerState.ABSENT:
         return PlannedCommand(s.name, f"keep the {info.state} container {s.container} as {prev}", keep)
     return None
 
@@ -190,7 +191,7 @@ def preview(ctx: ActionContext, action: str, specs: dict[str, engines.LaunchSpec
     states = states or {}
     scripts = scripts if scripts is not None else ctx.scripts
     stop_s = ctx.timeouts.stop_s
-    running = [s for s in ctx.order_stop if states.get(s.name) and states[s.name].state == "running"]
+    running = [s for s in ctx.order_stop if states.get(s.name) and states[s.name].state == ContainerState.RUNNING]
     if action == "launch":
         for s in running:
             out.append(PlannedCommand(s.name, "stop the running container (head first) and check it stopped "

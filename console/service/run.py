@@ -39,7 +39,7 @@ from console.service.steps import (
     last_line,
 )
 from console.tasks import stoppable
-from console.vocabulary import ActionOutcome, NcclTransport, StepStatus
+from console.vocabulary import ActionOutcome, ContainerState, NcclTransport, StepStatus
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,8 @@ async def stop(ctx: ActionContext, o: ActionOptions) -> None:
         await stop_all(ctx, states)
         await verify.stopped(ctx, reachable, states, base)
         raise ActionFailed("could not reach " + "; ".join(ctx.unreached.values()) + " (stopped: "
-                           + (", ".join(n for n, i in states.items() if i.state == "running") or "none") + ")")
-    was = [s.name for s in ctx.order_stop if states[s.name].state == "running"]
+                           + (", ".join(n for n, i in states.items() if i.state == ContainerState.RUNNING) or "none") + ")")
+    was = [s.name for s in ctx.order_stop if states[s.name].state == ContainerState.RUNNING]
     if not was:
         ctx.log.skip("all", "stop", "already stopped (" + ", ".join(f"{n}: {i.state}" for n, i in states.items()) + ")")
     failed = await stop_all(ctx, states)
@@ -116,7 +116,7 @@ async def stop(ctx: ActionContext, o: ActionOptions) -> None:
 
 async def restart(ctx: ActionContext, o: ActionOptions) -> None:
     states = await ctx.states()
-    absent = [n for n, i in states.items() if i.state == "absent"]
+    absent = [n for n, i in states.items() if i.state == ContainerState.ABSENT]
     if absent:
         raise ActionFailed("no container on " + ", ".join(absent) + ": use launch")
     failed = await stop_all(ctx, states)
@@ -218,7 +218,7 @@ async def cleanup(ctx: ActionContext, why: str) -> None:
             states[s.name] = await ctx.container_state(s)
     for s in [st for st in ctx.order_stop if st in ctx.started]:
         info = states.get(s.name)
-        if info is not None and info.state != "running":
+        if info is not None and info.state != ContainerState.RUNNING:
             ctx.log.skip(s.name, "stop", f"{why}: already {info.state}")
             continue
         with contextlib.suppress(ActionFailed):
@@ -230,7 +230,7 @@ async def cleanup(ctx: ActionContext, why: str) -> None:
 
 async def _keep_prev(ctx: ActionContext, s: Station, info: docker_probe.ContainerInfo) -> None:
     """Keep the last run's container and log for the diagnosis: rename, not remove."""
-    if info.state == "absent":
+    if info.state == ContainerState.ABSENT:
         return
     prev = prev_name(s.container)
     r = await ctx.run(s, rc.docker_rm(prev))
@@ -273,12 +273,12 @@ async def start_script(ctx: ActionContext, s: Station, info: docker_probe.Contai
         while True:
             ctx.check_cancel()
             cur = await ctx.container_state(s)
-            if cur.state == "running":
+            if cur.state == ContainerState.RUNNING:
                 break
             alive = "alive" in (await ctx.run(s, rc.pid_alive(pid))).stdout
             if not alive:
                 cur = await ctx.container_state(s)
-                if cur.state == "absent":
+                if cur.state == ContainerState.ABSENT:
                     tail = (await ctx.run(s, rc.tail_file(log))).stdout
                     raise ActionFailed(f"{s.name}: the launch script {path} ended without starting "
                                        f"{s.container}: {one_line(last_line(tail), 200)}",
@@ -312,7 +312,7 @@ async def _follow_new_run(ctx: ActionContext, s: Station, st: Step) -> None:
     ctx.log.record(s.name, "container-started", started, f"{s.container} {info.state}")
     await ctx.follow.start(s, info, started)
     st.detail = f"{s.container} {info.state} since {info.started_at}"
-    if info.state != "running":
+    if info.state != ContainerState.RUNNING:
         await ctx.follow.wait(lambda: False, 5.0, f"{s.name} to report why it stopped")
 
 
@@ -345,7 +345,7 @@ async def stop_all(ctx: ActionContext, states: dict[str, docker_probe.ContainerI
     for s in ctx.order_stop:
         if s.name not in states:
             continue
-        if states[s.name].state != "running":
+        if states[s.name].state != ContainerState.RUNNING:
             ctx.log.skip(s.name, "stop", f"not running ({states[s.name].state})")
             continue
         try:
@@ -362,7 +362,7 @@ async def stop_one(ctx: ActionContext, s: Station, why: str) -> None:
         if not r.ok:
             raise ActionFailed(f"{s.name}: docker stop failed: {one_line(last_line(r.stderr), 200)}")
         info = await ctx.container_state(s)
-        if info.state == "running":
+        if info.state == ContainerState.RUNNING:
             raise ActionFailed(f"{s.name}: still running after docker stop")
         ctx.stopped.append(s.name)
         st.detail = (why + ": " if why else "") + f"{s.container} {info.state}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from console.service.fit_inputs import MemoryReading
+from console.vocabulary import ContainerState
 
 PortState = Literal["closed", "open", "unknown"]
 GPU_MARGIN_MIB = 2048  # discrete GPU: idle usage after a stop (driver, a display) may differ this much
@@ -35,7 +36,7 @@ FIXES = {
 @dataclass
 class StopVerdict:
     station: str
-    container: str  # the container's state after the stop
+    container: ContainerState  # the container's state after the stop
     port: PortState | None = None  # the head's API port (None on workers)
     processes: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
@@ -63,11 +64,11 @@ def _finding(fid: str, station: str, cause: str, evidence: list[str], **fmt: Any
             "fix": FIXES[fid].format(**fmt), "evidence": evidence}
 
 
-def judge(station: str, container_name: str, container_state: str, reading: MemoryReading | None,
+def judge(station: str, container_name: str, container_state: ContainerState, reading: MemoryReading | None,
           baseline: dict[str, Any] | None, unified: bool, port: PortState | None = None,
           api: str = "", seconds: float = 0.0) -> StopVerdict:
     v = StopVerdict(station, container_state, port, seconds=seconds)
-    if container_state == "running":
+    if container_state == ContainerState.RUNNING:
         v.findings.append(_finding("stop-container-running", station,
                                    f"{station}: {container_name} is still running after docker stop",
                                    [f"docker inspect {container_name}: running"], container=container_name))
@@ -135,7 +136,7 @@ def judge(station: str, container_name: str, container_state: str, reading: Memo
     return v
 
 
-def unverified(station: str, container_state: str, why: str) -> StopVerdict:
+def unverified(station: str, container_state: ContainerState, why: str) -> StopVerdict:
     """A station whose stop could not be checked (unreachable, a command failed): a warning, not clean."""
     return StopVerdict(station, container_state, findings=[{
         "id": "stop-unverified", "severity": "warning", "station": station,

@@ -22,7 +22,7 @@ from console.service import fit, stop_verify
 from console.service.context import ActionContext
 from console.service.fit_inputs import read_memory
 from console.service.steps import ActionFailed
-from console.vocabulary import TRANSPORT_VERDICT, NcclTransport, StepStatus
+from console.vocabulary import TRANSPORT_VERDICT, ContainerState, NcclTransport, StepStatus
 
 
 async def serving(ctx: ActionContext) -> None:
@@ -156,7 +156,7 @@ async def stopped(ctx: ActionContext, stations: list[Station], states: dict[str,
                 v = stop_verify.judge(s.name, s.container, info.state, reading, base, unified, port, api,
                                       time.monotonic() - t0)
                 ctx.last_readings[s.name] = reading
-                if v.clean or info.state == "running" or time.monotonic() - t0 >= limit:
+                if v.clean or info.state == ContainerState.RUNNING or time.monotonic() - t0 >= limit:
                     break
                 st.detail = "waiting: " + v.summary()
                 await asyncio.sleep(min(1.0, max(0.2, limit / 20)))
@@ -172,7 +172,7 @@ async def stopped(ctx: ActionContext, stations: list[Station], states: dict[str,
             if not isinstance(x, (ActionFailed, TransportError)):
                 raise x
             x = stop_verify.unverified(s.name, states.get(s.name, docker_probe.ContainerInfo(
-                s.container, "unknown")).state, str(x))
+                s.container, ContainerState.UNKNOWN)).state, str(x))
         verdicts[s.name] = x
     ctx.log.res.verified.update(verdicts)
     return verdicts

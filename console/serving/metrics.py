@@ -75,7 +75,14 @@ Buckets = tuple[tuple[float, float], ...]  # (upper bound, cumulative count), so
 
 
 def is_invalid(x: float | None) -> bool:
+    """``x`` is ``INVALID`` (the only NaN past this parser: Prometheus' own NaN is dropped as unknown)."""
     return x is not None and math.isnan(x)
+
+
+def known(x: float | None) -> float | None:
+    """``x``, with ``INVALID`` as None: for a reader that needs a number or nothing (a count to compare,
+    a value to record), where "the server sent nonsense" and "not sent" lead to the same step."""
+    return None if x is None or math.isnan(x) else x
 
 
 @dataclass(frozen=True)

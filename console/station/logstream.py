@@ -46,6 +46,7 @@ from console.remote.transport import Transport
 from console.sanitize import clip, one_line
 from console.station.messages import LogBatch, LogMarker
 from console.tasks import cancel_and_wait
+from console.vocabulary import ContainerState
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
@@ -228,7 +229,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         """The container as its owner read it (inspect, events): running -> follow it; a run not read
         yet -> read it."""
         self._info = info
-        if info.state == "running":
+        if info.state == ContainerState.RUNNING:
             self._running.set()
         else:
             self._running.clear()
@@ -248,7 +249,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         try:
             info = docker_probe.parse_inspect(self.station.container, res.stdout, res.exit_status)
         except ParseError:
-            info = ContainerInfo(self.station.container, "absent")
+            info = ContainerInfo(self.station.container, ContainerState.ABSENT)
         self.container(info)
         return info
 
@@ -437,7 +438,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         log was never read (one that started and stopped between two looks, or the last one before
         we connected: the crash that brought the operator here is usually in it)."""
         info = self._info
-        if info is None or info.state == "absent":
+        if info is None or info.state == ContainerState.ABSENT:
             return False
         return (self._gap_from is not None and self.last_ts is not None) or info.started_at != self._read_run
 
@@ -474,7 +475,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             self.ingest(line)
         self.flush()
         info = await self._refresh()
-        if info.state != "running":
+        if info.state != ContainerState.RUNNING:
             self._ended(info)
 
     async def _follow_running(self) -> None:
@@ -493,7 +494,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self.flush()
         # The stream ended: the container stopped or exited (or the channel was dropped): look again.
         info = await self._refresh()
-        if info.state != "running":
+        if info.state != ContainerState.RUNNING:
             self._ended(info)
 
     async def follow(self) -> None:

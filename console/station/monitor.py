@@ -64,7 +64,7 @@ from console.station.messages import (
     LogBatch,
 )
 from console.tasks import cancel_and_wait
-from console.vocabulary import ENDED_PHASES, ConnState, EnginePhase
+from console.vocabulary import ENDED_PHASES, ConnState, ContainerState, EnginePhase
 
 WATCHDOG_TICK_S = 0.25
 PROBE_EVERY_S = 1.0
@@ -300,7 +300,7 @@ class StationService:
         try:
             info = docker_probe.parse_inspect(self.station.container, res.stdout, res.exit_status)
         except ParseError as exc:
-            info = docker_probe.ContainerInfo(self.station.container, "absent")
+            info = docker_probe.ContainerInfo(self.station.container, ContainerState.ABSENT)
             self.last_error = str(exc)
         self.logs.container(info)
         self.post(ContainerUpdate(self.station.name, info))

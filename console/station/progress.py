@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from console.durations import clock
 from console.probes.nvidia_smi import GpuReading
+from console.serving.metrics import known
 from console.station.aspects import Aspect
 from console.station.ras_watch import RasView
 from console.station.state import StationState
@@ -42,6 +43,7 @@ from console.vocabulary import (
     LOADING_PHASES,
     PROGRESS_ALARMS,
     PROGRESS_SEVERITY,
+    ContainerState,
     EnginePhase,
     Progress,
     RasState,
@@ -173,7 +175,7 @@ def peer_down(state: StationState, others: list[StationState], v: Verdict) -> Ve
         c = p.container
         if p.conn.down or c is None or p.progress.down_at is None:
             continue  # not read, or not seen to go down: not known to be gone from this job
-        if not (c.state == "dead" or c.oom_killed or c.exit_code not in (0, None)):
+        if not (c.state == ContainerState.DEAD or c.oom_killed or c.exit_code not in (0, None)):
             continue  # a clean stop
         how = f"container {c.state} ({c.exit_code})"
         since = p.progress.down_at
@@ -243,9 +245,9 @@ def _serving(state: StationState, head: StationState, now: float, window_s: floa
         why = f": {snap.error}" if snap.error else ""
         return v(Progress.UNKNOWN, None, f"cannot tell: the counter was last read {clock(read_age)} ago{why}")
     running, waiting = snap.running, snap.waiting
-    if running is None or running != running:
-        return v(Progress.UNKNOWN, None, "cannot tell: /metrics has no running-requests gauge")
-    waiting = 0.0 if waiting is None or waiting != waiting else waiting
+    if (running := known(running)) is None:
+        return v(Progress.UNKNOWN, None, "cannot tell: /metrics has no readable running-requests gauge")
+    waiting = known(waiting) or 0.0
     reqs = f"{running:.0f} running, {waiting:.0f} waiting"
     moved = f.tokens_moved_at or f.tokens_read_at
     evidence = [f"generation tokens {f.tokens:,.0f}, last moved {clock(now - moved)} ago",

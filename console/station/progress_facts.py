@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from console.probes.docker import newest_stamps, parse_time
+from console.serving.metrics import known
 from console.station.messages import EngineUpdate, GpuSample, LogBatch, LogMarker, ServingUpdate
 from console.vocabulary import EnginePhase
 
@@ -46,8 +47,7 @@ class ProgressFacts:
         at = snap.updated_at
         if at is None or at == self.tokens_read_at:
             return
-        value = snap.gen_tokens_total
-        value = None if value is None or value != value else value  # NaN: out of range, not a count
+        value = known(snap.gen_tokens_total)  # INVALID (out of range) is no count
         if value is None:
             self.tokens, self.tokens_moved_at, self.tokens_first_at = None, None, None
         elif self.tokens is None or value != self.tokens:  # moved, reset (a restart), or first seen

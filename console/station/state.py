@@ -64,6 +64,7 @@ from console.vocabulary import (
     LOG_READ_STATES,
     NOT_LIVE_STATES,
     ConnState,
+    ContainerState,
     EnginePhase,
 )
 
@@ -194,7 +195,7 @@ class StationState:
                 self.progress.down_at = (msg.at if was_up else self.progress.down_at) \
                     if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
-                if msg.info.state == "running" and msg.info.started_at != self._run:  # a new run
+                if msg.info.state == ContainerState.RUNNING and msg.info.started_at != self._run:  # a new run
                     self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
                 return frozenset({Aspect.CONTAINER, *self._derive_serving(), *self._derive_engine()})
             case EngineUpdate():
@@ -233,7 +234,7 @@ class StationState:
         snap, c, failed_at = self.serving, self.container, self.at.get(Aspect.ENGINE)
         return (self.head and snap is not None and snap.status == "ok" and snap.updated_at is not None
                 and failed_at is not None and snap.updated_at > failed_at
-                and c is not None and c.state == "running")
+                and c is not None and c.state == ContainerState.RUNNING)
 
     def _connection(self, msg: ConnectionState) -> frozenset[Aspect]:
         c = self.conn
@@ -288,8 +289,8 @@ class StationState:
             return NOTHING
         c = self.container
         fresh = snap.updated_at is not None and (self._run_from is None or snap.updated_at >= self._run_from)
-        if c is None or c.state == "running" or snap.status == "ok":  # (healthy: something does serve there)
-            if fresh and c is not None and c.state == "running":
+        if c is None or c.state == ContainerState.RUNNING or snap.status == "ok":  # (healthy: something does serve there)
+            if fresh and c is not None and c.state == ContainerState.RUNNING:
                 self._run_last = snap
             shown = snap if fresh or c is None else _cleared(snap)
         else:
@@ -305,9 +306,9 @@ class StationState:
         exited (0)") and the API does not answer healthy; None while it runs, is not known, or
         something answers healthy on the port (then what it says is shown as it is)."""
         c, snap = self.container, self.serving
-        if not self.head or c is None or c.state == "running" or (snap is not None and snap.status == "ok"):
+        if not self.head or c is None or c.state == ContainerState.RUNNING or (snap is not None and snap.status == "ok"):
             return None
-        code = f" ({c.exit_code})" if c.state == "exited" and c.exit_code is not None else ""
+        code = f" ({c.exit_code})" if c.state == ContainerState.EXITED and c.exit_code is not None else ""
         return f"container {c.state}{code}"
 
     # ------------------------------------------------------------------ derived
@@ -391,7 +392,7 @@ class StationState:
     def engine_shown(self) -> bool:
         """The engine's phase is worth a line: its container runs (or it failed: the why stays)."""
         e, c = self.engine, self.container
-        return e is not None and (c is None or c.state == "running" or e.phase == EnginePhase.FAILED)
+        return e is not None and (c is None or c.state == ContainerState.RUNNING or e.phase == EnginePhase.FAILED)
 
     @property
     def engine_failed(self) -> bool:

@@ -45,7 +45,7 @@ from console.station.ras_monitor import READ_TIMEOUT_S
 from console.station.snapshot import progress_json, status_dict
 from console.station.state import Stations, StationState
 from console.tasks import gather_owned
-from console.vocabulary import ConnState
+from console.vocabulary import ConnState, ContainerState
 
 
 async def station_state(config: Config, station: Station, transport: Transport, trust: bool = False,
@@ -177,7 +177,7 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
         if not api["healthy"]:
             # An exited container's log is the evidence of why it stopped: read it too.
             present = [(state, s) for (state, _f), s in zip(read, config.stations, strict=True)
-                       if state.conn.live and state.container is not None and state.container.state != "absent"]
+                       if state.conn.live and state.container is not None and state.container.state != ContainerState.ABSENT]
             phases = await asyncio.gather(*(asyncio.wait_for(engine_status(config, s, transports[s.name]), limit)
                                             for _st, s in present), return_exceptions=True)
             for (state, s), p in zip(present, phases, strict=True):
@@ -224,7 +224,7 @@ RAS_LOOK_GAP_S = 1.0  # status reads RAS twice this far apart: a spread that hol
 async def _ras_reads(states: list[StationState], transports: dict[str, Transport], limit: float) -> list[RasSample]:
     """Two reads of NCCL's RAS report for ``status``, RAS_LOOK_GAP_S apart: on the head when its
     container runs, else on the first station by rank whose container runs ([]: none runs)."""
-    up = sorted((s for s in states if s.conn.live and s.container is not None and s.container.state == "running"),
+    up = sorted((s for s in states if s.conn.live and s.container is not None and s.container.state == ContainerState.RUNNING),
                 key=lambda s: (not s.head, s.rank))
     if not up:
         return []

@@ -58,7 +58,7 @@ from console.ui.screens.host_key import review_host_key
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 from console.ui.widgets.station_pane import StationPane
-from console.vocabulary import HOST_KEY_STATES, ConnState
+from console.vocabulary import CONTAINER_ENDED_STATES, HOST_KEY_STATES, ConnState, ContainerState
 
 if TYPE_CHECKING:
     import httpx  # annotations only: the client loads it when the API is first polled
@@ -207,7 +207,7 @@ class ConsoleApp(App):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             # findings belong to a run: a newer run of the container sends the old one's to "previous run"
             self.diagnoser.note_run(msg.station, info.started_at, info.finished_at)
-            self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,
+            self.diagnoser.note_exit(msg.station, info.exit_code if info.state in CONTAINER_ENDED_STATES else None,
                                      f"container {info.name}", oom_killed=info.oom_killed)
         elif isinstance(msg, KernelEvents):
             self._feed_kernel(msg)
@@ -236,7 +236,7 @@ class ConsoleApp(App):
         from console.diagnosis.kernel import KernelFeed, container_since
 
         c = self.stations[msg.station].container
-        since = container_since(c.started_at) if c is not None and c.state != "absent" else None
+        since = container_since(c.started_at) if c is not None and c.state != ContainerState.ABSENT else None
         feed = self._kernel_feeds.setdefault(msg.station, KernelFeed())
         if new := feed.new(msg.events, since):
             self.diagnoser.feed_kernel_events(msg.station, new)

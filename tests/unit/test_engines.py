@@ -416,6 +416,24 @@ def test_ptrace_and_flight_recorder_are_on_by_default_and_the_preview_says_so():
     assert "SYS_PTRACE for py-spy" in note and "last 2,000 collectives" in note
 
 
+def test_the_flight_recorder_hints_name_what_the_launch_sets():
+    """One pipe path: the launch's env and the hints shown when the recorder is off (the hang
+    evidence, the next step) carry the same settings, so a hand launch that follows the hint is read."""
+    from console.doctor.evidence import FR_HINT
+    from console.doctor.next_steps import TABLE
+    from console.remote import cmdlines as rc
+
+    c = cfg()
+    argv = engines.build_launch(c, c.head, RT_VLLM).argv
+    env = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-e" and "=" in argv[i + 1])
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == rc.FLIGHT_RECORDER_PIPE
+    assert rc.FLIGHT_RECORDER_ON.items() <= env.items()  # every setting the hint names, as launched
+    for hint in (FR_HINT, TABLE["fr-off"].text):
+        assert f"TORCH_NCCL_DEBUG_INFO_PIPE_FILE={rc.FLIGHT_RECORDER_PIPE} " in hint
+        assert f"TORCH_NCCL_TRACE_BUFFER_SIZE={env['TORCH_NCCL_TRACE_BUFFER_SIZE']} " in hint
+    assert TABLE["fr-off"].setting == f"TORCH_NCCL_TRACE_BUFFER_SIZE={env['TORCH_NCCL_TRACE_BUFFER_SIZE']}"
+
+
 def test_an_operator_turns_ptrace_and_the_flight_recorder_off():
     c = cfg(VLLM, "[overrides]\ncap_ptrace = false\nflight_recorder = 0\n")
     argv = engines.build_launch(c, c.head, RT_VLLM).argv

@@ -4,6 +4,8 @@
 - ``refiners`` and ``signatures``: the log lines that raise findings (literal anchors, a confirming
   regex, a refiner for the sub-cause), the context probes that decide the transport findings, the
   patterns that tell an error no entry explains;
+- ``milestones``: the start-up milestones, one row each (id, each engine's wordings, the words shown),
+  of which the phase markers, timeline anchors, launch echo and loading probes are made;
 - ``markers``: the start-up markers (ready, started, reset, phases, timeline events, NCCL transport
   lines, the lines a launch echoes), the fatal lines that end a start-up, and the log pane's highlighting.
 

@@ -15,6 +15,15 @@ import re
 from typing import Literal
 
 from console.diagnosis.catalogue.first_of import FirstOf, Part
+from console.diagnosis.catalogue.milestones import (
+    GRAPHS_END,
+    GRAPHS_START,
+    KV_CACHE,
+    MILESTONES,
+    SHARDS_MARKER,
+    WEIGHTS_END,
+    WEIGHTS_START,
+)
 from console.diagnosis.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
 from console.diagnosis.catalogue.specs import SPECS
 from console.sanitize import strip_escapes
@@ -40,25 +49,16 @@ RESET_MARKERS = ("Launching vLLM", "vLLM API server version", "server_args=Serve
 HEADLESS_MARKER = "headless multiproc executor"
 # The engine shuts down (after ready: it stopped).
 SHUTDOWN_MARKER = "Shutting down"
-# The weights' load, with its percentage (LOAD_PCT).
-SHARDS_MARKER = "Loading safetensors checkpoint shards"
-# Start-up phases in the order they happen: (phase, literal marker); the first marker of the table a
-# line holds names its phase.
-PHASE_MARKERS: tuple[tuple[EnginePhase, str], ...] = (
-    (EnginePhase.LOADING, "Starting to load model"),
-    (EnginePhase.LOADING, "Load weight begin"),
-    (EnginePhase.LOADING, SHARDS_MARKER),
-    (EnginePhase.LOADED, "Model loading took"),
-    (EnginePhase.LOADED, "Load weight end"),
-    (EnginePhase.KV_CACHE, "Available KV cache memory"),
-    (EnginePhase.KV_CACHE, "KV Cache is allocated"),
-    (EnginePhase.GRAPHS, "Capturing CUDA graphs"),
-    (EnginePhase.GRAPHS, "Capture cuda graph begin"),
-)
+# Start-up phases in the order they happen: (phase, literal marker), from the milestones' rows (the
+# weights' shards line, with its percentage in LOAD_PCT, is the loading phase's too); the first marker
+# of the table a line holds names its phase.
+PHASE_MARKERS: tuple[tuple[EnginePhase, str], ...] = tuple(
+    (m.phase, w) for m in MILESTONES if m.phase is not None
+    for w in (*m.words, *((SHARDS_MARKER,) if m.phase == EnginePhase.LOADING else ())))
 # CUDA graphs captured: the last step of a worker; the head still waits for its API server. SGLang's
 # scheduler prints its limits (``max_total_num_tokens=...``) once its model runner is up, after the KV
 # cache and the graphs or without graphs (--disable-cuda-graph): a worker serves from there.
-GRAPHS_DONE_MARKERS = ("Graph capturing finished", "Capture cuda graph end", "max_total_num_tokens=")
+GRAPHS_DONE_MARKERS = (*GRAPHS_END.words, "max_total_num_tokens=")
 # The figures of a phase: the load percentage, the weights' size (vLLM, SGLang).
 LOAD_PCT = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
 WEIGHTS_GIB = (re.compile(r"Model loading took ([\d.]+) ?GiB"), re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB"))
@@ -98,31 +98,33 @@ TIMELINE_MARKERS: tuple[TimelineEntry, ...] = tuple((e, a, re.compile(p)) for e,
      r"vLLM API server version|headless multiproc executor|server_args=ServerArgs\("),
     ("nccl-init", ("Init COMPLETE", "Init torch distributed ends"),
      r"NCCL INFO .*Init COMPLETE|Init torch distributed ends"),
-    ("weights-start", ("Starting to load model", "Load weight begin"), r"Starting to load model|Load weight begin"),
-    ("weights-end", ("Model loading took",),
-     r"Model loading took (?P<gib>[\d.]+) ?GiB(?: memory)? and (?P<seconds>[\d.]+) seconds"),
-    ("weights-end", ("Model loading took",), r"Model loading took (?P<gib>[\d.]+) ?GiB"),
-    ("weights-end", ("Load weight end",), r"Load weight end\..*mem usage=(?P<gib>[\d.]+) GB"),
-    ("kv-cache", ("Available KV cache memory",), r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
-    ("kv-cache", ("KV cache size: ",), r"(?:GPU|CPU) KV cache size: (?P<tokens>[\d,]+) tokens"),
-    ("kv-cache", ("KV Cache is allocated",),
-     r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB"),
-    ("kv-cache", ("KV Cache is allocated",), r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), KV size: (?P<gib>[\d.]+) GB"),
-    ("cuda-graphs", ("Graph capturing finished",),
-     r"Graph capturing finished in (?P<seconds>[\d.]+) secs?(?:, took (?P<gib>[\d.]+) GiB)?"),
-    ("cuda-graphs", ("Capture cuda graph end",), r"Capture cuda graph end\. Time elapsed: (?P<seconds>[\d.]+) s"),
+    *((m.id, (*m.words, *m.more), p) for m, p in (
+        # a milestone's event: any of its lines runs these (each pattern matches only its own wording)
+        (WEIGHTS_START, "|".join(map(re.escape, WEIGHTS_START.words))),
+        (WEIGHTS_END, r"Model loading took (?P<gib>[\d.]+) ?GiB(?: memory)? and (?P<seconds>[\d.]+) seconds"),
+        (WEIGHTS_END, r"Model loading took (?P<gib>[\d.]+) ?GiB"),
+        (WEIGHTS_END, r"Load weight end\..*mem usage=(?P<gib>[\d.]+) GB"),
+        (KV_CACHE, r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
+        (KV_CACHE, r"(?:GPU|CPU) KV cache size: (?P<tokens>[\d,]+) tokens"),
+        (KV_CACHE, r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), K size: (?P<k>[\d.]+) GB, "
+                   r"V size: (?P<v>[\d.]+) GB"),
+        (KV_CACHE, r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), KV size: (?P<gib>[\d.]+) GB"),
+        (GRAPHS_END, r"Graph capturing finished in (?P<seconds>[\d.]+) secs?(?:, took (?P<gib>[\d.]+) GiB)?"),
+        (GRAPHS_END, r"Capture cuda graph end\. Time elapsed: (?P<seconds>[\d.]+) s"),
+    )),
 ))
 
 # ---------------------------------------------------------------- lines a launch echoes
 # The milestones a launch shows as they happen (progress on stderr, the actions screen).
-PROGRESS_LINE = re.compile(r"Loading safetensors checkpoint shards:\s+\d+%|Model loading took|Load weight end|"
-                           r"Available KV cache memory|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|"
-                           r"Graph capturing finished|Capture cuda graph end|Init COMPLETE|Using network|"
-                           r"headless multiproc executor|Starting vLLM|fired up")
-PROGRESS_ANCHORS = (SHARDS_MARKER, "Model loading took", "Load weight end",
-                    "Available KV cache memory", "Capturing CUDA graphs", "Graph capturing finished",
-                    "Capture cuda graph end", "Init COMPLETE", "Using network", HEADLESS_MARKER, "Starting vLLM",
-                    "fired up")
+# (of the milestones: the weights loaded, vLLM's KV cache line, the graphs captured; vLLM's graph capture
+# only at its first and last percent)
+_ECHOED = (*WEIGHTS_END.words, *KV_CACHE.wordings["vllm"])
+PROGRESS_LINE = re.compile(
+    re.escape(SHARDS_MARKER) + r":\s+\d+%|" + "|".join(map(re.escape, _ECHOED))
+    + r"|Capturing CUDA graphs \(decode, FULL\):\s+(?:0|100)%|" + "|".join(map(re.escape, GRAPHS_END.words))
+    + r"|Init COMPLETE|Using network|headless multiproc executor|Starting vLLM|fired up")
+PROGRESS_ANCHORS = (SHARDS_MARKER, *_ECHOED, *GRAPHS_START.wordings["vllm"], *GRAPHS_END.words,
+                    "Init COMPLETE", "Using network", HEADLESS_MARKER, "Starting vLLM", "fired up")
 
 # ---------------------------------------------------------------- fatal lines
 # Lines after which the engine is certainly not coming up on its own: the signatures of the ids whose

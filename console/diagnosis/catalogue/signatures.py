@@ -17,6 +17,7 @@ from typing import Literal
 
 from console.diagnosis.catalogue import refiners as rf
 from console.diagnosis.catalogue import wordings
+from console.diagnosis.catalogue.milestones import SHARDS_MARKER, WEIGHTS_END, WEIGHTS_START
 from console.diagnosis.catalogue.specs import R_FALLBACK, R_ROOT, R_SYMPTOM, Hit
 
 # refine(match, text) -> Hit (override), None (keep defaults) or False (not a finding after all)
@@ -53,7 +54,7 @@ def _c(p: str, flags: int = 0) -> re.Pattern[str]:
 # ------------------------------------------------------------------ signatures
 
 # what says a retry succeeded: the weights load (the files came), Ray runs (the head answered)
-_LOADING = ("Loading safetensors checkpoint shards", "Starting to load model", "Load weight begin", "Model loading took",
+_LOADING = (SHARDS_MARKER, *WEIGHTS_START.words, *WEIGHTS_END.words,
             "Application startup complete.", "The server is fired up and ready to roll!")
 _RAY_UP = ("Ray runtime started", "Connected to Ray cluster", "Started a local Ray instance")
 
@@ -388,11 +389,9 @@ CONTEXT_PROBES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("nNodes", "nnodes", _c(r"nNodes (?P<v>\d+)")),
     ("NCCL version", "version", _c(r"NCCL version (?P<v>\d+\.\d+\.\d+)")),
     ("vLLM is using nccl==", "version", _c(r"using nccl==(?P<v>\d+\.\d+\.\d+)")),
-    ("Starting to load model", "load_start", _c(r"Starting to load model")),
-    ("Load weight begin", "load_start", _c(r"Load weight begin")),
-    ("Loading safetensors checkpoint shards", "load_start", _c(r"Loading safetensors checkpoint shards:\s+\d")),
-    ("Model loading took", "load_end", _c(r"Model loading took")),
-    ("Load weight end", "load_end", _c(r"Load weight end")),
+    *((w, "load_start", _c(re.escape(w))) for w in WEIGHTS_START.words),
+    (SHARDS_MARKER, "load_start", _c(re.escape(SHARDS_MARKER) + r":\s+\d")),
+    *((w, "load_end", _c(re.escape(w))) for w in WEIGHTS_END.words),
     ("cuda capability supported", "cap_range", _c(r"\(\d+\.\d+\) - \((?P<hi>\d+)\.(?P<him>\d+)\)")),
     ("supports CUDA capabilities", "cap_list", _c(r"supports CUDA capabilities (?P<v>(?:sm_\d+a? ?)++)")),
     ("GPU Direct RDMA", "gdr_on", _c(r"GPU Direct RDMA (?:\(DMABUF\) )?[Ee]nabled")),

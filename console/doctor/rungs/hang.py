@@ -17,7 +17,7 @@ from console.doctor.model import RungResult
 from console.doctor.next_steps import next_step
 from console.probes import activity as act
 from console.probes import pyspy
-from console.vocabulary import CheckStatus
+from console.vocabulary import CheckStatus, ContainerState
 
 ID = "hang"
 PYSPY_NEXT = ("py-spy is on neither the station nor the container: `pip install py-spy` on the station (then "
@@ -51,7 +51,7 @@ def rows(ctx: DoctorContext, hev: HangEvidence) -> list[RungResult]:
     evs = hev.stations
     label = ",".join(evs)
     out = [RungResult(ID, n, CheckStatus.SKIP, f"{n}: {e.error}") for n, e in evs.items() if e.error]
-    if not any(e.container.get("state") not in (None, "absent") for e in evs.values()):
+    if not any(e.container.get("state") not in (None, ContainerState.ABSENT) for e in evs.values()):
         return out + [RungResult(ID, label, CheckStatus.SKIP, "no engine container on any station: nothing to inspect")]
     status = (CheckStatus.FAIL if hev.kind in HANG_KINDS else CheckStatus.PASS if hev.kind in ("idle", "moving")
               else CheckStatus.WARN)

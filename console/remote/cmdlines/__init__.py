@@ -108,6 +108,9 @@ from console.remote.cmdlines.links import (  # noqa: F401
 from console.remote.cmdlines.nccl import (  # noqa: F401
     ENGINE_PROCESS_PATTERN,
     FLIGHT_RECORDER_DUMP,
+    FLIGHT_RECORDER_ENTRIES,
+    FLIGHT_RECORDER_ON,
+    FLIGHT_RECORDER_ON_TEXT,
     FLIGHT_RECORDER_PIPE,
     FLIGHT_RECORDER_PREFIX,
     FR_DEFAULT_TEMP_FILE,

@@ -170,6 +170,17 @@ FLIGHT_RECORDER_DUMP = FLIGHT_RECORDER_PREFIX + "rank_"
 FLIGHT_RECORDER_PIPE = FLIGHT_RECORDER_PREFIX + "pipe_"
 
 
+FLIGHT_RECORDER_ENTRIES = 2000  # collectives each rank keeps (overrides.flight_recorder; 0 = off)
+
+
+#: What turns the flight recorder on with a pipe to ask for a dump, as the launch sets it: the words the
+#: console shows an operator whose engine runs without it (the hang evidence, the next step) are made
+#: of these, so that a hand launch asked for by the hint is read the same way as the console's own.
+FLIGHT_RECORDER_ON = {"TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
+                      "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": FLIGHT_RECORDER_PIPE}
+FLIGHT_RECORDER_ON_TEXT = " and ".join(f"{k}={v}" for k, v in FLIGHT_RECORDER_ON.items())
+
+
 def ncclras_diag(container: str) -> str:
     """NCCL 2.31's cross-rank comparison (GPU model, driver, ECC, NVLink, ``NCCL_*``), read from the
     RAS service inside the serving container (the ncclras client ships with NCCL)."""

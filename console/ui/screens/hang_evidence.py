@@ -24,6 +24,7 @@ from console.config import Config
 from console.doctor.evidence import HangEvidence, StationEvidence, capture
 from console.doctor.evidence_words import StationRow, station_rows
 from console.sanitize import one_line
+from console.vocabulary import ContainerState
 
 CAPTURE_INTERVAL_S = 3.0
 CAPTURE_DEADLINE_S = 60.0
@@ -39,7 +40,7 @@ def station_lines(ev: StationEvidence, ras_ops: dict[str, int], first: list[Stat
     if ev.error:
         rows.append(("station", f"not read: {ev.error}"))
     rows.append(("container", f"{c.get('name', '?')} {c.get('state', '?')}"
-                 + (f" (exit {c.get('exit_code')})" if c.get("state") not in (None, "running") else "")))
+                 + (f" (exit {c.get('exit_code')})" if c.get("state") not in (None, ContainerState.RUNNING) else "")))
     rows.extend(first or ())
     if ev.name in ras_ops:
         rows.append(("RAS", f"op {ras_ops[ev.name]}"))

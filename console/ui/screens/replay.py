@@ -67,7 +67,7 @@ def _offset(t: float, start: float | None) -> str:
 
 
 def _num(x: Any, fmt: str = "{:g}", none: str = "-") -> str:
-    return none if not isinstance(x, (int, float)) or x != x else fmt.format(x)
+    return none if not isinstance(x, (int, float)) else fmt.format(x)  # (finite: the bundle's reader)
 
 
 def _gpus(obj: dict[str, Any]) -> str:

@@ -29,7 +29,13 @@ from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of, transport_style
 from console.ui.widgets.gpu_meter import bar
 from console.ui.widgets.station_pane import CONN_STYLE, PHASE_STYLE
-from console.vocabulary import LOADING_PHASES, TRANSPORT_TINY, ConnState, NcclTransport
+from console.vocabulary import (
+    CONTAINER_ENDED_STATES,
+    LOADING_PHASES,
+    TRANSPORT_TINY,
+    ConnState,
+    NcclTransport,
+)
 
 COLUMNS = (("station", 10), ("state", 13), ("age", 6), ("engine", 24), ("GPU memory", 24), ("util", 5),
            ("NCCL", 10))  # then "last error", which takes the rest
@@ -98,7 +104,7 @@ def fleet_row(state: StationState, now: float | None = None, serving_gpu: str | 
         error = s.gpu_error
     elif s.gpus_in_error:  # a GPU in error is the row's last error, and its state says so
         error = s.gpu_error_words()
-    elif s.container is not None and s.container.state in ("exited", "dead") and s.container.exit_code:
+    elif s.container is not None and s.container.state in CONTAINER_ENDED_STATES and s.container.exit_code:
         error = f"container {s.container.state} ({s.container.exit_code})"
     label, alarm = s.engine_label, verdict is not None and verdict.alarm
     if alarm:  # a live, "ready" station whose tokens do not move is not shown as fine

@@ -13,8 +13,6 @@ that is late says how old the last answer is instead of a "● healthy" that is 
 
 from __future__ import annotations
 
-import math
-
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -23,7 +21,7 @@ from console.durations import clock as mmss
 from console.durations import span
 from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
-from console.serving.metrics import MISSES_FOR_RED, ServingSnapshot
+from console.serving.metrics import MISSES_FOR_RED, ServingSnapshot, is_invalid
 from console.station.messages import ServingUpdate as ServingUpdate  # its old home: re-exported
 from console.station.progress import Verdict
 from console.ui import clock
@@ -39,28 +37,24 @@ _NAMES = {"running": "running", "waiting": "waiting", "kv_usage": "KV", "gen_thr
           "ttft": "TTFT", "itl": "ITL", "generation_tokens": "generated tokens", "prompt_tokens": "prompt tokens"}
 
 
-def _bad(x: float | None) -> bool:
-    return x is not None and math.isnan(x)
-
-
 def _num(x: float | None, fmt: str, unit: str = "") -> str:
-    return "—" if x is None else INVALID_TEXT if _bad(x) else format(x, fmt) + unit
+    return "—" if x is None else INVALID_TEXT if is_invalid(x) else format(x, fmt) + unit
 
 
 def _ms(x: float | None) -> str:
     if x is None:
         return "—"
-    if _bad(x):
+    if is_invalid(x):
         return INVALID_TEXT
     return f"{x * 1000:,.0f} ms" if x >= 0.1 else f"{x * 1000:.1f} ms"
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else INVALID_TEXT if _bad(x) else f"{x * 100:.1f} %"
+    return "—" if x is None else INVALID_TEXT if is_invalid(x) else f"{x * 100:.1f} %"
 
 
 def _suffix(x: float | None, text: str) -> str:
-    return text if x is not None and not _bad(x) else ""
+    return text if x is not None and not is_invalid(x) else ""
 
 
 def _short_miss(snap: ServingSnapshot) -> str:

@@ -39,7 +39,14 @@ from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.mounted import while_mounted
 from console.ui.widgets.process_list import ProcessList
-from console.vocabulary import LOADING_PHASES, TRANSPORT_SHORT, ConnState, EnginePhase, NcclTransport
+from console.vocabulary import (
+    LOADING_PHASES,
+    TRANSPORT_SHORT,
+    ConnState,
+    ContainerState,
+    EnginePhase,
+    NcclTransport,
+)
 
 SHORT_BELOW = 30  # pane rows: below, one row per GPU and no display GPU (80x24, 8 stations)
 TINY_BELOW = 14  # pane rows: below, the serving box loses its frame and keeps its first row, the API (80x24, 4 stations)
@@ -450,10 +457,10 @@ class StationPane(Vertical):
         # a station not live as a whole: what its container and engine last said is old (dimmed, with its age)
         old = s.values_stale
         if c := s.container:
-            cstyle = "green" if c.state == "running" else ("red" if c.exit_code not in (None, 0) else "dim")
+            cstyle = "green" if c.state == ContainerState.RUNNING else ("red" if c.exit_code not in (None, 0) else "dim")
             cstyle = "dim" if old else cstyle
             piece = Text.assemble(("container ", "dim"), (f"{s.container_name}: {c.state}", cstyle))
-            if c.state == "exited" and c.exit_code is not None:
+            if c.state == ContainerState.EXITED and c.exit_code is not None:
                 piece.append(f" ({c.exit_code})", style=cstyle)
             if old:
                 piece.append_text(old_label(s.value_age(Aspect.CONTAINER, now)))
