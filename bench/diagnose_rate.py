@@ -14,8 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
+from console.catalogue import HIGHLIGHTS
 from console.diagnosis import Diagnoser
-from console.diagnosis.catalogue import HIGHLIGHTS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 

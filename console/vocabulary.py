@@ -89,7 +89,7 @@ CONTAINER_UP_STATES = frozenset({ContainerState.RUNNING, ContainerState.RESTARTI
 #: The states of a container whose process ended (its exit code is the engine's).
 CONTAINER_ENDED_STATES = frozenset({ContainerState.EXITED, ContainerState.DEAD})
 
-# (the start-up phases in the operator's words: console.diagnosis.catalogue.milestones.phase_text)
+# (the start-up phases in the operator's words: console.catalogue.milestones.phase_text)
 
 
 class NcclTransport(StrEnum):

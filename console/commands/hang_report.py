@@ -26,12 +26,12 @@ from console import __version__
 from console.commands.args import UsageError, add_config_args, check_seconds
 from console.commands.bundle import write_archive
 from console.config import load_config, masker
-from console.config.secrets import mask_tree
 from console.diagnosis import redact
 from console.doctor.evidence import HangEvidence, capture
 from console.doctor.evidence_words import station_rows, stragglers_line
 from console.safe_files import FileProblem, prepare_target
 from console.sanitize import one_line
+from console.secrets import mask_tree
 
 RAW_FILES = ("pyspy.txt", "flight_recorder.txt", "ras-1.txt", "ras-2.txt", "kernel.txt", "counters.txt", "tasks.txt")
 

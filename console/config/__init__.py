@@ -6,7 +6,8 @@ operator can fix the file without guessing; the CLI turns them into one line and
 One module per job: ``schema`` (the dataclasses: the one description of every table), ``fields`` (what
 is read from them: known keys, kinds, building, writing back), ``validate`` (value rules), ``errors``
 (messages and lines), ``profiles``, ``load`` (parse + check), ``export`` (TOML form, masked views),
-``paths`` (XDG, size limits), ``secrets`` (the one ``is_secret_name`` rule), ``envfile_import``.
+``paths`` (XDG, size limits), ``envfile_import``; the one ``is_secret_name`` rule is ``console.secrets``
+(a leaf the parsers below the config use too), re-exported here.
 Every public name is re-exported here: ``from console.config import X`` works for all of them.
 """
 
@@ -44,7 +45,6 @@ from console.config.schema import (
     tensor_parallel_for,
     weights_per_gpu_gib,
 )
-from console.config.secrets import is_secret_name
 from console.config.validate import (
     CONTAINER_NAME,
     DEVICE_NAME,
@@ -58,6 +58,7 @@ from console.config.validate import (
     check_timeout,
     check_url,
 )
+from console.secrets import is_secret_name
 
 __all__ = [
     "CONFIG_NAME", "CONTAINER_NAME", "DEFAULT_PROFILE", "DEVICE_NAME", "ENGINES", "ENV_NAME", "HOST_NAME",

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.config import load_profile, parse_config
-from console.config.secrets import is_secret_name
 from console.probes import envfile as env_probe
+from console.secrets import is_secret_name
 
 _END_IP = re.compile(r"^(?:STATION_)?([A-Z])_(?:RAIL_)?IP$")  # A_IP / STATION_B_IP / A_RAIL_IP
 OVERRIDE_KEYS = {  # env name -> overrides key

@@ -1,6 +1,6 @@
 """Incremental diagnosis over streamed log lines from several stations, plus check results.
 
-The hot path (``Diagnoser.feed``) reads the batch's classification (``console.diagnosis.classify``:
+The hot path (``Diagnoser.feed``) reads the batch's classification (``console.catalogue.classify``:
 one scan for every catalogue anchor, shared with the start-up tracker; a station's monitor made it
 already, a file is classified here); only lines an anchor hit are cleaned and matched against regexes.
 
@@ -21,10 +21,10 @@ import re
 from collections import deque
 from collections.abc import Iterable
 
-from console.diagnosis import catalogue as cat
+from console import catalogue as cat
+from console.catalogue.classify import ClassifiedBatch, classify
+from console.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
 from console.diagnosis import context
-from console.diagnosis.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
-from console.diagnosis.classify import ClassifiedBatch, classify
 from console.diagnosis.decisions import MAX_EVIDENCE, OPEN_TRACEBACK_LINES, Decisions
 from console.diagnosis.findings import (
     Candidate,
@@ -36,6 +36,7 @@ from console.diagnosis.findings import (
     SourceState,
     compare,
 )
+from console.diagnosis.runs import RunBook
 from console.diagnosis.text import clean, message_of, redact, shorten
 from console.vocabulary import CheckStatus
 
@@ -44,7 +45,6 @@ MAX_FRAMES = 12
 FIRST_FRAMES = 6  # traceback lines shown for an error no entry explains
 HANG_AFTER_LINES = 200  # lines logged after the last NCCL "Init START" with no "Init COMPLETE"
 MAX_CANDIDATES = 20  # unexplained error lines remembered per source (the count goes on)
-MAX_PAST_RUNS = 3  # ended runs (with findings) kept per station, newest first
 _CODE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 _FRAME_NOISE = re.compile(r"^\s*[\^~]+\s*$")
 _EXCEPTION = re.compile(r"\w(?:Error|Exception|Interrupt)\b")
@@ -63,7 +63,7 @@ for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
     _ANCHOR_TABLE[_a] = (cat.ANCHORS.get(_a, ()), cat.CONTEXT_ANCHORS.get(_a, ()), _a in cat.GENERIC_ANCHORS)
 
 
-class Diagnoser(Decisions):
+class Diagnoser(Decisions, RunBook):
     """Findings over many sources, fed incrementally; ``ranked()`` puts the root cause first.
 
     ``gpudirect_expected``: True where the profile promises GPUDirect RDMA (GB300), so a
@@ -488,57 +488,6 @@ class Diagnoser(Decisions):
                                           _cause_rank=cat.R_ROOT)
         self.version += 1
         return True
-
-    # ------------------------------------------------------------ container runs
-
-    def note_run(self, station: str, started_at: str | None, finished_at: str | None = None) -> bool:
-        """The station's container as last read (docker's StartedAt / FinishedAt). Findings belong to a
-        run: when a newer run starts, the old run's log findings leave the live list (the process they
-        describe is gone) for ``previous_runs``. True when that happened. A run with no start time (a
-        container never started, or removed) changes nothing: the findings stay with the last run known."""
-        from console.probes.docker import parse_time
-
-        start = parse_time(started_at) if started_at else None
-        if start is None:
-            return False
-        finish = parse_time(finished_at) if finished_at else None
-        known = self._run_of.get(station)
-        if known is not None and start < known[0]:
-            return False  # an older run read late: the newer one stands
-        self._run_of[station] = (start, finish if finish is not None and finish >= start else None)
-        if known is None or known[0] == start:
-            return False
-        old_start, old_finish = known
-        self.end_run(station, old_start, old_finish if old_finish is not None else start, old_finish is not None)
-        return True
-
-    def end_run(self, station: str, started: float | None, ended: float | None, seen: bool) -> None:
-        """The station's run fed so far has ended (``ended``: when; ``seen``: its own finish time, else an
-        upper bound such as the next run's start). Move the station's log findings (its container log and its kernel log since the run started) to
-        its past runs, and start its sources afresh (their line numbers go on: the log view keeps the old
-        lines above the new run's)."""
-        kept = tuple(dataclasses.replace(f, evidence=list(f.evidence)) for f in self.ranked()
-                     if f.station == station and f.origin == "log")
-        if kept:
-            past = self._past.setdefault(station, deque(maxlen=MAX_PAST_RUNS))
-            past.appendleft(PastRun(station, started, ended, seen, kept))
-        for key in [k for k, f in self._findings.items() if k[1] == station and f.origin == "log"]:
-            del self._findings[key]
-        kernel = f"{station}\x00kernel"
-        for source in (station, kernel):
-            old = self._sources.get(source)
-            if old is not None:
-                self._sources[source] = SourceState(count=old.count, station=old.station, label=old.label,
-                                                    kernel=old.kernel)
-        self._exits.pop(station, None)
-        for key in [k for k in self._versions if k[0] in (station, kernel)]:
-            del self._versions[key]
-        self.version += 1
-
-    def previous_runs(self, station: str | None = None) -> list[PastRun]:
-        """Ended runs with findings (of ``station``, or of every station), newest first."""
-        runs = [r for name, past in self._past.items() if station in (None, name) for r in past]
-        return sorted(runs, key=lambda r: -(r.ended_at or 0.0))
 
     # ------------------------------------------------------------ results
 

@@ -9,7 +9,6 @@ import re
 from dataclasses import dataclass, replace
 
 from console.config import Config, Station
-from console.config.secrets import is_secret_name
 from console.doctor.context import DoctorContext
 from console.probes import ParseError
 from console.probes import docker_env as de
@@ -17,6 +16,7 @@ from console.probes import rdma as rdma_probe
 from console.probes.iproute import parse_link
 from console.probes.nccl_tests import NcclInfo, parse_nccl_info
 from console.remote import cmdlines as rc
+from console.secrets import is_secret_name
 from console.service import engines
 from console.station.checks import StationDown
 

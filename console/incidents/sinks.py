@@ -26,8 +26,8 @@ from typing import Literal
 
 import httpx
 
-from console.config.secrets import mask_sink_url
 from console.sanitize import one_line
+from console.secrets import mask_sink_url
 
 AlertEvent = Literal["open", "resolved", "test"]
 SinkName = Literal["webhook", "ntfy", "desktop"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from console.config.secrets import is_secret_name
 from console.probes import ParseError
+from console.secrets import is_secret_name
 from console.vocabulary import ContainerState
 
 # The variables the NCCL workbench compares between stations.

@@ -19,8 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from console import catalogue
 from console.config import Config, Station
-from console.diagnosis import catalogue
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker

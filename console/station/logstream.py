@@ -35,15 +35,15 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from console.catalogue.classify import classify
 from console.config import Station
-from console.config.secrets import redact_lines, redact_text
-from console.diagnosis.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time, split_timestamp, time_key
 from console.remote import cmdlines
 from console.remote.transport import Transport
 from console.sanitize import clip, one_line
+from console.secrets import redact_lines, redact_text
 from console.station.messages import LogBatch, LogMarker
 from console.tasks import cancel_and_wait
 from console.vocabulary import ContainerState

@@ -14,11 +14,11 @@ import pytest
 
 from console.cli import main
 from console.config import parse_config, secret_values
-from console.config.secrets import mask_sink_url
 from console.incidents.alerts import Alerter
 from console.incidents.recorder import IncidentRecorder
 from console.incidents.sinks import WEBHOOK_KEYS
 from console.incidents.store import Ledger
+from console.secrets import mask_sink_url
 from console.station.progress import Verdict
 from console.station.state import Stations
 from console.vocabulary import Progress

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from console import catalogue as cat
+from console.catalogue.classify import ClassifiedBatch, classify
 from console.config import parse_config
 from console.diagnosis import Diagnoser
-from console.diagnosis import catalogue as cat
-from console.diagnosis.classify import ClassifiedBatch, classify
 from console.probes.engine_log import EngineLogTracker
 from console.sanitize import clean, strip_escapes
 from console.station.messages import EngineUpdate, LogBatch

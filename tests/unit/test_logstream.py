@@ -11,10 +11,10 @@ import json
 import pytest
 
 from console.config import parse_config
-from console.config.secrets import redact_text
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker
 from console.remote.transport import CommandResult
+from console.secrets import redact_text
 from console.service.follow import Follower
 from console.station.logstream import HeadlessLogs, LogEnded, LogSkipped, LogStream
 from console.station.messages import LogBatch, LogMarker

@@ -1,4 +1,4 @@
-"""The start-up milestones are one table (console/diagnosis/catalogue/milestones.py): every wording of
+"""The start-up milestones are one table (console/catalogue/milestones.py): every wording of
 every row is recognised by the one classifier as that row says (its phase, its timeline event, the
 graphs done), and the words shown (the launch's timeline, the dashboard's phase) are the rows'."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from console.diagnosis import catalogue as cat
-from console.diagnosis.catalogue.milestones import MILESTONES, SHARDS_MARKER, phase_text
-from console.diagnosis.classify import classify
+from console import catalogue as cat
+from console.catalogue.classify import classify
+from console.catalogue.milestones import MILESTONES, SHARDS_MARKER, phase_text
 from console.probes.engine_log import TIMELINE_LABELS, EngineLogTracker
 from console.vocabulary import EnginePhase
 

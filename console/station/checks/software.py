@@ -7,12 +7,12 @@ import asyncio
 import re
 
 from console.config import Config, Station
-from console.config.secrets import redact_env_lines, redact_text
 from console.probes import ParseError
 from console.probes import disk as disk_probe
 from console.probes import envfile as env_probe
 from console.probes.docker import parse_image_identity, short_digest
 from console.remote import cmdlines as rc
+from console.secrets import redact_env_lines, redact_text
 from console.station.checks.context import CheckResult, CheckRun, evidence, join_parts
 from console.vocabulary import CheckStatus
 
