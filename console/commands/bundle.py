@@ -44,6 +44,7 @@ from console.diagnosis.fetch import StationLog, fetch_station_log
 from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing
 from console.sanitize import one_line
 from console.secrets import mask_values
+from console.tasks import gather_owned
 
 DEFAULT_TAIL = 2000
 CHECKS_TIMEOUT_S = 180.0
@@ -71,10 +72,10 @@ def _check_dict(r: Any) -> dict[str, Any]:
 
 async def _collect(config: Config, tail: int, with_checks: bool, trust: bool
                    ) -> tuple[list[StationLog], list[Any] | None, str | None, dict[str, Any]]:
-    logs_task = asyncio.gather(*(fetch_station_log(config, s, tail, trust) for s in config.stations))
+    logs_task = asyncio.ensure_future(gather_owned(*(fetch_station_log(config, s, tail, trust) for s in config.stations)))
     health_task = asyncio.ensure_future(_health(config, trust))
     if with_checks:
-        (logs, (checks, err)) = await asyncio.gather(logs_task, _run_checks(config, CHECKS_TIMEOUT_S))
+        (logs, (checks, err)) = await gather_owned(logs_task, _run_checks(config, CHECKS_TIMEOUT_S))
     else:
         logs, checks, err = await logs_task, None, "checks skipped (--no-checks)"
     return list(logs), checks, err, await health_task

@@ -21,6 +21,7 @@ from console.commands.args import UsageError, add_config_args, check_count
 from console.config import Config, ConfigError, find_config, load_config
 from console.diagnosis import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
+from console.tasks import gather_owned
 from console.vocabulary import CONTAINER_ENDED_STATES
 
 DEFAULT_TAIL = 5000
@@ -132,7 +133,7 @@ def _read_stations(d: Diagnoser, config: Config, names: list[str], tail: int, tr
             raise UsageError(f"--station {name}: no such station (configured: {known})") from None
 
     async def all_logs():
-        return await asyncio.gather(*(fetch_station_log(config, s, tail, trust, kernel=True) for s in stations))
+        return await gather_owned(*(fetch_station_log(config, s, tail, trust, kernel=True) for s in stations))
 
     out = []
     for log in asyncio.run(all_logs()):

@@ -7,7 +7,6 @@ Discrete GPUs keep the full sweep (their buffers are GPU memory)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from console.config import Config
@@ -15,6 +14,7 @@ from console.probes import ParseError
 from console.probes.meminfo import parse_meminfo
 from console.remote import cmdlines as rc
 from console.station.checks import StationDown, ToolMissing
+from console.tasks import gather_owned
 
 FULL_MAX_BYTES = 1 << 30  # the sweep's largest size on discrete GPUs (-e 1G)
 MIN_MAX_BYTES = 8 << 20  # below this the bandwidth figure says nothing: the test is not run
@@ -68,5 +68,5 @@ async def read_available(run, config: Config) -> dict[str, int | None]:
             return None
 
     names = [s.name for s in config.stations]
-    got = await asyncio.gather(*(one(n) for n in names))
+    got = await gather_owned(*(one(n) for n in names))
     return dict(zip(names, got, strict=True))

@@ -26,6 +26,7 @@ from console.config import Config
 from console.incidents.capture import full_masker
 from console.incidents.sinks import Alert, Outcome, desktop, ntfy, webhook
 from console.sanitize import one_line
+from console.tasks import gather_owned
 
 HOUR_S = 3600.0
 BACKOFF_S = 1.0
@@ -169,7 +170,7 @@ class Alerter:
             jobs.append(ntfy(s.ntfy, alert, **kw))
         if s.desktop:
             jobs.append(desktop(alert))
-        return list(await asyncio.gather(*jobs))
+        return list(await gather_owned(*jobs))
 
     def test_alert(self) -> Alert:
         """The message ``alert-test`` sends to every sink."""

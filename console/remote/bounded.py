@@ -4,8 +4,9 @@ and the result says where it was cut. Both transports' ``run`` read through here
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
+
+from console.tasks import gather_owned
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # per stream (stdout, stderr) of one one-shot command
 CHUNK = 64 * 1024
@@ -52,5 +53,5 @@ async def read_both(out: Callable[[int], Awaitable[bytes]], err: Callable[[int],
             await stop()
         return data, cut
 
-    (o, cut_o), (e, cut_e) = await asyncio.gather(one(out), one(err))
+    (o, cut_o), (e, cut_e) = await gather_owned(one(out), one(err))
     return decoded(o, cut_o, limit), decoded(e, cut_e, limit), cut_o or cut_e

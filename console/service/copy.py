@@ -12,7 +12,6 @@ image's saved tar is kept on the source and copied the same way).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from console.remote import cmdlines as rc
 from console.remote.session import make_transport
 from console.remote.transport import Transport, TransportError
 from console.sanitize import one_line
+from console.tasks import gather_owned
 
 IMAGE_CACHE = "~/.cache/dgx-console/copy"  # where an image's saved tar waits (source and destination)
 HASH_BYTES_S = 300e6  # the slowest sha256 pace we allow for (the identity check's time limit)
@@ -186,7 +186,7 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     if kind == CopyKind.CHECKPOINT:
         plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
         plan.destination_path = check_path(dest_path, "--dest") if dest_path else plan.source_path
-        mine, theirs = await asyncio.gather(t.run(rc.copy.manifest(plan.source_path, False), timeout=limit),
+        mine, theirs = await gather_owned(t.run(rc.copy.manifest(plan.source_path, False), timeout=limit),
                                             t.run(rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, False),
                                                   timeout=limit))
         if not mine.ok or not theirs.ok:
@@ -206,7 +206,7 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     plan.image = what or cfg.profile.image
     if not plan.image or any(c.isspace() for c in plan.image):
         raise UsageError(f"IMAGE must be an image name, got {one_line(repr(plan.image), 100)}")
-    ids = await asyncio.gather(t.run(rc.copy.image_id_size(plan.image), timeout=limit),
+    ids = await gather_owned(t.run(rc.copy.image_id_size(plan.image), timeout=limit),
                                t.run(rc.copy.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
     if not ids[0].ok:
         plan.refused.append(f"no image {plan.image} on {src.name}: {one_line(ids[0].stderr, 200)}")
@@ -229,7 +229,7 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
 
 async def _identity(t: Transport, plan: CopyPlan) -> list[str]:
     limit = max(60.0, plan.total_bytes / HASH_BYTES_S)
-    mine, theirs = await asyncio.gather(_run(t, rc.copy.manifest(plan.source_path, True), limit),
+    mine, theirs = await gather_owned(_run(t, rc.copy.manifest(plan.source_path, True), limit),
                                         _run(t, rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, True), limit))
     sm, dm = parse_manifest(mine), parse_manifest(theirs)
     if not dm.present:

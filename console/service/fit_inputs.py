@@ -8,7 +8,6 @@ later stop compares with, and the stop's own check.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from console.probes.nvidia_smi import ComputeApp, GpuReading, parse_compute_apps
 from console.remote import cmdlines as rc
 from console.remote.transport import CommandResult
 from console.service import engines, fit
+from console.tasks import gather_owned
 
 Runner = Callable[[Station, str], Awaitable[CommandResult]]
 
@@ -61,7 +61,7 @@ def serving_gpus(station: Station, cfg: Config, gpus: list[GpuReading]) -> list[
 
 async def read_memory(run: Runner, cfg: Config, station: Station) -> MemoryReading:
     out = MemoryReading(station.name)
-    gpu_r, apps_r, mem_r = await asyncio.gather(
+    gpu_r, apps_r, mem_r = await gather_owned(
         run(station, rc.gpu_query()), run(station, rc.compute_apps_query()), run(station, rc.meminfo_once()))
     try:
         out.gpus = serving_gpus(station, cfg, parse_gpus(gpu_r.stdout))
@@ -109,7 +109,7 @@ class ModelOnStation:
 
 async def read_model(run: Runner, cfg: Config, station: Station) -> ModelOnStation:
     p = cfg.profile
-    conf, rev = await asyncio.gather(run(station, rc.model_config(p.model_dir)),
+    conf, rev = await gather_owned(run(station, rc.model_config(p.model_dir)),
                                      run(station, rc.model_revision(p.model_dir)))
     size = float(disk_probe.parse_shards(rev.stdout).total_bytes) if rev.ok or rev.stdout else 0.0
     source = "station"
@@ -171,7 +171,7 @@ async def gather_fit(run: Runner, cfg: Config, scripts: dict[str, str] | None = 
     unified = cfg.profile.gpu.unified_memory
 
     async def one(s: Station) -> tuple[fit.StationFit | None, fit.FitWarning | None, MemoryReading]:
-        model, mem = await asyncio.gather(read_model(run, cfg, s), read_memory(run, cfg, s))
+        model, mem = await gather_owned(read_model(run, cfg, s), read_memory(run, cfg, s))
         if model.shape is None:
             return None, fit.FitWarning("model-config", "error", s.name, model.error or "no config.json",
                                         "check profile.model_dir and the checkpoint copy on this station"), mem
@@ -186,7 +186,7 @@ async def gather_fit(run: Runner, cfg: Config, scripts: dict[str, str] | None = 
         return fit.estimate(s.name, model.shape, model.checkpoint_bytes, settings, smem,
                             model.checkpoint_source), None, mem
 
-    results = await asyncio.gather(*(one(s) for s in cfg.stations))
+    results = await gather_owned(*(one(s) for s in cfg.stations))
     fits = [f for f, _w, _m in results if f is not None]
     problems = [w for _f, w, _m in results if w is not None]
     return FitReport(fits, problems, {m.station: m for _f, _w, m in results})

@@ -39,6 +39,7 @@ from console.serving.chat import TOKEN_KINDS, ChatEvent, ChatRequest
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
 from console.serving.metrics import parse_metrics
+from console.tasks import gather_owned
 
 #: Coding prompts in the spirit of SPEED-Bench Coding (the real set is gated; these are our own).
 BUILTIN_PROMPTS: tuple[str, ...] = (
@@ -255,7 +256,7 @@ class BenchRunner:
         tasks = [asyncio.create_task(worker()) for _ in range(min(c, n))]
         tick = asyncio.create_task(ticker()) if self.on_progress is not None else None
         try:
-            await asyncio.gather(*tasks)
+            await gather_owned(*tasks)
         except BaseException:
             for t in tasks:
                 t.cancel()

@@ -29,7 +29,7 @@ from console.remote import cmdlines as rc
 from console.remote.channels import ChannelWait
 from console.remote.session import make_transport
 from console.remote.transport import ChannelRefused, Transport, TransportError
-from console.tasks import cancel_and_wait
+from console.tasks import cancel_and_wait, gather_owned
 from console.vocabulary import CheckStatus
 
 READY_TIMEOUT_S = 20.0
@@ -293,7 +293,7 @@ async def _short_of_memory(tr: dict[str, Transport], stations: tuple[Station, ..
         except (ParseError, TransportError):  # not read: said nowhere as room, and no reason to refuse
             return None
 
-    got = await asyncio.gather(*(one(st) for st in stations))
+    got = await gather_owned(*(one(st) for st in stations))
     return room_words({st.name: a for st, a in zip(stations, got, strict=True)}, floor_mib)
 
 
@@ -386,7 +386,7 @@ async def validate_rdma(config: Config, transports: dict[str, Transport] | None 
             base = dict(rail=rail, server=worker.name, client=head.name, line_gbps=p.link.speed_mbps / 1000,
                         expected_gbps=tuple(p.link.rdma_host_gbps))
             try:
-                (ok_s, ev_s), (ok_c, ev_c) = await asyncio.gather(_port_state(tr[worker.name], worker, rail),
+                (ok_s, ev_s), (ok_c, ev_c) = await gather_owned(_port_state(tr[worker.name], worker, rail),
                                                                   _port_state(tr[head.name], head, rail))
                 if not (ok_s and ok_c):
                     down = [s.name for s, ok in ((worker, ok_s), (head, ok_c)) if not ok]

@@ -4,13 +4,12 @@ too)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult
 from console.station.checks import CheckResult, StationDown, ToolMissing, run_checks
 from console.station.checks.links import check_jumbo_ping
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 ID = "links"
@@ -67,5 +66,5 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                 b = theirs.get(a.device) or (rails[dst.name][0] if a.primary and rails[dst.name] else None)
                 if b is not None:
                     jobs.append(ping(src, dst, a, b))
-    out += await asyncio.gather(*jobs)
+    out += await gather_owned(*jobs)
     return out

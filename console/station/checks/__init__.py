@@ -65,6 +65,7 @@ from console.station.checks.software import (
     check_ssh,
     check_toolkit,
 )
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 __all__ = ["CHECK_IDS", "SPECS", "STATUSES", "CheckResult", "StationDown", "ToolMissing", "overall", "planned",
@@ -242,7 +243,7 @@ async def run_checks(config: Config, transports: dict[str, Transport] | None = N
                 on_result(result)
             return result
 
-        return list(await asyncio.gather(*(report(j) for j in jobs)))
+        return list(await gather_owned(*(report(j) for j in jobs)))
     finally:
         await run.close()
         if own:

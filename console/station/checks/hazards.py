@@ -5,13 +5,12 @@ an image tag that names a different build on some station. The facts come from
 
 from __future__ import annotations
 
-import asyncio
-
 from console.config import Station
 from console.probes import launch_hazards as lh
 from console.probes.docker import parse_image_identity, short_digest
 from console.remote import cmdlines as rc
 from console.station.checks.context import CheckResult, CheckRun, ToolMissing, evidence, join_parts
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 
@@ -61,7 +60,7 @@ async def check_image_tag(run: CheckRun, stations: list[Station]) -> CheckResult
     if tag is None:
         return CheckResult("image-tag", label, CheckStatus.PASS, f"{image} is pinned by digest")
     cmd = rc.docker_image_id(image)
-    results = await asyncio.gather(*(run.run(s.name, cmd) for s in stations))
+    results = await gather_owned(*(run.run(s.name, cmd) for s in stations))
     ev = join_parts(*(evidence(cmd, r, s.name) for s, r in zip(stations, results, strict=True)))
     found = {s.name: parse_image_identity(r.stdout) if r.ok else None for s, r in zip(stations, results, strict=True)}
     missing = [n for n, i in found.items() if i is None]

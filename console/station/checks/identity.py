@@ -7,19 +7,18 @@ is said as such and decides nothing."""
 
 from __future__ import annotations
 
-import asyncio
-
 from console.config import Station
 from console.probes import ParseError
 from console.probes import identity as idp
 from console.remote import cmdlines as rc
 from console.station.checks.context import CheckResult, CheckRun, evidence, join_parts
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 
 async def _identity(run: CheckRun, s: Station) -> tuple[idp.Identity, str]:
     cmds = [rc.machine_id_read(), rc.gpu_list()] + ([rc.rail_mac_read(s.rail_netdev)] if s.rail_netdev else [])
-    res = await asyncio.gather(*(run.run(s.name, c) for c in cmds))
+    res = await gather_owned(*(run.run(s.name, c) for c in cmds))
     mid = idp.machine_id(res[0].stdout) if res[0].ok else None
     uuids = idp.gpu_uuids(res[1].stdout) if res[1].ok else frozenset()
     mac = idp.mac_address(res[2].stdout) if len(res) > 2 and res[2].ok else None
@@ -31,7 +30,7 @@ async def _identity(run: CheckRun, s: Station) -> tuple[idp.Identity, str]:
 
 async def check_pair_identity(run: CheckRun, head: Station, worker: Station) -> CheckResult:
     label = f"{head.name}<->{worker.name}"
-    (a, ev_a), (b, ev_b) = await asyncio.gather(_identity(run, head), _identity(run, worker))
+    (a, ev_a), (b, ev_b) = await gather_owned(_identity(run, head), _identity(run, worker))
     seen: str | None = None
     ev_n = ""
     if head.rail_netdev and worker.rail_ip:

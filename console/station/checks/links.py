@@ -3,7 +3,6 @@ frames with DF set, the route to the peer."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from console.config import Station
@@ -14,6 +13,7 @@ from console.probes import ping as ping_probe
 from console.remote import cmdlines as rc
 from console.remote.transport import CommandResult
 from console.station.checks.context import CheckResult, CheckRun, StationDown, evidence, join_parts
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 # ------------------------------------------------------------------ reachability
@@ -119,7 +119,7 @@ async def check_mtu_value(run: CheckRun, st: Station) -> CheckResult:
 
 
 async def check_mtu_mismatch(run: CheckRun, a: Station, b: Station) -> CheckResult:
-    (ca, ra, ma), (cb, rb, mb) = await asyncio.gather(_mtu(run, a), _mtu(run, b))
+    (ca, ra, ma), (cb, rb, mb) = await gather_owned(_mtu(run, a), _mtu(run, b))
     ev = join_parts(evidence(ca, ra, a.name), evidence(cb, rb, b.name))
     label = f"{a.name}<->{b.name}"
     if ma == mb:

@@ -19,6 +19,7 @@ from console.station.checks.context import (
     evidence,
     join_parts,
 )
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 # ------------------------------------------------------------------ RDMA
@@ -44,7 +45,7 @@ async def check_rdma_netdev(run: CheckRun, st: Station) -> CheckResult:
 
 async def check_rdma_port(run: CheckRun, st: Station) -> CheckResult:
     c1, c2 = rc.rdma_link(), rc.ibv_devinfo(st.rdma_device)
-    r1, r2 = await asyncio.gather(run.run(st.name, c1), run.run(st.name, c2))
+    r1, r2 = await gather_owned(run.run(st.name, c1), run.run(st.name, c2))
     ev = join_parts(evidence(c1, r1), evidence(c2, r2))
     links = [x for x in rdma_probe.parse_rdma_link(r1.stdout) if x.device == st.rdma_device]
     ports = rdma_probe.parse_ibv_devinfo(r2.stdout) if r2.ok else []
@@ -149,7 +150,7 @@ async def _best_clock(run: CheckRun, st: Station, samples: int = 3) -> tuple[clo
 async def check_clock_skew(run: CheckRun, a: Station, b: Station) -> CheckResult:
     await asyncio.sleep(0.2)  # let the other checks start their commands, then wait for quiet
     await run.quiet()
-    (ra, ea), (rb, eb) = await asyncio.gather(_best_clock(run, a), _best_clock(run, b))
+    (ra, ea), (rb, eb) = await gather_owned(_best_clock(run, a), _best_clock(run, b))
     s, unc = clock_probe.skew(ra, rb)
     ev = join_parts(ea, eb, f"skew {b.name}-{a.name} = {s:+.4f} s, +/- {unc:.4f} s (half the round trips)")
     label = f"{a.name}<->{b.name}"

@@ -3,7 +3,6 @@ toolkit, model config and checkpoint, disk space, the env file, the API's exposu
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from console.config import Config, Station
@@ -14,6 +13,7 @@ from console.probes.docker import parse_image_identity, short_digest
 from console.remote import cmdlines as rc
 from console.secrets import redact_env_lines, redact_text
 from console.station.checks.context import CheckResult, CheckRun, evidence, join_parts
+from console.tasks import gather_owned
 from console.vocabulary import CheckStatus
 
 # ------------------------------------------------------------------ access
@@ -40,7 +40,7 @@ async def check_ssh(run: CheckRun, src: Station, dst: Station) -> CheckResult:
 
 
 async def check_same_user(run: CheckRun, stations: list[Station]) -> CheckResult:
-    users = await asyncio.gather(*(run.reachable(s.name) for s in stations))
+    users = await gather_owned(*(run.reachable(s.name) for s in stations))
     label = ",".join(s.name for s in stations)
     ev = "\n".join(f"[{s.name}] $ id -un\n{u}" for s, u in zip(stations, users, strict=True))
     if len(set(users)) == 1:
@@ -58,7 +58,7 @@ async def check_same_user(run: CheckRun, stations: list[Station]) -> CheckResult
 async def check_image(run: CheckRun, stations: list[Station]) -> CheckResult:
     image = run.profile.image
     cmd = rc.docker_image_id(image)
-    results = await asyncio.gather(*(run.run(s.name, cmd) for s in stations))
+    results = await gather_owned(*(run.run(s.name, cmd) for s in stations))
     ev = join_parts(*(evidence(cmd, r, s.name) for s, r in zip(stations, results, strict=True)))
     label = ",".join(s.name for s in stations)
     missing = [s.name for s, r in zip(stations, results, strict=True) if not r.ok or not r.stdout.strip()]
@@ -124,7 +124,7 @@ async def check_model_config(run: CheckRun, st: Station) -> CheckResult:
 async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResult:
     p = run.profile
     cmd = rc.model_revision(p.model_dir)
-    results = await asyncio.gather(*(run.run(s.name, cmd) for s in stations))
+    results = await gather_owned(*(run.run(s.name, cmd) for s in stations))
     ev = join_parts(*(evidence(cmd, r, s.name) for s, r in zip(stations, results, strict=True)))
     label = ",".join(s.name for s in stations)
     seen = {}
@@ -155,7 +155,7 @@ async def check_checkpoint(run: CheckRun, stations: list[Station]) -> CheckResul
 async def check_disk(run: CheckRun, st: Station) -> CheckResult:
     p = run.profile
     c1, c2 = rc.disk_free(p.model_dir), rc.model_revision(p.model_dir)
-    r1, r2 = await asyncio.gather(run.run(st.name, c1), run.run(st.name, c2))
+    r1, r2 = await gather_owned(run.run(st.name, c1), run.run(st.name, c2))
     ev = join_parts(evidence(c1, r1), evidence(c2, r2))
     df = disk_probe.parse_df(r1.stdout)
     shards = disk_probe.parse_shards(r2.stdout)
@@ -178,7 +178,7 @@ async def check_env(run: CheckRun, stations: list[Station]) -> CheckResult:
     label = ",".join(s.name for s in stations)
     head = run.config.head
     cmds = [rc.read_file(s.env_file) for s in stations]
-    results = await asyncio.gather(*(run.run(s.name, c) for s, c in zip(stations, cmds, strict=True)))
+    results = await gather_owned(*(run.run(s.name, c) for s, c in zip(stations, cmds, strict=True)))
     ev = join_parts(*(redact_env_lines(evidence(c, r, s.name)) for s, c, r in zip(stations, cmds, results, strict=True)))
     problems: list[str] = []
     for s, r in zip(stations, results, strict=True):
