@@ -134,10 +134,10 @@ ENGINE_LOG_TAIL = 5000
 
 
 async def engine_status(config: Config, station: Station, transport: Transport
-                        ) -> tuple[EngineProgress, str | None] | None:
+                        ) -> tuple[EngineProgress, tuple[str, str] | None] | None:
     """The engine phase from the tail of the container's log (None when it cannot be read): why an API
     does not answer yet — still loading, or failed — without the operator reading the log; with the
-    last line's docker stamp (how long the start-up has been silent)."""
+    last stamped line and its docker stamp (how long the start-up has been silent)."""
     try:
         res = await transport.run(cmdlines.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
     except TransportError:
@@ -147,7 +147,7 @@ async def engine_status(config: Config, station: Station, transport: Transport
     tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
     split = [docker_probe.split_timestamp(x) for x in res.stdout.splitlines()]
     tracker.feed_batch([line for _stamp, line in split])
-    return tracker.progress, next((stamp for stamp, _line in reversed(split) if stamp), None)
+    return tracker.progress, next(((stamp, line) for stamp, line in reversed(split) if stamp), None)
 
 
 async def api_status(config: Config) -> dict[str, Any]:
@@ -182,11 +182,11 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                                             for _st, s in present), return_exceptions=True)
             for (state, s), p in zip(present, phases, strict=True):
                 if isinstance(p, tuple):
-                    progress, stamp = p
-                    last = parse_time(stamp) if stamp else None  # the phase began no later than the last line
+                    progress, newest = p
+                    last = parse_time(newest[0]) if newest else None  # the phase began no later than the last line
                     state.apply(EngineUpdate(s.name, progress, at=min(last, time.time()) if last else None))
-                    if stamp:
-                        state.apply(LogBatch(s.name, ["(the log's last line)"], stamps=[stamp]))
+                    if newest:  # the log's last line, as a follower would have read it last
+                        state.apply(LogBatch(s.name, [newest[1]], stamps=[newest[0]]))
         ras = await _ras_reads([st for st, _f in read], transports, limit)
     finally:
         if registry is not None:

@@ -7,8 +7,9 @@ state; a notice for the serving monitor) and restarts. The app owns every statio
 place) and routes each station message one way: applied once to its station's state, then the
 dashboard (the app's default screen, which owns its keys: ``console/ui/screens/dashboard.py``)
 is told which station and which aspects changed, and the panes and the fleet table redraw from
-the state. Log lines go to the station's log view and to the diagnosis; the head's engine phase
-reaches the chat and bench screens as a ``HeadEngineChanged`` message.
+the state. Log lines are kept by the station's state (its ``LogBuffer``, which the log view renders)
+and go to the diagnosis numbered by that buffer; the head's engine phase reaches the chat and bench
+screens as a ``HeadEngineChanged`` message.
 """
 
 from __future__ import annotations
@@ -197,10 +198,10 @@ class ConsoleApp(App):
         before = state.conn.state
         changed = state.apply(msg)
         self.incidents.note(msg)
-        if isinstance(msg, LogBatch):
-            if pane := self.panes.get(msg.station):
-                pane.add_logs(msg.lines)
-            self.diagnoser.feed(msg.station, msg.lines, msg.classified)  # the monitor's scan: no second one
+        if isinstance(msg, LogBatch):  # the state's log buffer has the lines now (the pane shows them)
+            # numbered by the buffer's one counter: a finding's "line N" is line N of the log view
+            self.diagnoser.feed(msg.station, msg.lines, msg.classified,  # the monitor's scan: no second one
+                                first=state.log.total - len(msg.lines) + 1)
         elif isinstance(msg, ContainerUpdate):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             self.diagnoser.note_exit(msg.station, info.exit_code if info.state in ("exited", "dead") else None,

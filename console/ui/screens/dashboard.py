@@ -142,9 +142,8 @@ class DashboardScreen(Screen):
         p = self.config.profile
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.stations[st.name], self.config.ui.log_lines,
-                                   unified=p.gpu.unified_memory, engine=p.engine, gpudirect=p.link.gpudirect,
-                                   serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p),
+                pane = StationPane(st, self.stations[st.name], unified=p.gpu.unified_memory, engine=p.engine,
+                                   gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p),
                                    id=f"station-{css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
