@@ -59,6 +59,7 @@ from console.station.messages import (
 from console.station.progress_facts import ProgressFacts
 from console.station.rails_live import RailTracker
 from console.station.ras_watch import RankHome, RasWatch
+from console.station.verdict import NOT_JUDGED, Judgement
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     DOWN_STATES,
@@ -495,6 +496,8 @@ class Stations(Mapping[str, StationState]):
         self.head_name = head if head is not None else next(
             (s.name for s in sorted(self._states.values(), key=lambda s: s.rank)), None)
         self.ras = RasWatch(RankHome(s.name, s.rank) for s in self._states.values())  # one NCCL job
+        # the progress judge's last tick (console/station/progress.py ProgressJudge), read by every reader
+        self.judged: Judgement = NOT_JUDGED
         for s in self._states.values():
             s.ras = self.ras
 

@@ -40,7 +40,7 @@ from console.station.messages import (
     RasSample,
     ServingUpdate,
 )
-from console.station.progress import job_ras, judge_look
+from console.station.progress import ProgressJudge, job_ras
 from console.station.ras_monitor import READ_TIMEOUT_S
 from console.station.snapshot import progress_json, status_dict
 from console.station.state import Stations, StationState
@@ -202,12 +202,13 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
             head_state.apply(ServingUpdate(snap, at=snap.polled_at))
     now = time.time()
     look_s = (looks[-1].polled_at or now) - (looks[0].polled_at or now) if len(looks) > 1 else 0.0
+    # the progress judge's one look over every station read (judged once, stored on the fleet)
+    judged = ProgressJudge(fleet, config.ui.progress_window_s).look(now, look_s, bool(api["healthy"]))
     stations = []
     for state, failure in read:
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
         # "progress" and "progress_since_s" (additions)
-        st |= progress_json(judge_look(state, head_state, now, config.ui.progress_window_s, look_s,
-                                       bool(api["healthy"]), states), now)
+        st |= progress_json(judged.stations[state.name], now)
         st["ras"] = job_ras(states, now).json(now)  # one read: a spread is only suspect, a rank gone is stuck
         # Workers serve no API: their fields are null (unknown), never invented.
         # the URL's userinfo and any secret in the error are masked (console.config.secrets)

@@ -9,7 +9,8 @@ dashboard (the app's default screen, which owns its keys: ``console/ui/screens/d
 is told which station and which aspects changed, and the panes and the fleet table redraw from
 the state. Log lines are kept by the station's state (its ``LogBuffer``, which the log view renders)
 and go to the diagnosis numbered by that buffer; the head's engine phase reaches the chat and bench
-screens as a ``HeadEngineChanged`` message.
+screens as a ``HeadEngineChanged`` message. The progress judge (``ProgressJudge``, a job beside the
+services) stores its verdicts on the fleet (``stations.judged``) and the dashboard shows them.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ from console.station.messages import (
     StationMessage,
 )
 from console.station.monitor import StationService
+from console.station.progress import ProgressJudge
 from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.state import Stations
+from console.station.verdict import Judgement
 from console.supervisor import JobFailure, Supervisor
+from console.ui import clock
 from console.ui.engine_state import HeadEngineChanged
 from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
@@ -105,6 +109,8 @@ class ConsoleApp(App):
         # every fact about every station: the one place (its ages judged by the GPU interval sampled)
         self.stations = Stations.for_config(config, gpu_interval_ms / 1000 if gpu_interval_ms else None)
         self.jobs = Supervisor()  # the app's long-lived jobs: named, restarted, stopped on unmount
+        # the one progress judge: its verdicts are stored on the fleet (stations.judged) for every reader
+        self.judge = ProgressJudge(self.stations, config.ui.progress_window_s)
         self._serving_client: ApiClient | None = None
         self._serving_transport = serving_transport
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
@@ -156,6 +162,10 @@ class ConsoleApp(App):
             self.call_after_refresh(self._start_jobs)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
+        # The progress judge, a job beside the station services: pure (no I/O), so it runs whether they
+        # do or not; a wedge shows by time passing, not by a message.
+        self.jobs.start(JUDGE_JOB, lambda: self.judge.run(self._progress_judged, lambda: clock.now()),
+                        on_failure=self._job_failed)
 
     def _start_jobs(self) -> None:
         """The stations' services, the API's poll, the RAS watch and the incident recorder."""
@@ -221,10 +231,25 @@ class ConsoleApp(App):
                         severity="warning" if what == "unknown" else "error", timeout=8, markup=False)
         if not self.screen_stack:  # (a message can still arrive while the app shuts down)
             return
+        if Aspect.SERVING in changed or Aspect.RAS in changed:
+            # a new counter or RAS read: judged once the messages queued now are applied, not on the next
+            # tick and not once per message (a burst of reads is one judgement)
+            self.judge.soon()
         if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench
             for screen in self.screen_stack:
                 screen.post_message(HeadEngineChanged(state.engine))
         self.dashboard.station_changed(state.name, changed)
+
+    def _progress_judged(self, judged: Judgement) -> None:
+        """The judge ticked (its judgement is on the fleet already): the dashboard shows it."""
+        if self.screen_stack:
+            self.dashboard.progress_judged(judged)
+
+    def judge_progress(self) -> Judgement:
+        """A tick of the judge now, out of its turn (a test's, a caller that cannot wait), shown."""
+        judged = self.judge.tick(clock.now())
+        self._progress_judged(judged)
+        return judged
 
     # Each station's kernel log (since its container started) feeds the live diagnosis
     def _feed_kernel(self, msg: KernelEvents) -> None:
@@ -376,6 +401,7 @@ class ConsoleApp(App):
 
 
 SERVING_JOB = "serving monitor"  # the supervisor's name for the API poll (its notice says it)
+JUDGE_JOB = "progress judge"  # the supervisor's name for the progress judge
 
 
 def screenshot_dir() -> Path:
