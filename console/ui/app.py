@@ -9,7 +9,7 @@ dashboard (the app's default screen, which owns its keys: ``console/ui/screens/d
 is told which station and which aspects changed, and the panes and the fleet table redraw from
 the state. Log lines are kept by the station's state (its ``LogBuffer``, which the log view renders)
 and go to the diagnosis numbered by that buffer; the head's engine phase reaches the chat and bench
-screens as a ``HeadEngineChanged`` message. The progress judge (``ProgressJudge``, a job beside the
+screens through the ``head_engine_changed`` signal they subscribe to. The progress judge (``ProgressJudge``, a job beside the
 services) stores its verdicts on the fleet (``stations.judged``) and the dashboard shows them.
 """
 
@@ -19,10 +19,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.signal import Signal
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
@@ -53,7 +55,6 @@ from console.station.state import Stations
 from console.station.verdict import Judgement
 from console.supervisor import JobFailure, Supervisor
 from console.ui import clock
-from console.ui.engine_state import HeadEngineChanged
 from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
@@ -109,6 +110,12 @@ class ConsoleApp(App):
         # every fact about every station: the one place (its ages judged by the GPU interval sampled)
         self.stations = Stations.for_config(config, gpu_interval_ms / 1000 if gpu_interval_ms else None)
         self.jobs = Supervisor()  # the app's long-lived jobs: named, restarted, stopped on unmount
+        # the head's engine phase when it changes: the API's fate, for the screens that show it (chat,
+        # bench subscribe; the app pokes no screen)
+        self.head_engine_changed: Signal[EngineProgress | None] = Signal(self, "head-engine-changed")
+        # the checks' badge of the stations a pass or a connection change speaks about, by name: each
+        # station pane subscribes and takes its own
+        self.check_badges: Signal[dict[str, Text]] = Signal(self, "check-badges")
         # the one progress judge: its verdicts are stored on the fleet (stations.judged) for every reader
         self.judge = ProgressJudge(self.stations, config.ui.progress_window_s)
         self._serving_client: ApiClient | None = None
@@ -236,8 +243,7 @@ class ConsoleApp(App):
             # tick and not once per message (a burst of reads is one judgement)
             self.judge.soon()
         if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench
-            for screen in self.screen_stack:
-                screen.post_message(HeadEngineChanged(state.engine))
+            self.head_engine_changed.publish(state.engine)
         self.dashboard.station_changed(state.name, changed)
 
     def _progress_judged(self, judged: Judgement) -> None:
@@ -266,8 +272,7 @@ class ConsoleApp(App):
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)
         self._checks_pass = msg
-        for name, pane in self.panes.items():
-            pane.set_badge("checks", msg.badge(name))
+        self.check_badges.publish({name: msg.badge(name) for name in self.stations})
         self.diagnoser.add_check_results(msg.results)
         self.refresh_diagnosis()
 
@@ -275,9 +280,9 @@ class ConsoleApp(App):
         """The station's connection changed after the last checks ran: its badge says so (dimmed, with
         the change and its time) instead of a verdict the change may have undone."""
         done = self._checks_pass
-        if done is None or (pane := self.panes.get(name)) is None:
-            return
-        pane.set_badge("checks", done.badge(name, stale=f"{before} → {after} at {time_of_day(time.time())}"))
+        if done is not None:
+            self.check_badges.publish({name: done.badge(name, stale=f"{before} → {after} at "
+                                                                  f"{time_of_day(time.time())}")})
 
     def refresh_diagnosis(self) -> None:
         if self.diagnoser.version == self._diag_version or not self.screen_stack:

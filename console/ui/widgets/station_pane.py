@@ -2,8 +2,9 @@
 state, badges from checks and diagnosis, the GPU processes (``p``) and the container log.
 Rendering only: the station's facts are its ``StationState`` (console/station/state.py), which
 the app updates; ``show_state`` redraws the aspects that changed. The pane keeps only view state
-(its layout classes, whether the process list is shown, the badges other services hand it); its log
-view renders the state's log buffer (``StationState.log``), the new lines on each ``LOGS`` change.
+(its layout classes, whether the process list is shown, the badges other services hand it or the
+app's ``check_badges`` signal brings); its log view renders the state's log buffer
+(``StationState.log``), the new lines on each ``LOGS`` change.
 
 The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
 (worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
@@ -213,6 +214,14 @@ class StationPane(Vertical):
 
     def on_mount(self) -> None:
         self._show(EVERY_ASPECT)  # what the state already holds
+        badges = getattr(self.app, "check_badges", None)  # the app's signal (ConsoleApp): the checks' verdicts
+        if badges is not None:
+            badges.subscribe(self, self._checks_badge)
+
+    def _checks_badge(self, badges: dict[str, Text]) -> None:
+        """A checks pass ended or this station's connection outdated it: this station's badge, if named."""
+        if (badge := badges.get(self.station.name)) is not None:
+            self.set_badge("checks", badge)
 
     def on_resize(self) -> None:
         """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
