@@ -8,9 +8,10 @@ place) and routes each station message one way: applied once to its station's st
 dashboard (the app's default screen, which owns its keys: ``console/ui/screens/dashboard.py``)
 is told which station and which aspects changed, and the panes and the fleet table redraw from
 the state. Log lines are kept by the station's state (its ``LogBuffer``, which the log view renders)
-and go to the diagnosis numbered by that buffer; the head's engine phase reaches the chat and bench
-screens through the ``head_engine_changed`` signal they subscribe to. The progress judge (``ProgressJudge``, a job beside the
-services) stores its verdicts on the fleet (``stations.judged``) and the dashboard shows them.
+and go to the diagnosis numbered by that buffer. App-wide changes are Textual signals that screens
+and panes subscribe to (the head's engine phase: chat, bench; the checks' badges: the panes). The
+progress judge (``ProgressJudge``, a job beside the services) stores its verdicts on the fleet
+(``stations.judged``) and the dashboard shows them.
 """
 
 from __future__ import annotations
