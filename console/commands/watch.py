@@ -49,7 +49,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
 from console.station.memory_guard import MemoryGuard
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
-from console.station.progress import job_ras, judge_all
+from console.station.progress import ProgressJudge, job_ras
 from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.snapshot import progress_json, progress_words, watch_json, watch_line
@@ -77,6 +77,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     stop = stop or asyncio.Event()
     sample_ms = max(100, min(config.ui.refresh_ms, int(interval * 1000)))
     stations = Stations.for_config(config, sample_ms / 1000)
+    judge = ProgressJudge(stations, config.ui.progress_window_s)  # the one judge: ticked once per interval here
     tty = out.isatty() and not as_json and not logs
     drawn = 0
     said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
@@ -131,8 +132,8 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
             now = time.time()
-            verdicts = judge_all(stations.values(), stations.head, now, config.ui.progress_window_s)
-            recorder.tick(verdicts, now)
+            judged = judge.tick(now)  # stored on the fleet: what every line below says
+            recorder.tick(judged, now)
             news, said[:] = list(said), []
             for n in news:  # what an unattended watch must not lose in NDJSON: one line each on stderr too
                 if as_json and n.kind in LOGGED:
@@ -145,7 +146,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
             if as_json:
                 ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
                 for state in stations.values():
-                    emit(json_out.dumps(watch_json(state, now) | progress_json(verdicts[state.name], now)
+                    emit(json_out.dumps(watch_json(state, now) | progress_json(judged.stations[state.name], now)
                                         | {"ras": ras}
                                         | ({"memory_guard": low.to_json()}
                                            if (low := guard.now_low.get(state.name)) is not None else {})
@@ -159,7 +160,7 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
                     emit(f"memory: {clean(ch.text)}")
                 if tty and drawn:
                     out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
-                lines = [watch_line(state, now) + progress_words(verdicts[state.name])
+                lines = [watch_line(state, now) + progress_words(judged.stations[state.name])
                          for state in stations.values()]
                 for ln in lines:
                     emit(ln)

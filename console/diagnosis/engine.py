@@ -88,10 +88,13 @@ class Diagnoser(Decisions, RunBook):
 
     # ------------------------------------------------------------ hot path
 
-    def feed(self, source: str, lines: list[str], classified: ClassifiedBatch | None = None) -> bool:
+    def feed(self, source: str, lines: list[str], classified: ClassifiedBatch | None = None,
+             first: int | None = None) -> bool:
         """Match a batch of lines from ``source``; True when the set of findings changed.
         ``classified``: the batch's classification when the caller has it (a station's monitor made
-        it for these lines), else the batch is classified here."""
+        it for these lines), else the batch is classified here. ``first``: the number of the batch's
+        first line where its owner numbers them (a station's log buffer: "line N" of a finding is then
+        line N of the log view); else the lines are counted here, from 1 per source."""
         if not lines:
             return False
         st = self._sources.get(source)
@@ -99,8 +102,8 @@ class Diagnoser(Decisions, RunBook):
             st = self._sources[source] = SourceState()
         batch = classified if classified is not None else classify(lines)
         lines = batch.texts  # what the lines say (escape sequences removed once, by the classifier)
-        base = st.count
-        st.count += len(lines)
+        base = st.count if first is None else first - 1
+        st.count = base + len(lines)
         blob = batch.blob
         hits = batch.diagnosis
         if not st.nccl and "NCCL " in blob:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from console.station.progress import Verdict
 from console.station.progress_facts import ProgressFacts
+from console.station.verdict import Verdict
 from console.vocabulary import Progress
 
 #: The service verdicts that are incidents, and the incident's kind (a new alarm state: one line).

@@ -1,7 +1,7 @@
 """The flight recorder of one console: the TUI and headless ``watch`` each own one.
 
 Two one-line hooks feed it: ``note(msg)`` after every station message is applied (the window), and
-``tick(verdicts, now)`` on every progress judgement (the detector). Its job (``run``, supervised
+``tick(judged, now)`` on every progress judgement (the detector). Its job (``run``, supervised
 like every long-lived job) writes the ledger, takes the capture of an incident this console owns
 (once per incident; another console that owns it makes this one say it skipped), records the
 stalls and prunes the bundles. Every ledger write runs in a thread (SQLite may wait on the other
@@ -32,8 +32,8 @@ from console.incidents.recover import Recoverer
 from console.incidents.store import Ledger, LedgerError, Stall
 from console.incidents.window import Window
 from console.sanitize import one_line
-from console.station.progress import Verdict, service
 from console.station.state import Stations
+from console.station.verdict import Judgement
 from console.vocabulary import ContainerState
 
 STALL_SUMMARY_S = 3600.0
@@ -112,15 +112,17 @@ class IncidentRecorder:
     def note(self, msg: object) -> None:
         self.window.note(msg, self.stations.head_name)
 
-    def tick(self, verdicts: dict[str, Verdict], now: float) -> None:
+    def tick(self, judged: Judgement, now: float) -> None:
+        """The progress judge's tick (its judgement, not judged again here): incidents, stalls, conditions."""
         if self.recovering:  # the console's own restart: its stopped head and start-up are no new incident
             return
         head = self.stations.head
         snap = head.serving if head is not None else None
         running = snap.running if snap is not None else None
-        sv = service(verdicts, self.stations.head_name)
-        for ev in self.detector.step(sv, verdicts, head.progress if head is not None else None, running, now):
-            self._events.put_nowait(ev)
+        if judged.service is not None:  # (None: the judge has not ticked yet)
+            for ev in self.detector.step(judged.service, judged.stations, head.progress if head is not None else None,
+                                         running, now):
+                self._events.put_nowait(ev)
         for ev in self.conditions.step(self.stations, now):
             self._events.put_nowait(ev)
 

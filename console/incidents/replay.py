@@ -18,7 +18,7 @@ from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
 from console.serving.metrics import ServingSnapshot
 from console.station.messages import ConnectionState, ContainerUpdate, EngineUpdate, GpuSample, ServingUpdate
-from console.station.progress import judge_all
+from console.station.progress import ProgressJudge
 from console.station.snapshot import progress_json, watch_json
 from console.station.state import Stations, StationState
 from console.vocabulary import ConnState, ContainerState, EnginePhase
@@ -100,6 +100,7 @@ def replay_lines(samples: list[dict[str, Any]], window_s: float, interval: float
     names = list(dict.fromkeys(s["station"] for s in samples))
     head = next((s["station"] for s in samples if s.get("kind") == "serving"), names[0] if names else None)
     stations = Stations((StationState(n, rank=0 if n == head else 1, head=n == head) for n in names), head=head)
+    judge = ProgressJudge(stations, window_s)  # as watch's: one tick per frame
     out: list[dict[str, Any]] = []
     if not samples:
         return out
@@ -116,7 +117,7 @@ def replay_lines(samples: list[dict[str, Any]], window_s: float, interval: float
             live.add(s["station"])
             if msg is not None:
                 stations.apply(msg)
-        verdicts = judge_all(stations.values(), stations.head, t, window_s)
+        verdicts = judge.tick(t).stations
         for state in stations.values():
             out.append(watch_json(state, t) | progress_json(verdicts[state.name], t) | {"replay": True})
         t += interval

@@ -21,7 +21,7 @@ class Aspect(StrEnum):
     HOSTMEM = "hostmem"
     CONTAINER = "container"
     ENGINE = "engine"
-    LOGS = "logs"  # the time of the last log batch only: the lines go to the log view, not here
+    LOGS = "logs"  # a log batch: its time, its lines in the station's log buffer (the log view reads it)
     SERVING = "serving"  # the API's poll (the head station's)
     MEMORY = "memory"
     # GPU and fabric health

@@ -25,23 +25,31 @@ thread on-CPU are reported in the field) -- never that tokens come: the frozen c
 verdict. Pure: the facts come from ``StationState`` (``state.progress``, ``state.ras``, kept as
 messages come), the clock from the caller. The head's counter speaks for every rank: tensor-parallel
 ranks generate together, so a worker of a serving engine is judged by it too.
+
+One owner judges: ``ProgressJudge`` (a job beside the station services in the TUI; ``watch``'s loop
+and ``status`` tick it themselves) judges every station and the service once per tick and stores the
+``Judgement`` (console/station/verdict.py) on the fleet, ``Stations.judged``, which the dashboard's
+banner, serving panel and fleet rows, the flight recorder, ``watch`` and ``status`` all read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from console.durations import clock
 from console.probes.nvidia_smi import GpuReading
 from console.serving.metrics import known
 from console.station.aspects import Aspect
 from console.station.ras_watch import RasView
-from console.station.state import StationState
+from console.station.state import Stations, StationState
+from console.station.verdict import Judgement, Verdict
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     LOADING_PHASES,
-    PROGRESS_ALARMS,
     PROGRESS_SEVERITY,
     ContainerState,
     EnginePhase,
@@ -64,30 +72,6 @@ PHASE_WORDS: dict[EnginePhase, str] = {
     EnginePhase.STARTING: "start-up", EnginePhase.CONNECTING: "NCCL init / first collective",
     EnginePhase.LOADING: "weight loading", EnginePhase.LOADED: "start-up after the weights",
     EnginePhase.KV_CACHE: "KV cache allocation", EnginePhase.GRAPHS: "CUDA graph capture"}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One station's (or the service's) progress: the state, since when (wall time; None: not
-    known), one line that says it, and the evidence lines behind it."""
-
-    state: Progress
-    since: float | None
-    words: str
-    evidence: tuple[str, ...] = ()
-    station: str | None = None  # the service's verdict: the station it comes from (out of step: the cause)
-    judged_at: float | None = None  # unknown only until then (wall time): the counter is being watched
-    stragglers: tuple[str, ...] = ()  # out of step: the stations behind (the cause)
-    consequence: tuple[str, ...] = ()  # the stations gone from the job after (the watchdog's kill)
-
-    @property
-    def alarm(self) -> bool:
-        """Something should move and nothing does (the dashboard's banner)."""
-        return self.state in PROGRESS_ALARMS
-
-    def since_s(self, now: float) -> float | None:
-        """How long it has held (``progress_since_s``), rounded to 0.1 s."""
-        return None if self.since is None else round(max(0.0, now - self.since), 1)
 
 
 def gpu_evidence(state: StationState, now: float) -> list[str]:
@@ -328,3 +312,48 @@ def judge_look(state: StationState, head: StationState | None, now: float, windo
             return Verdict(Progress.UNKNOWN, None, f"no token moved in a {look_s:.1f} s look with requests running; "
                            f"a wedge shows after {clock(window_s)} of it (dgx-console watch)", v.evidence, state.name)
     return v
+
+
+JUDGE_EVERY_S = 0.5  # the TUI's judge tick: a wedge shows by time passing, not by a message
+
+
+def judgement(verdicts: dict[str, Verdict], head: str | None, at: float) -> Judgement:
+    """Every station's verdict and the service's drawn from them, judged at ``at``."""
+    return Judgement(at, verdicts, service(verdicts, head))
+
+
+class ProgressJudge:
+    """The one judge of a fleet's progress: each tick judges every station and the service once and
+    stores the judgement on the fleet (``Stations.judged``) for every reader. In the TUI it runs as a
+    supervised job (``run``) that ticks every ``every_s`` and at once after ``soon()`` (a new counter
+    or RAS read); ``watch`` ticks it on its own interval, ``status`` asks it for its one ``look``."""
+
+    def __init__(self, stations: Stations, window_s: float = DEFAULT_WINDOW_S, every_s: float = JUDGE_EVERY_S) -> None:
+        self.stations, self.window_s, self.every_s = stations, window_s, every_s
+        self._wake = asyncio.Event()
+
+    def tick(self, now: float) -> Judgement:
+        """Judge every station and the service at ``now``; stored on the fleet and returned."""
+        fleet = self.stations
+        j = judgement(judge_all(fleet.values(), fleet.head, now, self.window_s), fleet.head_name, now)
+        fleet.judged = j
+        return j
+
+    def look(self, now: float, look_s: float, serving: bool) -> Judgement:
+        """``status``'s one judgement over what one look of ``look_s`` read (``judge_look``); stored too."""
+        fleet, every = self.stations, list(self.stations.values())
+        verdicts = {s.name: judge_look(s, fleet.head, now, self.window_s, look_s, serving, every) for s in every}
+        fleet.judged = j = judgement(verdicts, fleet.head_name, now)
+        return j
+
+    def soon(self) -> None:
+        """Judge at the next turn of the loop, not at the next tick (a new read: a burst is one judgement)."""
+        self._wake.set()
+
+    async def run(self, on_judged: Callable[[Judgement], object], now: Callable[[], float] = time.time) -> None:
+        """The job: a tick every ``every_s`` (or at once after ``soon``), each told to ``on_judged``."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.every_s)
+            self._wake.clear()
+            on_judged(self.tick(now()))

@@ -15,8 +15,8 @@ from console.probes.nvidia_smi import GpuReading
 from console.sanitize import one_line
 from console.station.aspects import Aspect
 from console.station.health import XidEvent
-from console.station.progress import Verdict
 from console.station.state import StationState
+from console.station.verdict import Verdict
 from console.vocabulary import TRANSPORT_TEXT, Progress
 
 

@@ -17,6 +17,8 @@ share is the sum of its processes, its total the host's memory), its history, th
 state's groups, ages, whether the engine line shows and the engine's words. What a message changes
 (``Aspect``) and how late each source may be are in ``console/station/aspects.py``; the GPU memory
 view and its history in ``gpu_memory.py``; the facts the progress judge reads in ``progress_facts.py``.
+The container log's last lines are here too (``log``, a bounded ``LogBuffer``): the log view renders
+it and the diagnosis numbers its lines by it, so "line N" means one line wherever it is said.
 
 Pure: no widgets, no I/O and no clock of its own: every time comes from a message, or from the
 ``now`` a reader passes in.
@@ -39,6 +41,7 @@ from console.probes.nvidia_smi import ComputeApp, GpuReading
 from console.station.aspects import NOTHING, SOURCE_WORDS, SOURCES, Aspect, health_late_limits, late_limits
 from console.station.gpu_memory import GpuMemory, GpuTrace
 from console.station.health import XidEvent, xid_event
+from console.station.log_buffer import LogBuffer
 from console.station.messages import (
     AppsSample,
     ConnectionState,
@@ -56,6 +59,7 @@ from console.station.messages import (
 from console.station.progress_facts import ProgressFacts
 from console.station.rails_live import RailTracker
 from console.station.ras_watch import RankHome, RasWatch
+from console.station.verdict import NOT_JUDGED, Judgement
 from console.vocabulary import (
     CONTAINER_UP_STATES,
     DOWN_STATES,
@@ -123,8 +127,11 @@ class StationState:
     """One station: its identity, what each source last said (with its time) and what follows."""
 
     def __init__(self, name: str, *, rank: int = 0, head: bool = True, container: str = "",
-                 gpu_interval_s: float = 1.0) -> None:
+                 gpu_interval_s: float = 1.0, log_lines: int = 5000) -> None:
         self.name, self.rank, self.head, self.container_name = name, rank, head, container
+        # the container log's last ``log_lines`` lines, numbered over every line: the one counter the
+        # log view shows and the diagnosis's "line N" counts on
+        self.log = LogBuffer(log_lines)
         self.late_after = late_limits(gpu_interval_s)  # per periodic source: late (stale) after this
         self.conn = Connection()
         self.gpus: list[GpuReading] = []  # the readings shown (kept, dimmed, when nvidia-smi fails)
@@ -159,9 +166,9 @@ class StationState:
         self.kernel_unreadable: str | None = None
 
     @classmethod
-    def for_station(cls, station: Station, gpu_interval_s: float = 1.0) -> StationState:
+    def for_station(cls, station: Station, gpu_interval_s: float = 1.0, log_lines: int = 5000) -> StationState:
         return cls(station.name, rank=station.rank, head=station.is_head, container=station.container,
-                   gpu_interval_s=gpu_interval_s)
+                   gpu_interval_s=gpu_interval_s, log_lines=log_lines)
 
     def __repr__(self) -> str:
         return f"StationState({self.name!r}, {self.conn.state})"
@@ -204,6 +211,7 @@ class StationState:
                 return frozenset({Aspect.ENGINE})
             case LogBatch():
                 self.at[Aspect.LOGS] = msg.at
+                self.log.extend(msg.lines)
                 return frozenset({Aspect.LOGS})
             case ServingUpdate():
                 self.serving, self.at[Aspect.SERVING] = msg.snapshot, msg.at
@@ -489,6 +497,8 @@ class Stations(Mapping[str, StationState]):
         self.head_name = head if head is not None else next(
             (s.name for s in sorted(self._states.values(), key=lambda s: s.rank)), None)
         self.ras = RasWatch(RankHome(s.name, s.rank) for s in self._states.values())  # one NCCL job
+        # the progress judge's last tick (console/station/progress.py ProgressJudge), read by every reader
+        self.judged: Judgement = NOT_JUDGED
         for s in self._states.values():
             s.ras = self.ras
 
@@ -496,7 +506,8 @@ class Stations(Mapping[str, StationState]):
     def for_config(cls, config: Config, gpu_interval_s: float | None = None) -> Stations:
         """``gpu_interval_s``: the GPU sampling interval (default: the configured refresh)."""
         interval = config.ui.refresh_ms / 1000 if gpu_interval_s is None else gpu_interval_s
-        fleet = cls((StationState.for_station(st, interval) for st in config.stations), head=config.head.name)
+        fleet = cls((StationState.for_station(st, interval, config.ui.log_lines) for st in config.stations),
+                    head=config.head.name)
         fleet.ras.homes = tuple(RankHome(st.name, st.rank, tuple(a for a in (st.rail_ip, st.host) if a))
                                 for st in config.stations)  # RAS names a rank by its node's address
         for st in fleet.values():  # each rail against the profile's link

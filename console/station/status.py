@@ -40,7 +40,7 @@ from console.station.messages import (
     RasSample,
     ServingUpdate,
 )
-from console.station.progress import job_ras, judge_look
+from console.station.progress import ProgressJudge, job_ras
 from console.station.ras_monitor import READ_TIMEOUT_S
 from console.station.snapshot import progress_json, status_dict
 from console.station.state import Stations, StationState
@@ -134,10 +134,10 @@ ENGINE_LOG_TAIL = 5000
 
 
 async def engine_status(config: Config, station: Station, transport: Transport
-                        ) -> tuple[EngineProgress, str | None] | None:
+                        ) -> tuple[EngineProgress, tuple[str, str] | None] | None:
     """The engine phase from the tail of the container's log (None when it cannot be read): why an API
     does not answer yet — still loading, or failed — without the operator reading the log; with the
-    last line's docker stamp (how long the start-up has been silent)."""
+    last stamped line and its docker stamp (how long the start-up has been silent)."""
     try:
         res = await transport.run(cmdlines.docker_logs(station.container, tail=ENGINE_LOG_TAIL, follow=False))
     except TransportError:
@@ -147,7 +147,7 @@ async def engine_status(config: Config, station: Station, transport: Transport
     tracker = EngineLogTracker(config.profile.engine, head=station.is_head)
     split = [docker_probe.split_timestamp(x) for x in res.stdout.splitlines()]
     tracker.feed_batch([line for _stamp, line in split])
-    return tracker.progress, next((stamp for stamp, _line in reversed(split) if stamp), None)
+    return tracker.progress, next(((stamp, line) for stamp, line in reversed(split) if stamp), None)
 
 
 async def api_status(config: Config) -> dict[str, Any]:
@@ -182,11 +182,11 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                                             for _st, s in present), return_exceptions=True)
             for (state, s), p in zip(present, phases, strict=True):
                 if isinstance(p, tuple):
-                    progress, stamp = p
-                    last = parse_time(stamp) if stamp else None  # the phase began no later than the last line
+                    progress, newest = p
+                    last = parse_time(newest[0]) if newest else None  # the phase began no later than the last line
                     state.apply(EngineUpdate(s.name, progress, at=min(last, time.time()) if last else None))
-                    if stamp:
-                        state.apply(LogBatch(s.name, ["(the log's last line)"], stamps=[stamp]))
+                    if newest:  # the log's last line, as a follower would have read it last
+                        state.apply(LogBatch(s.name, [newest[1]], stamps=[newest[0]]))
         ras = await _ras_reads([st for st, _f in read], transports, limit)
     finally:
         if registry is not None:
@@ -202,12 +202,13 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
             head_state.apply(ServingUpdate(snap, at=snap.polled_at))
     now = time.time()
     look_s = (looks[-1].polled_at or now) - (looks[0].polled_at or now) if len(looks) > 1 else 0.0
+    # the progress judge's one look over every station read (judged once, stored on the fleet)
+    judged = ProgressJudge(fleet, config.ui.progress_window_s).look(now, look_s, bool(api["healthy"]))
     stations = []
     for state, failure in read:
         st = status_dict(state, failure)  # "engine": read only while the API does not answer
         # "progress" and "progress_since_s" (additions)
-        st |= progress_json(judge_look(state, head_state, now, config.ui.progress_window_s, look_s,
-                                       bool(api["healthy"]), states), now)
+        st |= progress_json(judged.stations[state.name], now)
         st["ras"] = job_ras(states, now).json(now)  # one read: a spread is only suspect, a rank gone is stuck
         # Workers serve no API: their fields are null (unknown), never invented.
         # the URL's userinfo and any secret in the error are masked (console.secrets)

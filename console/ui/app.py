@@ -7,8 +7,11 @@ state; a notice for the serving monitor) and restarts. The app owns every statio
 place) and routes each station message one way: applied once to its station's state, then the
 dashboard (the app's default screen, which owns its keys: ``console/ui/screens/dashboard.py``)
 is told which station and which aspects changed, and the panes and the fleet table redraw from
-the state. Log lines go to the station's log view and to the diagnosis; the head's engine phase
-reaches the chat and bench screens as a ``HeadEngineChanged`` message.
+the state. Log lines are kept by the station's state (its ``LogBuffer``, which the log view renders)
+and go to the diagnosis numbered by that buffer. App-wide changes are Textual signals that screens
+and panes subscribe to (the head's engine phase: chat, bench; the checks' badges: the panes). The
+progress judge (``ProgressJudge``, a job beside the services) stores its verdicts on the fleet
+(``stations.judged``) and the dashboard shows them.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.signal import Signal
 
 from console.config import Config, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
@@ -44,12 +49,14 @@ from console.station.messages import (
     StationMessage,
 )
 from console.station.monitor import StationService
+from console.station.progress import ProgressJudge
 from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.state import Stations
+from console.station.verdict import Judgement
 from console.supervisor import JobFailure, Supervisor
+from console.ui import clock
 from console.ui.ending_signals import exit_on_ending_signals
-from console.ui.engine_state import HeadEngineChanged
 from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
@@ -105,6 +112,14 @@ class ConsoleApp(App):
         # every fact about every station: the one place (its ages judged by the GPU interval sampled)
         self.stations = Stations.for_config(config, gpu_interval_ms / 1000 if gpu_interval_ms else None)
         self.jobs = Supervisor()  # the app's long-lived jobs: named, restarted, stopped on unmount
+        # the head's engine phase when it changes: the API's fate, for the screens that show it (chat,
+        # bench subscribe; the app pokes no screen)
+        self.head_engine_changed: Signal[EngineProgress | None] = Signal(self, "head-engine-changed")
+        # the checks' badge of the stations a pass or a connection change speaks about, by name: each
+        # station pane subscribes and takes its own
+        self.check_badges: Signal[dict[str, Text]] = Signal(self, "check-badges")
+        # the one progress judge: its verdicts are stored on the fleet (stations.judged) for every reader
+        self.judge = ProgressJudge(self.stations, config.ui.progress_window_s)
         self._serving_client: ApiClient | None = None
         self._serving_transport = serving_transport
         # One session per station for everything this app runs (monitor, checks, actions, diagnosis).
@@ -157,6 +172,10 @@ class ConsoleApp(App):
             self.call_after_refresh(self._start_jobs)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
+        # The progress judge, a job beside the station services: pure (no I/O), so it runs whether they
+        # do or not; a wedge shows by time passing, not by a message.
+        self.jobs.start(JUDGE_JOB, lambda: self.judge.run(self._progress_judged, lambda: clock.now()),
+                        on_failure=self._job_failed)
 
     def _start_jobs(self) -> None:
         """The stations' services, the API's poll, the RAS watch and the incident recorder."""
@@ -199,10 +218,10 @@ class ConsoleApp(App):
         before = state.conn.state
         changed = state.apply(msg)
         self.incidents.note(msg)
-        if isinstance(msg, LogBatch):
-            if pane := self.panes.get(msg.station):
-                pane.add_logs(msg.lines)
-            self.diagnoser.feed(msg.station, msg.lines, msg.classified)  # the monitor's scan: no second one
+        if isinstance(msg, LogBatch):  # the state's log buffer has the lines now (the pane shows them)
+            # numbered by the buffer's one counter: a finding's "line N" is line N of the log view
+            self.diagnoser.feed(msg.station, msg.lines, msg.classified,  # the monitor's scan: no second one
+                                first=state.log.total - len(msg.lines) + 1)
         elif isinstance(msg, ContainerUpdate):
             info = msg.info  # a container that stopped with an error is never silent in the diagnosis
             # findings belong to a run: a newer run of the container sends the old one's to "previous run"
@@ -224,10 +243,24 @@ class ConsoleApp(App):
                         severity="warning" if what == "unknown" else "error", timeout=8, markup=False)
         if not self.screen_stack:  # (a message can still arrive while the app shuts down)
             return
+        if Aspect.SERVING in changed or Aspect.RAS in changed:
+            # a new counter or RAS read: judged once the messages queued now are applied, not on the next
+            # tick and not once per message (a burst of reads is one judgement)
+            self.judge.soon()
         if Aspect.ENGINE in changed and state is self.stations.head:  # the API's fate: chat, bench
-            for screen in self.screen_stack:
-                screen.post_message(HeadEngineChanged(state.engine))
+            self.head_engine_changed.publish(state.engine)
         self.dashboard.station_changed(state.name, changed)
+
+    def _progress_judged(self, judged: Judgement) -> None:
+        """The judge ticked (its judgement is on the fleet already): the dashboard shows it."""
+        if self.screen_stack:
+            self.dashboard.progress_judged(judged)
+
+    def judge_progress(self) -> Judgement:
+        """A tick of the judge now, out of its turn (a test's, a caller that cannot wait), shown."""
+        judged = self.judge.tick(clock.now())
+        self._progress_judged(judged)
+        return judged
 
     # Each station's kernel log (since its container started) feeds the live diagnosis
     def _feed_kernel(self, msg: KernelEvents) -> None:
@@ -244,8 +277,7 @@ class ConsoleApp(App):
     def on_checks_done(self, msg: ChecksDone) -> None:
         self.last_checks = list(msg.results)
         self._checks_pass = msg
-        for name, pane in self.panes.items():
-            pane.set_badge("checks", msg.badge(name))
+        self.check_badges.publish({name: msg.badge(name) for name in self.stations})
         self.diagnoser.add_check_results(msg.results)
         self.refresh_diagnosis()
 
@@ -253,9 +285,9 @@ class ConsoleApp(App):
         """The station's connection changed after the last checks ran: its badge says so (dimmed, with
         the change and its time) instead of a verdict the change may have undone."""
         done = self._checks_pass
-        if done is None or (pane := self.panes.get(name)) is None:
-            return
-        pane.set_badge("checks", done.badge(name, stale=f"{before} → {after} at {time_of_day(time.time())}"))
+        if done is not None:
+            self.check_badges.publish({name: done.badge(name, stale=f"{before} → {after} at "
+                                                                  f"{time_of_day(time.time())}")})
 
     def refresh_diagnosis(self) -> None:
         if self.diagnoser.version == self._diag_version or not self.screen_stack:
@@ -379,6 +411,7 @@ class ConsoleApp(App):
 
 
 SERVING_JOB = "serving monitor"  # the supervisor's name for the API poll (its notice says it)
+JUDGE_JOB = "progress judge"  # the supervisor's name for the progress judge
 
 
 def screenshot_dir() -> Path:

@@ -2,30 +2,33 @@
 
 The head station's state holds its phase (``EngineUpdate`` messages: the container log, parsed by
 ``console/probes/engine_log.py``). The head's pane hands it to its serving panel; the chat and
-bench screens get it when they open and, while open, from a ``HeadEngineChanged`` message the
-app posts to the screens when it changes; they do no I/O of their own. While the engine loads, the API refuses connections:
-that is expected and calm ("still loading (capturing CUDA graphs)"), not "unreachable".
+bench screens get it when they open and, while open, from the app's ``head_engine_changed`` signal
+(a Textual ``Signal`` they subscribe to: ``follow_head_engine``; the app pokes no screen); they do
+no I/O of their own. While the engine loads, the API refuses connections: that is expected and calm
+("still loading (capturing CUDA graphs)"), not "unreachable".
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-from textual.message import Message
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from console.probes.engine_log import EngineProgress
 from console.vocabulary import LOADING_PHASES, EnginePhase
 
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
 ApiExpectation = Literal["loading", "failed", "stopped", "up", "unknown"]
 
 
-class HeadEngineChanged(Message, bubble=False):
-    """The head station's engine phase changed (posted by the app to each screen; a screen that
-    does not show the API's fate has no handler and ignores it)."""
-
-    def __init__(self, progress: EngineProgress | None) -> None:
-        super().__init__()
-        self.progress = progress
+def follow_head_engine(node: DOMNode, callback: Callable[[EngineProgress | None], object]) -> None:
+    """Call ``callback`` with the head's engine phase each time it changes, while ``node`` is mounted:
+    a subscription to the app's ``head_engine_changed`` signal (none where the app has no stations,
+    a screen hosted alone)."""
+    signal = getattr(node.app, "head_engine_changed", None)
+    if signal is not None:
+        signal.subscribe(node, callback)
 
 
 def api_expectation(progress: EngineProgress | None) -> ApiExpectation:

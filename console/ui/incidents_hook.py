@@ -1,7 +1,7 @@
 """The TUI's hooks into the flight recorder (console/incidents/): the app owns one recorder, the
-dashboard's progress judge ticks it, its news are notices (an alert's delivery among them: one that
-failed is an error notice), the bell rings on an incident with ``[alerts] bell = true``, and the head's
-pane says the stalls."""
+progress judge's tick reaches it through the dashboard, its news are notices (an alert's delivery
+among them: one that failed is an error notice), the bell rings on an incident with ``[alerts] bell =
+true``, and the head's pane says the stalls."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from console.incidents.recorder import IncidentRecorder, Notice
 
 if TYPE_CHECKING:
     from textual.app import App
+
+    from console.station.verdict import Judgement
 
 SEVERITY = {"incident": "error", "capture-failed": "error", "error": "error", "captured": "warning",
             "skipped": "warning", "stall": "information", "ended": "information", "pruned": "information",
@@ -48,13 +50,13 @@ def incident_recorder(app: App) -> IncidentRecorder:
                             log_source=lambda: getattr(app, "log_source", None))
 
 
-def incidents_tick(screen, verdicts, now: float) -> None:
-    """The dashboard judged progress: the recorder looks for incidents and stalls; the head's pane
+def incidents_tick(screen, judged: Judgement, now: float) -> None:
+    """The progress judge ticked: the recorder looks for incidents and stalls; the head's pane
     carries "3 stalls in the last hour, longest 14 s" while there are some."""
     rec: IncidentRecorder | None = getattr(screen.app, "incidents", None)
     if rec is None:
         return
-    rec.tick(verdicts, now)
+    rec.tick(judged, now)
     head = screen.stations.head_name
     if head is not None and (pane := screen.panes.get(head)) is not None and rec.recover is not None \
             and rec.recover.last is not None:

@@ -1,6 +1,7 @@
-"""The TUI's hook into the unified-memory guard (console/station/memory_guard.py): the dashboard's
-progress judge ticks it; a station under the MemAvailable floor during a start-up gets a badge on
-its pane and a notice (and the alert call point), once when it falls under and once when it is back."""
+"""The TUI's hook into the unified-memory guard (console/station/memory_guard.py): the progress
+judge's tick reaches it through the dashboard; a station under the MemAvailable floor during a
+start-up gets a badge on its pane and a notice (and the alert call point), once when it falls under
+and once when it is back."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ async def test_the_head_pane_says_the_stalls_of_the_last_hour(tmp_path):
         now = time.time()
         app.incidents.stalls.extend([Stall(now - 600, 9.0, ("A", "B"), 4), Stall(now - 60, 14.2, ("A", "B"), 4),
                                      Stall(now - 7200, 30.0, ("A", "B"), 4)])
-        app.dashboard.judge_progress()
+        app.judge_progress()
         await pilot.pause()
         assert app.panes["A"].badges["stalls"].plain == "⏸ 2 stalls in the last hour, longest 14 s"
         assert "stalls" not in app.panes["B"].badges

@@ -121,7 +121,7 @@ async def test_the_wheel_up_pauses_and_down_to_the_end_follows_again():
     from textual import events
 
     from console.ui.widgets.log_pane import LogPane
-    from tests.ui.test_log_pane import PaneApp
+    from tests.ui.test_log_pane import PaneApp, add
 
     def wheel(kind, log):
         return kind(log, 5, 3, 0, 0, 0, False, False, False, screen_x=5, screen_y=3)
@@ -129,7 +129,7 @@ async def test_the_wheel_up_pauses_and_down_to_the_end_follows_again():
     app = PaneApp()
     async with app.run_test(size=(60, 10)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines([f"l{i}" for i in range(100)])
+        add(pane, [f"l{i}" for i in range(100)])
         log = pane.log_widget
         log.post_message(wheel(events.MouseScrollUp, log))
         await until(lambda: pane.has_class("-paused"), what="paused by the wheel", pilot=pilot)

@@ -20,8 +20,20 @@ from tests.waiting import until
 
 
 class PaneApp(App):
+    """One pane over a buffer the test owns, as a station's state owns its log in the console."""
+
+    def __init__(self, max_lines: int = 1000) -> None:
+        super().__init__()
+        self.buffer = LogBuffer(max_lines)
+
     def compose(self) -> ComposeResult:
-        yield LogPane(max_lines=1000)
+        yield LogPane(self.buffer)
+
+
+def add(pane: LogPane, lines: list[str]) -> None:
+    """A batch as the console handles it: the owner's buffer takes the lines, then the pane shows them."""
+    pane.buffer.extend(lines)
+    pane.show_new_lines()
 
 
 def row(pane: LogPane, y: int) -> tuple[str, list]:
@@ -34,7 +46,7 @@ async def test_a_line_cut_at_the_edge_ends_in_a_marker():
     app = PaneApp()
     async with app.run_test(size=(40, 10)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines(["short", "x" * 60 + "END"])
+        add(pane, ["short", "x" * 60 + "END"])
         await pilot.pause()
         visible = pane.log_widget.scrollable_content_region.width
         text, segs = row(pane, 1)
@@ -53,7 +65,7 @@ async def test_a_filter_match_is_highlighted_and_the_line_start_stays_in_view():
     async with app.run_test(size=(40, 10)) as pilot:
         pane = app.query_one(LogPane)
         far = "station-b:412:530 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
-        pane.add_lines(["boot", far, "other"])
+        add(pane, ["boot", far, "other"])
         pane.log_widget.scroll_to(x=20, animate=False, immediate=True)
         pane.set_filter("gdrdma")
         await until(lambda: list(pane.log_widget.lines) == [far], what="only the match", pilot=pilot)
@@ -74,20 +86,20 @@ async def test_after_home_the_pane_says_it_stopped_following_and_end_follows_aga
     app = PaneApp()
     async with app.run_test(size=(60, 8)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines([f"line {i}" for i in range(40)])
+        add(pane, [f"line {i}" for i in range(40)])
         pane.log_widget.focus()
         await pilot.pause()
         assert not pane.has_class("-paused")
         await pilot.press("home")
         await until(lambda: pane.has_class("-paused"), what="paused", pilot=pilot)
-        pane.add_lines(["new 1", "new 2"])
+        add(pane, ["new 1", "new 2"])
         await pilot.pause()
         note = str(pane.query_one("#log-paused", Static).render())
         assert "paused — End to follow" in note and "2 new lines below" in note
         assert pane.log_widget.scroll_offset.y == 0  # it did not jump to the end
         await pilot.press("end")
         await until(lambda: not pane.has_class("-paused"), what="following again", pilot=pilot)
-        pane.add_lines(["new 3"])
+        add(pane, ["new 3"])
         await pilot.pause()
         assert pane.log_widget.is_vertical_scroll_end
 
@@ -96,7 +108,7 @@ async def test_jump_to_marks_the_line():
     app = PaneApp()
     async with app.run_test(size=(60, 8)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines([f"line {i}" for i in range(1, 41)])
+        add(pane, [f"line {i}" for i in range(1, 41)])
         await pilot.pause()
         pane.jump_to(12)
         await pilot.pause()
@@ -108,7 +120,7 @@ async def test_jump_to_marks_the_line():
         other, segs = row(pane, y + 1)
         assert other.startswith("line 13") and not any(s.style and s.style.bgcolor == MARK_STYLE.bgcolor
                                                        for s in segs)
-        pane.add_lines([f"more {i}" for i in range(5)])  # the mark stays on its line as lines arrive
+        add(pane, [f"more {i}" for i in range(5)])  # the mark stays on its line as lines arrive
         await pilot.pause()
         assert log.index_of(log.marked) == 11
 
@@ -128,9 +140,9 @@ async def test_new_lines_still_reach_the_screen_once_the_buffer_is_full():
     async with app.run_test(size=(60, 12)) as pilot:
         pane = app.query_one(LogPane)
         for k in range(3):
-            pane.add_lines([f"old {k}-{i}" for i in range(1000)])  # max_lines=1000
+            add(pane, [f"old {k}-{i}" for i in range(1000)])  # max_lines=1000
             await pilot.pause()
-        pane.add_lines([f"NEW LINE {i}" for i in range(5)])
+        add(pane, [f"NEW LINE {i}" for i in range(5)])
         await until(lambda: "NEW LINE 4" in screen_text(app), what="the newest line painted", pilot=pilot)
         assert "old 0-999" not in screen_text(app)
 
@@ -140,7 +152,7 @@ async def test_errors_warnings_readiness_and_marker_lines_have_their_styles():
     async with app.run_test(size=(100, 10)) as pilot:
         pane = app.query_one(LogPane)
         lookalike = "— A: stream interrupted 07:17:09–07:17:41 —"
-        pane.add_lines(["(Worker_TP1 pid=412) ERROR 12-01 11:57:02 [x.py:1] WorkerProc failed to start.",
+        add(pane, ["(Worker_TP1 pid=412) ERROR 12-01 11:57:02 [x.py:1] WorkerProc failed to start.",
                         "WARNING 12-01 something odd", "INFO:     Application startup complete.",
                         LogMarker(lookalike), lookalike])
         await pilot.pause()
@@ -158,7 +170,7 @@ async def test_errors_warnings_readiness_and_marker_lines_have_their_styles():
 
 
 async def test_the_pane_shows_a_buffer_it_is_given_and_lines_fed_to_it_elsewhere():
-    """The station's state will own the buffer: the pane reads it, whoever adds the lines."""
+    """The station's state owns the buffer: the pane reads it, whoever adds the lines."""
     buf = LogBuffer(max_lines=50)
     buf.extend([f"early {i}" for i in range(3)])
 
@@ -187,11 +199,11 @@ async def test_a_filtered_view_drops_pruned_lines_and_the_mark_follows_its_line(
     app = PaneApp()
     async with app.run_test(size=(60, 8)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines([f"line {i}" for i in range(1, 901)])
+        add(pane, [f"line {i}" for i in range(1, 901)])
         pane.jump_to(850)
         log = pane.log_widget
         assert log.marked == 850 and log.index_of(850) == 849
-        pane.add_lines([f"more {i}" for i in range(200)])  # 100 pruned: the mark moves up with its line
+        add(pane, [f"more {i}" for i in range(200)])  # 100 pruned: the mark moves up with its line
         assert log.index_of(850) == 749 and log.lines[749] == "line 850"
         pane.set_filter("/line 8[5-9]0/")
         await pilot.pause()
@@ -199,7 +211,7 @@ async def test_a_filtered_view_drops_pruned_lines_and_the_mark_follows_its_line(
         assert log.index_of(850) == 0 and log.index_of(851) is None
         text, segs = row(pane, log.index_of(850) - int(log.scroll_offset.y))
         assert text.startswith("line 850") and any(s.style and s.style.bgcolor == MARK_STYLE.bgcolor for s in segs)
-        pane.add_lines([f"tail {i}" for i in range(850)])  # line 850 is pruned now
+        add(pane, [f"tail {i}" for i in range(850)])  # line 850 is pruned now
         assert list(log.lines) == [] and log.index_of(850) is None
 
 
@@ -213,7 +225,7 @@ async def test_jump_to_a_pruned_line_says_so_and_blank_lines_keep_their_numbers(
 
     async with app.run_test(size=(60, 8), message_hook=hook) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines(["a", "", "b", ""] + [f"n {i}" for i in range(1100)])
+        add(pane, ["a", "", "b", ""] + [f"n {i}" for i in range(1100)])
         await pilot.pause()
         pane.jump_to(3)
         await until(lambda: said == ["line 3 is older than the 1000 lines kept"],
@@ -227,7 +239,7 @@ async def test_the_row_cache_follows_the_theme():
     app = PaneApp()
     async with app.run_test(size=(60, 8)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines(["a line"])
+        add(pane, ["a line"])
         await pilot.pause()
         before = row(pane, 0)[1][0].style.bgcolor
         app.theme = "textual-light" if app.current_theme.dark else "textual-dark"
@@ -239,7 +251,7 @@ async def test_a_selection_copies_the_rows_shown():
     app = PaneApp()
     async with app.run_test(size=(60, 8)) as pilot:
         pane = app.query_one(LogPane)
-        pane.add_lines(["first row", "second row", "third row"])
+        add(pane, ["first row", "second row", "third row"])
         await pilot.pause()
         text, _ = pane.log_widget.get_selection(Selection(Offset(6, 0), Offset(6, 1)))
         assert text == "row\nsecond"

@@ -66,7 +66,7 @@ async def _wedged(pilot, now: float = T0 + 2.0) -> None:
     panel = app.dashboard.query_one(ServingPanel)
     await until(lambda: app.stations["A"].progress.tokens_read_at == T0 and panel.snapshot is not None
                 and app.stations["B"].gpus_at == T0, what="the fed state", pilot=pilot)
-    app.dashboard.judge_progress()  # what the dashboard's 1 s timer does
+    app.judge_progress()  # what the dashboard's 1 s timer does
     await until(lambda: app.dashboard.query_one(ProgressBanner).has_class("-alarm"), what="the banner", pilot=pilot)
     await settle(pilot)
 
@@ -98,7 +98,7 @@ async def test_the_banner_says_wedged_since_when_with_the_evidence_and_the_key(_
         assert "B GPU0 100 % at 117 W: spinning kernel" in text  # every rank's GPUs
         health = app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain
         assert health == "● /health 200 but WEDGED for 0:42"  # a 200 never reads healthy
-        row = fleet_row(app.stations["A"], T0 + 2.0, verdict=app.dashboard.verdicts["A"])
+        row = fleet_row(app.stations["A"], T0 + 2.0, verdict=app.stations.judged.stations["A"])
         assert row.engine == "WEDGED 0:42" and row.alarm and "wedged for 0:42" in row.error
 
 
@@ -117,7 +117,7 @@ async def test_the_banner_says_stuck_in_nccl_init_from_the_last_log_line(_fixed_
             post(LogBatch(st, ["NCCL INFO comm 0x55d5c8a000 rank 0 nranks 2 - Init COMPLETE"], at=T0 - 130))
         await until(lambda: all(app.stations[n].gpus_at == T0 and app.stations[n].progress.log_line_at == T0 - 130
                                 for n in ("A", "B")), what="the fed state", pilot=pilot)
-        app.dashboard.judge_progress()
+        app.judge_progress()
         banner = app.dashboard.query_one(ProgressBanner)
         await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
         text = banner.content.plain
@@ -141,9 +141,9 @@ async def test_no_banner_while_tokens_move_or_nothing_runs(_fixed_clock, monkeyp
                                                gen_tokens_total=1000.0 + 300 * k, updated_at=at, polled_at=at), at=at))
             await pilot.pause()
         await until(lambda: app.stations["A"].progress.tokens_read_at == T0, what="the polls", pilot=pilot)
-        app.dashboard.judge_progress()
+        app.judge_progress()
         await pilot.pause()
-        assert app.dashboard.verdicts["A"].state == "progressing"
+        assert app.stations.judged.stations["A"].state == "progressing"
         assert not app.dashboard.query_one(ProgressBanner).has_class("-alarm")
         assert app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain == "● healthy"
 
@@ -164,9 +164,9 @@ async def test_opened_on_requests_in_flight_it_never_reads_healthy_before_it_can
                                                gen_tokens_total=51230.0, updated_at=at, polled_at=at), at=at))
             await pilot.pause()
         await until(lambda: app.stations["A"].progress.tokens_read_at == T0, what="the polls", pilot=pilot)
-        app.dashboard.judge_progress()
+        app.judge_progress()
         await pilot.pause()
-        v = app.dashboard.verdicts["A"]
+        v = app.stations.judged.stations["A"]
         assert v.state == "unknown" and "judged after 0:30 (0:26 left)" in v.words
         health = app.dashboard.query_one(ServingPanel).content.rows[0][0][1].plain
         assert health == "◌ /health 200 · progress unknown (judged in 0:26)"
@@ -190,13 +190,13 @@ async def test_ranks_out_of_step_raise_the_banner_with_no_request_and_point_to_h
             post(RasSample("A", _ras({0: 757, 1: 756}), at))
             await pilot.pause()
         await until(lambda: app.stations["A"].ras.read_at == T0 + 1, what="two RAS reads", pilot=pilot)
-        app.dashboard.judge_progress()
+        app.judge_progress()
         banner = app.dashboard.query_one(ProgressBanner)
         await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot)
         text = banner.content.plain
         assert text.startswith("⚠ OUT-OF-STEP since ") and HINT in text and "B: ranks out of step" in text
         assert text.splitlines()[1] == "next: " + TABLE["out-of-step"].brief
-        row = fleet_row(app.stations["B"], T0 + 2.0, verdict=app.dashboard.verdicts["B"])
+        row = fleet_row(app.stations["B"], T0 + 2.0, verdict=app.stations.judged.stations["B"])
         assert row.alarm and row.engine.startswith("OUT-OF-STEP")
 
 
@@ -221,7 +221,7 @@ async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory)
         frozen_at = float(st["started_at"]) + st["timeline"].wedge_at
         banner = app.dashboard.query_one(ProgressBanner)
         await until(lambda: banner.has_class("-alarm"), what="the banner", pilot=pilot, timeout=60,
-                    detail=lambda: {n: (v.state, v.words) for n, v in app.dashboard.verdicts.items()})
+                    detail=lambda: {n: (v.state, v.words) for n, v in app.stations.judged.stations.items()})
         took = time.time() - frozen_at
         print(f"wedge -> banner: {took:.1f} s (W = {W:g} s)")
         # The target (W + 5 s) is measured by bench/wedge_latency.py (median of 3: W + 1.6 s); here the bound

@@ -19,8 +19,9 @@ from console.incidents.recorder import IncidentRecorder
 from console.incidents.sinks import WEBHOOK_KEYS
 from console.incidents.store import Ledger
 from console.secrets import mask_sink_url
-from console.station.progress import Verdict
+from console.station.progress import judgement
 from console.station.state import Stations
+from console.station.verdict import Verdict
 from console.vocabulary import Progress
 from tests.receiver import HANG, Receiver
 from tests.waiting import until
@@ -189,7 +190,7 @@ async def test_the_recorder_alerts_an_incident_once_across_two_consoles_and_says
         wedged = {"A": Verdict(Progress.WEDGED, now - 40, "wedged: tokens frozen 40 s with 4 running", station="A"),
                   "B": Verdict(Progress.WEDGED, now - 40, "wedged", station="B")}
         for r in consoles:
-            r.tick(wedged, now)
+            r.tick(judgement(wedged, r.stations.head_name, now), now)
         await until(lambda: len(rx.got) >= 1, what="the wedge's alert", timeout=10)
         for r in consoles:
             await r.drain()
@@ -198,7 +199,7 @@ async def test_the_recorder_alerts_an_incident_once_across_two_consoles_and_says
         assert "alerted" in row.action and rx.got[0].json()["incident"] == row.id
         moving = {n: Verdict(Progress.PROGRESSING, now, "tokens moving", station=n) for n in "AB"}
         for r in consoles:
-            r.tick(moving, now + 60)
+            r.tick(judgement(moving, r.stations.head_name, now + 60), now + 60)
         await until(lambda: len(rx.got) >= 2, what="the resolved message", timeout=10)
         for r in consoles:
             await r.drain()
@@ -257,9 +258,11 @@ async def test_a_ledger_that_cannot_be_written_still_pages_and_says_it_cleared(t
                                capture=False)
         job = asyncio.create_task(rec.run())
         now = time.time()
-        rec.tick({"A": Verdict(Progress.WEDGED, now - 40, "wedged: frozen 40 s", station="A")}, now)
+        wedged = {"A": Verdict(Progress.WEDGED, now - 40, "wedged: frozen 40 s", station="A")}
+        rec.tick(judgement(wedged, rec.stations.head_name, now), now)
         await until(lambda: len(rx.got) >= 1, what="the page without a ledger", timeout=10)
-        rec.tick({"A": Verdict(Progress.PROGRESSING, now, "moving", station="A")}, now + 30)
+        moving = {"A": Verdict(Progress.PROGRESSING, now, "moving", station="A")}
+        rec.tick(judgement(moving, rec.stations.head_name, now + 30), now + 30)
         await until(lambda: len(rx.got) >= 2, what="the resolved message", timeout=10)
         job.cancel()
         await asyncio.gather(job, return_exceptions=True)

@@ -19,8 +19,8 @@ from console.incidents.window import Window
 from console.probes.nvidia_smi import GpuReading
 from console.sim.stall_cycle import frozen
 from console.station.messages import GpuSample
-from console.station.progress import Verdict
 from console.station.progress_facts import ProgressFacts
+from console.station.verdict import Verdict
 from console.vocabulary import Progress
 
 

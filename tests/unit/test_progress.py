@@ -25,6 +25,7 @@ from console.station.progress import judge, service
 from console.station.snapshot import progress_json
 from console.station.state import StationState
 from console.vocabulary import ConnState, EnginePhase, Progress
+from tests.waiting import until
 
 T0 = 1_800_000_000.0
 W = 30.0
@@ -193,3 +194,33 @@ def test_the_service_is_wedged_or_stuck_when_a_station_is_else_the_heads_word() 
     svc = service(verdicts, "A")
     assert svc.state == Progress.STUCK and svc.station == "B"
     assert service({"A": verdicts["A"]}, "A").state == Progress.IDLE
+
+
+async def test_the_one_judge_stores_every_verdict_and_the_services_on_the_fleet() -> None:
+    """``ProgressJudge``: one tick judges every station and the service once and stores them on the
+    fleet (what the dashboard, watch and status read); ``soon`` makes the job tick at once."""
+    import asyncio
+
+    from console.station.progress import ProgressJudge
+    from console.station.state import Stations
+    from console.station.verdict import NOT_JUDGED
+
+    a, b = station(), station(head=False, name="B")
+    fleet = Stations([a, b], head="A")
+    poll(a, T0, 5000.0)
+    poll(a, T0 + 2, 5100.0)
+    for k in range(2, 20):
+        poll(a, T0 + 2 * k, 5100.0)
+    judge_ = ProgressJudge(fleet, W, every_s=3600.0)
+    assert fleet.judged is NOT_JUDGED and fleet.judged.service is None
+    j = judge_.tick(T0 + 2 + W)
+    assert fleet.judged is j and j.at == T0 + 2 + W
+    assert j.stations["A"].state == Progress.WEDGED and j.stations["B"].state == Progress.WEDGED
+    assert j.service == service(j.stations, "A") and j.service.alarm  # drawn from the stations' verdicts
+
+    said: list = []
+    job = asyncio.create_task(judge_.run(said.append, lambda: T0 + 3 + W))
+    judge_.soon()  # a new read: judged now, not in an hour
+    await until(lambda: said, what="the tick soon() asked for", timeout=10)
+    job.cancel()
+    assert said[0] is fleet.judged and said[0].at == T0 + 3 + W

@@ -227,6 +227,19 @@ def test_a_log_batch_moves_only_the_log_sources_time():
     assert s.at == {A.LOGS: 7.0} and s.age(A.LOGS, 9.0) == 2.0 and s.age(A.GPUS, 9.0) is None
 
 
+def test_the_station_keeps_its_log_bounded_and_numbered_over_every_line(tmp_path):
+    """The state owns the log (the view renders it, the diagnosis numbers lines by it): the
+    config's ``ui.log_lines`` bounds it, numbers go on over the lines dropped."""
+    from console.config import parse_config
+
+    cfg = parse_config('[ui]\nlog_lines = 100\n[[stations]]\nname = "A"\nhost = "h0"\nrank = 0\n', "x.toml")
+    s = Stations.for_config(cfg)["A"]
+    s.apply(LogBatch("A", [f"l{i}" for i in range(1, 131)], at=1.0))
+    s.apply(LogBatch("A", ["last"], at=2.0))
+    assert (s.log.total, s.log.first, len(s.log)) == (131, 32, 100)
+    assert s.log.line(32) == "l32" and s.log.line(131) == "last"
+
+
 def test_the_apis_poll_is_the_heads_source():
     from console.serving.metrics import ServingSnapshot
     from console.station.messages import ServingUpdate

@@ -55,7 +55,7 @@ from console.serving.bench_stats import parse_slo, slo_answer, spec_stuck_warnin
 from console.serving.chat import EFFORTS
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
-from console.ui.engine_state import HeadEngineChanged, api_expectation, why_no_api
+from console.ui.engine_state import api_expectation, follow_head_engine, why_no_api
 from console.ui.providers import BenchCommands
 from console.ui.widgets.settings_bar import SettingsBar
 
@@ -238,10 +238,11 @@ class BenchScreen(Screen):
         self.running = False
         self.state = "idle"  # idle | running | done | failed | cancelled | error
         self.saved: tuple[Path, Path] | None = None
-        self.head_engine = head_engine  # the head station's phase, then HeadEngineChanged (no I/O here)
+        self.head_engine = head_engine  # the head station's phase, then the app's signal (no I/O here)
 
-    def on_head_engine_changed(self, msg: HeadEngineChanged) -> None:
-        self.head_engine = msg.progress
+    def set_head_engine(self, progress: EngineProgress | None) -> None:
+        """The head station's engine phase (a sweep is refused while the API cannot answer)."""
+        self.head_engine = progress
 
     def compose(self) -> ComposeResult:
         yield Static(f"Benchmark · {self.config.profile.name} @ {self.url}", id="bench-title")
@@ -283,6 +284,7 @@ class BenchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        follow_head_engine(self, self.set_head_engine)
         self._focused_at: tuple[object, float] = (None, 0.0)  # the widget that took focus last, and when
         self._columns(self._comparison_now())
         self._settings_changed()

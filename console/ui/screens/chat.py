@@ -44,7 +44,7 @@ from console.serving.chat import (
 from console.serving.chat_store import ChatStore, SavedTurn, new_session_id
 from console.serving.client import ApiClient
 from console.serving.errors import ApiError
-from console.ui.engine_state import HeadEngineChanged, why_no_api
+from console.ui.engine_state import follow_head_engine, why_no_api
 from console.ui.providers import ChatCommands
 from console.ui.screens.chat_sessions import SessionsScreen, export_session, load_saved
 from console.ui.widgets.settings_bar import SettingsBar
@@ -244,7 +244,7 @@ class ChatScreen(Screen):
         self.session = ChatSession()
         self.replies: list[ReplyView] = []
         self.busy = False
-        self.head_engine = head_engine  # the head station's phase, then HeadEngineChanged (no I/O here)
+        self.head_engine = head_engine  # the head station's phase, then the app's signal (no I/O here)
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -269,6 +269,7 @@ class ChatScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        follow_head_engine(self, self.set_head_engine)
         self.session = chat_session(self.app, self.url)
         self._show_turns()
         self.query_one("#prompt", Input).focus()
@@ -287,9 +288,6 @@ class ChatScreen(Screen):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(SettingsBar).fit(self.app.size.width, self.app.size.height)
-
-    def on_head_engine_changed(self, msg: HeadEngineChanged) -> None:
-        self.set_head_engine(msg.progress)
 
     def set_head_engine(self, progress: EngineProgress | None) -> None:
         """The head station's engine phase (its title says when the API cannot answer yet)."""

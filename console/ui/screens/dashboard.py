@@ -26,8 +26,8 @@ from textual.widgets import Header, Static
 
 from console.config import Config, gpus_per_station
 from console.station.aspects import Aspect
-from console.station.progress import Verdict, judge_all, service
 from console.station.state import Stations
+from console.station.verdict import Judgement
 from console.ui import clock
 from console.ui.incidents_hook import incidents_tick
 from console.ui.memory_guard_hook import memory_guard_tick
@@ -132,8 +132,6 @@ class DashboardScreen(Screen):
         self.panes: dict[str, StationPane] = {}
         self.view: View = "fleet" if len(config.stations) >= FLEET_FROM else "grid"
         self.chosen: str | None = None  # the station shown alone (station view)
-        self.verdicts: dict[str, Verdict] = {}  # each station's progress, judged on a timer
-        self._judge_queued = False  # a judgement asked for by a read and not yet made
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=getattr(self.app, "_clock", True))
@@ -142,9 +140,8 @@ class DashboardScreen(Screen):
         p = self.config.profile
         with Grid(id="stations"):
             for st in sorted(self.config.stations, key=lambda s: s.rank):
-                pane = StationPane(st, self.stations[st.name], self.config.ui.log_lines,
-                                   unified=p.gpu.unified_memory, engine=p.engine, gpudirect=p.link.gpudirect,
-                                   serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p),
+                pane = StationPane(st, self.stations[st.name], unified=p.gpu.unified_memory, engine=p.engine,
+                                   gpudirect=p.link.gpudirect, serving_gpu=p.gpu.name, expected_frac=expected_gpu_fill(p),
                                    id=f"station-{css_id(st.name)}")
                 self.panes[st.name] = pane
                 yield pane
@@ -157,7 +154,6 @@ class DashboardScreen(Screen):
         self._show_view(self.view)
         self.set_interval(0.5, self._refresh_fleet)
         self.set_interval(1.0, self._tick_ages)
-        self.set_interval(0.5, self.judge_progress)  # a wedge shows by time passing, not by a message
 
     # ------------------------------------------------------------------ the stations' states
 
@@ -166,11 +162,6 @@ class DashboardScreen(Screen):
         (the fleet table follows on its own timer: its ages move anyway)."""
         if not aspects:
             return
-        if (Aspect.SERVING in aspects or Aspect.RAS in aspects) and self.is_mounted and not self._judge_queued:
-            # a new counter or RAS read: judged once the messages queued now are applied, not on the next
-            # tick and not once per message (a burst of reads is one judgement)
-            self._judge_queued = True
-            self.call_next(self._judge_queued_now)
         if pane := self.panes.get(name):
             pane.show_state(aspects)
         if Aspect.CONN in aspects:  # the diagnosis says whose log it cannot read
@@ -207,24 +198,19 @@ class DashboardScreen(Screen):
 
     def _refresh_fleet(self) -> None:
         if self.view == "fleet":
-            self.query_one(FleetTable).update_from(self.stations.by_rank(), verdicts=self.verdicts)
+            self.query_one(FleetTable).update_from(self.stations.by_rank(), verdicts=self.stations.judged.stations)
 
-    def _judge_queued_now(self) -> None:
-        self._judge_queued = False
-        self.judge_progress()
-
-    def judge_progress(self) -> None:
-        """Judge every station's progress (pure, console/station/progress.py) and show the
-        service's: the banner, the serving panel's health, the fleet rows."""
-        now = clock.now()
-        self.verdicts = judge_all(self.stations.values(), self.stations.head, now, self.config.ui.progress_window_s)
-        verdict = service(self.verdicts, self.stations.head_name)
-        incidents_tick(self, self.verdicts, now)  # the flight recorder: incidents, stalls (the pane's words)
+    def progress_judged(self, judged: Judgement) -> None:
+        """The progress judge ticked (console/station/progress.py ProgressJudge, which stored its
+        judgement on the fleet): show the service's verdict in the banner and the serving panel's
+        health (the fleet rows read it on their timer), and tick the hooks that follow the judge."""
+        now = judged.at if judged.at is not None else clock.now()
+        incidents_tick(self, judged, now)  # the flight recorder: incidents, stalls (the pane's words)
         memory_guard_tick(self, now)  # GB10: MemAvailable under the floor during a start-up
         for banner in self.query(ProgressBanner):  # none yet while the screen's children mount
-            banner.show(verdict, now)
+            banner.show(judged.service, now)
         for panel in self.query(ServingPanel):
-            panel.set_progress(verdict)
+            panel.set_progress(judged.service)
 
     def reveal(self, station: str) -> None:
         """Make this station's pane visible (the fleet view opens it)."""

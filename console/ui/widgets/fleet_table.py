@@ -22,8 +22,8 @@ from console.durations import clock as mmss
 from console.sanitize import one_line
 from console.station.aspects import Aspect
 from console.station.health import health_lines
-from console.station.progress import Verdict
 from console.station.state import StationState
+from console.station.verdict import Verdict
 from console.ui import clock
 from console.ui.fit_text import error_words, fill_width
 from console.ui.palette import DEFAULT, Palette, palette_of, transport_style

@@ -1,13 +1,14 @@
-"""A station's container log: a ``LogView`` over the station's ``LogBuffer``, a filter box, and a
-note when the view stopped following its end.
+"""A station's container log: a ``LogView`` over the station's ``LogBuffer`` (its ``StationState``'s:
+the pane keeps no line of its own), a filter box, and a note when the view stopped following its end.
 
 What the operator must be able to tell from the screen (the view draws it): a line cut at the
 pane's edge ends in "…" (and starts with "‹" when scrolled right); a filter's matches are
 highlighted and scrolled into view; a line reached from the diagnosis (Enter on a finding) is
 marked; after Home (or any scroll up by the operator) the pane says it stopped following, and End
 follows again. Nothing else pauses it: a resize, another screen, the filter box, a restart.
-The lines are kept, sanitized and clipped, in the buffer (``console/station/log_buffer.py``): a
-filter is applied and removed without asking the station again."""
+The lines are kept, sanitized and clipped, in the buffer (``console/station/log_buffer.py``), which
+the station's state feeds: a filter is applied and removed without asking the station again, and a
+line's number is the one the diagnosis quotes (one counter, the buffer's)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from console.ui.widgets.log_view import LogView
 
 
 class LogPane(Vertical):
-    """The filter box, the log view and the paused note. ``buffer``: the station's lines (a new one
-    of ``max_lines`` when not given); the pane reads it, whoever feeds it."""
+    """The filter box, the log view and the paused note over ``buffer``, the station's lines: the
+    pane reads it, its owner (the station's state) feeds it, then ``show_new_lines`` shows them."""
 
     DEFAULT_CSS = """
     LogPane { height: 1fr; }
@@ -35,9 +36,9 @@ class LogPane(Vertical):
     LogPane.-paused > #log-paused { display: block; }
     """
 
-    def __init__(self, max_lines: int = 5000, buffer: LogBuffer | None = None, **kwargs) -> None:
+    def __init__(self, buffer: LogBuffer, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.buffer = buffer if buffer is not None else LogBuffer(max_lines)
+        self.buffer = buffer
         self.filter_text = ""
         self.unseen = 0  # lines that arrived while the log was not following
 
@@ -48,7 +49,7 @@ class LogPane(Vertical):
 
     @property
     def total(self) -> int:
-        """Lines this station printed since the pane began (the newest line's number)."""
+        """Lines this station printed since its state began (the newest line's number)."""
         return self.buffer.total
 
     def compose(self) -> ComposeResult:
@@ -100,13 +101,8 @@ class LogPane(Vertical):
         low = self.filter_text.lower()  # a substring: no regex engine per line
         return lambda line: low in line.lower()
 
-    def add_lines(self, lines: list[str]) -> None:
-        """Add lines to the buffer and show them (one call per batch)."""
-        self.buffer.extend(lines)
-        self.show_new_lines()
-
     def show_new_lines(self) -> None:
-        """Show what was added to the buffer since the last call (for a buffer someone else feeds)."""
+        """Show what its owner added to the buffer since the last call (one call per batch)."""
         log = self.log_widget
         shown = log.sync()
         if shown and not log.following:

@@ -15,7 +15,7 @@ from textual.widgets import Static
 from console.doctor.next_steps import banner_step
 from console.durations import clock, time_of_day
 from console.sanitize import one_line
-from console.station.progress import Verdict
+from console.station.verdict import Verdict
 from console.ui.palette import palette_of
 
 HINT = "h: hang evidence"

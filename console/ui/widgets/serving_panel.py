@@ -23,7 +23,7 @@ from console.probes.engine_log import EngineProgress
 from console.sanitize import one_line
 from console.serving.metrics import MISSES_FOR_RED, ServingSnapshot, is_invalid
 from console.station.messages import ServingUpdate as ServingUpdate  # its old home: re-exported
-from console.station.progress import Verdict
+from console.station.verdict import Verdict
 from console.ui import clock
 from console.ui.engine_state import api_expectation
 from console.ui.fit_text import pack

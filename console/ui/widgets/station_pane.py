@@ -2,8 +2,9 @@
 state, badges from checks and diagnosis, the GPU processes (``p``) and the container log.
 Rendering only: the station's facts are its ``StationState`` (console/station/state.py), which
 the app updates; ``show_state`` redraws the aspects that changed. The pane keeps only view state
-(its layout classes, whether the process list is shown, the badges other services hand it); the
-log lines go to its log view (``add_logs``).
+(its layout classes, whether the process list is shown, the badges other services hand it or the
+app's ``check_badges`` signal brings); its log view renders the state's log buffer
+(``StationState.log``), the new lines on each ``LOGS`` change.
 
 The pane fits what it shows to its size: its status is made of whole pieces ("engine serving
 (worker)" never wraps mid-value) and the fatal line shows its start (the words that name the
@@ -185,7 +186,7 @@ class StationPane(Vertical):
     StationPane.-roomy GpuMeter.-serving .gpu-plot { display: block; }
     """
 
-    def __init__(self, station: Station, state: StationState, max_lines: int = 5000, unified: bool = False,
+    def __init__(self, station: Station, state: StationState, unified: bool = False,
                  engine: str = "vllm", gpudirect: bool = True, serving_gpu: str | None = None,
                  expected_frac: float | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -193,7 +194,6 @@ class StationPane(Vertical):
         self.serving_gpu, self.expected_frac = serving_gpu, expected_frac  # its expected memory fill
         self.station = station
         self.state = state  # the app's, for this station: read, never written here
-        self.max_lines = max_lines
         self.unified = unified  # the profile's GPU shares the host's memory (GB10)
         self.engine = engine
         self.badges: dict[str, Text] = {}
@@ -217,10 +217,18 @@ class StationPane(Vertical):
             from console.ui.widgets.serving_panel import ServingPanel
 
             yield ServingPanel(classes="serving")
-        yield LogPane(self.max_lines)
+        yield LogPane(self.state.log)
 
     def on_mount(self) -> None:
         self._show(EVERY_ASPECT)  # what the state already holds
+        badges = getattr(self.app, "check_badges", None)  # the app's signal (ConsoleApp): the checks' verdicts
+        if badges is not None:
+            badges.subscribe(self, self._checks_badge)
+
+    def _checks_badge(self, badges: dict[str, Text]) -> None:
+        """A checks pass ended or this station's connection outdated it: this station's badge, if named."""
+        if (badge := badges.get(self.station.name)) is not None:
+            self.set_badge("checks", badge)
 
     def on_resize(self) -> None:
         """Short / roomy by the rows the pane has (the dashboard's grid decides them)."""
@@ -310,6 +318,8 @@ class StationPane(Vertical):
             self._render_status()
         if aspects & HEALTH_ASPECTS:
             self._render_health()
+        if Aspect.LOGS in aspects:
+            self.log_pane.show_new_lines()
 
     def _mark_old(self, aspect: Aspect, old: bool) -> None:
         self._old = (self._old - {aspect}) | ({aspect} if old else frozenset())
@@ -353,10 +363,6 @@ class StationPane(Vertical):
                                     classes="-serving" if g.index in serving else "-display")
                            for g in gpus]
             box.mount(*self.meters)
-
-    @while_mounted
-    def add_logs(self, lines: list[str]) -> None:
-        self.log_pane.add_lines(lines)
 
     # -------------------------------------------------------------- rendering
 
