@@ -1,5 +1,8 @@
-"""One read of a station's rail counters and GPU activity (the hang capture reads it twice, an
-interval apart): every rail's RDMA statistic and the NIC's ethtool counters, and the GPUs' activity."""
+"""One read of a station's rail counters and GPUs (the hang capture reads it twice, an interval
+apart): every rail's RDMA statistic and the NIC's ethtool counters, and the GPU query the capture's
+GPU samples come from -- one command line whose parts run at once (``cmdlines.at_once``), so that the
+counters and the GPUs are read at the same moment, in the time of the slowest tool (not the sum), and
+nvidia-smi once (a second one would wait on the first's lock)."""
 
 from __future__ import annotations
 
@@ -15,14 +18,15 @@ from console.station.checks import ToolMissing
 
 
 async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], tag: str) -> dict:
-    """One read of every rail's RDMA and NIC counters and the GPUs' activity: one command on the station
-    (``cmdlines.in_one``: the tools one after the other, each part's output and exit status its own)."""
-    out: dict = {"rdma": {}, "nic": {}, "gpu": None, "ev": []}
+    """One read of every rail's RDMA and NIC counters and the GPU query: one command on the station
+    (``cmdlines.at_once``: the tools started together, each part's output and exit status its own).
+    ``gpu``: the query's text (``smi.parse_gpus`` reads it), else None and ``gpu_error`` says why."""
+    out: dict = {"rdma": {}, "nic": {}, "gpu": None, "gpu_error": None, "ev": []}
     counters = [(r, kind, cmd, parse) for r in rails
                 for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
                                          ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
-    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_activity()]
-    res = await ctx.run(st.name, rc.in_one(cmds), tag=tag)
+    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_query()]
+    res = await ctx.run(st.name, rc.at_once(cmds), tag=tag)
     parts = rc.split_parts(res.stdout, len(cmds))
 
     def answer(cmd: str, part: rc.PartResult | None) -> str:
@@ -45,11 +49,9 @@ async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], t
             except (ParseError, ToolMissing, StopIteration) as exc:
                 out["ev"].append(f"[{st.name}] $ {cmd}\n({exc})")
         try:
-            text = answer(cmds[-1], parts[-1] if parts else None)
-            out["gpu"] = act.parse_gpu_activity(text)
-            out["ev"].append(facts.ev(st.name, cmds[-1], text))
-        except (ParseError, ToolMissing):
-            pass
+            out["gpu"] = answer("nvidia-smi", parts[-1] if parts else None)
+        except (ParseError, ToolMissing) as exc:
+            out["gpu_error"] = f"not read: {exc}"
 
     await asyncio.to_thread(parse_all)
     return out

@@ -17,6 +17,7 @@ import shlex
 from console.remote.cmdlines import copy  # noqa: F401  (the copy's command lines: rc.copy.*)
 from console.remote.cmdlines.batch import (  # noqa: F401
     PartResult,
+    at_once,
     in_one,
     split_parts,
 )
