@@ -1,8 +1,8 @@
 """One read of a station's rail counters and GPUs (the hang capture reads it twice, an interval
-apart): every rail's RDMA statistic and the NIC's ethtool counters, and the GPU query the capture's
-GPU samples come from -- one command line whose parts run at once (``cmdlines.at_once``), so that the
-counters and the GPUs are read at the same moment, in the time of the slowest tool (not the sum), and
-nvidia-smi once (a second one would wait on the first's lock)."""
+apart): every rail's RDMA statistic and the NIC's ethtool counters, the GPUs' activity (busy with no
+memory traffic: a spinning collective) and the GPU query the capture's GPU samples come from -- one
+command line whose parts run at once (``cmdlines.at_once``), so that the counters and the GPUs are
+read at the same moment, in the time of the slowest tool rather than the sum of them."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ from console.station.checks import ToolMissing
 
 
 async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], tag: str) -> dict:
-    """One read of every rail's RDMA and NIC counters and the GPU query: one command on the station
-    (``cmdlines.at_once``: the tools started together, each part's output and exit status its own).
-    ``gpu``: the query's text (``smi.parse_gpus`` reads it), else None and ``gpu_error`` says why."""
-    out: dict = {"rdma": {}, "nic": {}, "gpu": None, "gpu_error": None, "ev": []}
+    """One read of every rail's RDMA and NIC counters, the GPUs' activity and the GPU query: one command
+    on the station (``cmdlines.at_once``: the tools started together, each part's output and exit
+    status its own). ``gpu_query``: the query's text (``smi.parse_gpus`` reads it), else None and
+    ``gpu_error`` says why."""
+    out: dict = {"rdma": {}, "nic": {}, "gpu": None, "gpu_query": None, "gpu_error": None, "ev": []}
     counters = [(r, kind, cmd, parse) for r in rails
                 for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
                                          ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
-    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_query()]
+    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_activity(), rc.gpu_query()]
     res = await ctx.run(st.name, rc.at_once(cmds), tag=tag)
     parts = rc.split_parts(res.stdout, len(cmds))
 
@@ -49,7 +50,13 @@ async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], t
             except (ParseError, ToolMissing, StopIteration) as exc:
                 out["ev"].append(f"[{st.name}] $ {cmd}\n({exc})")
         try:
-            out["gpu"] = answer("nvidia-smi", parts[-1] if parts else None)
+            text = answer(cmds[-2], parts[-2] if parts else None)
+            out["gpu"] = act.parse_gpu_activity(text)
+            out["ev"].append(facts.ev(st.name, cmds[-2], text))
+        except (ParseError, ToolMissing):
+            pass
+        try:
+            out["gpu_query"] = answer("nvidia-smi", parts[-1] if parts else None)
         except (ParseError, ToolMissing) as exc:
             out["gpu_error"] = f"not read: {exc}"
 

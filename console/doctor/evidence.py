@@ -344,10 +344,10 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
             except Exception as exc:  # noqa: BLE001 - the GPUs' line; the counters' is guarded's
                 gpus_failed(f"not read: {_why(exc, clock)}")
                 raise
-            if s["gpu"] is None:
+            if s["gpu_query"] is None:
                 gpus_failed(s["gpu_error"])
             else:
-                await asyncio.to_thread(_gpus, ev, s["gpu"])
+                await asyncio.to_thread(_gpus, ev, s["gpu_query"])
                 ev.read_at["gpus"] = time.time()
             return s
 
