@@ -1,8 +1,8 @@
 """One read of a station's rail counters and GPUs (the hang capture reads it twice, an interval
 apart): every rail's RDMA statistic and the NIC's ethtool counters, the GPUs' activity (busy with no
-memory traffic: a spinning collective) and the GPU query the capture's GPU samples come from -- one
-command line whose parts run at once (``cmdlines.at_once``), so that the counters and the GPUs are
-read at the same moment, in the time of the slowest tool rather than the sum of them."""
+memory traffic: a spinning collective) and the GPU query the capture's GPU samples come from (one
+nvidia-smi for both) -- one command line whose parts run at once (``cmdlines.at_once``), so that the
+counters and the GPUs are read at the same moment, in the time of the slowest tool, not their sum."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], t
     counters = [(r, kind, cmd, parse) for r in rails
                 for kind, cmd, parse in (("rdma", rc.rdma_statistic(r.device), act.parse_rdma_statistic),
                                          ("nic", rc.ethtool_stats(r.netdev), act.parse_ethtool_stats))]
-    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_activity(), rc.gpu_query()]
+    cmds = [cmd for _r, _k, cmd, _p in counters] + [rc.gpu_query_with_activity()]
     res = await ctx.run(st.name, rc.at_once(cmds), tag=tag)
     parts = rc.split_parts(res.stdout, len(cmds))
 
@@ -50,15 +50,16 @@ async def sample(ctx: DoctorContext, st: Station, rails: list[facts.RailInfo], t
             except (ParseError, ToolMissing, StopIteration) as exc:
                 out["ev"].append(f"[{st.name}] $ {cmd}\n({exc})")
         try:
-            text = answer(cmds[-2], parts[-2] if parts else None)
-            out["gpu"] = act.parse_gpu_activity(text)
-            out["ev"].append(facts.ev(st.name, cmds[-2], text))
-        except (ParseError, ToolMissing):
-            pass
-        try:
-            out["gpu_query"] = answer("nvidia-smi", parts[-1] if parts else None)
+            text = answer("nvidia-smi", parts[-1] if parts else None)
         except (ParseError, ToolMissing) as exc:
             out["gpu_error"] = f"not read: {exc}"
+            return
+        out["gpu_query"], activity = act.split_gpu_sample(text)
+        out["ev"].append(facts.ev(st.name, cmds[-1], text))
+        try:
+            out["gpu"] = act.parse_gpu_activity(activity)
+        except ParseError:
+            pass
 
     await asyncio.to_thread(parse_all)
     return out
