@@ -5,8 +5,13 @@ counters twice, the last log lines, and every engine thread's kernel-side state 
 state, wait channel, kernel stack where readable) -- then one verdict line over all of it, and the
 ranks RAS found behind (the stragglers, with the read they come from).
 
-Every station's reads run concurrently (``DoctorContext.per_station``: one transport per station,
-every command bounded); the second reads come ``interval_s`` later, again on all stations at once.
+Every station's reads run concurrently (one transport per station, every command bounded). The
+sources read twice are the critical path: the counters and the GPUs are one command a read (the
+counter sample, its tools run at once station-side) and the RAS report its own; each second read
+starts ``interval_s`` after its first read started, the one deliberate wait. The rails are listed
+while the container is inspected, and the sources read once (py-spy, flight recorder, threads,
+kernel log, log tail) start when the station's first reads are back, so that they run during the
+interval instead of slowing the first reads (on the simulator each tool is a Python process).
 The CLI (``hang-report``) and the evidence screen call ``capture``, the doctor's hang rung ``collect``
 (over its run's context); ``verdict.judgement`` judges once for all three. The parses of py-spy, the
 flight recorder, RAS, GPUs, the kernel log and the log tail, and the judgement, run in threads (the
@@ -250,8 +255,8 @@ async def _text(ctx: DoctorContext, st: Station, cmd: str, tag: str, clock: _Clo
 async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interval_s: float, clock: _Clock,
                    firsts: _FirstReads) -> None:
     """Every read of one station, each source its own task: one tool that hangs or fails is that
-    tool's line, the others still come back; the sources read twice wait the one interval between
-    their own two reads."""
+    tool's line, the others still come back; a source read twice reads again ``interval_s`` after
+    its first read started."""
     # the rails (which counters to read) do not depend on the container: asked for now, read while
     # the container is inspected, so that the first counter read starts with the other first reads
     rails_t = asyncio.ensure_future(facts.rails(ctx, st))
