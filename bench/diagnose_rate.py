@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from console.diagnosis import Diagnoser
-from console.diagnosis.catalogue import HIGHLIGHTS
+from console.catalogue import HIGHLIGHTS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 

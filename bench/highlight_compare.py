@@ -12,7 +12,7 @@ import argparse
 import re
 import time
 
-from console.diagnosis.catalogue import markers as m
+from console.catalogue import markers as m
 
 
 def _alternation(words) -> str:

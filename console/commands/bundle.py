@@ -1,7 +1,7 @@
 """``dgx-console bundle PATH``: a support archive (tar.gz) to attach to a report.
 
 Contents, all with secrets masked (API keys, hub tokens, ``Bearer ...``, the value after every secret
-name: ``*_TOKEN=``, ``*_KEY=``, ``*_PASSWORD=``, ... as ``console.config.secrets`` decides):
+name: ``*_TOKEN=``, ``*_KEY=``, ``*_PASSWORD=``, ... as ``console.secrets`` decides):
 ``manifest.json`` (what was collected, which stations could not be reached), ``config.toml`` (the
 config file as written) and ``config.effective.toml``, ``checks.json`` (when ``console.station.checks`` is
 available), ``logs/<station>.log`` (the last N container log lines), ``findings.json`` (the
@@ -39,7 +39,7 @@ from console.config import (
     masked_overrides,
     secret_values,
 )
-from console.config.secrets import mask_values
+from console.secrets import mask_values
 from console.diagnosis import Diagnoser, redact
 from console.diagnosis.fetch import StationLog, fetch_station_log
 from console.safe_files import FileProblem, check_target, expand, read_text, write_replacing

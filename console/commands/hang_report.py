@@ -26,7 +26,7 @@ from console import __version__
 from console.commands.args import UsageError, add_config_args, check_seconds
 from console.commands.bundle import write_archive
 from console.config import load_config, masker
-from console.config.secrets import mask_tree
+from console.secrets import mask_tree
 from console.diagnosis import redact
 from console.doctor.evidence import HangEvidence, capture
 from console.doctor.evidence_words import station_rows, stragglers_line

@@ -44,7 +44,7 @@ from console.config.schema import (
     tensor_parallel_for,
     weights_per_gpu_gib,
 )
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.config.validate import (
     CONTAINER_NAME,
     DEVICE_NAME,

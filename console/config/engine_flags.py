@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 
 # [overrides] keys that shape the container, not the engine (console.service.engines).
 CONTAINER_KEYS = frozenset({"image", "executor", "nccl_ib_gid_index", "nccl_ib_hca", "shm_size", "extra_env",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.config import load_profile, parse_config
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.probes import envfile as env_probe
 
 _END_IP = re.compile(r"^(?:STATION_)?([A-Z])_(?:RAIL_)?IP$")  # A_IP / STATION_B_IP / A_RAIL_IP

@@ -11,7 +11,7 @@ import tomli_w
 
 from console.config.fields import to_toml
 from console.config.schema import Config
-from console.config.secrets import (
+from console.secrets import (
     MASK,
     is_secret_name,
     is_secret_value,

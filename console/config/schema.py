@@ -17,7 +17,7 @@ from console.config.alerts import AlertSettings
 from console.config.errors import ConfigError
 from console.config.fields import setting
 from console.config.paths import MAX_KEY_FILE_BYTES
-from console.config.secrets import mask_url
+from console.secrets import mask_url
 from console.safe_files import FileProblem, expand, read_text
 from console.sanitize import is_clean
 

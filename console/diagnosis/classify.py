@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from console.diagnosis import catalogue as cat
-from console.diagnosis.scan import KEY_WORDS, MARKER_KEY_WORDS, KeyIndex, line_starts
+from console import catalogue as cat
+from console.catalogue.scan import KEY_WORDS, MARKER_KEY_WORDS, KeyIndex, line_starts
 from console.sanitize import strip_escapes
 from console.vocabulary import EnginePhase, NcclTransport
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from console.diagnosis.catalogue.wordings import STACK_FIXES
+from console.catalogue.wordings import STACK_FIXES
 from console.diagnosis.findings import SourceState
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from console.diagnosis import catalogue as cat
+from console import catalogue as cat
 from console.diagnosis import context
 from console.diagnosis.findings import Candidate, Contextual, Evidence, Finding, SourceState
 

@@ -1,6 +1,6 @@
 """Incremental diagnosis over streamed log lines from several stations, plus check results.
 
-The hot path (``Diagnoser.feed``) reads the batch's classification (``console.diagnosis.classify``:
+The hot path (``Diagnoser.feed``) reads the batch's classification (``console.catalogue.classify``:
 one scan for every catalogue anchor, shared with the start-up tracker; a station's monitor made it
 already, a file is classified here); only lines an anchor hit are cleaned and matched against regexes.
 
@@ -20,10 +20,10 @@ import functools
 import re
 from collections.abc import Iterable
 
-from console.diagnosis import catalogue as cat
+from console import catalogue as cat
 from console.diagnosis import context
-from console.diagnosis.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
-from console.diagnosis.classify import ClassifiedBatch, classify
+from console.catalogue.wordings import RETRY_LINE, RUN_WENT_ON
+from console.catalogue.classify import ClassifiedBatch, classify
 from console.diagnosis.decisions import MAX_EVIDENCE, OPEN_TRACEBACK_LINES, Decisions
 from console.diagnosis.findings import (
     Candidate,

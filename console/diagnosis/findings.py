@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from console.diagnosis import catalogue as cat
+from console import catalogue as cat
 
 
 @dataclass(frozen=True)

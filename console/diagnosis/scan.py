@@ -5,7 +5,7 @@ folded to lower-case ASCII (each non-ASCII character becomes one ``?``, so offse
 text) and every key is found in a single Aho-Corasick pass (pyahocorasick): the cost is one walk of
 the batch whatever the number of keys, where a ``find`` per key walked it once per key (54 walks).
 The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
-covers is its own key. ``console.diagnosis.classify`` holds the one index every consumer shares.
+covers is its own key. ``console.catalogue.classify`` holds the one index every consumer shares.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ KEY_WORDS = ("error", "fail", "exception", "memory", "socket", "mamba", "version
              "using network", "context_length", "parser", "detector", "waiting for", "no ", "got ", "illegal",
              "user-specified", "gpu direct rdma", "ddress", "desired", "remote ", "restricted", "cache blocks",
              "state cache")
-# The same for the start-up markers (console.diagnosis.classify indexes them with the diagnosis anchors):
+# The same for the start-up markers (console.catalogue.classify indexes them with the diagnosis anchors):
 # substrings of the markers that start with a letter some key above starts with, so the walk (whose cost
 # grows with the keys' first letters) stays as fast as with the diagnosis keys alone.
 MARKER_KEY_WORDS = ("captur", "startup", "fired up", "dless", "cache size", "cache is alloc", "runtime started",

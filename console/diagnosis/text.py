@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from console.config.secrets import redact_text
+from console.secrets import redact_text
 from console.probes.docker import split_timestamp
 from console.sanitize import strip_escapes
 
@@ -21,7 +21,7 @@ def clean(line: str) -> tuple[str, str | None]:
 
 def redact(text: str) -> str:
     """Mask anything that looks like a secret (hf_..., Bearer ..., the value after a secret name such as
-    ``HF_TOKEN=`` or ``'api_key': ``): the one rule, ``console.config.secrets``."""
+    ``HF_TOKEN=`` or ``'api_key': ``): the one rule, ``console.secrets``."""
     return redact_text(text)
 
 

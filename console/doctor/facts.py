@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 
 from console.config import Config, Station
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.doctor.context import DoctorContext
 from console.probes import ParseError
 from console.probes import docker_env as de

@@ -26,7 +26,7 @@ from typing import Literal
 
 import httpx
 
-from console.config.secrets import mask_sink_url
+from console.secrets import mask_sink_url
 from console.sanitize import one_line
 
 AlertEvent = Literal["open", "resolved", "test"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.probes import ParseError
 
 # The variables the NCCL workbench compares between stations.

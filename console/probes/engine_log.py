@@ -1,10 +1,10 @@
 """Engine start-up progress read from container log lines (vLLM and SGLang), any prefix.
 
 Pure and incremental: ``EngineLogTracker.feed_classified(batch)`` reads a batch's classification (the
-one scan of ``console.diagnosis.classify``, shared with the diagnosis) and returns True when the phase,
+one scan of ``console.catalogue.classify``, shared with the diagnosis) and returns True when the phase,
 the transport, the fatal line or the timeline changed, so a station service can post a small message
 only when something the operator sees has moved. What each line means (the markers, the figures, the
-timeline events) is the catalogue's (``console.diagnosis.catalogue.markers``); this module keeps the
+timeline events) is the catalogue's (``console.catalogue.markers``); this module keeps the
 state.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from console.diagnosis import catalogue
-from console.diagnosis.classify import ClassifiedBatch, LineMarks, classify
+from console import catalogue
+from console.catalogue.classify import ClassifiedBatch, LineMarks, classify
 from console.probes.docker import parse_time
 from console.probes.nccl_transport import worse
 from console.vocabulary import EnginePhase, NcclTransport, phase_text

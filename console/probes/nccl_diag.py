@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from console.diagnosis.catalogue.nccl_builds import version_key
+from console.catalogue.nccl_builds import version_key
 
 DIAG_MIN_VERSION = "2.31.0"  # NCCL_RUN_DIAGNOSTICS, NCCL_RUN_RAS_DIAGNOSTICS and ncclras -D
 BUSY = "BUSY: diagnostics already in progress"

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from console.diagnosis.catalogue import nccl_version_of_text
+from console.catalogue import nccl_version_of_text
 from console.probes import ParseError
 from console.probes.nccl_transport import transport_of_lines
 from console.vocabulary import NcclTransport

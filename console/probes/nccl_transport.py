@@ -1,5 +1,5 @@
 """Which transport NCCL chose, read from its NCCL_DEBUG=INFO lines (any prefix; the lines are the
-catalogue's: ``console.diagnosis.catalogue.markers``).
+catalogue's: ``console.catalogue.markers``).
 
 ``gdrdma``: IB/RoCE with GPUDirect RDMA (``via NET/IB/0/GDRDMA``); ``rdma``: IB/RoCE without GDR;
 ``socket``: TCP fallback (``via NET/Socket``, ``Using network Socket``); ``unknown``: no evidence yet.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from console.diagnosis.catalogue import CHANNEL_MARKER, transport_of_text
+from console.catalogue import CHANNEL_MARKER, transport_of_text
 from console.vocabulary import NcclTransport, worse_transport
 
 

@@ -3,7 +3,7 @@
 Pure: no I/O. The action layer resolves what only a station knows (GPU UUIDs, the image digest)
 and passes it in, so the preview the operator confirms is the command that runs. Secrets never
 enter an argument list on the station: the API key and every ``[overrides.extra_env]`` value whose
-name is secret (``console.config.secrets.is_secret_name``: ``*_TOKEN``, ``*_KEY``, ``*SECRET*``,
+name is secret (``console.secrets.is_secret_name``: ``*_TOKEN``, ``*_KEY``, ``*SECRET*``,
 ``*PASSWORD*``, ``*_PASS``, ``*CREDENTIAL*``, ... or listed in ``overrides.secret_env``) travel as an
 environment variable *name* (``-e HF_TOKEN``):
 the remote shell reads each value from the SSH channel's stdin with its ``read`` builtin and
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.config import Config, Profile, Station, engine_flags, secret_env_keys
-from console.config.secrets import is_secret_name, is_secret_value
-from console.diagnosis import catalogue
+from console.secrets import is_secret_name, is_secret_value
+from console import catalogue
 from console.remote import cmdlines as rc
 
 # Ready and started markers (the first line a started rank prints) come from the diagnosis catalogue.

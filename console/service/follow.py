@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from console.config import Config, Station
-from console.diagnosis import catalogue
+from console import catalogue
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker

@@ -11,9 +11,9 @@ from typing import Protocol
 
 from console.probes.gpu_health import GpuHealth, HealthFlag
 from console.probes.kernel_log import KernelEvent
-from console.probes.xid import describe as xid_describe
-from console.probes.xid import meaning as xid_meaning
-from console.probes.xid import severity as xid_severity
+from console.catalogue.xid import describe as xid_describe
+from console.catalogue.xid import meaning as xid_meaning
+from console.catalogue.xid import severity as xid_severity
 
 
 class HealthFacts(Protocol):

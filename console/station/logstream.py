@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from console.config import Station
-from console.config.secrets import redact_lines, redact_text
-from console.diagnosis.classify import classify
+from console.secrets import redact_lines, redact_text
+from console.catalogue.classify import classify
 from console.probes import ParseError
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time, split_timestamp, time_key

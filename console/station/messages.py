@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from console.diagnosis.classify import ClassifiedBatch
+from console.catalogue.classify import ClassifiedBatch
 from console.probes.docker import ContainerInfo
 from console.probes.engine_log import EngineProgress
 from console.probes.meminfo import HostMemory

@@ -11,7 +11,7 @@ from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineProgress
 from console.probes.gpu_health import to_dict as health_to_dict
 from console.probes.nvidia_smi import GpuReading
-from console.probes.xid import meaning as xid_meaning
+from console.catalogue.xid import meaning as xid_meaning
 from console.sanitize import one_line
 from console.station.aspects import Aspect
 from console.station.health import XidEvent

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from console.config import Config, Station
-from console.config.secrets import mask_url, redact_text
+from console.secrets import mask_url, redact_text
 from console.probes import ParseError, gpu_health
 from console.probes import docker as docker_probe
 from console.probes import nvidia_smi as smi
@@ -210,7 +210,7 @@ async def collect_status(config: Config, trust: bool = False, transports: dict[s
                                        bool(api["healthy"]), states), now)
         st["ras"] = job_ras(states, now).json(now)  # one read: a spread is only suspect, a rank gone is stuck
         # Workers serve no API: their fields are null (unknown), never invented.
-        # the URL's userinfo and any secret in the error are masked (console.config.secrets)
+        # the URL's userinfo and any secret in the error are masked (console.secrets)
         st["api"] = ({"healthy": api["healthy"], "model": api["model"], "url": mask_url(api["url"] or ""),
                       "error": api["error"] and redact_text(api["error"])}
                      if st["name"] == head else {"healthy": None, "model": None, "url": None, "error": None})

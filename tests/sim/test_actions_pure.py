@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.diagnosis.classify import classify
+from console.catalogue.classify import classify
 from console.probes.docker import parse_time, split_timestamp
 from console.service.follow import most_telling
 from console.service.steps import ActionResult, Step

@@ -14,7 +14,7 @@ import pytest
 
 from console.cli import main
 from console.config import parse_config, secret_values
-from console.config.secrets import mask_sink_url
+from console.secrets import mask_sink_url
 from console.incidents.alerts import Alerter
 from console.incidents.recorder import IncidentRecorder
 from console.incidents.sinks import WEBHOOK_KEYS

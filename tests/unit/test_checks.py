@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from console.config import parse_config
-from console.config.secrets import redact_env_lines
+from console.secrets import redact_env_lines
 from console.station.checks import (
     CHECK_IDS,
     CheckResult,

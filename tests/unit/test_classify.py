@@ -9,8 +9,8 @@ import pytest
 
 from console.config import parse_config
 from console.diagnosis import Diagnoser
-from console.diagnosis import catalogue as cat
-from console.diagnosis.classify import ClassifiedBatch, classify
+from console import catalogue as cat
+from console.catalogue.classify import ClassifiedBatch, classify
 from console.probes.engine_log import EngineLogTracker
 from console.sanitize import clean, strip_escapes
 from console.station.messages import EngineUpdate, LogBatch

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.diagnosis import Diagnoser, diagnose_lines, has_problems
-from console.diagnosis import catalogue as cat
+from console import catalogue as cat
 
 SOCKET_MSG = "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0"  # a channel over TCP: the fallback
 ANNOUNCE = "NCCL INFO NET/Socket : Using [0]enp1s0f1np1:192.168.100.2<0>"  # the socket plugin's init: not one

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from console.diagnosis import Diagnoser, diagnose_lines, engine, has_problems
-from console.diagnosis import catalogue as cat
-from console.diagnosis.classify import DIAGNOSIS_ANCHORS, INDEX, classify
+from console import catalogue as cat
+from console.catalogue.classify import DIAGNOSIS_ANCHORS, INDEX, classify
 from console.probes.engine_log import EngineLogTracker
 
 

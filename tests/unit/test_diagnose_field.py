@@ -16,8 +16,8 @@ import pytest
 from log_excerpts import diagnose, expected, headlines
 
 from console.diagnosis import SPECS, diagnose_lines, has_problems
-from console.diagnosis import catalogue as cat
-from console.diagnosis.catalogue.wordings import STACK_FIXES, WORDINGS, compiled
+from console import catalogue as cat
+from console.catalogue.wordings import STACK_FIXES, WORDINGS, compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELD = ROOT / "bench" / "field"

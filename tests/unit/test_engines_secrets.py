@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from console.config import masked_overrides, parse_config, secret_values
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.service import engines
 from tests.two_stations import TWO_STATIONS
 

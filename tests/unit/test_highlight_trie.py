@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from console.diagnosis.catalogue import markers
-from console.diagnosis.catalogue.markers import EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
+from console.catalogue import markers
+from console.catalogue.markers import EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/fixtures/logs").glob("*.log")) + sorted((ROOT / "bench/heldout").rglob("*.log"))
@@ -72,7 +72,7 @@ def test_the_warning_alternation_searched_part_by_part_colours_what_the_one_patt
 def test_first_of_overlapping_parts_yield_what_the_alternation_yields():
     # parts that overlap and a prefilter that finds more than its part: the leftmost position wins,
     # then the first alternative that matches there, then the search goes on after that match
-    from console.diagnosis.catalogue.first_of import FirstOf, Part
+    from console.catalogue.first_of import FirstOf, Part
 
     rx = FirstOf([Part(r"\bab\b", r"ab"), Part(r"abc"), Part(r"b+c"), Part(r"c")])
     rng = random.Random(3)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from console.config import parse_config
-from console.config.secrets import redact_text
+from console.secrets import redact_text
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker
 from console.remote.transport import CommandResult

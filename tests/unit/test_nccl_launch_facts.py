@@ -67,7 +67,7 @@ def test_image_tags(image, tag, moving):
     ("NCCL_VERSION=2.28.3", None),  # an image's env is not what was loaded (vllm #46097)
 ])
 def test_nccl_version_lines(line, want):
-    from console.diagnosis.catalogue import nccl_version_of_text
+    from console.catalogue import nccl_version_of_text
 
     assert nccl_version_of_text(line) == want
 
@@ -78,7 +78,7 @@ def test_nccl_version_lines(line, want):
     ("2.29.3", None), ("2.30.3", None), ("2.30.7", None), ("garbage", None), (None, None),
 ])
 def test_known_bad_nccl_builds(version, cite):
-    from console.diagnosis.catalogue import KNOWN_BAD_NCCL, known_bad
+    from console.catalogue import KNOWN_BAD_NCCL, known_bad
 
     bad = known_bad(version)
     assert (bad.cite if bad else None) == cite

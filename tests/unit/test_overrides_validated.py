@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from console.cli import main
 from console.config import ConfigError, parse_config
 from console.config.engine_flags import FLAGS
-from console.config.secrets import is_secret_name
+from console.secrets import is_secret_name
 from console.service import engines, fit
 from tests.two_stations import stations_toml
 

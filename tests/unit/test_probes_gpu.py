@@ -279,8 +279,8 @@ def test_an_sglang_worker_without_cuda_graphs_serves_once_its_scheduler_is_up():
 
 
 def test_engine_log_anchors_cover_every_marker():
-    from console.diagnosis import catalogue as cat
-    from console.diagnosis.classify import INDEX, classify
+    from console import catalogue as cat
+    from console.catalogue.classify import INDEX, classify
 
     phase_lines = ["Loading safetensors checkpoint shards:  2% Completed | 1/50", "Starting to load model x",
                    "Load weight begin.", "Model loading took 1 GiB", "Available KV cache memory: 1 GiB",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from console.config.secrets import redact_lines, redact_text, text_masker
+from console.secrets import redact_lines, redact_text, text_masker
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/fixtures/logs").glob("*.log")) + sorted((ROOT / "bench/heldout").rglob("*.log"))

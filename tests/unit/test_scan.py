@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.diagnosis.classify import DIAGNOSIS_ANCHORS, INDEX
-from console.diagnosis.scan import KeyIndex
+from console.catalogue.classify import DIAGNOSIS_ANCHORS, INDEX
+from console.catalogue.scan import KeyIndex
 
 
 def naive(index: KeyIndex, lines: list[str]) -> dict[int, list[str]]:

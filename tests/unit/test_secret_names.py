@@ -1,4 +1,4 @@
-"""One rule for "is this name a secret?" (console/config/secrets.py), and every consumer agrees with it:
+"""One rule for "is this name a secret?" (console/secrets.py), and every consumer agrees with it:
 the config (extra_env on stdin, masked overrides), engine flags refused as overrides, the container
 environment (docker inspect), env-file evidence (checks), the env-file import, the diagnosis and the
 bundle's free-text masking. Before this rule there were five that disagreed: ``GCP_CREDENTIALS`` kept its
@@ -10,7 +10,7 @@ import pytest
 
 from console.config import masked_overrides, parse_config, secret_values
 from console.config.envfile_import import config_from_envs
-from console.config.secrets import (
+from console.secrets import (
     MASK,
     is_secret_name,
     mask_values,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from console.config import Station, masked_overrides, masker, parse_config, secret_values
-from console.config.secrets import MASK, is_secret_name, is_secret_value, mask_url, redact_text
+from console.secrets import MASK, is_secret_name, is_secret_value, mask_url, redact_text
 from console.service import engines
 from console.station.logstream import HeadlessLogs, LogStream
 from console.station.messages import LogBatch

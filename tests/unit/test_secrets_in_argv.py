@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.config.secrets import MASK, mask_tree, redact_text, text_masker
+from console.secrets import MASK, mask_tree, redact_text, text_masker
 
 
 @pytest.mark.parametrize(("text", "secret"), [

@@ -3,7 +3,7 @@ old and new), its durations and the comparison with the last launches, and the s
 
 from __future__ import annotations
 
-from console.diagnosis.classify import match_timeline
+from console.catalogue.classify import match_timeline
 from console.probes.engine_log import EngineLogTracker, TimelineEvent
 from console.probes.meminfo import HostMemory
 from console.probes.nvidia_smi import ComputeApp, GpuReading

@@ -36,7 +36,7 @@ def test_attaching_to_a_running_engine_says_so_and_backlog_lines_keep_their_dock
     """A console that attaches to an engine already up never says "start-up +0:00": a backlog whose
     lines carry docker timestamps keeps the real start-up times, and events of a run whose start was
     not read say "attached (start not seen, container up 62 min)"."""
-    from console.diagnosis.classify import classify
+    from console.catalogue.classify import classify
     from console.probes.engine_log import EngineLogTracker
 
     run = ["INFO vLLM API server version 0.30.0",

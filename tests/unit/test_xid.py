@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.probes import xid
+from console.catalogue import xid
 from console.probes.gpu_health import GpuHealth
 from console.probes.kernel_log import parse_kernel_line
 from console.station.health import xid_event

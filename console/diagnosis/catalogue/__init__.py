@@ -7,14 +7,14 @@
 - ``markers``: the start-up markers (ready, started, reset, phases, timeline events, NCCL transport
   lines, the lines a launch echoes), the fatal lines that end a start-up, and the log pane's highlighting.
 
-``console.diagnosis.classify`` scans a batch once for every anchor here and hands each consumer (the
+``console.catalogue.classify`` scans a batch once for every anchor here and hands each consumer (the
 diagnoser, the start-up tracker, the launch follower) what it reacts to. Import from the package:
-``from console.diagnosis import catalogue as cat``.
+``from console import catalogue as cat``.
 """
 
 from __future__ import annotations
 
-from console.diagnosis.catalogue.markers import (
+from console.catalogue.markers import (
     CHANNEL_MARKER,
     FATAL_ANCHORS,
     GRAPHS_DONE_MARKERS,
@@ -45,8 +45,8 @@ from console.diagnosis.catalogue.markers import (
     nccl_version_of_text,
     transport_of_text,
 )
-from console.diagnosis.catalogue.nccl_builds import KNOWN_BAD_NCCL, KnownBadNccl, known_bad
-from console.diagnosis.catalogue.signatures import (
+from console.catalogue.nccl_builds import KNOWN_BAD_NCCL, KnownBadNccl, known_bad
+from console.catalogue.signatures import (
     ANCHORS,
     CONTEXT_ANCHORS,
     CONTEXT_PROBES,
@@ -72,7 +72,7 @@ from console.diagnosis.catalogue.signatures import (
     innermost_cause,
     signature_hits,
 )
-from console.diagnosis.catalogue.specs import (
+from console.catalogue.specs import (
     CHECK_RANKS,
     CONSEQUENCE_IDS,
     FATAL_IDS,

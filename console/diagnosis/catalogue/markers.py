@@ -4,7 +4,7 @@ records, which lines a launch echoes, which lines end a start-up (fatal), and ho
 a line.
 
 The start-up tracker, the launch follower and the log pane read these through the classifier
-(``console.diagnosis.classify``); nothing else matches them. Every literal a consumer reacts to is an
+(``console.catalogue.classify``); nothing else matches them. Every literal a consumer reacts to is an
 anchor in ``STARTUP_ANCHORS``, so one scan of a batch finds every line that matters; a regex here only
 runs on a line holding one of its anchors. Every regex is linear in the line length.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from console.diagnosis.catalogue.first_of import FirstOf, Part
-from console.diagnosis.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
-from console.diagnosis.catalogue.specs import SPECS
+from console.catalogue.first_of import FirstOf, Part
+from console.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
+from console.catalogue.specs import SPECS
 from console.sanitize import strip_escapes
 from console.vocabulary import EnginePhase, NcclTransport
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from console.diagnosis.catalogue.specs import (
+from console.catalogue.specs import (
     OOM_LOAD_FIX,
     R_DEAD,
     R_HANG_HINT,
@@ -173,7 +173,7 @@ def xid(m: re.Match[str] | None, text: str) -> Hit:
         return Hit(rank=R_ROOT - 3, cause="the GPU has fallen off the bus and no longer answers the driver: "
                                           "power, thermal or PCIe failure",
                    fix="reboot the station; check power, cooling and the GPU's seating; replace it if it recurs")
-    from console.probes import xid as xids  # NVIDIA's catalogue, one table (the health view's too)
+    from console.catalogue import xid as xids  # NVIDIA's catalogue, one table (the health view's too)
 
     code = int(m.group("code"))
     info = xids.meaning(code)

@@ -2,7 +2,7 @@
 and the patterns that tell an error no entry explains.
 
 Each signature names literal *anchors* (cheap substring probes run over a whole batch at once, see
-``console.diagnosis.classify``) and an optional regex confirmed only on the few lines an anchor hit.
+``console.catalogue.classify``) and an optional regex confirmed only on the few lines an anchor hit.
 Matching is on the message, never the prefix, so vLLM, PyTorch, NCCL, Ray, SGLang, uvicorn and docker
 prefixes all pass. Every regex here is linear in the line length: no nested quantifiers, possessive or
 bounded runs where a run is followed by more pattern (log lines can be megabytes).
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from console.diagnosis.catalogue import refiners as rf
-from console.diagnosis.catalogue import wordings
-from console.diagnosis.catalogue.specs import R_FALLBACK, R_ROOT, R_SYMPTOM, Hit
+from console.catalogue import refiners as rf
+from console.catalogue import wordings
+from console.catalogue.specs import R_FALLBACK, R_ROOT, R_SYMPTOM, Hit
 
 # refine(match, text) -> Hit (override), None (keep defaults) or False (not a finding after all)
 Refiner = Callable[[re.Match[str] | None, str], "Hit | None | bool"]
@@ -356,7 +356,7 @@ SIGNATURES: tuple[Signature, ...] = (
               cause="the parallelism asks for more GPUs than the Ray cluster has (a station has not joined)"),
 )
 
-# each stack's wordings of the kinds above (console.diagnosis.catalogue.wordings: one row per wording)
+# each stack's wordings of the kinds above (console.catalogue.wordings: one row per wording)
 _WORDING_REFINERS: dict[str, Refiner] = {"worker-died": rf.worker_exit, "cuda-oom": rf.oom}
 SIGNATURES += tuple(
     Signature(w.kind, (w.anchor,), pat, severity=w.severity, cause=w.cause, retried=w.retried,

@@ -7,7 +7,7 @@ the batch scan looks for) and, where the anchor alone is not specific enough, a 
 may refine the cause for that wording, mark it as a retry that a later success line clears, or give the
 severity its meaning sets (a WARNING line that ends the run is still an error).
 
-Anchors avoid the scan's frequent keys where they can (``console.diagnosis.scan.KEY_WORDS``: "memory", "load",
+Anchors avoid the scan's frequent keys where they can (``console.catalogue.scan.KEY_WORDS``: "memory", "load",
 "version" ... are in many healthy lines, and every anchor sharing a key is checked on each line it hits).
 Regexes here follow the catalogue's rule: linear in the line length (no nested quantifiers; a lazy run
 only after a literal prefix).

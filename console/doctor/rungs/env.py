@@ -7,7 +7,7 @@ is flagged; the ones that break a collective fail and name the cause."""
 from __future__ import annotations
 
 from console.config import Station
-from console.diagnosis.catalogue import known_bad
+from console.catalogue import known_bad
 from console.doctor import facts
 from console.doctor.context import DoctorContext
 from console.doctor.model import RungResult

@@ -17,9 +17,9 @@ from console.probes import ParseError
 from console.probes import kernel_log as kl
 from console.probes.docker import parse_inspect, parse_time
 from console.probes.nvidia_smi import not_answering, parse_gpus
-from console.probes.xid import describe as xid_describe
-from console.probes.xid import meaning as xid_meaning
-from console.probes.xid import severity as xid_severity
+from console.catalogue.xid import describe as xid_describe
+from console.catalogue.xid import meaning as xid_meaning
+from console.catalogue.xid import severity as xid_severity
 from console.remote import cmdlines as rc
 from console.station.checks.context import CheckResult, CheckRun, evidence, join_parts
 from console.vocabulary import CheckStatus

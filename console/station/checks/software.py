@@ -7,7 +7,7 @@ import asyncio
 import re
 
 from console.config import Config, Station
-from console.config.secrets import redact_env_lines, redact_text
+from console.secrets import redact_env_lines, redact_text
 from console.probes import ParseError
 from console.probes import disk as disk_probe
 from console.probes import envfile as env_probe

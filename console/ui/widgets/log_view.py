@@ -39,7 +39,7 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.timer import Timer
 
-from console.diagnosis import catalogue
+from console import catalogue
 from console.station.log_buffer import LogBuffer
 
 ROW_CACHE = 256  # highlighted rows kept: a few screens (scrolling back and forth), not a history

@@ -22,7 +22,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from console.config import Station
-from console.diagnosis.catalogue import known_bad
+from console.catalogue import known_bad
 from console.durations import age, span
 from console.durations import clock as clock_text
 from console.probes.docker import parse_time
