@@ -5,8 +5,13 @@ counters twice, the last log lines, and every engine thread's kernel-side state 
 state, wait channel, kernel stack where readable) -- then one verdict line over all of it, and the
 ranks RAS found behind (the stragglers, with the read they come from).
 
-Every station's reads run concurrently (``DoctorContext.per_station``: one transport per station,
-every command bounded); the second reads come ``interval_s`` later, again on all stations at once.
+Every station's reads run concurrently (one transport per station, every command bounded). The
+sources read twice are the critical path: the counters and the GPUs are one command a read (the
+counter sample, its tools run at once station-side) and the RAS report its own; each second read
+starts ``interval_s`` after its first read started, the one deliberate wait. The rails are listed
+while the container is inspected, and the sources read once (py-spy, flight recorder, threads,
+kernel log, log tail) start when the station's first reads are back, so that they run during the
+interval instead of slowing the first reads (on the simulator each tool is a Python process).
 The CLI (``hang-report``) and the evidence screen call ``capture``, the doctor's hang rung ``collect``
 (over its run's context); ``verdict.judgement`` judges once for all three. The parses of py-spy, the
 flight recorder, RAS, GPUs, the kernel log and the log tail, and the judgement, run in threads (the
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -249,16 +255,22 @@ async def _text(ctx: DoctorContext, st: Station, cmd: str, tag: str, clock: _Clo
 async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interval_s: float, clock: _Clock,
                    firsts: _FirstReads) -> None:
     """Every read of one station, each source its own task: one tool that hangs or fails is that
-    tool's line, the others still come back; the sources read twice wait the one interval between
-    their own two reads."""
+    tool's line, the others still come back; a source read twice reads again ``interval_s`` after
+    its first read started."""
+    # the rails (which counters to read) do not depend on the container: asked for now, read while
+    # the container is inspected, so that the first counter read starts with the other first reads
+    rails_t = asyncio.ensure_future(facts.rails(ctx, st))
+    rails_t.add_done_callback(lambda t: t.cancelled() or t.exception())  # its failure is said below
     try:
         c = await clock.run(facts.container(ctx, st, fresh="evidence:"))
     except (StationDown, ToolMissing) as exc:
         ev.error = one_line(str(exc), 300)
+        rails_t.cancel()
         firsts.one()
         return
     except Exception as exc:  # noqa: BLE001 - a timeout or a bad answer: this station's one line
         ev.error = _why(exc, clock)
+        rails_t.cancel()
         firsts.one()
         return
     rt = c.runtime
@@ -276,22 +288,42 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
         except Exception as exc:  # noqa: BLE001 - one source's failure is that source's line
             on_error(f"not read: {_why(exc, clock, LIMITS.get(part))}")
 
+    # The sources read twice are the capture's critical path (first read, the interval, second read);
+    # the sources read once start when the station's first reads are back (at most one interval
+    # later) and are read during the interval, instead of starving the first reads of the CPU.
+    waiting = {"counters", "ras"} if c.running else {"counters"}
+    firsts_back = asyncio.Event()
+
+    def first_back(part: str) -> None:
+        waiting.discard(part)
+        if not waiting:
+            firsts_back.set()
+
+    async def after_firsts() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(firsts_back.wait(), max(0.0, min(interval_s, clock.left())))
+
     async def pyspy_job() -> None:
+        await after_firsts()
         text = await _text(ctx, st, rc.pyspy_dump_engines(c.name, native=True), "evidence:", clock, LIMITS["pyspy"])
         await asyncio.to_thread(_pyspy, ev, text)
 
     async def fr_job() -> None:
+        await after_firsts()
         text = await _text(ctx, st, rc.flight_recorder_dump(c.name), "evidence:", clock, LIMITS["fr"])
         await asyncio.to_thread(_flight_recorder, ev, text)
 
     async def ras_job() -> None:
         t0 = time.monotonic()
-        text = await _text(ctx, st, rc.ncclras_report(c.name), "evidence:", clock, LIMITS["ras"])
-        await asyncio.to_thread(_ras_read, ev, text, 1, (t0 + time.monotonic()) / 2)
+        try:
+            text = await _text(ctx, st, rc.ncclras_report(c.name), "evidence:", clock, LIMITS["ras"])
+            await asyncio.to_thread(_ras_read, ev, text, 1, (t0 + time.monotonic()) / 2)
+        finally:
+            first_back("ras")
         if ev.ras_reads.first is None:
             return
         try:
-            await clock.run(asyncio.sleep(interval_s))
+            await clock.run(_until(t0 + interval_s))
             t0 = time.monotonic()
             text = await _text(ctx, st, rc.ncclras_report(c.name), "evidence2:", clock, LIMITS["ras"])
         except Exception as exc:  # noqa: BLE001 - the first read stands; the second's absence is said
@@ -303,36 +335,58 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
         if ev.ras_reads.why_not:
             ev.ras["second_read"] = ev.ras_reads.why_not
 
-    async def gpu_job() -> None:
-        await asyncio.to_thread(_gpus, ev, await _text(ctx, st, rc.gpu_query(), "evidence:", clock))
-        await clock.run(asyncio.sleep(interval_s))
-        await asyncio.to_thread(_gpus, ev, await _text(ctx, st, rc.gpu_query(), "evidence2:", clock))
-
     async def kernel_job() -> None:
+        await after_firsts()
         ktext = await _text(ctx, st, rc.kernel_log_since(since), "evidence:", clock)
         await asyncio.to_thread(_kernel, ev, ktext, since)
 
     async def counters_job() -> None:
+        """The counters and the GPUs, both in each of the two samples (one command a read, its tools
+        run at once): the GPUs' own line when a sample gave them nothing, the counters' on failure."""
+        async def read(tag: str) -> dict:
+            try:
+                s = await clock.run(sample_counters(ctx, st, rails, tag))
+            except Exception as exc:  # noqa: BLE001 - the GPUs' line; the counters' is guarded's
+                gpus_failed(f"not read: {_why(exc, clock)}")
+                raise
+            if s["gpu_query"] is None:
+                gpus_failed(s["gpu_error"])
+            else:
+                await asyncio.to_thread(_gpus, ev, s["gpu_query"])
+                ev.read_at["gpus"] = time.time()
+            return s
+
+        rails_why = None
         try:
-            rails = list(await clock.run(facts.rails(ctx, st)))
+            try:
+                rails = list(await clock.run(asyncio.shield(rails_t)))
+            except Exception as exc:  # noqa: BLE001 - no rails known: the GPUs are still read
+                rails, rails_why = [], f"not read: the rails could not be listed ({_why(exc, clock)})"
             t0 = time.monotonic()
-            s1 = await clock.run(sample_counters(ctx, st, rails, "evidence1:"))
-            ev.counter_reads.first, ev.counter_reads.first_at = s1, (t0 + time.monotonic()) / 2
+            s1 = await read("evidence1:")
+            if not rails_why:
+                ev.counter_reads.first, ev.counter_reads.first_at = s1, (t0 + time.monotonic()) / 2
         finally:
             firsts.one()
-        await clock.run(asyncio.sleep(interval_s))
-        t0 = time.monotonic()
-        s2 = await clock.run(sample_counters(ctx, st, rails, "evidence2:"))
-        ev.counter_reads.second, ev.counter_reads.second_at = s2, (t0 + time.monotonic()) / 2
+            first_back("counters")
+        await clock.run(_until(t0 + interval_s))
+        t1 = time.monotonic()
+        s2 = await read("evidence2:")
+        if rails_why:
+            ev.counters = {"status": "not-read", "note": rails_why}
+            return
+        ev.counter_reads.second, ev.counter_reads.second_at = s2, (t1 + time.monotonic()) / 2
         await asyncio.to_thread(_counters, ev, interval_s)
 
     async def tasks_job() -> None:
+        await after_firsts()
         t0 = time.time()
         text = await _text(ctx, st, rc.engine_tasks(c.name), "evidence:", clock, LIMITS["tasks"])
         ev.raw["tasks.txt"] = text[-TASKS_MAX_CHARS:]
         ev.tasks = await asyncio.to_thread(proc_tasks.tasks_json, text[-TASKS_MAX_CHARS:]) | {"read_at": t0}
 
     async def logs_job() -> None:
+        await after_firsts()
         text = await _text(ctx, st, rc.log_tail(c.name, LOG_LINES), "evidence:", clock)
         ev.logs = await asyncio.to_thread(_log_lines, text)
 
@@ -357,7 +411,8 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
                 setattr(ev, part, {"status": "not-read", "note": note})
         return put
 
-    jobs: dict[str, Any] = {"kernel": kernel_job, "gpus": gpu_job, "counters": counters_job}
+    gpus_failed = set_part("gpus")
+    jobs: dict[str, Any] = {"kernel": kernel_job, "counters": counters_job}
     if c.running:
         jobs.update(pyspy=pyspy_job, flight_recorder=fr_job, ras=ras_job, tasks=tasks_job)
     else:
@@ -370,6 +425,12 @@ async def _station(ctx: DoctorContext, st: Station, ev: StationEvidence, interva
     async with asyncio.TaskGroup() as tg:
         for part, job in jobs.items():
             tg.create_task(guarded(part, job, set_part(part)))
+
+
+async def _until(t: float) -> None:
+    """Sleep until monotonic ``t``: a second read starts ``interval`` after its first read started,
+    whatever that first read took (the interval between the reads is the only wait)."""
+    await asyncio.sleep(max(0.0, t - time.monotonic()))
 
 
 def _kernel(ev: StationEvidence, text: str, since: float) -> None:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from console.probes import ParseError
+from console.probes import nvidia_smi as smi
 
 # Counters that rise when the RoCE transport retries or loses packets (mlx5 hw_counters names).
 RETRY_COUNTERS = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err",
@@ -90,6 +91,23 @@ def parse_gpu_activity(text: str) -> list[GpuActivity]:
     if not out and text.strip():
         raise ParseError(f"nvidia-smi: no 'index, name, util, mem util' rows in {text.strip()[:120]!r}")
     return out
+
+
+def split_gpu_sample(text: str) -> tuple[str, str]:
+    """The answer of ``cmdlines.gpu_query_with_activity`` as the two it stands for: the GPU query's
+    own text (``nvidia_smi.parse_gpus``; each row without its last cell, any other line -- an error --
+    as it is) and the activity rows (``parse_gpu_activity``: index, name, utilization, memory's)."""
+    n = len(smi.GPU_FIELDS)
+    at = [smi.GPU_FIELDS.index(f) for f in ("index", "name", "utilization.gpu")]
+    query, activity = [], []
+    for line in text.replace("\r", "").splitlines():
+        cells = next(csv.reader([line], skipinitialspace=True), [])
+        if len(cells) != n + 1:
+            query.append(line)
+            continue
+        query.append(line.rsplit(",", 1)[0])
+        activity.append(", ".join([*(cells[i].strip() for i in at), cells[n].strip()]))
+    return "\n".join(query) + ("\n" if query else ""), "\n".join(activity) + ("\n" if activity else "")
 
 
 def spinning(samples: list[list[GpuActivity]], gpu_name: str | None = None) -> list[int]:

@@ -17,6 +17,7 @@ from console.probes.activity import (
     parse_gpu_activity,
     parse_rdma_statistic,
     spinning,
+    split_gpu_sample,
 )
 from console.probes.docker_env import REDACTED, flag_value, ifname_matches, parse_inspect_json
 from console.probes.kernel_log import parse_kernel_log, unreadable
@@ -362,3 +363,19 @@ def test_gpu_activity_rows_and_spin():
     assert [g.index for g in first] == [0, 1]
     assert spinning([first, second], "NVIDIA GB300") == [1]
     assert spinning([parse_gpu_activity("0, NVIDIA GB10, 96, [N/A]\n")]) == []
+
+
+def test_one_gpu_sample_is_both_the_gpu_query_and_the_activity():
+    """The capture's one nvidia-smi (the query and the memory's utilization as one more column): each
+    row split into the query's row and the activity's; an error line stays the query's (a GPU in error)."""
+    from console.probes.nvidia_smi import parse_gpus
+
+    text = ("0, GPU-a, NVIDIA GB300, 1000, 190000, 97, 50, 300.5, 2\n"
+            "1, GPU-b, NVIDIA GB300, [N/A], 190000, 0, 40, [N/A], 0\n"
+            "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error\n")
+    query, activity = split_gpu_sample(text)
+    gpus = parse_gpus(query)
+    assert [(g.index, g.util_pct, g.power_w, g.error is None) for g in gpus] == [
+        (0, 97, 300.5, True), (1, 0, None, True), (2, None, None, False)]
+    assert spinning([parse_gpu_activity(activity)], "NVIDIA GB300") == [0]
+    assert split_gpu_sample("") == ("", "")

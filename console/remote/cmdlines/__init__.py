@@ -17,6 +17,7 @@ import shlex
 from console.remote.cmdlines import copy  # noqa: F401  (the copy's command lines: rc.copy.*)
 from console.remote.cmdlines.batch import (  # noqa: F401
     PartResult,
+    at_once,
     in_one,
     split_parts,
 )
@@ -46,11 +47,11 @@ from console.remote.cmdlines.docker import (  # noqa: F401
 from console.remote.cmdlines.gpus import (  # noqa: F401
     GPU_LIST_QUERY,
     compute_apps_query,
-    gpu_activity,
     gpu_health_query,
     gpu_index_names,
     gpu_list,
     gpu_query,
+    gpu_query_with_activity,
 )
 from console.remote.cmdlines.host import (  # noqa: F401
     LOGIND_CONF,

@@ -34,8 +34,11 @@ def gpu_index_names() -> str:
     return bounded("nvidia-smi --query-gpu=index,name --format=csv,noheader")
 
 
-def gpu_activity() -> str:
-    return bounded("nvidia-smi --query-gpu=index,name,utilization.gpu,utilization.memory --format=csv,noheader,nounits")
+def gpu_query_with_activity(limit_s: float = TOOL_LIMIT_S) -> str:
+    """The GPU query with the memory's utilization as one more column: the hang capture's GPU sample
+    and the GPUs' activity (``activity.split_gpu_sample``) from one nvidia-smi, not two that would
+    wait on each other's lock."""
+    return bounded(f"nvidia-smi {smi.GPU_QUERY},utilization.memory {smi.CSV_FORMAT}", limit_s)
 
 
 def gpu_health_query(loop_ms: int | None = None, prefix: str = "clocks_event_reasons",
