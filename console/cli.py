@@ -20,6 +20,7 @@ import os
 import pkgutil
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -28,6 +29,10 @@ from console.commands.args import add_config_args, check_common
 from console.config import ConfigError
 from console.errors import UsageError
 from console.sanitize import clean, is_clean, one_line
+
+# asyncssh still names DSA when it is imported, and cryptography 48+ warns about that on every start:
+# not the operator's concern, and a one-line error must stay one line (stderr is part of the contract).
+warnings.filterwarnings("ignore", message=r"DSA is deprecated", module=r"asyncssh(\..*)?$")
 
 __all__ = ["build_parser", "main"]
 

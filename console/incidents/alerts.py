@@ -48,6 +48,9 @@ class Alerter:
         self._alerted: dict[int | str, float] = {}  # incident -> when its open alert went out (its end is said)
         self._outcomes_sent: set[tuple[str, int]] = set()  # (kind, incident) of alert() calls sent
         self._tasks: set[asyncio.Task] = set()
+        # messages leave in the order they were raised: an incident's end never before its opening (a slow
+        # sink delays the next message by at most its own bounded timeout and retries)
+        self._in_order = asyncio.Lock()
         self.outcomes: deque[tuple[Alert, list[Outcome]]] = deque(maxlen=100)  # the latest, newest last
 
     @property
@@ -144,7 +147,8 @@ class Alerter:
         """Every configured sink at once (bounded each); the outcomes are said and kept."""
         alert = alert.masked(self.mask)
         try:
-            got = await self.send_all(alert)
+            async with self._in_order:
+                got = await self.send_all(alert)
         except Exception as exc:  # a bug of ours must not end silently in a task nobody awaits
             self._say("alert-failed", f"alert {alert.kind} ({alert.event}) not sent: {type(exc).__name__}: "
                                       f"{one_line(self.mask(str(exc)), 200)}")
