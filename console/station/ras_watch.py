@@ -150,6 +150,16 @@ class RasWatch:
         else:
             self.missing_since = None
 
+    def new_job(self, station: str) -> None:
+        """A rank's container started a new run: a new NCCL job, whose collective counts start over. The
+        old job's reads compared with the new job's would read a restart that lands on the same counts as
+        frozen since before the restart (a stuck incident older than the service it is about)."""
+        self.report = self.prev = self.verdict = None
+        self.read_at = self.prev_at = None
+        self.station, self.why = station, None
+        self.frozen_since = self.spread_since = self.missing_since = None
+        self.behind, self.behind_words = (), ""
+
     def _absent(self, station: str, at: float, why: str) -> None:
         self.why, self.read_at, self.station, self.verdict = why, at, station, None
         self.prev = self.report = None

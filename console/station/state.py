@@ -203,6 +203,8 @@ class StationState:
                     if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
                 self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
                 if msg.info.state == ContainerState.RUNNING and msg.info.started_at != self._run:  # a new run
+                    if self._run is not None:  # a rank restarted: a new NCCL job, whose reads start over
+                        self.ras.new_job(self.name)
                     self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
                 return frozenset({Aspect.CONTAINER, *self._derive_serving(), *self._derive_engine()})
             case EngineUpdate():

@@ -232,3 +232,20 @@ def test_a_peer_found_down_when_the_console_starts_is_left_to_ras() -> None:
     assert verdicts(g, T0 + 1)[0]["B"].state != Progress.PEER_DOWN
     read(g, T0 + 1, ras_json({1: 40}, missing={0: True}), on="B")  # RAS: A is gone from this job
     assert verdicts(g, T0 + 1.5)[0]["B"].state == Progress.PEER_DOWN
+
+
+def test_a_restart_starts_the_watch_over_the_old_jobs_counts_prove_nothing_about_the_new_one() -> None:
+    # the old job frozen at op 38, then a rank restarts and the new job's first read lands on op 38 too:
+    # compared with the old job's reads it would be "frozen since before the restart" (a stuck incident
+    # older than the service it is about); a new run is a new job, read afresh
+    f = fleet(busy=True)
+    for k in range(3):
+        read(f, T0 + 4 * k, ras_json({0: 38, 1: 38}))
+        gpus(f, T0 + 4 * k, 100)
+    assert job_ras(f.values(), T0 + 8.1).state == RasState.STUCK
+    f["A"].apply(ContainerUpdate("A", ContainerInfo("glm53", "running", started_at="2027-01-01T00:10:00Z"), T0 + 10))
+    assert job_ras(f.values(), T0 + 10.1).state == RasState.UNKNOWN  # not read since the new run began
+    read(f, T0 + 12, ras_json({0: 38, 1: 38}))
+    gpus(f, T0 + 12, 100)
+    first = job_ras(f.values(), T0 + 12.1)
+    assert first.state != RasState.STUCK and (first.since is None or first.since >= T0 + 10), first
