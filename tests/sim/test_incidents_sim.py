@@ -40,7 +40,9 @@ async def test_a_wedge_is_captured_once_with_the_window_before_the_freeze(sim_fa
     rows = Ledger().incidents()
     assert len(rows) == 1
     row = rows[0]
-    assert row.kind == "wedge" and row.action == "captured" and "A" in row.stations and row.bundle
+    # the same hang, named by whichever judge sees it first: the token freeze (wedge, after the window) or the
+    # RAS watch (every rank frozen in one collective with busy GPUs: stuck); on a loaded machine either wins
+    assert row.kind in ("wedge", "stuck") and row.action == "captured" and "A" in row.stations and row.bundle
     assert abs(row.start - frozen_at) < 10
     got = bundle_members(row.bundle)
     assert {"incident.json", "window.ndjson", "verdict.txt", "evidence.json", "manifest.json"} <= set(got)
