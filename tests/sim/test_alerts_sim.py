@@ -5,17 +5,15 @@ incident and alert; the alerts and openings are lines on stderr too (a unit's jo
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import io
 import json
 
-from console.commands.watch import watch
 from console.config.alerts import AlertSettings
 from console.incidents.store import Ledger
 from tests.receiver import Receiver
 from tests.sim.test_incidents_sim import window
-from tests.sim.test_progress_sim import wedge_time
+from tests.sim.test_progress_sim import watch_until, wedge_time
 
 TOKEN = "s3cr3t-hook-token-42"
 
@@ -26,25 +24,8 @@ def with_alerts(config, rx: Receiver, **kw):
 
 async def watch_json(config, seconds: float, stop_when, start=None) -> tuple[list[dict], str]:
     """``watch --json`` until ``stop_when(objects)``; its objects and its stderr."""
-    out, log, stop = io.StringIO(), io.StringIO(), asyncio.Event()
-
-    async def check() -> None:
-        started = start is None
-        while not stop.is_set():
-            await asyncio.sleep(0.25)
-            objs = [json.loads(x) for x in out.getvalue().splitlines()]
-            if not started and any(o["station"] == "A" and o["state"] == "live" and o["gpus"] for o in objs):
-                start()
-                started = True
-            if started and stop_when(objs):
-                stop.set()
-
-    checker = asyncio.create_task(check())
-    try:
-        await watch(config, out, as_json=True, seconds=seconds, interval=0.5, stop=stop, log=log)
-    finally:
-        checker.cancel()
-    return [json.loads(x) for x in out.getvalue().splitlines()], log.getvalue()
+    log = io.StringIO()
+    return await watch_until(config, seconds, stop_when, start=start, log=log), log.getvalue()
 
 
 def news(objs: list[dict]) -> list[dict]:

@@ -24,7 +24,7 @@ def small_window(config):
     return dataclasses.replace(config, ui=dataclasses.replace(config.ui, progress_window_s=W))
 
 
-async def watch_until(config, seconds: float, stop_when, start=None) -> list[dict]:
+async def watch_until(config, seconds: float, stop_when, start=None, log=None) -> list[dict]:
     """Run ``watch --json`` until ``stop_when(objects)`` or ``seconds``; the NDJSON objects.
     ``start``: called once the head is live (the engine starts under the console's eyes, as an
     operator's dashboard sees it: the GPUs idle first)."""
@@ -44,7 +44,7 @@ async def watch_until(config, seconds: float, stop_when, start=None) -> list[dic
 
     checker = asyncio.create_task(check())
     try:
-        await watch(config, out, as_json=True, seconds=seconds, interval=0.5, stop=stop)
+        await watch(config, out, as_json=True, seconds=seconds, interval=0.5, stop=stop, log=log)
     finally:
         checker.cancel()
     return [json.loads(x) for x in out.getvalue().splitlines()]
