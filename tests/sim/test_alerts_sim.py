@@ -11,6 +11,7 @@ import json
 
 from console.config.alerts import AlertSettings
 from console.incidents.store import Ledger
+from console.sim.engine import container_status
 from tests.receiver import Receiver
 from tests.sim.test_incidents_sim import window
 from tests.sim.test_progress_sim import watch_until, wedge_time
@@ -32,27 +33,48 @@ def news(objs: list[dict]) -> list[dict]:
     return [n for o in objs for n in o.get("incidents", ())]
 
 
+HANG_KINDS = ("wedge", "stuck")  # the same hang, named by the token freeze (wedge) or the RAS watch (stuck)
+
+
+def the_hang(rx: Receiver, frozen_at: float | None) -> tuple[dict, object] | None:
+    """The alert and ledger row of the incident that began at the freeze (a loaded machine may read a
+    start-up phase stuck first: an incident of its own, earlier), or None while there is none."""
+    if frozen_at is None:
+        return None
+    rows = {r.id: r for r in Ledger().incidents() if r.kind in HANG_KINDS and abs(r.start - frozen_at) < 10}
+    sent = [a for r in rx.got if (a := r.json())["kind"] in HANG_KINDS and a["incident"] in rows]
+    return (sent[0], rows[sent[0]["incident"]]) if sent else None
+
+
+def freeze_seen(h) -> float | None:
+    st = container_status(h.world, "A", h.world.state("A"), "glm53")
+    if st["state"] != "running" or st["timeline"].wedge_at is None:
+        return None
+    return float(st["started_at"]) + st["timeline"].wedge_at
+
+
 async def test_watch_alone_detects_captures_ledgers_and_alerts_a_wedge(sim_factory):
     h = await sim_factory(faults=["wedge"], time_scale=0.005)
     with Receiver() as rx:
         cfg = with_alerts(window(h.config), rx)
 
-        def wedge_alerted_and_captured(objs: list[dict]) -> bool:
-            wedge = [r.json() for r in rx.got if r.json()["kind"] == "wedge"]
-            return bool(wedge) and any(n["event"] in ("captured", "capture-failed") and n["id"] == wedge[0]["incident"]
-                                       for n in news(objs))
+        def hang_alerted_and_captured(objs: list[dict]) -> bool:
+            got = the_hang(rx, freeze_seen(h))
+            return got is not None and any(n["event"] in ("captured", "capture-failed") and n["id"] == got[0]["incident"]
+                                           for n in news(objs))
 
-        objs, log = await watch_json(cfg, 120.0, wedge_alerted_and_captured, start=h.start_service)
+        objs, log = await watch_json(cfg, 120.0, hang_alerted_and_captured, start=h.start_service)
         frozen_at = await wedge_time(h)
-        # (a loaded machine may read a start-up phase stuck for W = 5 s first: an incident of its own)
-        (sent,) = [r.json() for r in rx.got if r.json()["kind"] == "wedge"]
-        (row,) = [r for r in Ledger().incidents() if r.kind == "wedge"]
+        got = the_hang(rx, frozen_at)
+        assert got is not None, ([r.json() for r in rx.got], Ledger().incidents(), log[-2000:])
+        sent, row = got
         assert sent["event"] == "open" and sent["incident"] == row.id
         assert [n["event"] for n in news(objs) if n["id"] == row.id].count("captured") == 1, news(objs)
-        assert "A" in sent["stations"] and "wedged" in sent["verdict"] and sent["next_step"]
+        assert "A" in sent["stations"] and sent["next_step"]
+        assert ("wedged" if row.kind == "wedge" else "stuck") in sent["verdict"], sent["verdict"]
         assert sent["bundle"] == row.bundle  # the path the capture wrote, known when the alert went out
-        assert abs(row.start - frozen_at) < 10 and set(row.action.split(", ")) == {"alerted", "captured"}
-        assert "incident: incident" in log and "alert: alert wedge (open)" in log and "sent to webhook" in log
+        assert set(row.action.split(", ")) == {"alerted", "captured"}
+        assert "incident: incident" in log and f"alert: alert {row.kind} (open)" in log and "sent to webhook" in log
         assert TOKEN not in log and TOKEN not in json.dumps(objs)
 
 
