@@ -2,20 +2,37 @@
 
 Feeds a realistic healthy stream (the healthy fixtures: vLLM/SGLang startup, NCCL INFO, periodic
 throughput and MTP stats lines, docker timestamps, some ANSI colour) plus a sprinkling of fault
-lines, in batches like the station services use. Prints the median of several runs.
+lines, in batches like the station services use. Prints every run and the median.
 
-    python bench/diagnose_rate.py [--lines 400000] [--batch 2000] [--runs 5]
+``--compare REF`` checks REF out in a temporary ``git worktree`` and runs both trees interleaved, each run
+its own process fed this tree's corpus (so only the diagnoser differs): the ratio this/REF comes from one
+sitting.
+
+    python bench/diagnose_rate.py [--lines 400000] [--batch 2000] [--runs 5] [--compare 7d048de]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from console.catalogue import HIGHLIGHTS
-from console.diagnosis import Diagnoser
+from reftree import interleaved, load, trees
+
+try:
+    from console.catalogue import HIGHLIGHTS
+    from console.catalogue.classify import classify
+    from console.diagnosis import Diagnoser
+except ImportError:  # an older tree (--compare with a release point before the catalogue package)
+    from console.diagnose import Diagnoser  # type: ignore[no-redef]
+    from console.diagnosis.catalogue import HIGHLIGHTS  # type: ignore[no-redef]
+    classify = None
+from console.probes.engine_log import EngineLogTracker
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 
@@ -56,25 +73,27 @@ def run_once(stream: list[str], batch: int) -> tuple[float, float]:
     return len(stream) / (time.process_time() - c0), len(stream) / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=400_000)
-    ap.add_argument("--batch", type=int, default=2000)
-    ap.add_argument("--runs", type=int, default=5)
-    args = ap.parse_args()
-    base = corpus()
-    stream = (base * (args.lines // len(base) + 1))[: args.lines]
-    for k in range(0, len(stream), 50_000):  # one fault line per 50k lines
-        stream[k] = FAULTS[(k // 50_000) % len(FAULTS)]
-    runs = [run_once(stream, args.batch) for _ in range(args.runs)]
-    cpu = [r[0] for r in runs]
-    wall = [r[1] for r in runs]
-    print(f"diagnose feed: {args.lines} lines, batch {args.batch}, {args.runs} runs")
-    print(f"median {statistics.median(cpu):,.0f} lines per CPU-second (one core; min {min(cpu):,.0f}, "
-          f"max {max(cpu):,.0f})")
-    print(f"median {statistics.median(wall):,.0f} lines per wall-second (shared machine)")
-    # log highlighting (the pane highlights every visible line): time per character must not grow with the
-    # line (a backtracking pattern would make a long line quadratic)
+def run_station_once(stream: list[str], batch: int) -> float:
+    """Lines per CPU second of a station's whole log reading: the diagnosis and the start-up tracker
+    (phase, transport, timeline) on every batch. This tree classifies a batch once for both; an older
+    tree scanned it once for each (so ``--compare`` weighs the same work)."""
+    d, tracker = Diagnoser(), EngineLogTracker()
+    c0 = time.process_time()
+    for i in range(0, len(stream), batch):
+        chunk = stream[i:i + batch]
+        if classify is None:
+            tracker.feed_batch(chunk)
+            d.feed("station-a", chunk)
+        else:
+            b = classify(chunk)
+            tracker.feed_classified(b)
+            d.feed("station-a", chunk, b)
+    return len(stream) / (time.process_time() - c0)
+
+
+def highlight_ns_per_char() -> dict[int, float]:
+    """Log highlighting (the pane highlights every visible line): time per character must not grow with
+    the line (a backtracking pattern would make a long line quadratic)."""
     per_char = {}
     for n in (20_000, 320_000):
         line = "(APIServer pid=1) ERROR " + "x." * (n // 4) + "A" * (n // 2) + " torch.OutOfMemoryError"
@@ -85,8 +104,85 @@ def main() -> None:
                 for _m in rx.finditer(line):
                     pass
             best = min(best, time.perf_counter() - t0)
-        per_char[n] = best / len(line)
-    print(f"highlight: {per_char[20_000] * 1e9:.0f} ns/char at 20k chars, {per_char[320_000] * 1e9:.0f} ns/char at "
+        per_char[n] = best / len(line) * 1e9
+    return per_char
+
+
+def stream_of(lines: int) -> list[str]:
+    base = corpus()
+    stream = (base * (lines // len(base) + 1))[:lines]
+    for k in range(0, len(stream), 50_000):  # one fault line per 50k lines
+        stream[k] = FAULTS[(k // 50_000) % len(FAULTS)]
+    return stream
+
+
+def one(args) -> dict:
+    """One run in this process: lines per CPU-s and wall-s, and the highlight's ns/char."""
+    stream = stream_of(args.lines)
+    cpu, wall = run_once(stream, args.batch)
+    ns = highlight_ns_per_char()
+    return {"cpu": cpu, "wall": wall, "station": run_station_once(stream, args.batch), "ns20k": ns[20_000],
+            "ns320k": ns[320_000]}
+
+
+def run_line(name: str, r: dict) -> str:
+    return (f"  {name:>14}: diagnosis {r['cpu']:>9,.0f} lines/CPU-s ({r['wall']:>9,.0f}/wall-s), diagnosis + "
+            f"start-up tracker {r['station']:>9,.0f} lines/CPU-s, highlight "
+            f"{r['ns20k']:.0f} ns/char at 20k, {r['ns320k']:.0f} at 320k")
+
+
+def compare(args) -> None:
+    """Every run its own process with its tree first on the path; this tree's corpus for both."""
+    with trees(args.compare) as where:
+        print(f"diagnose feed: {args.lines} lines, batch {args.batch}, {args.runs} runs per tree, interleaved; "
+              f"{load()}")
+        res: dict[str, list[dict]] = {k: [] for k in where}
+        for i, name in interleaved(list(where), args.runs):
+            env = {**os.environ, "PYTHONPATH": str(where[name])}
+            out = subprocess.run([sys.executable, __file__, "--one", "--lines", str(args.lines), "--batch",
+                                  str(args.batch)], env=env, capture_output=True, text=True, check=True).stdout
+            res[name].append(json.loads(out))
+            print(run_line(f"{name} #{i + 1}", res[name][-1]) + f"  ({load()})", flush=True)
+        print("medians:")
+        med = {k: {f: statistics.median(r[f] for r in v) for f in ("cpu", "wall", "station", "ns20k", "ns320k")}
+               for k, v in res.items()}
+        for k, m in med.items():
+            print(run_line(k, m))
+        if len(med) == 2:
+            ref, this = med.values()
+            print(f"  this/ref: diagnosis lines/CPU-s {this['cpu'] / ref['cpu']:.2f}, diagnosis + tracker "
+                  f"{this['station'] / ref['station']:.2f} (higher is faster), highlight ns/char "
+                  f"{this['ns20k'] / ref['ns20k']:.2f} (lower is faster); {load()}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=400_000)
+    ap.add_argument("--batch", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--compare", metavar="REF", help="a git revision, run interleaved with this tree")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one run, JSON out (--compare)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args)))
+        return
+    if args.compare:
+        compare(args)
+        return
+    stream = stream_of(args.lines)
+    runs = [run_once(stream, args.batch) for _ in range(args.runs)]
+    cpu = [r[0] for r in runs]
+    wall = [r[1] for r in runs]
+    print(f"diagnose feed: {args.lines} lines, batch {args.batch}, {args.runs} runs; {load()}")
+    print("runs (lines per CPU-second): " + ", ".join(f"{c:,.0f}" for c in cpu))
+    print(f"median {statistics.median(cpu):,.0f} lines per CPU-second (one core; min {min(cpu):,.0f}, "
+          f"max {max(cpu):,.0f})")
+    print(f"median {statistics.median(wall):,.0f} lines per wall-second (shared machine)")
+    station = [run_station_once(stream, args.batch) for _ in range(args.runs)]
+    print(f"diagnosis + start-up tracker (a station's whole log reading): median {statistics.median(station):,.0f} "
+          "lines per CPU-second")
+    per_char = highlight_ns_per_char()
+    print(f"highlight: {per_char[20_000]:.0f} ns/char at 20k chars, {per_char[320_000]:.0f} ns/char at "
           f"320k (ratio {per_char[320_000] / per_char[20_000]:.2f}; ~1 = linear, 16 = quadratic)")
 
 

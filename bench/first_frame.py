@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
+from reftree import HERE, interleaved, trees
+from reftree import load as _load
 
 
 def one(config: str) -> None:
@@ -67,14 +68,6 @@ def _run(tree: Path, config: Path) -> tuple[float, float]:
     return took, float(line.split()[1])
 
 
-def _load() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return "load " + " ".join(f.read().split()[:3])
-    except OSError:
-        return "load ?"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
@@ -88,40 +81,32 @@ def main() -> None:
     from console.commands.demo import start_sim_process, stop_sim_process
 
     tmp = Path(tempfile.mkdtemp(prefix="first_frame_"))
-    trees = {"this": HERE}
     sim = None
     try:
-        if args.compare:
-            ref = tmp / "ref"
-            subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", "--quiet", str(ref),
-                            args.compare], check=True)
-            trees = {f"ref {args.compare}": ref, "this": HERE}
-        ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[],
-                                api_key=None)
-        sim, cfg = start_sim_process(ns, tmp)
-        print(f"{_load()}; seconds from spawn to the first frame (2 simulated stations), each run its own process")
-        for name in trees:  # warm-up: the page cache and .pyc files of both trees
-            _run(trees[name], cfg)
-        res: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
-        for i in range(args.runs):
-            for name in (list(trees) if i % 2 == 0 else list(reversed(trees))):
-                res[name].append(_run(trees[name], cfg))
-        for name, vals in res.items():
-            print(f"  {name:>16}: median {statistics.median(v[0] for v in vals):.3f} s, CPU "
-                  f"{statistics.median(v[1] for v in vals):.3f} s  (runs: {', '.join(f'{v[0]:.3f}' for v in vals)})")
-        if len(trees) == 2:
-            (ref, this) = res.values()
-            walls = [t[0] / r[0] for r, t in zip(ref, this, strict=True)]
-            cpus = [t[1] / r[1] for r, t in zip(ref, this, strict=True)]
-            print(f"  this/ref pair by pair, median: wall {statistics.median(walls):.2f}, CPU "
-                  f"{statistics.median(cpus):.2f}; {_load()}")
+        with trees(args.compare) as where:
+            ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[],
+                                    api_key=None)
+            sim, cfg = start_sim_process(ns, tmp)
+            print(f"{_load()}; seconds from spawn to the first frame (2 simulated stations), each run its own "
+                  "process")
+            for name in where:  # warm-up: the page cache and .pyc files of both trees
+                _run(where[name], cfg)
+            res: dict[str, list[tuple[float, float]]] = {k: [] for k in where}
+            for _i, name in interleaved(list(where), args.runs):
+                res[name].append(_run(where[name], cfg))
+            for name, vals in res.items():
+                print(f"  {name:>16}: median {statistics.median(v[0] for v in vals):.3f} s, CPU "
+                      f"{statistics.median(v[1] for v in vals):.3f} s  (runs: {', '.join(f'{v[0]:.3f}' for v in vals)})")
+            if len(where) == 2:
+                (ref, this) = res.values()
+                walls = [t[0] / r[0] for r, t in zip(ref, this, strict=True)]
+                cpus = [t[1] / r[1] for r, t in zip(ref, this, strict=True)]
+                print(f"  this/ref pair by pair, median: wall {statistics.median(walls):.2f}, CPU "
+                      f"{statistics.median(cpus):.2f}; {_load()}")
     finally:
         if sim is not None:
             stop_sim_process(sim)
-        if args.compare:
-            subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(tmp / "ref")], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

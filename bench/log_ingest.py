@@ -27,13 +27,14 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from reftree import interleaved, trees
+from reftree import load as _load
 
 from console.config import parse_config
 from console.ui.app import ConsoleApp
@@ -198,15 +199,6 @@ def _run_line(label: str, res) -> str:
     return f"    {label:>12} {rate:>12,.0f} lines/s  p99 {p:>9}  max {w:>9}{cpu}"
 
 
-def _load() -> str:
-    """The machine's load (the figures are only as good as it is quiet): ``uptime``'s averages."""
-    try:
-        with open("/proc/loadavg") as f:
-            return "load " + " ".join(f.read().split()[:3])
-    except OSError:
-        return "load ?"
-
-
 def _cases(args) -> list[tuple[str, int, str, bool]]:
     """(label, rate, mode, long lines) for every measurement the arguments ask for."""
     out = []
@@ -267,38 +259,27 @@ async def main() -> None:
 def compare(args) -> None:
     """REF and this tree, run after run in alternating order, every run in a fresh process with its
     tree first on the path: per-run figures, the medians, and the ratio this/REF of the median p99."""
-    here = Path(__file__).resolve().parents[1]
-    tmp = Path(tempfile.mkdtemp(prefix="log_ingest_ref_"))
-    ref = tmp / "tree"
-    subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", "--quiet", str(ref), args.compare],
-                   check=True)
-    try:
-        rev = subprocess.run(["git", "-C", str(ref), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
-        trees = {f"ref {rev}": ref, "this": here}
-        print(f"{_load()}; REF {args.compare} = {rev} in {ref}; runs interleaved, each its own process")
+    with trees(args.compare) as where:
+        rev = next(iter(where))
+        print(f"{_load()}; REF {args.compare} = {rev.removeprefix('ref ')} in {where[rev]}; runs interleaved, "
+              "each its own process")
         summary = []
         for label, rate, mode, long in _cases(args):
             runs = args.naive_runs if mode == "naive" else args.runs
             print(label, flush=True)
-            res: dict[str, list] = {k: [] for k in trees}
-            for i in range(runs):
-                order = list(trees) if i % 2 == 0 else list(reversed(trees))
-                for name in order:
-                    res[name].append(_one_process(args, trees[name], rate, mode, long))
-                    print(_run_line(f"{name} #{i + 1}", res[name][-1]) + f"  ({_load()})", flush=True)
+            res: dict[str, list] = {k: [] for k in where}
+            for i, name in interleaved(list(where), runs):
+                res[name].append(_one_process(args, where[name], rate, mode, long))
+                print(_run_line(f"{name} #{i + 1}", res[name][-1]) + f"  ({_load()})", flush=True)
             summary.append((label, res))
-        print(f"\n{'case':24} " + " ".join(f"{k + ' p99':>16}" for k in trees) + f" {'this/ref':>9}  ({_load()})")
+        print(f"\n{'case':24} " + " ".join(f"{k + ' p99':>16}" for k in where) + f" {'this/ref':>9}  ({_load()})")
         for label, res in summary:
-            meds = [_median_p99(res[k]) for k in trees]
+            meds = [_median_p99(res[k]) for k in where]
             ratio = f"{meds[1] / meds[0]:.2f}" if None not in meds and meds[0] else "-"
             cpus = [statistics.median(c) if (c := [r[3] for r in res[k] if len(r) > 3 and r[3]]) else None
-                    for k in trees]
+                    for k in where]
             print(f"{label:24} " + " ".join(f"{'starved' if m is None else f'{m * 1000:.1f} ms':>16}" for m in meds)
                   + f" {ratio:>9}  CPU/line " + " vs ".join("-" if c is None else f"{c:.2f} us" for c in cpus))
-    finally:
-        subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(ref)], check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _median_p99(res: list) -> float | None:

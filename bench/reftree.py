@@ -1,0 +1,49 @@
+"""What the ``--compare REF`` benchmarks share: REF checked out in a temporary ``git worktree``, runs of
+both trees interleaved (REF, this, this, REF, ...: the machine's load moves both alike, so a ratio
+comes from one sitting), and the machine's load printed beside every figure."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def load() -> str:
+    """The machine's load (the figures are only as good as it is quiet): ``uptime``'s averages."""
+    try:
+        with open("/proc/loadavg") as f:
+            return "load " + " ".join(f.read().split()[:3])
+    except OSError:
+        return "load ?"
+
+
+@contextlib.contextmanager
+def trees(ref: str | None) -> Iterator[dict[str, Path]]:
+    """``{"ref <sha>": path, "this": HERE}`` with REF checked out for the duration (``{"this": HERE}``
+    without REF); the worktree is removed afterwards, whatever happened."""
+    if ref is None:
+        yield {"this": HERE}
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="bench_ref_"))
+    path = tmp / "tree"
+    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", "--quiet", str(path), ref], check=True)
+    try:
+        rev = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        yield {f"ref {rev}": path, "this": HERE}
+    finally:
+        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(path)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def interleaved(names: list[str], runs: int) -> Iterator[tuple[int, str]]:
+    """(run index, tree name) in the order REF, this, this, REF, ...: neither tree always goes first."""
+    for i in range(runs):
+        for name in (names if i % 2 == 0 else list(reversed(names))):
+            yield i, name
