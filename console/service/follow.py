@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -24,7 +25,7 @@ from console.config import Config, Station
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time
 from console.probes.engine_log import EngineLogTracker
-from console.probes.nccl_transport import transport_of_lines, worse
+from console.probes.nccl_transport import TransportTally, worse
 from console.service import engines
 from console.service.steps import ActionEvent, ActionFailed, timeline_text
 from console.station.logstream import LogEnded, LogInterrupted, LogSkipped, LogSubscription
@@ -37,6 +38,8 @@ from console.vocabulary import NcclTransport
 CONSEQUENCE_IDS = catalogue.CONSEQUENCE_IDS
 CONSEQUENCE_GRACE_S = 3.0
 START_SLACK_S = 0.001  # a line stamped this close before StartedAt still belongs to the run
+TAIL_LINES = 50  # a follower keeps the run's last lines only (the context of a failure), however long it logs
+CONTEXT_LINES = 5
 
 
 class LogSource(Protocol):
@@ -63,7 +66,8 @@ class Follower:
                  changed: asyncio.Event, emit: Callable[[ActionEvent], None], tracker: EngineLogTracker):
         self.station, self.log, self.since = station, log, since
         self.ready_marker, self.started_marker = ready, started
-        self.lines: list[str] = []
+        self.lines: deque[str] = deque(maxlen=TAIL_LINES)  # the run's last lines
+        self.transport = TransportTally()  # what NCCL chose, from the run's transport lines
         self.ready = self.started = self.ended = False
         self.fatal: tuple[str, str] | None = None  # (finding id, line)
         self.fatal_fix: str | None = None
@@ -137,15 +141,21 @@ class Follower:
                     hit = None
                 if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
                     self.fatal, self.fatal_fix = (hit[0], text), hit[1]
-                    self.fatal_context = self.lines[-5:]
+                    self.fatal_context = self.tail()
                     self._changed.set()
+            if marks.transport is not None:
+                self.transport.add(marks.transport, marks.channel)
             if marks.progress:
                 self._emit(ActionEvent("log", self.station.name, text))
         self._keep(lines, done, n)
         self._timeline(cb, done, n, None)
 
     def _keep(self, lines: list[str], start: int, stop: int) -> None:
-        self.lines.extend(ln for ln in lines[start:stop] if not isinstance(ln, LogMarker))
+        self.lines.extend([ln for ln in lines[start:stop] if not isinstance(ln, LogMarker)][-TAIL_LINES:])
+
+    def tail(self, n: int = CONTEXT_LINES) -> list[str]:
+        """The run's last ``n`` lines (a failure's context)."""
+        return list(self.lines)[-n:]
 
     def _timeline(self, batch, start: int, stop: int, at: float | None) -> None:
         if start >= stop:
@@ -210,7 +220,7 @@ class Followers:
 
     def transport(self) -> NcclTransport:
         """Best effort, from what every station logged so far: the worse transport NCCL chose."""
-        seen = [transport_of_lines(f.lines) for f in self.by_station.values()]
+        seen = [f.transport.best for f in self.by_station.values()]
         known = [t for t in seen if t != NcclTransport.UNKNOWN]
         return NcclTransport(functools.reduce(worse, known)) if known else NcclTransport.UNKNOWN
 
@@ -229,7 +239,7 @@ class Followers:
                     info = await self._container_state(self.cfg.station(name))  # (a dead station fails here)
                     if info.state != ContainerState.RUNNING:
                         raise ActionFailed(f"{name}: the container exited (code {info.exit_code}) while waiting for "
-                                           f"{what}", [(name, ln) for ln in f.lines[-5:]])
+                                           f"{what}", [(name, ln) for ln in f.tail()])
                     if f.task.done():
                         raise ActionFailed(f"lost the log stream of {name}: {f.error}")
                     f.ended, f.error = False, None  # it runs: the stream resumes by itself (--since)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from console.config import Station
 from console.probes import docker as docker_probe
-from console.probes.nccl_transport import transport_of_lines, worse
+from console.probes.nccl_transport import worse
 from console.remote.transport import TransportError
 from console.sanitize import one_line
 from console.service import fit, stop_verify
@@ -122,7 +122,7 @@ async def transport(ctx: ActionContext) -> None:
     gdr_expected = ctx.cfg.profile.link.gpudirect
     for s in ctx.order_start:
         f = ctx.follow.get(s.name)
-        t = NcclTransport(transport_of_lines(f.lines) if f else NcclTransport.UNKNOWN)
+        t = f.transport.best if f else NcclTransport.UNKNOWN
         overall = worse(overall, t) if overall != NcclTransport.UNKNOWN else t
         async with ctx.log.step(s.name, "transport") as st:
             st.detail = TRANSPORT_VERDICT[t]

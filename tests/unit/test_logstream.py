@@ -247,3 +247,27 @@ def test_a_backlog_is_handed_on_in_slices_in_order_with_the_loop_free_between():
     raw = [f"line {k}" if k < n // 2 else f"line {k} token=hunter2secret" for k in range(n)]
     assert [x for x in lines if type(x) is not LogMarker] == [redact_text(x) for x in raw]
     assert all("hunter2secret" not in x for x in lines)
+
+
+async def test_a_long_run_keeps_a_bounded_tail_and_its_transport_from_every_line():
+    """A launch that logs a flood keeps its last lines only, and the transport still reads the whole
+    run: a channel line early on (GDRDMA) and a socket channel after thousands of lines make it socket."""
+    from console.service.follow import TAIL_LINES
+
+    s = stream([])
+    changed = asyncio.Event()
+    tracker = EngineLogTracker(CFG.profile.engine, head=True)
+    since = parse_time(RUN_AT) - 0.001
+    f = Follower(A, s.subscribe(since=since), since, "Application startup complete.", "vLLM API server version",
+                 changed, lambda e: None, tracker)
+    s.ingest(stamp(11) + " a:1:2 [0] NCCL INFO Using network IB")
+    s.ingest(stamp(11) + " a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA")
+    for i in range(5000):
+        s.ingest(stamp(12) + f" filler {i}")
+    s.ingest(stamp(13) + " a:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0")
+    s.ingest(stamp(13) + " the last line")
+    s.flush()
+    await until(lambda: f.lines and f.lines[-1] == "the last line", what="the last line read", timeout=5)
+    assert len(f.lines) == TAIL_LINES and f.tail(2)[0].endswith("via NET/Socket/0")
+    assert f.transport.best == "socket" and f.transport.channel_seen
+    await f.close()
