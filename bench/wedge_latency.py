@@ -5,7 +5,7 @@ stations: ``watch --json``'s first ``progress: wedged`` and the dashboard's bann
 
 Prints each run and the median, in seconds from the freeze (the sim's ``wedge_at``); the window W
 is the floor of both (nothing may read wedged before W of frozen tokens), the rest is the
-console's own lag: the serving poll (2 s), the GPU/judge ticks (1 s) and watch's print interval.
+console's own lag: the serving poll (1 s while requests run), the GPU/judge ticks (1 s) and watch's print interval.
 Engine time is scaled by 0.005 (the freeze comes ~4 s after the start), so a run takes about W + 10 s
 per measurement.
 """

@@ -432,6 +432,10 @@ def miss_words(kind: str | None, status: int | None) -> str:
 LARGE_METRICS = 1 * MIB  # vLLM's own exposition is ~100-300 KB; beyond this, read it less often
 METRICS_CPU_PCT = 5.0  # what parsing a large /metrics may cost of a core, on average
 MAX_METRICS_EVERY_S = 60.0
+# While requests run the generation-token counter is the heartbeat a wedge is judged by: a freeze is
+# proven from the first read that saw the counter's last value, so the read period adds up to one period
+# to the time a wedge shows (W + period at worst). Idle, the round keeps ``interval_s``.
+BUSY_INTERVAL_S = 1.0
 
 
 class ServingMonitor:
@@ -540,12 +544,21 @@ class ServingMonitor:
         return self.tracker.derive() | {"gen_tokens_total": gen, "engine": sample.engine, "updated_at": now, "metrics_size": sample.size,
                                         "metrics_every_s": every, "invalid": tuple(sorted(sample.invalid))}
 
+    def gap_s(self) -> float:
+        """The time between two rounds' starts: shorter while requests run or wait (see BUSY_INTERVAL_S)."""
+        s = self.snapshot
+        busy = (known(s.running) or 0.0) + (known(s.waiting) or 0.0) > 0
+        return min(self.interval_s, BUSY_INTERVAL_S) if busy else self.interval_s
+
     async def run(self) -> None:
         while True:
+            started = time.monotonic()
             try:
                 self.post(await self.poll_once())
             except Exception as exc:  # noqa: BLE001 - the panel must keep updating, whatever broke
                 self.snapshot = replace(self.snapshot, error=f"poll failed: {type(exc).__name__}: {exc}"[:200],
                                         polled_at=time.time())
                 self.post(self.snapshot)
-            await asyncio.sleep(self.interval_s)
+            # rounds start a gap apart; a slow round (an API that times out) still leaves a quarter gap free
+            gap = self.gap_s()
+            await asyncio.sleep(max(gap / 4, gap - (time.monotonic() - started)))

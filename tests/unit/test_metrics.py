@@ -241,3 +241,19 @@ def test_values_out_of_range_are_invalid_not_dropped_silently() -> None:
     assert math.isnan(t.derive()["running"]) and t.derive()["waiting"] == 2
     nan = parse_metrics("vllm:num_requests_running NaN\nvllm:num_requests_waiting 1\n")
     assert nan.invalid == frozenset() and "running" not in nan.gauges  # NaN is Prometheus' "no value"
+
+
+@pytest.mark.parametrize(("running", "waiting", "gap"), [
+    (4.0, 0.0, 1.0),  # requests run: the counter is read every second (a wedge shows within W + 1 s)
+    (0.0, 3.0, 1.0),  # only waiting: still busy
+    (0.0, 0.0, 2.0),  # idle: the configured round
+    (None, None, 2.0),  # nothing read yet
+    (math.nan, None, 2.0),  # a gauge the server sent as nonsense is not a request in flight
+])
+def test_the_api_is_read_more_often_while_requests_run(running, waiting, gap):
+    from console.serving.client import ApiClient
+    from console.serving.metrics import ServingMonitor
+
+    mon = ServingMonitor(ApiClient("http://127.0.0.1:9"), post=lambda s: None, interval_s=2.0)  # never connects
+    mon.snapshot = ServingSnapshot(running=running, waiting=waiting)
+    assert mon.gap_s() == gap
