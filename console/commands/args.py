@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from pathlib import Path
 
 from console.errors import UsageError
 from console.sanitize import one_line
 
 __all__ = ["UsageError", "add_config_args", "check_api_key_arg", "check_common", "check_fingerprint_arg",
-           "check_count", "check_seconds", "check_url_arg"]
+           "check_count", "check_file_arg", "check_seconds", "check_url_arg"]
 
 # What ``ssh-keygen -lf`` prints for a key: SHA256: and 43 characters of unpadded base64.
 _FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
@@ -28,6 +29,22 @@ def check_fingerprint_arg(value: str | None, flag: str = "--replace-host-key") -
 def check_common(args: argparse.Namespace) -> None:
     """The checks every subcommand's shared flags get before it runs (``cli.main``)."""
     check_fingerprint_arg(getattr(args, "replace_host_key", None))
+
+
+def check_file_arg(name: str) -> Path:
+    """A file the operator named, as a regular file; what the OS refuses to look at (a name too long,
+    a NUL in it, no permission) is the same one line as a missing file, never a traceback."""
+    try:
+        p = Path(name)
+        if not p.exists():
+            raise UsageError(f"{one_line(name, 200)}: no such file")
+        if not p.is_file():
+            raise UsageError(f"{one_line(name, 200)}: not a regular file (a directory, FIFO or device)")
+    except OSError as exc:
+        raise UsageError(f"{one_line(name, 200)}: cannot read: {exc.strerror}") from None
+    except ValueError:  # an embedded NUL in the name
+        raise UsageError(f"{one_line(repr(name), 100)}: not a valid path") from None
+    return p
 
 
 def check_seconds(flag: str, value: float, limit: float = 86400.0) -> None:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from console import json_out
-from console.commands.args import UsageError, add_config_args, check_count
+from console.commands.args import UsageError, add_config_args, check_count, check_file_arg
 from console.config import Config, ConfigError, find_config, load_config
 from console.diagnosis import Diagnoser, Finding, has_problems
 from console.sanitize import clean, clip, one_line
@@ -90,12 +90,8 @@ def _read_inputs(d: Diagnoser, inputs: list[str]) -> list[dict]:
             sources.append({"source": "stdin", "lines": _feed(d, "stdin", bounded_lines(sys.stdin)),
                             "error": None})
             continue
-        p = Path(name)
+        p = check_file_arg(name)
         try:
-            if not p.exists():
-                raise UsageError(f"{name}: no such file")
-            if not p.is_file():
-                raise UsageError(f"{name}: not a regular file (a directory, FIFO or device)")
             _refuse_binary(one_line(name, 200), p)
             with p.open(encoding="utf-8", errors="replace") as fh:
                 sources.append({"source": name, "lines": _feed(d, name, bounded_lines(fh)), "error": None})

@@ -14,18 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from console.commands.args import check_seconds
+from console.commands.args import check_file_arg, check_seconds
 from console.errors import UsageError
 from console.incidents.replay import read_window, replay_lines
-from console.sanitize import one_line
 
 
 def run(args: argparse.Namespace) -> int:
     check_seconds("--interval", args.interval, limit=3600.0)
-    if not Path(args.bundle).is_file():
-        raise UsageError(f"{one_line(args.bundle, 200)}: no such file")
+    check_file_arg(args.bundle)
     samples, incident = read_window(args.bundle)
     if not args.json:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):

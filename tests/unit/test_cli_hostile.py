@@ -211,6 +211,16 @@ def test_bounded_flags_are_refused_with_their_range(argv, words, capsys, monkeyp
     assert err.count("\n") == 1 or "usage:" in err, err  # argparse's own type errors keep their usage line
 
 
+@pytest.mark.parametrize("command", [["replay", "--json"], ["diagnose"]])
+@pytest.mark.parametrize("name", ["a" * 300, "a/" * 3000, "no-such-bundle.tar.gz"])
+def test_a_file_name_the_os_refuses_is_one_line_and_exit_2(command, name, capsys, monkeypatch, tmp_path):
+    """A name too long for the file system (the random-flags fuzz found it) is refused like a missing file."""
+    monkeypatch.chdir(tmp_path)
+    rc, _out, err = run_main([*command, name], capsys, monkeypatch)
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "no such file" in err or "File name too long" in err, err
+
+
 @pytest.mark.parametrize("content,kind", [
     (None, "gzip-compressed"), (b"PK\x03\x04rest", "a zip archive"), (b"BZh91AY", "bzip2-compressed"),
     (b"(\xb5/\xfd", "zstd-compressed"), (b"\x7fELF\x02\x01\x01" + b"\x00" * 64, "binary (not text)"),
