@@ -48,7 +48,7 @@ async def test_reconnects_during_a_hung_nvidia_smi_keep_the_station_and_leave_no
         # what is left on the station: at most the three live streams' (GPU rounds, compute apps, and
         # the health rows), however many times it reconnected
         await until(lambda: len(station_procs(w, "B")) <= 3, what="at most the 3 live nvidia-smi streams",
-                    timeout=10, detail=lambda: station_procs(w, "B"))
+                    timeout=30, detail=lambda: station_procs(w, "B"))
         assert len(station_procs(w, "B")) <= 3
         states = [m.state for m in sink.of(ConnectionState, "B")]
         assert states[-1] not in ("unreachable", "error"), states
@@ -81,7 +81,7 @@ async def test_a_closed_stream_ends_a_tool_that_ignores_the_hangup(sim):
                 await reading
             await stream.aclose()
             await until(lambda: not station_procs(sim.world, "A"), what="the hung nvidia-smi ended with its channel",
-                        timeout=10, detail=lambda: station_procs(sim.world, "A"))
+                        timeout=30, detail=lambda: station_procs(sim.world, "A"))
         # a one-shot (no PTY, so no hangup at all) is ended station-side too
         res = await t.run(cmdlines.gpu_query(), timeout=30)
         assert res.exit_status != 0

@@ -105,14 +105,12 @@ async def test_hostile_log_lines_keep_the_pane_streaming_and_the_ui_answering():
         app.set_interval(0.05, lambda: ticks.append(time.monotonic()))
         app.post_message(LogBatch("A", HOSTILE))
         await pilot.pause()
-        t0 = time.monotonic()
-        await pilot.press("slash")  # the app still answers keys...
-        await until(lambda: isinstance(app.focused, Input),
-                    what="the UI to answer a key", timeout=1.0, pilot=pilot)
+        # The app still answers keys and its timers keep ticking. No deadline in seconds (a loaded
+        # machine is slow, not wrong): the quadratic highlighter this guards against took minutes.
+        await pilot.press("slash")
+        await until(lambda: isinstance(app.focused, Input), what="the UI to answer a key", timeout=20.0, pilot=pilot)
         n = len(ticks)
-        await until(lambda: len(ticks) >= n + 3,
-                    what="the UI timer to tick", timeout=max(0.0, t0 + 1.0 - time.monotonic()),
-                    pilot=pilot)  # ...and its timers keep ticking, within the same second
+        await until(lambda: len(ticks) >= n + 3, what="the UI timer to tick", timeout=20.0, pilot=pilot)
         await pilot.press("escape")
         app.post_message(LogBatch("A", ["INFO:     Application startup complete.", LogMarker(
             "— A: stream interrupted 07:17:09–07:17:41 —")]))

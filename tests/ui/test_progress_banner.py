@@ -227,7 +227,10 @@ async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory)
         # The target (W + 5 s) is measured by bench/wedge_latency.py (median of 3: W + 1.6 s); here the bound
         # only proves the judge, not a watchdog, raised it, with room for a loaded 2-core CI machine.
         assert W <= took + 1.0 and took <= W + 15, took
-        assert "WEDGED" in banner.content.plain and HINT in banner.content.plain
+        # The freeze is named by whichever judge sees it first: the head's token counter (WEDGED) or,
+        # when a loaded machine reads the headless rank's log late, that rank quiet with spinning GPUs
+        # (STUCK); either way the alarm is the freeze's and the hint leads to the evidence.
+        assert ("WEDGED" in banner.content.plain or "STUCK" in banner.content.plain) and HINT in banner.content.plain
 
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
