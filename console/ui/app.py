@@ -161,8 +161,11 @@ class ConsoleApp(App):
         exit_on_ending_signals(self)  # a closed terminal or a kill ends the app through its teardown
         if self.config.keys:  # [keys] (checked by console/ui/keymap.py before the app starts)
             self.set_keymap(self.config.keys)
-        for t in load_themes():
+        broken: list[str] = []
+        for t in load_themes(broken):
             self.register_theme(t)
+        for line in broken:  # file names and parser words: plain text, never markup
+            self.notify(one_line(line, 200), title="theme", severity="warning", markup=False, timeout=15)
         if self._theme_name in self.available_themes:
             self.theme = self._theme_name
         self.sub_title = setup_title(self.config, self.read_only)

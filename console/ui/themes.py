@@ -21,7 +21,9 @@ def _theme(data: dict, source: str) -> Theme:
     return Theme(name=data["name"], variables=dict(data.get("variables", {})), **kwargs)
 
 
-def load_themes() -> list[Theme]:
+def load_themes(problems: list[str] | None = None) -> list[Theme]:
+    """The built-in themes, then the user's; a user theme that cannot be read is left out and said in
+    ``problems`` (one line each: the app shows them as a notice) rather than stopping the console."""
     themes: dict[str, Theme] = {}
     for res in sorted(resources.files("console.themes").iterdir(), key=lambda r: r.name):
         if res.name.endswith(".toml"):
@@ -32,7 +34,9 @@ def load_themes() -> list[Theme]:
         for path in sorted(user_dir.glob("*.toml")):
             try:
                 t = _theme(tomllib.loads(path.read_text()), str(path))
-            except (ValueError, tomllib.TOMLDecodeError, TypeError):
-                continue  # a broken user theme must not stop the console
+            except (OSError, ValueError, tomllib.TOMLDecodeError, TypeError) as exc:
+                if problems is not None:
+                    problems.append(f"theme {path.name} not loaded: {exc}")
+                continue
             themes[t.name] = t
     return list(themes.values())
