@@ -29,7 +29,7 @@ from console.sanitize import one_line
 from console.tasks import gather_owned
 
 HOUR_S = 3600.0
-BACKOFF_S = 1.0
+BACKOFF_S = 1.0  # the scale of the sinks' back-off table (console/supervisor.py); a test runs it faster
 AlertSay = Callable[[Literal["alert", "alert-failed"], str], None]
 
 

@@ -1,7 +1,7 @@
 """Where an alert goes: a generic webhook (one JSON POST), an ntfy topic (the text as the body, its
 title, priority and tags as headers), the desktop (notify-send). One delivery per sink, bounded: each
 try at most ``timeout_s`` (the whole request, not each phase), ``retries`` more tries with back-off
-after a connection error, a timeout, 429 or a 5xx (never after another 4xx: the receiver refused it);
+(the console's one table, ``restart_delay``: 1, 2, 5 ... 30 s) after a connection error, a timeout, 429 or a 5xx (never after another 4xx: the receiver refused it);
 the response body is never read. Every outcome comes back as an ``Outcome`` (sent / failed /
 unavailable) with the sink's URL masked (``mask_sink_url``) and the detail through the config's masker.
 
@@ -28,6 +28,7 @@ import httpx
 
 from console.sanitize import one_line
 from console.secrets import mask_sink_url
+from console.supervisor import restart_delay
 
 AlertEvent = Literal["open", "resolved", "test"]
 SinkName = Literal["webhook", "ntfy", "desktop"]
@@ -36,7 +37,6 @@ WEBHOOK_KEYS = ("source", "event", "kind", "incident", "title", "text", "station
                 "console_host", "service", "started_at", "resolved_at", "sent_at", "duration_s", "folded")
 URGENT = frozenset({"wedge", "rank-death", "gpu-fault", "recovery-failed"})
 DESKTOP_TIMEOUT_S = 5.0
-MAX_BACKOFF_S = 30.0
 TEXT_CHARS = 600
 
 
@@ -147,7 +147,8 @@ def ntfy_headers(alert: Alert) -> dict[str, str]:
 
 async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str], *, timeout_s: float,
                retries: int, backoff_s: float, mask: Callable[[str], str]) -> Outcome:
-    """One delivery (see the module): the outcome, never an exception (but cancellation)."""
+    """One delivery (see the module): the outcome, never an exception (but cancellation).
+    ``backoff_s`` scales the back-off table (1: its seconds)."""
     shown = mask_sink_url(url)
     t0 = time.monotonic()
     detail = "not tried"
@@ -170,7 +171,7 @@ async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str]
                 if code != 429 and code < 500:  # the receiver refused it: the same again changes nothing
                     break
             if attempt < retries:
-                await asyncio.sleep(min(MAX_BACKOFF_S, backoff_s * (2 ** attempt)))
+                await asyncio.sleep(restart_delay(attempt + 1, backoff_s))
     return Outcome(sink, shown, "failed", detail, attempts, time.monotonic() - t0)
 
 

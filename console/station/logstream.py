@@ -45,6 +45,7 @@ from console.remote.transport import Transport
 from console.sanitize import clip, one_line
 from console.secrets import redact_lines, redact_text
 from console.station.messages import LogBatch, LogMarker
+from console.supervisor import Backoff
 from console.tasks import cancel_and_wait
 from console.vocabulary import ContainerState
 
@@ -58,7 +59,8 @@ HISTORY_LINES = LOG_BATCH_MAX  # kept for a subscriber that starts in the past .
 HISTORY_CHARS = 8 * 2**20  # ... and at most this much text
 SUBSCRIBER_MAX_LINES = 10 * LOG_BATCH_MAX  # what one subscriber may fall behind by, in lines ...
 SUBSCRIBER_MAX_CHARS = 32 * 2**20  # ... and in characters, before its oldest batches are dropped
-HEADLESS_RETRY_S = (1, 2, 5, 10)  # a headless stream whose connection failed is opened again
+HEADLESS_HEALTHY_S = 30.0  # a headless stream that ran this long before it failed is opened again at once ...
+HEADLESS_CAP_S = 10.0  # ... else after the back-off table's wait, at most this (a launch is waiting on it)
 
 _NOTHING = object()  # no run read yet
 
@@ -220,6 +222,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         self._boundary: list[int] = []  # hashes of the lines carrying the last timestamp
         self._replay: Counter[int] | None = None
         self._gap_from: float | None = None
+        self._cut_by: BaseException | None = None  # what cut the stream last (its subscribers were told)
         self._new_run: tuple[float | None, LogMarker] | None = None  # a new run's marker, laid before its first line
         self.on_idle: Callable[[], None] | None = None  # told when the last subscriber let go
 
@@ -350,8 +353,19 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         if self._gap_from is None:
             self._gap_from = at or self._last_heard() or time.time()
 
+    def cut(self, exc: BaseException) -> None:
+        """``exc`` ended a read (connection lost, service restarted): the next read marks the gap, and
+        every subscriber reads a ``LogInterrupted`` once, however many loops see ``exc`` go by."""
+        if exc is self._cut_by:
+            return
+        self._cut_by = exc
+        self.interrupted()
+        reason = "stopped" if isinstance(exc, asyncio.CancelledError) else f"{type(exc).__name__}: {exc}"
+        self._publish(LogInterrupted(self.station.name, one_line(reason, 300)))
+
     def begin_read(self) -> None:
         """A ``--since`` read begins: the lines at the last timestamp will come again."""
+        self._cut_by = None
         self._replay = Counter(self._boundary) if self.last_ts else None
 
     def mark_gap(self) -> None:
@@ -487,9 +501,7 @@ values and the secret-name rule: SGLang prints its server args with the API key)
             async for line in self.transport.stream(cmd):
                 self.ingest(line)
         except BaseException as exc:  # connection lost, service restarted: the next read marks the gap
-            self.interrupted()
-            reason = "stopped" if isinstance(exc, asyncio.CancelledError) else f"{type(exc).__name__}: {exc}"
-            self._publish(LogInterrupted(self.station.name, one_line(reason, 300)))
+            self.cut(exc)
             raise
         self.flush()
         # The stream ended: the container stopped or exited (or the channel was dropped): look again.
@@ -571,17 +583,18 @@ class HeadlessLogs:
 
     @staticmethod
     async def _keep(stream: LogStream) -> None:
-        fails = 0
+        """Run ``stream`` until released; a read that failed anywhere (a follow, a catch-up read, an
+        inspect) is an interruption its subscribers read, then the stream is opened again."""
+        backoff = Backoff(healthy_after_s=HEADLESS_HEALTHY_S, cap_s=HEADLESS_CAP_S)
         while True:
             t0 = time.monotonic()
             try:
                 await stream.run()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the subscribers were told (LogInterrupted); open it again
-                pass
-            fails = fails + 1 if time.monotonic() - t0 < 30 else 1
-            await asyncio.sleep(HEADLESS_RETRY_S[min(fails, len(HEADLESS_RETRY_S)) - 1])
+            except Exception as exc:  # told (once, if the follow told it already), then opened again
+                stream.cut(exc)
+            await asyncio.sleep(backoff.failed(time.monotonic() - t0))
 
     async def close(self) -> None:
         """End every subscription and stream."""

@@ -11,7 +11,8 @@ other streams answer (a hung nvidia-smi: that source is named, the connection ke
 dead after twice that of silence on every stream: the
 connection is dropped and re-opened without waiting for SSH keepalive. While it is down a TCP
 probe runs every second, so it is live again within seconds of coming back; only repeated login
-or host-key refusals back off. Anything unexpected becomes an ``error`` state with its reason and
+refusals back off (the console's one back-off table, ``AUTH_SLOWER``: console/supervisor.py) and a
+host-key refusal is looked at again every ``HOSTKEY_RECHECK_S``. Anything unexpected becomes an ``error`` state with its reason and
 the service restarts. The container log is the station's ``LogStream`` (console/station/logstream.py:
 ``--since`` resume, boundary de-duplication, interruption marker, one classification per batch); the
 service runs it as two of its jobs and is its owner (the tracker, the ``LogBatch`` messages), and a
@@ -63,17 +64,16 @@ from console.station.messages import (
     HostMemSample,
     LogBatch,
 )
+from console.supervisor import Backoff
 from console.tasks import cancel_and_wait
 from console.vocabulary import ENDED_PHASES, ConnState, ContainerState, EnginePhase
 
 WATCHDOG_TICK_S = 0.25
 PROBE_EVERY_S = 1.0
 PROBE_TIMEOUT_S = 1.5
-STREAM_RESTART_S = (1, 2, 5, 10, 30)  # a stream whose remote command ended is restarted (slower if it keeps ending)
+STREAM_QUICK_END_S = 5.0  # a stream that ended sooner ended "at once": it is restarted slower each time (the table)
 GPU_PROBE_S = 1.0  # while nvidia-smi answers only with an error, it is asked again this often (back within ~1 s)
 GPU_LATE_DETAIL = "nvidia-smi not answering; SSH fine"  # StationState.why: "GPU samples stale 12 s: " + this
-AUTH_BACKOFF_S = (2, 5, 10, 20, 30, 60)
-ERROR_BACKOFF_S = (1, 2, 5, 10, 20, 30)
 HOSTKEY_RECHECK_S = 30.0
 TOOL_RETRY_S = 5.0  # a tool of the station loop that ended (docker restarted, a driver error) is asked again
 STREAM_ENDED = "@@end"  # the multiplexing loops' word for "this tool ended"
@@ -123,8 +123,8 @@ class StationService:
         self._gpu_answered, self._gpu_unanswered = False, False
         self._gpu_failing = False  # its last answer was an error (driver, NVML): asked again every GPU_PROBE_S
         self._late: str | None = None  # the source named in the current stale state
-        self._auth_failures = 0
-        self._errors = 0
+        self._auth_backoff = Backoff(auth=True)  # refused logins in a row (a live station starts it over)
+        self._error_backoff = Backoff()  # unexpected errors in a row (the same)
         self.health_streams = HealthStreams(self)
         # the container log: followed once, read by this service and by any launch (subscribe)
         self.logs = LogStream(station, self.transport, config.ui.log_lines, refresh=self._refresh_container,
@@ -198,7 +198,8 @@ class StationService:
             if self.state != ConnState.STALE or self._late != Aspect.GPUS:
                 self._set_state("stale", GPU_LATE_DETAIL, late=Aspect.GPUS)
         elif self.state != ConnState.LIVE:
-            self._auth_failures = self._errors = 0
+            self._auth_backoff.reset()
+            self._error_backoff.reset()
             self._set_state("live")
 
     # ------------------------------------------------------------------ supervisor
@@ -208,6 +209,7 @@ class StationService:
             self._gpu_answered = self._gpu_unanswered = False  # this connection's GPU reads start now
             if self.state not in ("unreachable", "stale"):  # retrying after an outage stays "unreachable"
                 self._set_state("connecting", self._where())
+            began = time.monotonic()
             try:
                 await self._initial()
                 await self._run_streams()
@@ -219,8 +221,7 @@ class StationService:
                 self._set_state(state, str(exc), host_key=exc)
                 await self._sleep(HOSTKEY_RECHECK_S)
             except AuthRefused as exc:
-                delay = AUTH_BACKOFF_S[min(self._auth_failures, len(AUTH_BACKOFF_S) - 1)]
-                self._auth_failures += 1
+                delay = self._auth_backoff.failed(time.monotonic() - began)
                 await self._pause(delay, "unreachable", str(exc))
             except TransportError as exc:
                 self._set_state("unreachable", one_line(str(exc), 300))
@@ -228,8 +229,7 @@ class StationService:
             except Exception as exc:  # a bug or an output we did not expect: visible, then a restart
                 self.restarts += 1
                 self.last_traceback = traceback.format_exc()
-                delay = ERROR_BACKOFF_S[min(self._errors, len(ERROR_BACKOFF_S) - 1)]
-                self._errors += 1
+                delay = self._error_backoff.failed(time.monotonic() - began)
                 await self._pause(delay, "error", one_line(f"{type(exc).__name__}: {exc}", 300))
 
     async def _sleep(self, delay: float) -> bool:
@@ -364,13 +364,12 @@ class StationService:
         slower if it keeps ending at once, except while ``fast()``: a tool that answers only with an
         error is asked again every GPU_PROBE_S, so its values are back within a second of it
         answering again. A refused channel is retried, never an outage."""
-        quick = 0
+        backoff = Backoff(healthy_after_s=STREAM_QUICK_END_S)
         while True:
             t0 = time.monotonic()
             with contextlib.suppress(ChannelRefused):
                 await stream()
-            quick = quick + 1 if time.monotonic() - t0 < 5 else 0
-            delay = STREAM_RESTART_S[min(quick, len(STREAM_RESTART_S) - 1)]
+            delay = backoff.failed(time.monotonic() - t0)
             await asyncio.sleep(min(delay, GPU_PROBE_S) if fast is not None and fast() else delay)
 
     # ------------------------------------------------------------------ streams

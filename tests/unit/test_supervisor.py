@@ -10,11 +10,11 @@ import pytest
 
 from console.supervisor import HEALTHY_AFTER_S, JobFailure, Supervisor
 
-FAST = (0.01, 0.02, 0.05)
+FAST = 0.01  # the back-off table at a hundredth: 0.01, 0.02, 0.05 s
 
 
 async def test_a_job_that_raises_is_reported_then_restarted_with_a_backoff():
-    sup = Supervisor(backoff=FAST)
+    sup = Supervisor(scale=FAST)
     failures: list[JobFailure] = []
     runs = 0
     ran_again = asyncio.Event()
@@ -41,7 +41,7 @@ async def test_a_job_that_raises_is_reported_then_restarted_with_a_backoff():
 
 
 async def test_a_report_that_raises_does_not_end_the_supervision():
-    sup = Supervisor(backoff=FAST)
+    sup = Supervisor(scale=FAST)
     runs = 0
     third = asyncio.Event()
 
@@ -65,7 +65,7 @@ async def test_a_report_that_raises_does_not_end_the_supervision():
 
 
 async def test_stop_cancels_waits_for_the_clean_up_and_closes_once():
-    sup = Supervisor(backoff=FAST)
+    sup = Supervisor(scale=FAST)
     started = asyncio.Event()
     cleaned: list[str] = []
     closed: list[str] = []
@@ -95,7 +95,7 @@ async def test_stop_cancels_waits_for_the_clean_up_and_closes_once():
 
 
 async def test_a_job_that_returns_is_done_and_not_restarted():
-    sup = Supervisor(backoff=FAST)
+    sup = Supervisor(scale=FAST)
     runs = []
 
     async def once() -> None:
@@ -117,7 +117,7 @@ async def test_one_name_one_running_job():
 
 async def test_the_backoff_starts_over_after_a_job_that_ran_a_while():
     now = [0.0]
-    sup = Supervisor(backoff=FAST, clock=lambda: now[0])
+    sup = Supervisor(scale=FAST, clock=lambda: now[0])
     failures: list[JobFailure] = []
     runs = 0
     done = asyncio.Event()
@@ -143,7 +143,7 @@ async def test_a_cancelled_owner_leaves_no_task_behind():
     started = asyncio.Event()
 
     async def owner() -> None:
-        async with Supervisor(backoff=FAST) as sup:
+        async with Supervisor(scale=FAST) as sup:
             sup.start("a", lambda: asyncio.Event().wait())
             sup.start("b", lambda: asyncio.sleep(3600))
             started.set()
