@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.station.checks.links import login_from_here
+from tests.two_stations import two_station_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,10 +41,8 @@ async def test_the_reachable_fix_logs_in_to_a_live_station_as_printed(sim_factor
 
 def test_check_prints_a_reachable_fix_that_parses_with_the_stations_port_user_and_key(tmp_path):
     key = tmp_path / "id ed25519"  # a space in the path: quoted in the printed line
-    cfg = ('profile = "glm53-nvfp4-2x-gb300-vllm"\n'
-           f'[[stations]]\nname = "A"\nhost = "127.0.0.1"\nport = 9\nrank = 0\nuser = "ops"\n'
-           f'identity_file = "{key}"\nknown_hosts = "{tmp_path / "kh"}"\n'
-           '[[stations]]\nname = "B"\nhost = "127.0.0.1"\nport = 9\nrank = 1\n')
+    cfg = two_station_toml(host_a="127.0.0.1", host_b="127.0.0.1", rail=False, each="port = 9", only={
+        "A": f'user = "ops"\nidentity_file = "{key}"\nknown_hosts = "{tmp_path / "kh"}"'})
     (tmp_path / "dgx-console.toml").write_text(cfg)
     res = subprocess.run([sys.executable, "-m", "console.cli", "check", "--json"], capture_output=True, text=True,
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

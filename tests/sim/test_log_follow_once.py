@@ -5,11 +5,13 @@ from the command line (no monitor), each station's container log is followed by 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 
 from test_actions_cli import cli, config_path
 from textual.widgets import Button
 
+from console.service import gates
 from console.ui.app import ConsoleApp
 from console.ui.screens.actions import ActionProgressScreen, ConfirmActionScreen
 from tests.waiting import until
@@ -25,7 +27,11 @@ def follows(sim, since: int) -> Counter[str]:
     return out
 
 
-async def test_a_launch_in_the_console_reads_the_monitors_stream_not_a_second_one(sim_factory):
+async def test_a_launch_in_the_console_reads_the_monitors_stream_not_a_second_one(sim_factory, monkeypatch):
+    # the launch's preflight gate runs for real, over a few of the checks: all 50 took half of this test's
+    # minute on a loaded machine, and no check reads a container's log (the preflight has tests of its own)
+    monkeypatch.setattr(gates, "run_checks", functools.partial(
+        gates.run_checks, only=("station-reachable", "image-mismatch", "gpu-holders")))
     sim = await sim_factory(n=2, time_scale=0.01)
     cfg = dataclasses.replace(sim.config, connect_timeout_s=20.0, command_timeout_s=60.0)
     app = ConsoleApp(cfg, gpu_interval_ms=200, clock=False)
@@ -42,6 +48,7 @@ async def test_a_launch_in_the_console_reads_the_monitors_stream_not_a_second_on
         screen = app.screen
         res = screen.result
         assert res is not None and res.result == "ok", res.summary
+        assert [st.detail.split(",")[0] for st in res.steps if st.action == "checks"] == ["5 checks"], res.steps
         assert follows(sim, mark) == {"A": 1, "B": 1}  # the monitors' streams, and nothing else
         # what the launch read came from those streams: its markers, its timeline at the lines' times
         assert [e for st, e, _d in screen.timeline if st == "A"][-1] == "first-token"

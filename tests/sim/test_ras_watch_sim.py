@@ -29,8 +29,10 @@ def _trail(objs: list[dict]) -> list:
 
 async def test_desync_without_traffic_is_out_of_step_before_the_watchdog_then_the_death_is_the_consequence(
         sim_factory):
-    h = await sim_factory(faults=["desync"], time_scale=0.05)
-    started(h, ago=15)  # ready ~6 s from now, out of step 1.5 s later, A's watchdog ~31 s after that
+    # a faster clock than the other RAS tests: NCCL's 600 s watchdog is then 18 s after the hang, still
+    # four RAS reads (RAS_WATCH_EVERY_S) for the straggler to be read stuck before it; the test waits for it
+    h = await sim_factory(faults=["desync"], time_scale=0.03)
+    started(h, ago=9)  # ready ~3 s from now, out of step ~1 s later, A's watchdog ~18 s after that
 
     def dead_after(objs: list[dict]) -> bool:
         return any(o["station"] == "B" and o.get("progress_consequence") == ["A"] for o in objs)
@@ -56,7 +58,7 @@ async def test_desync_without_traffic_is_out_of_step_before_the_watchdog_then_th
 
 async def test_collective_hang_without_traffic_is_stuck_with_no_culprit(sim_factory):
     h = await sim_factory(faults=["collective-hang"], time_scale=0.05)
-    started(h, ago=15)
+    started(h, ago=19)  # ready ~2 s from now, hung 1.5 s later, A's watchdog 30 s after that
     objs = await watch_until(h.config, 60.0, lambda o: any(x.get("progress") == "stuck" for x in o))
     stuck = [o for o in objs if o.get("progress") == "stuck"]
     assert stuck, _trail(objs)

@@ -23,6 +23,7 @@ from console.serving.metrics import parse_metrics
 from console.sim.api import FixedBackend, create_app
 from console.ui.screens.bench import BenchScreen, ThroughputFigure, figure_points, knee_line
 from tests.ports import refused_port
+from tests.two_stations import stations_toml
 from tests.waiting import until
 
 Backend = FixedBackend
@@ -34,16 +35,7 @@ profile = "glm53-nvfp4-2x-gb300-vllm"
 [api]
 url = "{url}"
 
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-rank = 0
-
-[[stations]]
-name = "B"
-host = "127.0.0.2"
-rank = 1
-"""
+""" + stations_toml(rail=False)
 
 
 @pytest.fixture

@@ -88,7 +88,10 @@ async def _hold_job_slots(registry: SessionRegistry, name: str) -> list[asyncio.
 
 
 async def test_no_channel_is_a_shortage_named_as_such_never_an_rdma_verdict(sim_factory, monkeypatch):
-    monkeypatch.setattr(channels, "STREAM_SLOT_WAIT_S", 2.0)
+    # a refusal after 1 s: still past the 0.5 s after which a wait is said (WAIT_NOTICE_S, checked first:
+    # the refusal cannot come before it), and every run refused on B costs that second
+    assert channels.WAIT_NOTICE_S < 1.0
+    monkeypatch.setattr(channels, "STREAM_SLOT_WAIT_S", 1.0)
     h = await sim_factory(time_scale=0.005)
     heard: list[channels.ChannelWait] = []
     async with SessionRegistry(h.config) as reg:

@@ -24,10 +24,11 @@ from console.station.state import Stations
 from console.station.verdict import Verdict
 from console.vocabulary import Progress
 from tests.receiver import HANG, Receiver
+from tests.two_stations import stations_toml
 from tests.waiting import until
 
 TOKEN = "T0KEN-s3cr3t-abcdef"
-STATIONS = '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n[[stations]]\nname = "B"\nhost = "127.0.0.2"\nrank = 1\n'
+STATIONS = stations_toml(rail=False)
 
 
 def config(alerts: str, path: str = "alerts.toml"):

@@ -19,7 +19,7 @@ from tests.two_stations import stations_toml
 
 CFG = """
 profile = "glm53-nvfp4-2x-gb300-vllm"
-""" + stations_toml("a.example", "b.example", rail_ips=("198.18.0.1", "198.18.0.2"))
+""" + stations_toml("a.example", "b.example")
 
 REQUIRED_IDS = {"link-down", "link-speed", "mtu-mismatch", "jumbo-ping", "clock-skew", "rdma-port-down",
                 "ssh-a-to-b", "env-mismatch", "image-mismatch", "checkpoint-mismatch", "disk-space", "api-exposed"}

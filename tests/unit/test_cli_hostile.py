@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from console.cli import build_parser, main
 from tests.ports import refused_port
+from tests.two_stations import two_station_toml
 
 LONG_RUNNING = {"demo", "sim"}
 DURATION_FLAGS = {"--seconds"}  # watch --seconds N runs N seconds by design
@@ -30,31 +31,9 @@ def world(tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("cli")
     port, api = refused_port(), refused_port()
     cfg = d / "dgx-console.toml"
-    cfg.write_text(f"""
-profile = "glm53-nvfp4-2x-gb300-vllm"
-connect_timeout_s = 1
-command_timeout_s = 2
-[api]
-url = "http://127.0.0.1:{api}"
-[[stations]]
-name = "A"
-host = "127.0.0.1"
-port = {port}
-rank = 0
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "198.18.0.1"
-known_hosts = "{d}/known_hosts"
-[[stations]]
-name = "B"
-host = "127.0.0.1"
-port = {port}
-rank = 1
-rail_netdev = "enp1s0f1np1"
-rdma_device = "mlx5_0"
-rail_ip = "198.18.0.2"
-known_hosts = "{d}/known_hosts"
-""")
+    cfg.write_text(two_station_toml(
+        above=f'connect_timeout_s = 1\ncommand_timeout_s = 2\n[api]\nurl = "http://127.0.0.1:{api}"',
+        host_a="127.0.0.1", host_b="127.0.0.1", each=f'port = {port}\nknown_hosts = "{d}/known_hosts"'))
     fifo = d / "fifo"
     os.mkfifo(fifo)
     (d / "binary").write_bytes(b"\x7fELF\x00\xff\xfe")

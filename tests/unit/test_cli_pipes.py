@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.two_stations import two_station_toml
+
 ROOT = Path(__file__).resolve().parents[2]
 # a station nothing answers for: status and check print what they found (unreachable) at once
-CONFIG = ('profile = "glm53-nvfp4-2x-gb300-vllm"\n'
-          '[[stations]]\nname = "A"\nhost = "127.0.0.1"\nport = 9\nrank = 0\n'
-          '[[stations]]\nname = "B"\nhost = "127.0.0.1"\nport = 9\nrank = 1\n')
+CONFIG = two_station_toml(host_a="127.0.0.1", host_b="127.0.0.1", rail=False, each="port = 9")
 
 
 def run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

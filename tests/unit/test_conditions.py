@@ -15,9 +15,9 @@ from console.probes.rails import RailReading
 from console.station.messages import ConnectionState, GpuSample, RailsSample
 from console.station.state import Stations
 from console.vocabulary import ConnState
+from tests.two_stations import stations_toml
 
-CFG = parse_config('[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n'
-                   '[[stations]]\nname = "B"\nhost = "127.0.0.2"\nrank = 1\n', "c.toml")
+CFG = parse_config(stations_toml(rail=False), "c.toml")
 
 
 def gpu(i: int, error: str | None = None) -> GpuReading:

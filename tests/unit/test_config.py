@@ -25,7 +25,7 @@ host = "station-a"
 rank = 0
 rail_netdev = "enp1s0f1np1"
 rdma_device = "mlx5_0"
-rail_ip = "192.168.100.1"
+rail_ip = "198.18.0.1"
 
 [[stations]]
 name = "B"

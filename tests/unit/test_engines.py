@@ -52,7 +52,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e VLLM_HOST_IP=192.168.100.10 \
+    -e VLLM_HOST_IP=198.18.0.1 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -65,7 +65,7 @@ docker run \
     --tensor-parallel-size 2 \
     --nnodes 2 \
     --node-rank 0 \
-    --master-addr 192.168.100.10 \
+    --master-addr 198.18.0.1 \
     --host 0.0.0.0 \
     --port 8000 \
     --max-model-len 98304 \
@@ -96,7 +96,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e VLLM_HOST_IP=192.168.100.11 \
+    -e VLLM_HOST_IP=198.18.0.2 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -109,7 +109,7 @@ docker run \
     --tensor-parallel-size 2 \
     --nnodes 2 \
     --node-rank 1 \
-    --master-addr 192.168.100.10 \
+    --master-addr 198.18.0.1 \
     --headless \
     --max-model-len 98304 \
     --gpu-memory-utilization 0.93 \
@@ -139,7 +139,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e VLLM_HOST_IP=192.168.100.10 \
+    -e VLLM_HOST_IP=198.18.0.1 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -149,7 +149,7 @@ docker run \
     -e VLLM_API_KEY \
     --entrypoint bash \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab \
-    -c 'ray start --head --port=6379 --node-ip-address=192.168.100.10 && exec vllm "$@"' vllm serve /models/GLM-5.3-NVFP4 \
+    -c 'ray start --head --port=6379 --node-ip-address=198.18.0.1 && exec vllm "$@"' vllm serve /models/GLM-5.3-NVFP4 \
     --served-model-name glm-5.3 \
     --tensor-parallel-size 2 \
     --distributed-executor-backend ray \
@@ -183,7 +183,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e VLLM_HOST_IP=192.168.100.11 \
+    -e VLLM_HOST_IP=198.18.0.2 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -192,7 +192,7 @@ docker run \
     -e TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/dgx-console-fr-pipe_ \
     --entrypoint bash \
     vllm/vllm-openai@sha256:abababababababababababababababababababababababababababababababab \
-    -c 'until ray start --block --address=192.168.100.10:6379 --node-ip-address=192.168.100.11; do sleep 5; done' vllm
+    -c 'until ray start --block --address=198.18.0.1:6379 --node-ip-address=198.18.0.2; do sleep 5; done' vllm
 """)
 
 SGLANG_A = 'IFS= read -r SGLANG_API_KEY && export SGLANG_API_KEY && exec ' + _lines(r"""
@@ -212,7 +212,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e SGLANG_HOST_IP=192.168.100.10 \
+    -e SGLANG_HOST_IP=198.18.0.1 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -227,7 +227,7 @@ docker run \
     --model-path /models/GLM-5.3-Flash-NVFP4 \
     --served-model-name glm-5.3-flash \
     --tp 2 \
-    --dist-init-addr 192.168.100.10:20000 \
+    --dist-init-addr 198.18.0.1:20000 \
     --nnodes 2 \
     --node-rank 0 \
     --host 0.0.0.0 \
@@ -256,7 +256,7 @@ docker run \
     -e GLOO_SOCKET_IFNAME=enp1s0f1np1 \
     -e TP_SOCKET_IFNAME=enp1s0f1np1 \
     -e NCCL_IB_HCA=mlx5_0 \
-    -e SGLANG_HOST_IP=192.168.100.11 \
+    -e SGLANG_HOST_IP=198.18.0.2 \
     -e TORCH_NCCL_TRACE_BUFFER_SIZE=2000 \
     -e TORCH_FR_BUFFER_SIZE=2000 \
     -e TORCH_NCCL_DUMP_ON_TIMEOUT=1 \
@@ -268,7 +268,7 @@ docker run \
     --model-path /models/GLM-5.3-Flash-NVFP4 \
     --served-model-name glm-5.3-flash \
     --tp 2 \
-    --dist-init-addr 192.168.100.10:20000 \
+    --dist-init-addr 198.18.0.1:20000 \
     --nnodes 2 \
     --node-rank 1 \
     --host 0.0.0.0 \
@@ -338,7 +338,7 @@ def test_api_key_is_an_env_name_only_and_the_preview_masks_it():
 
 
 def test_missing_rail_ip_is_a_clear_error():
-    c = parse_config(CONFIG.format(profile=VLLM, extra="").replace('rail_ip = "192.168.100.10"\n', ""))
+    c = parse_config(CONFIG.format(profile=VLLM, extra="").replace('rail_ip = "198.18.0.1"\n', ""))
     with pytest.raises(engines.EngineConfigError, match="station A: rail_ip is not set"):
         engines.build_launch(c, c.station("B"), RT_VLLM)
 
