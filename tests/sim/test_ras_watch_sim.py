@@ -29,10 +29,11 @@ def _trail(objs: list[dict]) -> list:
 
 async def test_desync_without_traffic_is_out_of_step_before_the_watchdog_then_the_death_is_the_consequence(
         sim_factory):
-    # a faster clock than the other RAS tests: NCCL's 600 s watchdog is then 18 s after the hang, still
-    # four RAS reads (RAS_WATCH_EVERY_S) for the straggler to be read stuck before it; the test waits for it
-    h = await sim_factory(faults=["desync"], time_scale=0.03)
-    started(h, ago=9)  # ready ~3 s from now, out of step ~1 s later, A's watchdog ~18 s after that
+    # a faster clock than the other RAS tests: NCCL's 600 s watchdog is then 24 s after the hang, still
+    # six RAS reads (RAS_WATCH_EVERY_S) for the straggler to be read stuck before it (read at ~5.5 s at
+    # load 6; a loaded CI needs the rest); the test waits for it
+    h = await sim_factory(faults=["desync"], time_scale=0.04)
+    started(h, ago=13)  # ready ~4 s from now, out of step ~1 s later, A's watchdog ~24 s after that
 
     def dead_after(objs: list[dict]) -> bool:
         return any(o["station"] == "B" and o.get("progress_consequence") == ["A"] for o in objs)
