@@ -6,7 +6,9 @@ A session is a row (id, title, API URL, model, times); a turn is a row (the user
 it was the tool test, the reply as ``chat --json`` writes it plus latency and cancelled). Nothing
 here touches a widget: the chat pane hands writes to :func:`submit` (one writer thread, so turns
 land in order and the event loop never waits on the disk) and reads through ``asyncio.to_thread``.
-Every call opens its own connection (``sqlite3`` connections are per thread).
+Every call opens its own connection (``sqlite3`` connections are per thread). The schema is
+versioned (``PRAGMA user_version``, as the incident ledger's): a file written by a newer console, or
+one that is no SQLite file, is a ``ChatStoreError`` (one line), never rewritten.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from console.serving.chat import ChatResult
 from console.serving.errors import ApiError
 
 DB_NAME = "chats.sqlite3"
+SCHEMA_VERSION = 1
 TITLE_CHARS = 80
 LIST_LIMIT = 200
 
@@ -52,6 +55,11 @@ CREATE TABLE IF NOT EXISTS turns (
     PRIMARY KEY (session_id, seq)
 );
 """
+
+
+class ChatStoreError(OSError):
+    """The chats file cannot be used (newer schema, not SQLite, locked past the timeout): a file
+    problem, said in one line where the chat is kept or listed."""
 
 
 def store_path() -> Path:
@@ -153,9 +161,24 @@ class ChatStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():  # private from the first byte: a chat holds what was typed
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
-        conn = sqlite3.connect(self.path, timeout=10.0)
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.executescript(_SCHEMA)
+        try:
+            conn = sqlite3.connect(self.path, timeout=10.0)
+        except sqlite3.Error as exc:
+            raise ChatStoreError(f"chats file {self.path}: {exc}") from None
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise ChatStoreError(f"chats file {self.path}: schema {version} is newer than this console's "
+                                     f"({SCHEMA_VERSION}); upgrade dgx-console or move the file away")
+            if version < SCHEMA_VERSION:  # a new file, or one kept before the schema had a number (the same tables)
+                conn.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise ChatStoreError(f"chats file {self.path}: {exc}") from None
+        except ChatStoreError:
+            conn.close()
+            raise
         return conn
 
     def add_turn(self, session_id: str, url: str, turn: SavedTurn) -> None:

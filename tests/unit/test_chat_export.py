@@ -12,7 +12,15 @@ import pytest
 
 from console.serving.chat import ChatResult
 from console.serving.chat_export import export_format, fenced, to_json, to_markdown, write_export
-from console.serving.chat_store import ChatStore, SavedTurn, new_session_id, result_from_record, result_record
+from console.serving.chat_store import (
+    SCHEMA_VERSION,
+    ChatStore,
+    ChatStoreError,
+    SavedTurn,
+    new_session_id,
+    result_from_record,
+    result_record,
+)
 from console.serving.errors import ApiError
 
 HOSTILE_REASONING = "think\n</details>\n<script>alert(1)</script>\n```\nunclosed fence\x1b]52;c;cGF3bmVk\x07"
@@ -51,6 +59,32 @@ def test_store_keeps_sessions_in_order_and_private(tmp_path) -> None:
     assert (store.path.stat().st_mode & 0o777) == 0o600
     store.delete(b)
     assert store.load(b) is None and store.last().summary.id == a
+
+
+def test_the_schema_is_numbered_and_a_newer_or_foreign_file_is_one_line_never_rewritten(tmp_path) -> None:
+    import sqlite3
+
+    path = tmp_path / "chats.sqlite3"
+    store = ChatStore(path)
+    sid = new_session_id()
+    store.add_turn(sid, "http://x", SavedTurn("kept", reply(), at=1.0))
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        con.execute("PRAGMA user_version = 0")  # a file kept before the schema had a number
+    assert store.load(sid).turns[0].user == "kept"  # read as it was, numbered again
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    with pytest.raises(ChatStoreError, match="newer than this console's") as err:
+        store.add_turn(sid, "http://x", SavedTurn("lost?", reply(), at=2.0))
+    assert isinstance(err.value, OSError) and "\n" not in str(err.value)  # the CLI's file-problem line
+    assert path.read_bytes() == before
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not a database at all\n" * 100)
+    with pytest.raises(ChatStoreError, match="chats file"):
+        ChatStore(junk).list_sessions()
+    assert junk.read_bytes() == b"not a database at all\n" * 100
 
 
 def test_markdown_folds_reasoning_and_no_output_breaks_the_fold(tmp_path) -> None:
