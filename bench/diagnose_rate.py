@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from highlight_compare import per_char
 from reftree import interleaved, load, trees
 
 try:
@@ -94,18 +95,7 @@ def run_station_once(stream: list[str], batch: int) -> float:
 def highlight_ns_per_char() -> dict[int, float]:
     """Log highlighting (the pane highlights every visible line): time per character must not grow with
     the line (a backtracking pattern would make a long line quadratic)."""
-    per_char = {}
-    for n in (20_000, 320_000):
-        line = "(APIServer pid=1) ERROR " + "x." * (n // 4) + "A" * (n // 2) + " torch.OutOfMemoryError"
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for rx, _kind in HIGHLIGHTS:
-                for _m in rx.finditer(line):
-                    pass
-            best = min(best, time.perf_counter() - t0)
-        per_char[n] = best / len(line) * 1e9
-    return per_char
+    return {n: per_char(HIGHLIGHTS, n) for n in (20_000, 320_000)}
 
 
 def stream_of(lines: int) -> list[str]:

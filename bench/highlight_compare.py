@@ -12,14 +12,14 @@ import argparse
 import re
 import time
 
-from console.catalogue import markers as m
-
 
 def _alternation(words) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
 def _old() -> list:
+    from console.catalogue import markers as m
+
     old = list(m.HIGHLIGHTS)
     old[2] = (re.compile(_alternation((*m.READY_MARKERS.values(), "Init COMPLETE"))), "ready")
     old[3] = (re.compile(old[3][0].pattern), "warning")  # one compiled alternation, not searched part by part
@@ -30,6 +30,8 @@ def _old() -> list:
 
 
 def per_char(highlights, n: int) -> float:
+    """Best of 3 over the long hostile line of ``n`` characters, in ns per character (no console import
+    here: bench/diagnose_rate.py times an older tree's highlighter with it)."""
     line = "(APIServer pid=1) ERROR " + "x." * (n // 4) + "A" * (n // 2) + " torch.OutOfMemoryError"
     best = float("inf")
     for _ in range(3):
@@ -42,6 +44,8 @@ def per_char(highlights, n: int) -> float:
 
 
 def main() -> None:
+    from console.catalogue import markers as m
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
