@@ -97,6 +97,18 @@ def stall_cycle_load(world, tokens_per_s: float, elapsed: float) -> tuple[int, f
     return WEDGE_LOAD, (elapsed - frozen(elapsed)[0]) * rate, False
 
 
+def _default_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _hangup_as_sshd():
+    """sshd starts a session's shell with SIGHUP at its default action, so a shell's ``trap ... HUP``
+    works there. A simulator run under ``nohup`` (SIGHUP ignored, inherited through exec, and a shell
+    cannot trap a signal ignored at its start) would let a hung tool outlive its channel where a real
+    station ends it: then the child resets it. Otherwise no hook (the fast spawn path stays)."""
+    return _default_hangup if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else None
+
+
 @dataclass
 class SimStationEndpoint:
     name: str
@@ -252,7 +264,7 @@ class SimServer:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", line, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
-                cwd=station_shell.session_dir(env),
+                cwd=station_shell.session_dir(env), preexec_fn=_hangup_as_sshd(),
             )
             self._children.add(proc.pid)
 
