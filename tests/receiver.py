@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,11 +26,13 @@ class Received:
 
 class Receiver:
     """``Receiver(statuses=[503, 200])``: the answers in order, the last one repeated; ``HANG``: no
-    answer (the connection is held open until ``close``)."""
+    answer (the connection is held open until ``close``). An answer may be ``(status, headers)``
+    (``(429, {"Retry-After": "2"})``). ``got_at``: when each request came (monotonic)."""
 
-    def __init__(self, statuses: list[int] | None = None) -> None:
+    def __init__(self, statuses: list[int | tuple[int, dict[str, str]]] | None = None) -> None:
         self.statuses = list(statuses or [200])
         self.got: list[Received] = []
+        self.got_at: list[float] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
         rec = self
@@ -40,11 +43,15 @@ class Receiver:
                 body = self.rfile.read(n)
                 with rec._lock:
                     rec.got.append(Received("POST", self.path, {k: v for k, v in self.headers.items()}, body))
-                    status = rec.statuses.pop(0) if len(rec.statuses) > 1 else rec.statuses[0]
+                    rec.got_at.append(time.monotonic())
+                    answer = rec.statuses.pop(0) if len(rec.statuses) > 1 else rec.statuses[0]
+                status, headers = answer if isinstance(answer, tuple) else (answer, {})
                 if status == HANG:
                     rec._closing.wait(30)
                     return
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")

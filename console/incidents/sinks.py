@@ -2,6 +2,9 @@
 title, priority and tags as headers), the desktop (notify-send). One delivery per sink, bounded: each
 try at most ``timeout_s`` (the whole request, not each phase), ``retries`` more tries with back-off
 (the console's one table, ``restart_delay``: 1, 2, 5 ... 30 s) after a connection error, a timeout, 429 or a 5xx (never after another 4xx: the receiver refused it);
+a 429 or 503 that says when to come back (``Retry-After``: seconds or an HTTP date) is waited for
+that long instead when it is longer, at most ``RETRY_AFTER_MAX_S`` (a rate-limited ntfy topic
+answers 429 with it: retrying sooner only spends the tries);
 the response body is never read. Every outcome comes back as an ``Outcome`` (sent / failed /
 unavailable) with the sink's URL masked (``mask_sink_url``) and the detail through the config's masker.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import os
 import shutil
 import time
@@ -145,6 +149,27 @@ def ntfy_headers(alert: Alert) -> dict[str, str]:
             "Tags": f"{tag},{alert.kind},{alert.event}", "Content-Type": "text/plain; charset=utf-8"}
 
 
+RETRY_AFTER_MAX_S = 60.0  # the longest wait a receiver's Retry-After may ask for: a delivery stays bounded
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header's wait in seconds (``120`` or an HTTP date), at most
+    ``RETRY_AFTER_MAX_S``; None when absent or not one of the two (the table's wait then)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit() and len(text) <= 9:
+        return min(float(text), RETRY_AFTER_MAX_S)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    wait = when.timestamp() - (time.time() if now is None else now)
+    return min(max(wait, 0.0), RETRY_AFTER_MAX_S)
+
+
 async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str], *, timeout_s: float,
                retries: int, backoff_s: float, mask: Callable[[str], str]) -> Outcome:
     """One delivery (see the module): the outcome, never an exception (but cancellation).
@@ -156,10 +181,12 @@ async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str]
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False) as client:
         for attempt in range(retries + 1):
             attempts = attempt + 1
+            asked: float | None = None  # the receiver's Retry-After, when it gave one
             try:
                 async with asyncio.timeout(timeout_s):
                     async with client.stream("POST", url, content=content, headers=headers) as r:
                         code = r.status_code
+                        asked = retry_after_s(r.headers.get("retry-after")) if code in (429, 503) else None
             except (TimeoutError, httpx.TimeoutException):
                 detail = f"no answer within {timeout_s:g} s"
             except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
@@ -171,7 +198,7 @@ async def post(sink: SinkName, url: str, content: bytes, headers: dict[str, str]
                 if code != 429 and code < 500:  # the receiver refused it: the same again changes nothing
                     break
             if attempt < retries:
-                await asyncio.sleep(restart_delay(attempt + 1, backoff_s))
+                await asyncio.sleep(max(restart_delay(attempt + 1, backoff_s), asked or 0.0))
     return Outcome(sink, shown, "failed", detail, attempts, time.monotonic() - t0)
 
 

@@ -138,6 +138,29 @@ async def test_retries_after_5xx_then_sent_and_none_after_4xx():
         assert o.status == "failed" and o.attempts == 3 and o.detail == "HTTP 500"
 
 
+@pytest.mark.parametrize(("value", "wait"), [
+    ("2", 2.0), (" 7 ", 7.0), ("0", 0.0), ("86400", 60.0),  # a day is capped: the delivery stays bounded
+    ("Wed, 21 Oct 2037 07:28:00 GMT", 60.0), ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),  # far ahead / past
+    (None, None), ("", None), ("-5", None), ("soon", None), ("1e9", None), ("9" * 40, None),
+])
+def test_retry_after_is_seconds_or_a_date_and_capped(value, wait):
+    from console.incidents.sinks import retry_after_s
+
+    assert retry_after_s(value) == wait
+
+
+async def test_a_429_that_says_when_is_waited_for_before_the_next_try():
+    with Receiver([(429, {"Retry-After": "1"}), 200]) as rx:
+        a = Alerter(config(f'webhook = "{hook(rx)}"\nretries = 2\n'), backoff_s=0.01)  # the table: 0.01 s
+        (o,) = await a.send_all(a.test_alert())
+        assert o.status == "sent" and o.attempts == 2
+        assert rx.got_at[1] - rx.got_at[0] >= 0.9  # the receiver's second, not the table's hundredth
+    with Receiver([(429, {"Retry-After": "soon"}), 200]) as rx:  # no number: the table's wait (parsed above)
+        a = Alerter(config(f'webhook = "{hook(rx)}"\nretries = 2\n'), backoff_s=0.01)
+        (o,) = await a.send_all(a.test_alert())
+        assert o.status == "sent" and o.attempts == 2
+
+
 async def test_a_receiver_that_never_answers_is_bounded_and_never_blocks_the_caller():
     with Receiver([HANG]) as rx:
         said = Said()
