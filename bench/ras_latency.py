@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -112,6 +113,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--scale", type=float, default=0.1)
     args = ap.parse_args()
+    # The consoles it runs record and capture the incidents it makes: in a ledger of their own, not the
+    # operator's (XDG_STATE_HOME in a temporary directory, as the simulated world is).
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="dgx-bench-state-")
     for fault in WANT:
         for name, fn in (("watch --json", watch_once), ("dashboard banner", banner_once)):
             got = [asyncio.run(fn(fault, args.scale)) for _ in range(args.runs)]

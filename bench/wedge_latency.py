@@ -110,6 +110,9 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=30.0)
     ap.add_argument("--judge", choices=("first", "tokens"), default="first")
     args = ap.parse_args()
+    # The consoles it runs record and capture the incidents it makes: in a ledger of their own, not the
+    # operator's (XDG_STATE_HOME in a temporary directory, as the simulated world is).
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="dgx-bench-state-")
     if args.judge == "tokens":
         import console.commands.watch as watch_cmd
         import console.ui.app as app_mod
