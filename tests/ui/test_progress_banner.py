@@ -224,7 +224,7 @@ async def test_the_banner_comes_within_w_plus_5_s_of_the_sims_wedge(sim_factory)
                     detail=lambda: {n: (v.state, v.words) for n, v in app.stations.judged.stations.items()})
         took = time.time() - frozen_at
         print(f"wedge -> banner: {took:.1f} s (W = {W:g} s)")
-        # The target (W + 5 s) is measured by bench/wedge_latency.py (median of 3: W + 1.6 s); here the bound
+        # The target (W + 1 s) is measured by bench/wedge_latency.py --judge tokens (median of 3: W + 0.8 s); here the bound
         # only proves the judge, not a watchdog, raised it, with room for a loaded 2-core CI machine.
         assert W <= took + 1.0 and took <= W + 15, took
         # The freeze is named by whichever judge sees it first: the head's token counter (WEDGED) or,
