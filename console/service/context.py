@@ -22,7 +22,7 @@ from console.remote.transport import CommandResult, Transport
 from console.service import history as launch_history
 from console.service.follow import Followers, LogSource
 from console.service.steps import ActionFailed, CancelToken, StepLog
-from console.station.logstream import HeadlessLogs
+from console.station.log_sources import HeadlessLogs
 
 if TYPE_CHECKING:
     from console.service.fit_inputs import FitReport, MemoryReading

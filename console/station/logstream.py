@@ -2,7 +2,7 @@
 
 The station monitor (``StationService``) owns one per station; a process that runs no monitor (the
 CLI's launch and restart, the workbench's relaunch, the tests) runs one per followed station over the
-action's session (``HeadlessLogs``). Each reader reads the same batches, so there is one
+action's session (``HeadlessLogs``, console/station/log_sources.py). Each reader reads the same batches, so there is one
 ``docker logs -f`` per station and one classification per batch:
 
 - the owner gets every batch at once and in full (``on_batches``: the monitor's tracker, then the
@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from console.catalogue.classify import classify
@@ -45,7 +45,6 @@ from console.remote.transport import Transport
 from console.sanitize import clip, one_line
 from console.secrets import redact_lines, redact_text
 from console.station.messages import LogBatch, LogMarker
-from console.supervisor import Backoff
 from console.tasks import cancel_and_wait
 from console.vocabulary import ContainerState
 
@@ -59,8 +58,6 @@ HISTORY_LINES = LOG_BATCH_MAX  # kept for a subscriber that starts in the past .
 HISTORY_CHARS = 8 * 2**20  # ... and at most this much text
 SUBSCRIBER_MAX_LINES = 10 * LOG_BATCH_MAX  # what one subscriber may fall behind by, in lines ...
 SUBSCRIBER_MAX_CHARS = 32 * 2**20  # ... and in characters, before its oldest batches are dropped
-HEADLESS_HEALTHY_S = 30.0  # a headless stream that ran this long before it failed is opened again at once ...
-HEADLESS_CAP_S = 10.0  # ... else after the back-off table's wait, at most this (a launch is waiting on it)
 
 _NOTHING = object()  # no run read yet
 
@@ -531,78 +528,3 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         finally:
             await asyncio.shield(cancel_and_wait(tasks))
             self.flush()
-
-
-class StreamSource:
-    """A ``LogSource`` (``console.service.follow``) over streams that already run: the console's
-    station monitors' (``StationService.logs``). A launch subscribes; nothing new is opened."""
-
-    def __init__(self, streams: Mapping[str, LogStream]) -> None:
-        self.streams = streams
-
-    def __call__(self, station: Station, run: ContainerInfo, since: float) -> LogSubscription:
-        return self.streams[station.name].follow_run(run, since)
-
-
-class HeadlessLogs:
-    """The log streams of a process that runs no station monitor (the CLI's launch and restart, the
-    workbench's relaunch, a test): one ``LogStream`` per followed station over the action's own
-    session, started when its first run is followed (from that run's start: no older lines) and
-    stopped when its last subscriber lets go, or on ``close``. A stream whose connection failed is
-    opened again (it resumes with ``--since``); its subscribers read a ``LogInterrupted`` first.
-
-    It is a ``LogSource`` (``console.service.follow``): ``source(station, run, since)``."""
-
-    def __init__(self, transports: Mapping[str, Transport], tail: int = 1000,
-                 mask: Callable[[str], str] = redact_text) -> None:
-        self.transports = transports
-        self.tail = tail
-        self.mask = mask
-        self.streams: dict[str, LogStream] = {}
-        self._tasks: dict[str, asyncio.Task] = {}
-        self._ending: list[asyncio.Task] = []
-
-    def __call__(self, station: Station, run: ContainerInfo, since: float) -> LogSubscription:
-        stream = self.streams.get(station.name)
-        if stream is None:
-            stream = LogStream(station, self.transports[station.name], self.tail, since=f"{since:.6f}",
-                               mask=self.mask)
-            stream.container(run)
-            stream.on_idle = lambda: self._release(station.name)
-            self.streams[station.name] = stream
-            self._tasks[station.name] = asyncio.create_task(self._keep(stream), name=f"logs-{station.name}")
-        return stream.follow_run(run, since)
-
-    def _release(self, name: str) -> None:
-        """The last subscriber let go: stop the stream (nobody else reads it)."""
-        self.streams.pop(name, None)
-        task = self._tasks.pop(name, None)
-        if task is not None:
-            task.cancel()
-            self._ending.append(task)  # (awaited in close)
-
-    @staticmethod
-    async def _keep(stream: LogStream) -> None:
-        """Run ``stream`` until released; a read that failed anywhere (a follow, a catch-up read, an
-        inspect) is an interruption its subscribers read, then the stream is opened again."""
-        backoff = Backoff(healthy_after_s=HEADLESS_HEALTHY_S, cap_s=HEADLESS_CAP_S)
-        while True:
-            t0 = time.monotonic()
-            try:
-                await stream.run()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # told (once, if the follow told it already), then opened again
-                stream.cut(exc)
-            await asyncio.sleep(backoff.failed(time.monotonic() - t0))
-
-    async def close(self) -> None:
-        """End every subscription and stream."""
-        tasks = list(self._tasks.values()) + self._ending
-        self._tasks.clear()
-        self._ending = []
-        for stream in list(self.streams.values()):
-            stream.on_idle = None
-            stream.close_subscriptions()
-        self.streams.clear()
-        await cancel_and_wait(tasks)

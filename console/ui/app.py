@@ -38,7 +38,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor
 from console.station.aspects import Aspect
 from console.station.checks.gpu_errors import FIX as GPU_ERRORS_FIX
-from console.station.logstream import StreamSource
+from console.station.log_sources import StreamSource
 from console.station.messages import (
     ConnectionState,
     ContainerUpdate,

@@ -13,8 +13,9 @@ from console.config import parse_config
 from console.incidents import sinks
 from console.probes.docker import ContainerInfo
 from console.remote.transport import AuthRefused, CommandResult, Unreachable
-from console.station import logstream, monitor
-from console.station.logstream import HeadlessLogs, LogEnded, LogInterrupted, LogStream
+from console.station import log_sources, monitor
+from console.station.log_sources import HeadlessLogs
+from console.station.logstream import LogEnded, LogInterrupted, LogStream
 from console.station.messages import ConnectionState
 from console.station.monitor import StationService
 from console.supervisor import (
@@ -211,7 +212,7 @@ async def test_a_headless_stream_whose_read_failed_says_so_then_reads_again_by_t
             waits.append(delay := super().failed(ran_s))
             return delay
 
-    monkeypatch.setattr(logstream, "Backoff", Spy)
+    monkeypatch.setattr(log_sources, "Backoff", Spy)
     station = parse_config('[[stations]]\nname = "A"\nhost = "127.0.0.1"\nrank = 0\n', "x.toml").stations[0]
     flaky = Flaky(station, fails=3)
     logs = HeadlessLogs({"A": flaky})  # type: ignore[dict-item]
@@ -230,7 +231,7 @@ async def test_a_headless_stream_whose_read_failed_says_so_then_reads_again_by_t
     assert [c.reason for c in cuts] == ["Unreachable: A: connection lost"] * 3
     assert isinstance(items[-1], LogEnded)  # read again, to the run's end
     (spy,) = spies
-    assert spy.healthy_after_s == logstream.HEADLESS_HEALTHY_S and spy.cap_s == logstream.HEADLESS_CAP_S
+    assert spy.healthy_after_s == log_sources.HEADLESS_HEALTHY_S and spy.cap_s == log_sources.HEADLESS_CAP_S
     assert waits == pytest.approx([0.01, 0.02, 0.05])
 
 

@@ -16,7 +16,8 @@ from console.probes.engine_log import EngineLogTracker
 from console.remote.transport import CommandResult
 from console.secrets import redact_text
 from console.service.follow import Follower
-from console.station.logstream import HeadlessLogs, LogEnded, LogSkipped, LogStream
+from console.station.log_sources import HeadlessLogs
+from console.station.logstream import LogEnded, LogSkipped, LogStream
 from console.station.messages import LogBatch, LogMarker
 from tests.two_stations import stations_toml
 from tests.waiting import until

@@ -12,7 +12,8 @@ import pytest
 from console.config import Station, masked_overrides, masker, parse_config, secret_values
 from console.secrets import MASK, is_secret_name, is_secret_value, mask_url, redact_text
 from console.service import engines
-from console.station.logstream import HeadlessLogs, LogStream
+from console.station.log_sources import HeadlessLogs
+from console.station.logstream import LogStream
 from console.station.messages import LogBatch
 from console.station.monitor import StationService
 from tests.two_stations import TWO_STATIONS
