@@ -297,7 +297,8 @@ class ConsoleApp(App):
             return
         self._diag_version = self.diagnoser.version
         findings = self.diagnoser.ranked()
-        self.dashboard.query_one(DiagnosisPanel).update_findings(findings, self.diagnoser.previous_runs())
+        for panel in self.dashboard.query(DiagnosisPanel):  # none while the app tears its screens down
+            panel.update_findings(findings, self.diagnoser.previous_runs())
         for name, pane in self.panes.items():
             pane.set_badge("diagnosis", station_badge(findings, name))
         shown = self.screen is self.dashboard and self.dashboard.has_class("-show-diagnosis")
