@@ -176,7 +176,8 @@ class StationState:
     # ------------------------------------------------------------------ updates
 
     def apply(self, msg: object) -> frozenset[Aspect]:
-        """Fold one message in; the aspects it changed (none for a message of another kind)."""
+        """Fold one message in; the aspects it changed (none for a message of another kind). One
+        ``match`` for every message a station takes, each case one handler."""
         self.progress.note(msg)  # the facts the progress judge reads
         match msg:
             case ConnectionState():
@@ -184,29 +185,11 @@ class StationState:
             case GpuSample():
                 return self._gpu_sample(msg)
             case AppsSample():
-                self.at[Aspect.APPS], self.apps_error = msg.at, msg.error
-                if msg.error is not None:  # the query failed: the last list stays
-                    return frozenset({Aspect.APPS})
-                self.apps, self.apps_seen = msg.apps, True
-                return frozenset({Aspect.APPS, *self._derive_memory()})
+                return self._apps(msg)
             case HostMemSample():
-                self.at[Aspect.HOSTMEM] = msg.at
-                self.host_mem_error = msg.error
-                if msg.memory is None:  # the reading failed: the last values stay
-                    return frozenset({Aspect.HOSTMEM})
-                self.host_mem = msg.memory
-                unified = any(m.unified for m in self.memory.values())
-                return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
+                return self._host_mem(msg)
             case ContainerUpdate():
-                was_up = self.container is not None and self.container.state in CONTAINER_UP_STATES
-                self.progress.down_at = (msg.at if was_up else self.progress.down_at) \
-                    if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
-                self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
-                if msg.info.state == ContainerState.RUNNING and msg.info.started_at != self._run:  # a new run
-                    if self._run is not None:  # a rank restarted: a new NCCL job, whose reads start over
-                        self.ras.new_job(self.name)
-                    self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
-                return frozenset({Aspect.CONTAINER, *self._derive_serving(), *self._derive_engine()})
+                return self._container(msg)
             case EngineUpdate():
                 self.engine_read, self.at[Aspect.ENGINE] = msg.progress, msg.at
                 self._derive_engine()
@@ -221,7 +204,46 @@ class StationState:
             case RasSample():  # a read of the job's RAS report (wherever it ran: it speaks for every rank)
                 self.ras.apply(msg)
                 return frozenset({Aspect.RAS})
-        return self._apply_health(msg)
+            case GpuHealthSample():
+                self.at[Aspect.HEALTH], self.health_error = msg.at, msg.error
+                if msg.error is None or msg.gpus:
+                    self.health = {h.index: h for h in msg.gpus if h.index >= 0}
+                return frozenset({Aspect.HEALTH})
+            case RailsSample():
+                self.at[Aspect.RAILS], self.rails_error = msg.at, msg.error
+                if msg.readings:
+                    self.rails.feed(msg.readings, msg.at)
+                return frozenset({Aspect.RAILS})
+            case KernelEvents():
+                return self._kernel(msg)
+        return NOTHING
+
+    def _apps(self, msg: AppsSample) -> frozenset[Aspect]:
+        self.at[Aspect.APPS], self.apps_error = msg.at, msg.error
+        if msg.error is not None:  # the query failed: the last list stays
+            return frozenset({Aspect.APPS})
+        self.apps, self.apps_seen = msg.apps, True
+        return frozenset({Aspect.APPS, *self._derive_memory()})
+
+    def _host_mem(self, msg: HostMemSample) -> frozenset[Aspect]:
+        self.at[Aspect.HOSTMEM] = msg.at
+        self.host_mem_error = msg.error
+        if msg.memory is None:  # the reading failed: the last values stay
+            return frozenset({Aspect.HOSTMEM})
+        self.host_mem = msg.memory
+        unified = any(m.unified for m in self.memory.values())
+        return frozenset({Aspect.HOSTMEM, *(self._derive_memory() if unified else ())})
+
+    def _container(self, msg: ContainerUpdate) -> frozenset[Aspect]:
+        was_up = self.container is not None and self.container.state in CONTAINER_UP_STATES
+        self.progress.down_at = (msg.at if was_up else self.progress.down_at) \
+            if msg.info.state not in CONTAINER_UP_STATES else None  # seen to go down (a peer's death)
+        self.container, self.at[Aspect.CONTAINER] = msg.info, msg.at
+        if msg.info.state == ContainerState.RUNNING and msg.info.started_at != self._run:  # a new run
+            if self._run is not None:  # a rank restarted: a new NCCL job, whose reads start over
+                self.ras.new_job(self.name)
+            self._run, self._run_from, self._run_last = msg.info.started_at, msg.at, None
+        return frozenset({Aspect.CONTAINER, *self._derive_serving(), *self._derive_engine()})
 
     def _derive_engine(self) -> frozenset[Aspect]:
         """The engine's one state, from its log and its container: an engine whose container does not
@@ -424,26 +446,13 @@ class StationState:
 
     # ------------------------------------------------------------------ GPU and fabric health
 
-    def _apply_health(self, msg: object) -> frozenset[Aspect]:
-        match msg:
-            case GpuHealthSample():
-                self.at[Aspect.HEALTH], self.health_error = msg.at, msg.error
-                if msg.error is None or msg.gpus:
-                    self.health = {h.index: h for h in msg.gpus if h.index >= 0}
-                return frozenset({Aspect.HEALTH})
-            case RailsSample():
-                self.at[Aspect.RAILS], self.rails_error = msg.at, msg.error
-                if msg.readings:
-                    self.rails.feed(msg.readings, msg.at)
-                return frozenset({Aspect.RAILS})
-            case KernelEvents():
-                self.at[Aspect.KERNEL], self.kernel_unreadable = msg.at, msg.unreadable
-                seen = {(x.code, x.bus_id, x.at, x.text) for x in self.xids}  # a restarted follower reads them again
-                new = [x for e in msg.events if e.kind == "xid" and e.xid is not None
-                       if (x := xid_event(e, self.health, msg.at)) and (x.code, x.bus_id, x.at, x.text) not in seen]
-                self.xids = (self.xids + new)[-XIDS_KEPT:]
-                return frozenset({Aspect.KERNEL}) if new or msg.unreadable else NOTHING
-        return NOTHING
+    def _kernel(self, msg: KernelEvents) -> frozenset[Aspect]:
+        self.at[Aspect.KERNEL], self.kernel_unreadable = msg.at, msg.unreadable
+        seen = {(x.code, x.bus_id, x.at, x.text) for x in self.xids}  # a restarted follower reads them again
+        new = [x for e in msg.events if e.kind == "xid" and e.xid is not None
+               if (x := xid_event(e, self.health, msg.at)) and (x.code, x.bus_id, x.at, x.text) not in seen]
+        self.xids = (self.xids + new)[-XIDS_KEPT:]
+        return frozenset({Aspect.KERNEL}) if new or msg.unreadable else NOTHING
 
     def gpu_flags(self, index: int) -> list[HealthFlag]:
         """The health flags of one GPU (empty: nothing to say, or not read)."""
