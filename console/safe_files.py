@@ -14,7 +14,6 @@ writes through a link at it).
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -126,7 +125,7 @@ def write_replacing(path: str | os.PathLike, write: Callable[[BinaryIO], None], 
     directory = target.parent
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(16):
-        tmp = directory / f".{target.name}.{secrets.token_hex(6)}.part"
+        tmp = directory / f".{target.name}.{os.urandom(6).hex()}.part"
         try:
             fd = os.open(tmp, flags, mode)
             break
@@ -162,7 +161,7 @@ def prepare_target(path: str | os.PathLike, force: bool = False) -> Path:
         if not directory.is_dir():
             raise FileProblem(f"directory {directory} does not exist (create it first)")
         check_target(target, force)
-        probe = directory / f".{target.name}.{secrets.token_hex(6)}.probe"
+        probe = directory / f".{target.name}.{os.urandom(6).hex()}.probe"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         os.close(os.open(probe, flags, 0o600))
         os.unlink(probe)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -229,6 +228,8 @@ class World:
             "operator_overrides": overrides,
         }
         _write_json(root / "world.json", meta)
+        import hashlib  # here, not at the top: only creating a world hashes (~3 ms of every shim's start)
+
         digest = "sha256:" + hashlib.sha256(profile.image.encode()).hexdigest()
         for rank, name in enumerate(names):
             sdir = root / "stations" / name
@@ -370,6 +371,8 @@ def held_mib(gpu: dict[str, Any]) -> int:
 
 
 def _gpus_for(profile: Profile, station: str) -> list[dict[str, Any]]:
+    import hashlib  # see World.create
+
     def uuid(i: int) -> str:
         h = hashlib.sha1(f"{station}-{i}-{profile.gpu.name}".encode()).hexdigest()
         return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
