@@ -74,11 +74,13 @@ from console.vocabulary import (
 
 if TYPE_CHECKING:
     from console.config import Config, Station
+    from console.probes.kernel_log import KernelEvent
     from console.serving.metrics import ServingSnapshot
 
 
 #: The kernel log's Xid lines kept per station (the newest).
 XIDS_KEPT = 50
+KERNEL_SEEN_MAX = 4000  # kernel events remembered per station (an event read twice is taken once)
 
 
 @dataclass
@@ -163,6 +165,8 @@ class StationState:
         self.rails = RailTracker()  # expectations set by Stations.for_config (the profile's link)
         self.rails_error: str | None = None
         self.xids: list[XidEvent] = []  # the kernel log's Xid lines (newest last, bounded)
+        self.kernel_new: list[KernelEvent] = []  # the events first read with the last KernelEvents
+        self._kernel_seen: dict[tuple[float | None, str], None] = {}
         self.kernel_unreadable: str | None = None
 
     @classmethod
@@ -447,12 +451,40 @@ class StationState:
     # ------------------------------------------------------------------ GPU and fabric health
 
     def _kernel(self, msg: KernelEvents) -> frozenset[Aspect]:
+        """Each kernel event once: the health channel's follower reads an hour back when it (re)starts,
+        so the same line can come twice. ``kernel_new`` keeps this message's first reads (the live
+        diagnosis takes those of the run, ``run_kernel_new``); the Xids among them join ``xids``."""
         self.at[Aspect.KERNEL], self.kernel_unreadable = msg.at, msg.unreadable
-        seen = {(x.code, x.bus_id, x.at, x.text) for x in self.xids}  # a restarted follower reads them again
-        new = [x for e in msg.events if e.kind == "xid" and e.xid is not None
-               if (x := xid_event(e, self.health, msg.at)) and (x.code, x.bus_id, x.at, x.text) not in seen]
+        seen = self._kernel_seen
+        self.kernel_new = [e for e in msg.events if (e.time, e.text) not in seen]
+        for e in self.kernel_new:
+            seen[(e.time, e.text)] = None
+        while len(seen) > KERNEL_SEEN_MAX:
+            del seen[next(iter(seen))]
+        new = [xid_event(e, self.health, msg.at) for e in self.kernel_new if e.kind == "xid" and e.xid is not None]
         self.xids = (self.xids + new)[-XIDS_KEPT:]
         return frozenset({Aspect.KERNEL}) if new or msg.unreadable else NOTHING
+
+    def run_started(self) -> float | None:
+        """The epoch the container's run started (docker's StartedAt), None with no run: no container,
+        or one never started."""
+        c = self.container
+        if c is None or c.state == ContainerState.ABSENT or not c.started_at:
+            return None
+        return t if (t := parse_time(c.started_at)) and t > 0 else None
+
+    def of_run(self, at: float | None) -> bool:
+        """The one rule for "this run's" kernel events: at or after the run's start (a second of
+        slack for the two clocks); an undated event, or any event while no run is known, counts."""
+        t0 = self.run_started()
+        return t0 is None or at is None or at >= t0 - 1.0
+
+    def run_kernel_new(self) -> list[KernelEvent]:
+        """The kernel events first read with the last message that belong to the container's run:
+        what the live diagnosis is fed (none while no run is known: findings belong to a run)."""
+        if self.run_started() is None:
+            return []
+        return [e for e in self.kernel_new if self.of_run(e.time)]
 
     def gpu_flags(self, index: int) -> list[HealthFlag]:
         """The health flags of one GPU (empty: nothing to say, or not read)."""
@@ -461,9 +493,7 @@ class StationState:
 
     def run_xids(self) -> list[XidEvent]:
         """The Xids since the container started (all of them when it never did)."""
-        c = self.container
-        t0 = parse_time(c.started_at) if c is not None and c.started_at else None
-        return [x for x in self.xids if t0 is None or x.at is None or x.at >= t0 - 1.0]
+        return [x for x in self.xids if self.of_run(x.at)]
 
     def health_level(self) -> str | None:
         """The worst of the GPU flags, the Xids of this run and the rails: ``error`` | ``warn`` | None."""

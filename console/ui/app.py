@@ -65,7 +65,7 @@ from console.ui.screens.host_key import review_host_key
 from console.ui.themes import load_themes
 from console.ui.widgets.diagnosis import DiagnosisPanel, station_badge
 from console.ui.widgets.station_pane import StationPane
-from console.vocabulary import CONTAINER_ENDED_STATES, HOST_KEY_STATES, ConnState, ContainerState
+from console.vocabulary import CONTAINER_ENDED_STATES, HOST_KEY_STATES, ConnState
 
 if TYPE_CHECKING:
     import httpx  # annotations only: the client loads it when the API is first polled
@@ -104,7 +104,6 @@ class ConsoleApp(App):
         self._gpu_interval_ms = gpu_interval_ms
         self.services: dict[str, StationService] = {}
         self.diagnoser = Diagnoser(gpudirect_expected=config.profile.link.gpudirect, nodes=config.profile.nnodes)
-        self._kernel_feeds: dict[str, object] = {}  # per station: the kernel events the diagnosis has had
         self._diag_version = 0
         self.last_checks: list | None = None  # the checks screen reopens with them
         self._checks_pass: ChecksDone | None = None  # the last pass (its time and its counts for the badges)
@@ -268,13 +267,9 @@ class ConsoleApp(App):
     # Each station's kernel log (since its container started) feeds the live diagnosis
     def _feed_kernel(self, msg: KernelEvents) -> None:
         """The health channel's kernel events (its one ``journalctl -k -f`` per station) of the
-        container's run, each once, to the diagnosis (the panel redraws on its interval)."""
-        from console.diagnosis.kernel import KernelFeed, container_since
-
-        c = self.stations[msg.station].container
-        since = container_since(c.started_at) if c is not None and c.state != ContainerState.ABSENT else None
-        feed = self._kernel_feeds.setdefault(msg.station, KernelFeed())
-        if new := feed.new(msg.events, since):
+        container's run, each once (the station's state keeps which), to the diagnosis (the panel
+        redraws on its interval)."""
+        if new := self.stations[msg.station].run_kernel_new():
             self.diagnoser.feed_kernel_events(msg.station, new)
 
     def on_checks_done(self, msg: ChecksDone) -> None:

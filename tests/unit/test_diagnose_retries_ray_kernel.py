@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from console.diagnosis import Diagnoser, has_problems
 from console.diagnosis.engine import diagnose_lines
-from console.diagnosis.kernel import KernelFeed
 from console.diagnosis.text import message_of
 
 HUB_RETRY = [
@@ -165,17 +164,39 @@ XID_79 = ("2023-11-14T22:13:28+0000 spark-b kernel: NVRM: Xid (PCI:0000:01:00): 
 BEFORE = "2023-11-14T20:00:00+0000 spark-b kernel: mlx5_core 0000:01:00.1 enp1s0f1np1: Link down"
 
 
-def test_the_feed_passes_each_kernel_event_of_the_run_once():
+def _station_running_since(started_at: str | None):
+    from console.probes.docker import ContainerInfo
+    from console.station.messages import ContainerUpdate
+    from console.station.state import StationState
+
+    st = StationState("B")
+    if started_at is not None:
+        st.apply(ContainerUpdate("B", ContainerInfo("glm53", "running", started_at=started_at), at=1.0))
+    return st
+
+
+def _read(st, *lines: str) -> list:
+    from console.station.messages import KernelEvents
+
+    st.apply(KernelEvents("B", _events(*lines), 2.0))
+    return st.run_kernel_new()
+
+
+def test_the_station_passes_each_kernel_event_of_the_run_once():
     """The health channel's follower reads an hour back when it (re)starts: the diagnosis gets each
-    event of the container's run once, none from before the run."""
-    feed, since = KernelFeed(), 1_700_000_000.0  # 2023-11-14T22:13:20Z
-    assert [e.text for e in feed.new(_events(BEFORE, LINK_DOWN), since)] == [_events(LINK_DOWN)[0].text]
-    assert feed.new(_events(LINK_DOWN), since) == []  # read again after a restart: not fed twice
-    assert [e.xid for e in feed.new(_events(LINK_DOWN, XID_79), since)] == [79]
+    event of the container's run once, none from before the run; the Xids kept for the health pane
+    follow the same one rule."""
+    st = _station_running_since("2023-11-14T22:13:20Z")
+    assert [e.text for e in _read(st, BEFORE, LINK_DOWN)] == [_events(LINK_DOWN)[0].text]
+    assert _read(st, LINK_DOWN) == []  # read again after a restart: not fed twice
+    assert [e.xid for e in _read(st, LINK_DOWN, XID_79)] == [79]
+    assert _read(st, XID_79) == [] and [x.code for x in st.run_xids()] == [79]
 
 
-def test_the_feed_waits_while_no_container_runs():
-    assert KernelFeed().new(_events(LINK_DOWN, XID_79), None) == []
+def test_nothing_is_fed_while_no_container_runs_but_the_health_pane_keeps_the_xids():
+    st = _station_running_since(None)
+    assert _read(st, LINK_DOWN, XID_79) == []
+    assert [x.code for x in st.run_xids()] == [79]
 
 
 def test_engine_dead_names_the_error_before_it():
