@@ -34,7 +34,8 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
                             kernel: bool = False) -> StationLog:
     """The last ``tail`` lines of the station's container (docker --timestamps); with ``kernel`` also the
     station's kernel log since the container started (the last hour when that is unknown); never raises."""
-    from console.diagnosis.kernel import container_since, read_kernel_log
+    from console.diagnosis.kernel import read_kernel_log
+    from console.probes.docker import run_started
 
     transport = make_transport(station, config.connect_timeout_s, config.command_timeout_s)
     info: ContainerInfo | None = None
@@ -49,7 +50,8 @@ async def fetch_station_log(config: Config, station: Station, tail: int, trust: 
             with contextlib.suppress(ParseError, ValueError):
                 info = parse_inspect(station.container, ins.stdout, ins.exit_status)
         if kernel:
-            since = container_since(info.started_at if info else None) or time.time() - 3600
+            t0 = run_started(info.started_at if info else None)
+            since = t0 if t0 and t0 < time.time() + 60 else time.time() - 3600  # a start in the future: distrust
             try:
                 klines, kwhy = await read_kernel_log(transport, since, max(config.command_timeout_s, 20.0))
             except TransportError as exc:

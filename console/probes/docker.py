@@ -160,6 +160,12 @@ def parse_time(value: str) -> float | None:
     return base + (float("0." + m.group(2)) if m.group(2) else 0.0)
 
 
+def run_started(started_at: str | None) -> float | None:
+    """The epoch a container run started (docker's StartedAt), None when it never did: where a
+    run's kernel events and findings begin (the station's state and ``diagnose --station``)."""
+    return t if started_at and (t := parse_time(started_at)) and t > 0 else None
+
+
 def time_key(ts: str) -> tuple[str, str]:
     """A docker log timestamp (UTC, ``Z``) as a sortable key without parsing it: the seconds, then the
     fraction padded to nanoseconds (``...09.5Z`` and ``...09.500000000Z`` are one instant). Hot path

@@ -31,7 +31,8 @@ from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from console.durations import age as age_words
-from console.probes.docker import ContainerInfo, parse_time
+from console.probes.docker import ContainerInfo
+from console.probes.docker import run_started as container_run_started
 from console.probes.engine_log import EngineProgress
 from console.probes.gpu_health import GpuHealth, HealthFlag
 from console.probes.gpu_health import flags as health_flags
@@ -469,9 +470,9 @@ class StationState:
         """The epoch the container's run started (docker's StartedAt), None with no run: no container,
         or one never started."""
         c = self.container
-        if c is None or c.state == ContainerState.ABSENT or not c.started_at:
+        if c is None or c.state == ContainerState.ABSENT:
             return None
-        return t if (t := parse_time(c.started_at)) and t > 0 else None
+        return container_run_started(c.started_at)
 
     def of_run(self, at: float | None) -> bool:
         """The one rule for "this run's" kernel events: at or after the run's start (a second of
