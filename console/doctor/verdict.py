@@ -5,11 +5,12 @@ power, the kernel log and the RoCE counters), and one line per kind of evidence.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from console.config import Config
 from console.doctor.hang_model import Finding
-from console.doctor.next_steps import next_step
+from console.doctor.next_steps import Kind, next_step
 from console.probes import flight_recorder as fr
 from console.probes import ncclras, pyspy
 from console.vocabulary import ContainerState
@@ -171,7 +172,38 @@ def judge(config: Config, evs: dict[str, StationEvidence], interval_s: float, fu
 
 
 def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float,
-           stacks: pyspy.HangSummary) -> tuple[str, dict[str, str], str]:
+           stacks: pyspy.HangSummary) -> tuple[str, dict[str, str], Kind]:
+    """(verdict, findings, kind): every source read into its finding, then the first rule that speaks
+    (strongest evidence first); none speaks: no verdict, with the strongest finding said."""
+    read = _readings(config, evs, interval_s, stacks)
+    if not any(e.running for e in evs.values()):
+        return _nothing_running(evs), read.findings, "nothing-running"
+    scene = _scene(config, evs, stacks, read)
+    for rule in _RULES:
+        said = rule(scene)
+        if said is not None:
+            return said[0], read.findings, said[1]
+    return _no_verdict(scene), read.findings, "unknown"
+
+
+_PTRACE_DENIED = "permission denied — launch with --cap-add SYS_PTRACE"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Readings:
+    """Every source judged once: the findings' lines and what the verdict's rules read of them."""
+
+    ras: ncclras.RasVerdict
+    frv: fr.FrVerdict | None
+    counters: str  # the counters' finding, said in the verdict too
+    network: bool  # the counters implicate the network path
+    kbad: list[str]  # the stations whose kernel log has errors since the start
+    denied: list[str]  # the stations py-spy was refused on
+    findings: dict[str, str]
+
+
+def _readings(config: Config, evs: dict[str, StationEvidence], interval_s: float,
+              stacks: pyspy.HangSummary) -> _Readings:
     ras = _ras(config, evs, interval_s)
     frv = _fr(evs)
     counters, network = _counters(evs)
@@ -179,91 +211,207 @@ def _judge(config: Config, evs: dict[str, StationEvidence], interval_s: float,
     denied = [n for n, e in evs.items() if e.pyspy.get("status") == "permission-denied"]
     findings = {
         "ras": ras.text,
-        "flight_recorder": frv.text if frv else "; ".join(
-            f"{n}: {e.flight_recorder.get('note')}" for n, e in evs.items() if e.flight_recorder.get("note")) or
-        "no flight recorder dump",
-        "pyspy": stacks.text + (f" ({', '.join(denied)}: permission denied — launch with --cap-add SYS_PTRACE)"
-                                if denied else ""),
+        "flight_recorder": _fr_finding(evs, frv),
+        "pyspy": _pyspy_finding(stacks, denied),
         "counters": counters,
         "gpus": _gpus(evs),
         "kernel": kernel,
     }
+    return _Readings(ras, frv, counters, network, kbad, denied, findings)
+
+
+def _fr_finding(evs: dict[str, StationEvidence], frv: fr.FrVerdict | None) -> str:
+    """The flight recorder's comparison, else why no station's dump was read."""
+    if frv:
+        return frv.text
+    return "; ".join(f"{n}: {e.flight_recorder.get('note')}" for n, e in evs.items()
+                     if e.flight_recorder.get("note")) or "no flight recorder dump"
+
+
+def _pyspy_finding(stacks: pyspy.HangSummary, denied: list[str]) -> str:
+    """The stacks compared, naming the stations py-spy was refused on (their stacks are not in it)."""
+    return stacks.text + (f" ({', '.join(denied)}: {_PTRACE_DENIED})" if denied else "")
+
+
+def _nothing_running(evs: dict[str, StationEvidence]) -> str:
+    states = ", ".join(f"{n}: {e.error or e.container.get('state', 'absent')}" for n, e in evs.items())
+    return f"nothing to capture: no engine container runs on any station ({states})"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scene:
+    """What the verdict's rules read: the sources judged once, and where every station's engine waits."""
+
+    config: Config
+    evs: dict[str, StationEvidence]
+    stacks: pyspy.HangSummary
+    read: _Readings
+    down: list[str]  # the stations whose engine container does not run
+    where: dict[str, list[pyspy.WaitPoint]]  # per station, where each of its engine processes is
+    coll: dict[str, pyspy.WaitPoint | None]  # per station, the collective one of its processes waits in
+    seq: str  # " SeqNum N", the flight recorder's last collective, or ""
+    behind_live: list[str]  # live stations in no collective: while another is gone or waits, they fell behind
+
+    def line(self, head: str, with_counters: bool = True) -> str:
+        """The verdict's line: its head, the kernel log's errors, and the counters (always when they
+        implicate the network: a rule that names the cause leaves them out otherwise)."""
+        tail = [f"{', '.join(self.read.kbad)}'s kernel log has errors since the start"] if self.read.kbad else []
+        if self.read.network or with_counters:
+            tail.append(self.read.counters)
+        return "; ".join([head, *tail])
+
+
+def _scene(config: Config, evs: dict[str, StationEvidence], stacks: pyspy.HangSummary,
+           read: _Readings) -> _Scene:
     running = [n for n, e in evs.items() if e.running]
-    if not running:
-        states = ", ".join(f"{n}: {e.error or e.container.get('state', 'absent')}" for n, e in evs.items())
-        return (f"nothing to capture: no engine container runs on any station ({states})", findings,
-                "nothing-running")
-    tail = []
-    if kbad:
-        tail.append(f"{', '.join(kbad)}'s kernel log has errors since the start")
-    if network:
-        tail.append(counters)
+    where, coll = _waits(evs)
+    return _Scene(config, evs, stacks, read,
+                  down=[n for n in evs if n not in running],
+                  where=where,
+                  coll=coll,
+                  seq=_last_seq(read.frv),
+                  behind_live=[n for n in running if where.get(n) and not coll.get(n)])
 
-    def line(head: str, with_counters: bool = True) -> str:
-        extra = tail if network or not with_counters else tail + [counters]
-        return "; ".join([head] + extra)
 
-    stuck_kind = "network" if network else "kernel" if kbad else "stuck-collective"
+def _waits(evs: dict[str, StationEvidence]) -> tuple[dict[str, list[pyspy.WaitPoint]],
+                                                     dict[str, pyspy.WaitPoint | None]]:
+    """Per station, where each engine process is (its stack), and the collective one of them waits in."""
     where = {n: [pyspy.wait_point(d) for d in e.dumps] for n, e in evs.items()}
-    coll = {n: next((w for w in ws if w.kind == "collective"), None) for n, ws in where.items()}
-    seq = f" SeqNum {max(frv.seq.values())}" if frv and frv.seq else ""
-    down = [n for n, e in evs.items() if n not in running]
-    # a live rank not in any collective while another is gone or waits: the one that fell behind
-    behind_live = [n for n in running if where.get(n) and not coll.get(n)]
-    if ras.kind == "missing-ranks" or (down and (any(coll.values()) or behind_live)):
-        gone = ", ".join(f"{n} ({_state(evs[n])})" for n in down) or _missing(config, evs, ras)
-        if behind_live:
-            cause = "; ".join(f"{n} {_where(evs[n])}" for n in behind_live)
-            return line(f"{', '.join(behind_live)} fell behind (the cause: {cause}); {gone} "
-                        f"{'is' if len(down) <= 1 else 'are'} the consequence (a rank waiting for it gave up or "
-                        "was ended)", False), findings, "rank-gone"
-        if down and any(coll.values()):
-            waiting = next(n for n, w in coll.items() if w)
-            return line(f"{gone} gone while {waiting} waits in {coll[waiting].name or coll[waiting].label()}{seq}",
-                        False), findings, "rank-gone"
-        return line(ras.text, False), findings, "rank-gone"
-    if ras.kind == "out-of-step":
-        detail = []
-        rep = next(e for e in evs.values() if e.ras_reports).ras_reports[-1]
-        names = rank_names(config, rep)
-        for r in sorted(ras.behind):
-            n = names.get(r)
-            if n in where and where[n] and not coll.get(n):
-                detail.append(f"{n} {_where(evs[n])}")
-        ahead = [n for n, w in coll.items() if w]
-        if ahead:
-            detail.append(f"{', '.join(ahead)} wait{'s' if len(ahead) == 1 else ''} in "
-                          f"{coll[ahead[0]].name or 'a collective'}{seq}")
-        _groups, odd = ncclras.roll_call(ras.ops)
-        odd = odd or sorted(ras.behind)
-        who = ", ".join(names.get(r, f"rank {r}") for r in odd)
-        cause = f"; not with the others: {who} (the cause; the others wait for {'it' if len(odd) == 1 else 'them'})"
-        return (line(f"ranks out of step: {ras.spread}" + (f" ({'; '.join(detail)})" if detail else "")
-                     + (cause if who else ""), False), findings, "out-of-step")
-    if ras.kind == "moving":
-        return line(ras.text, False), findings, "moving"
-    if frv and frv.kind == "rank-missing":
-        miss = ", ".join(frv.missing)
-        inside = ", ".join(n for n in frv.seq if n not in frv.missing)
-        return (line(f"{miss} never entered {next(iter(frv.missing.values()))} ({inside} waits in it)"), findings,
-                "out-of-step")
-    if stacks.verdict == "same-collective" or ras.kind == "frozen-equal":
-        names = [n for n, w in coll.items() if w]
-        what = (coll[names[0]].name if names and coll[names[0]].name else "the same collective") + seq
-        equal = f"; RAS: every rank at {ras.collective} op {ras.at}" if ras.kind == "frozen-equal" else ""
-        stacks_said = f" ({', '.join(names)} in it by the stacks)" if names else ""
-        return (line(f"every rank stuck in {what}{stacks_said}{equal}: no rank is behind, none to blame"), findings,
-                stuck_kind)
-    if stacks.verdict == "one-elsewhere":
-        return line(stacks.text), findings, "out-of-step"
-    if stacks.verdict == "idle":
-        return line("no rank waits in a collective: every engine process is idle in its loop (not an NCCL hang)",
-                    False), findings, "idle"
-    strongest = next((t for k, t in findings.items() if k in ("ras", "pyspy", "flight_recorder")
+    return where, {n: next((w for w in ws if w.kind == "collective"), None) for n, ws in where.items()}
+
+
+def _last_seq(frv: fr.FrVerdict | None) -> str:
+    """" SeqNum N" of the last collective the flight recorder saw, said after the collective's name."""
+    return f" SeqNum {max(frv.seq.values())}" if frv and frv.seq else ""
+
+
+_Said = tuple[str, Kind]  # a rule's verdict line and its kind
+
+
+def _rank_gone(s: _Scene) -> _Said | None:
+    """RAS misses a rank, or a container is down while another waits or fell behind: a rank is gone."""
+    if not (s.read.ras.kind == "missing-ranks" or (s.down and (any(s.coll.values()) or s.behind_live))):
+        return None
+    gone = ", ".join(f"{n} ({_state(s.evs[n])})" for n in s.down) or _missing(s.config, s.evs, s.read.ras)
+    return s.line(_gone_head(s, gone), False), "rank-gone"
+
+
+def _gone_head(s: _Scene, gone: str) -> str:
+    """A live rank that fell behind is the cause and the gone one its consequence; else the gone one
+    while another waits; else RAS's own line."""
+    if s.behind_live:
+        cause = "; ".join(f"{n} {_where(s.evs[n])}" for n in s.behind_live)
+        return (f"{', '.join(s.behind_live)} fell behind (the cause: {cause}); {gone} "
+                f"{'is' if len(s.down) <= 1 else 'are'} the consequence (a rank waiting for it gave up or "
+                "was ended)")
+    if s.down and any(s.coll.values()):
+        waiting = next(n for n, w in s.coll.items() if w)
+        return f"{gone} gone while {waiting} waits in {s.coll[waiting].name or s.coll[waiting].label()}{s.seq}"
+    return s.read.ras.text
+
+
+def _out_of_step(s: _Scene) -> _Said | None:
+    """RAS counts the ranks at different operations: the ones not with the others are the cause."""
+    ras = s.read.ras
+    if ras.kind != "out-of-step":
+        return None
+    rep = next(e for e in s.evs.values() if e.ras_reports).ras_reports[-1]
+    names = rank_names(s.config, rep)
+    detail = _behind_where(s, names) + _ahead_wait(s)
+    return (s.line(f"ranks out of step: {ras.spread}" + (f" ({'; '.join(detail)})" if detail else "")
+                   + _odd_ones(s, names), False), "out-of-step")
+
+
+def _behind_where(s: _Scene, names: dict[int, str]) -> list[str]:
+    """Where each rank RAS counts behind is, for those whose stack shows them outside a collective."""
+    out = []
+    for r in sorted(s.read.ras.behind):
+        n = names.get(r)
+        if n in s.where and s.where[n] and not s.coll.get(n):
+            out.append(f"{n} {_where(s.evs[n])}")
+    return out
+
+
+def _ahead_wait(s: _Scene) -> list[str]:
+    """The stations whose stacks wait in a collective (the others wait for the ones behind)."""
+    ahead = [n for n, w in s.coll.items() if w]
+    if not ahead:
+        return []
+    return [f"{', '.join(ahead)} wait{'s' if len(ahead) == 1 else ''} in "
+            f"{s.coll[ahead[0]].name or 'a collective'}{s.seq}"]
+
+
+def _odd_ones(s: _Scene, names: dict[int, str]) -> str:
+    """The ranks not with the majority (else those RAS counts behind), named as the cause; "" if none."""
+    _groups, odd = ncclras.roll_call(s.read.ras.ops)
+    odd = odd or sorted(s.read.ras.behind)
+    who = ", ".join(names.get(r, f"rank {r}") for r in odd)
+    if not who:
+        return ""
+    return f"; not with the others: {who} (the cause; the others wait for {'it' if len(odd) == 1 else 'them'})"
+
+
+def _moving(s: _Scene) -> _Said | None:
+    """RAS counts the operations advancing: not a hang."""
+    return (s.line(s.read.ras.text, False), "moving") if s.read.ras.kind == "moving" else None
+
+
+def _never_entered(s: _Scene) -> _Said | None:
+    """The flight recorder shows a rank that never entered the collective the others wait in."""
+    frv = s.read.frv
+    if frv is None or frv.kind != "rank-missing":
+        return None
+    miss = ", ".join(frv.missing)
+    inside = ", ".join(n for n in frv.seq if n not in frv.missing)
+    return s.line(f"{miss} never entered {next(iter(frv.missing.values()))} ({inside} waits in it)"), "out-of-step"
+
+
+def _all_stuck(s: _Scene) -> _Said | None:
+    """Every rank in the same collective (by the stacks, or RAS's equal frozen counts): none to blame."""
+    ras = s.read.ras
+    if not (s.stacks.verdict == "same-collective" or ras.kind == "frozen-equal"):
+        return None
+    names = [n for n, w in s.coll.items() if w]
+    what = (s.coll[names[0]].name if names and s.coll[names[0]].name else "the same collective") + s.seq
+    equal = f"; RAS: every rank at {ras.collective} op {ras.at}" if ras.kind == "frozen-equal" else ""
+    stacks_said = f" ({', '.join(names)} in it by the stacks)" if names else ""
+    return (s.line(f"every rank stuck in {what}{stacks_said}{equal}: no rank is behind, none to blame"),
+            _stuck_kind(s.read))
+
+
+def _stuck_kind(read: _Readings) -> Kind:
+    """A collective every rank is stuck in: the network when its counters say so, else a kernel error
+    when a log has one, else the collective itself."""
+    if read.network:
+        return "network"
+    return "kernel" if read.kbad else "stuck-collective"
+
+
+def _one_elsewhere(s: _Scene) -> _Said | None:
+    """The stacks show the others waiting in a collective and one rank elsewhere."""
+    return (s.line(s.stacks.text), "out-of-step") if s.stacks.verdict == "one-elsewhere" else None
+
+
+def _idle(s: _Scene) -> _Said | None:
+    """Every engine process idle in its loop: not an NCCL hang."""
+    if s.stacks.verdict != "idle":
+        return None
+    return (s.line("no rank waits in a collective: every engine process is idle in its loop (not an NCCL hang)",
+                   False), "idle")
+
+
+#: the verdict's rules, strongest evidence first: the first that speaks is the verdict
+_RULES: tuple[Callable[[_Scene], _Said | None], ...] = (
+    _rank_gone, _out_of_step, _moving, _never_entered, _all_stuck, _one_elsewhere, _idle)
+
+
+def _no_verdict(s: _Scene) -> str:
+    """No rule spoke: the strongest finding that read something, and the stations py-spy was refused on."""
+    strongest = next((t for k, t in s.read.findings.items() if k in ("ras", "pyspy", "flight_recorder")
                       and not t.startswith(("RAS not read", "no stack dump", "no flight"))), None)
-    return line("no verdict from the stacks and counters" + (f": {strongest}" if strongest else "")
-                + (f" ({', '.join(denied)}: {'py-spy: permission denied — launch with --cap-add SYS_PTRACE'})"
-                   if denied else ""), False), findings, "unknown"
+    denied = s.read.denied
+    return s.line("no verdict from the stacks and counters" + (f": {strongest}" if strongest else "")
+                  + (f" ({', '.join(denied)}: py-spy: {_PTRACE_DENIED})" if denied else ""), False)
 
 
 def _missing(config: Config, evs: dict[str, StationEvidence], ras: ncclras.RasVerdict) -> str:
