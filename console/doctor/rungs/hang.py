@@ -108,37 +108,69 @@ def _counters(ctx: DoctorContext, hev: HangEvidence, out: list[RungResult]) -> d
     for n, e in hev.stations.items():
         if e.error:
             continue
-        s1, s2, c = e.counter_reads.first, e.counter_reads.second, e.counters
-        ev_c = tuple((s1 or {}).get("ev", []) + [f"(second read {c.get('interval_s', hev.interval_s):g} s later)"]
-                     + (s2 or {}).get("ev", []))
+        c, ev_c = e.counters, _counter_ev(e, hev.interval_s)
         if c.get("status") != "ok":
             note = c.get("note") or "no RDMA or NIC counter could be read"
             out.append(RungResult(ID, n, CheckStatus.SKIP, f"{n}: port counters not readable ({note})", ev_c))
             continue
-        secs = c["interval_s"]
-        moved, rising = c["rdma_bytes_moved"], c["retries_rising"]
-        rate = f"{moved * 8 / secs / 1e9:.1f} Gb/s of RDMA traffic" if moved and secs > 0 else (
-            "RDMA traffic (rate unknown)" if moved else "no RDMA traffic")
+        rate, rising = _rate(c), c["retries_rising"]
         if rising:
-            grown = ", ".join(f"{k} +{v}" for k, v in sorted(rising.items()))
-            out.append(RungResult(ID, n, CheckStatus.FAIL, f"{n}: {rate}; retry counters rising in {secs:g} s: {grown}",
-                                  ev_c, "RoCE packets are lost or unanswered: local ACK timeouts mean the peer never "
-                                  "acknowledges (wrong GID index, MTU, a port or cable); out-of-sequence / sequence "
-                                  "errors mean drops on the link: reseat or replace the cable.", cause=True))
+            out.append(_retries_rising(n, rate, c["interval_s"], rising, ev_c))
         else:
-            waiting = e.running and any(pyspy.wait_point(d).kind == "collective" for d in e.dumps)
-            silent[n] = bool(waiting and not moved)
-            out.append(RungResult(ID, n, CheckStatus.WARN if silent[n] else CheckStatus.PASS,
-                                  f"{n}: {rate}, no retry counter rising"
-                                  + (" while a collective waits: a silent hang (software, not the network)"
-                                     if silent[n] else ""), ev_c))
-        spin = act.spinning([x["gpu"] for x in (s1, s2) if x and x.get("gpu")], ctx.profile.gpu.name)
-        if spin:
-            out.append(RungResult(ID, n, CheckStatus.WARN,
-                                  f"{n}: GPU {', '.join(map(str, spin))} at >= 90 % with no memory "
-                                  "traffic in both samples: a collective kernel spinning on a peer that never sends",
-                                  ev_c))
+            silent[n] = _silent(e, c["rdma_bytes_moved"])
+            out.append(_no_retries(n, rate, silent[n], ev_c))
+        if spin := _spinning(ctx, n, e, ev_c):
+            out.append(spin)
     return silent
+
+
+def _counter_ev(e: StationEvidence, interval_s: float) -> tuple[str, ...]:
+    """Both reads' evidence, the time between them said in between."""
+    s1, s2, c = e.counter_reads.first, e.counter_reads.second, e.counters
+    return tuple((s1 or {}).get("ev", []) + [f"(second read {c.get('interval_s', interval_s):g} s later)"]
+                 + (s2 or {}).get("ev", []))
+
+
+def _rate(c: dict) -> str:
+    """The RDMA traffic over the measured time (its rate unknown when no time was measured)."""
+    secs, moved = c["interval_s"], c["rdma_bytes_moved"]
+    if not moved:
+        return "no RDMA traffic"
+    return f"{moved * 8 / secs / 1e9:.1f} Gb/s of RDMA traffic" if secs > 0 else "RDMA traffic (rate unknown)"
+
+
+def _retries_rising(n: str, rate: str, secs: float, rising: dict[str, int], ev_c: tuple[str, ...]) -> RungResult:
+    """Retry counters rising: the network path is the cause."""
+    grown = ", ".join(f"{k} +{v}" for k, v in sorted(rising.items()))
+    return RungResult(ID, n, CheckStatus.FAIL, f"{n}: {rate}; retry counters rising in {secs:g} s: {grown}",
+                      ev_c, "RoCE packets are lost or unanswered: local ACK timeouts mean the peer never "
+                      "acknowledges (wrong GID index, MTU, a port or cable); out-of-sequence / sequence "
+                      "errors mean drops on the link: reseat or replace the cable.", cause=True)
+
+
+def _silent(e: StationEvidence, moved: int) -> bool:
+    """A collective waits on a running engine with no RDMA traffic: a silent hang, if no retry rises."""
+    waiting = e.running and any(pyspy.wait_point(d).kind == "collective" for d in e.dumps)
+    return bool(waiting and not moved)
+
+
+def _no_retries(n: str, rate: str, silent: bool, ev_c: tuple[str, ...]) -> RungResult:
+    """No retry counter rising: traffic passes, or (silent) a collective waits for nothing on the wire."""
+    return RungResult(ID, n, CheckStatus.WARN if silent else CheckStatus.PASS,
+                      f"{n}: {rate}, no retry counter rising"
+                      + (" while a collective waits: a silent hang (software, not the network)" if silent else ""),
+                      ev_c)
+
+
+def _spinning(ctx: DoctorContext, n: str, e: StationEvidence, ev_c: tuple[str, ...]) -> RungResult | None:
+    """GPUs busy with no memory traffic in both samples: a collective kernel spinning on a silent peer."""
+    reads = (e.counter_reads.first, e.counter_reads.second)
+    spin = act.spinning([x["gpu"] for x in reads if x and x.get("gpu")], ctx.profile.gpu.name)
+    if not spin:
+        return None
+    return RungResult(ID, n, CheckStatus.WARN,
+                      f"{n}: GPU {', '.join(map(str, spin))} at >= 90 % with no memory "
+                      "traffic in both samples: a collective kernel spinning on a peer that never sends", ev_c)
 
 
 def _kernel(hev: HangEvidence) -> list[RungResult]:
