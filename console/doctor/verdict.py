@@ -315,8 +315,8 @@ def _out_of_step(s: _Scene) -> _Said | None:
     ras = s.read.ras
     if ras.kind != "out-of-step":
         return None
-    rep = next(e for e in s.evs.values() if e.ras_reports).ras_reports[-1]
-    names = rank_names(s.config, rep)
+    rep = next((e.ras_reports[-1] for e in s.evs.values() if e.ras_reports), None)
+    names = rank_names(s.config, rep) if rep is not None else {}  # a half-kept capture: ranks stay numbers
     detail = _behind_where(s, names) + _ahead_wait(s)
     return (s.line(f"ranks out of step: {ras.spread}" + (f" ({'; '.join(detail)})" if detail else "")
                    + _odd_ones(s, names), False), "out-of-step")

@@ -75,3 +75,14 @@ def test_the_archive_masks_secrets_in_every_file():
             "stations/A/ras-2.txt", "stations/A/pyspy.txt"} <= set(files)
     blob = b"".join(files.values())
     assert b"hf_abcdefghijklmnopqrstuvwxyz0123" not in blob and b"sk-live-1234567890abcdef" not in blob
+
+
+def test_out_of_step_with_no_report_kept_still_judges():
+    """A capture whose RAS reads say out of step but whose parsed reports were not kept (a half-kept
+    capture, a station's archive read back) judges with ranks as numbers, never a crash."""
+    evs = {n: station(n, IN_ALLREDUCE, fixture("ras_json_desync.json")) for n in ("A", "B")}
+    for ev in evs.values():
+        ev.ras_reports = []
+    cfg = pair_config()
+    verdict, _ = judge(cfg, evs, 3.0)
+    assert "out of step" in verdict, verdict
