@@ -113,21 +113,28 @@ class RasWatch:
         return name
 
     def apply(self, msg: RasSample) -> None:
-        at = msg.at
+        """Fold one read; a failed or unreadable one forgets the reads before it (nothing to compare)."""
         if msg.error is not None:
-            self._absent(msg.station, at, f"the read failed: {one_line(msg.error, 200)}")
+            self._absent(msg.station, msg.at, f"the read failed: {one_line(msg.error, 200)}")
             return
         text = msg.text.replace("NO-NCCLRAS-CLIENT\n", "")
-        report = None
         try:
             report = ncclras.parse_ras(text)
         except ParseError:
-            why = ncclras.unavailable(msg.text) or f"no RAS report ({one_line(text.strip()[-160:], 160) or 'no output'})"
-        if report is None:
-            self._absent(msg.station, at, why)
+            self._absent(msg.station, msg.at, self._why_unread(msg.text, text))
             return
+        self._read(report, msg.at, msg.station)
+
+    @staticmethod
+    def _why_unread(raw: str, text: str) -> str:
+        """The client's own reason when it gave one, else the tail of what it printed."""
+        return ncclras.unavailable(raw) or (
+            f"no RAS report ({one_line(text.strip()[-160:], 160) or 'no output'})")
+
+    def _read(self, report: ncclras.RasReport, at: float, station: str) -> None:
+        """Compare a parsed read with the one before and keep the verdict."""
         self.prev, self.prev_at = (self.report, self.read_at) if self.report is not None else (None, None)
-        self.report, self.read_at, self.station, self.why = report, at, msg.station, None
+        self.report, self.read_at, self.station, self.why = report, at, station, None
         interval = at - self.prev_at if self.prev_at is not None else RAS_WATCH_EVERY_S
         name = self.name(report)
         # the first read is compared with an empty one: "one read", never "frozen"
@@ -135,6 +142,12 @@ class RasWatch:
         v = ncclras.verdict(first, report, round(interval, 1), name)
         self.verdict = v
         self.frozen_since = None if v.kind == "moving" else (self.frozen_since or self.prev_at or at)
+        self._track_spread(v, at, name)
+        self.missing_since = (self.missing_since or at) if v.kind == "missing-ranks" else None
+
+    def _track_spread(self, v: ncclras.RasVerdict, at: float, name: Callable[[int], str]) -> None:
+        """Since when the ranks are out of step, and who is behind: kept until the job moves in step,
+        so a rank that dies later can name them as the cause."""
         if v.kind == "moving" and not self._spread(v):
             self.behind, self.behind_words = (), ""  # the job runs in step: nothing behind any more
         if v.kind in ("out-of-step", "moving") and self._spread(v):
@@ -145,10 +158,6 @@ class RasWatch:
                 self.behind_words = v.text
         else:
             self.spread_since = None
-        if v.kind == "missing-ranks":
-            self.missing_since = self.missing_since or at
-        else:
-            self.missing_since = None
 
     def new_job(self, station: str) -> None:
         """A rank's container started a new run: a new NCCL job, whose collective counts start over. The
@@ -176,50 +185,71 @@ class RasWatch:
         """What the reads say at ``now``; ``busy``: the job's GPUs busy in fresh readings (a frozen,
         equal job with busy GPUs spins in a collective; with idle GPUs it is idle); ``serving``:
         an engine serves (the watch reads only then)."""
-        at, where = self.read_at, self.station
-
-        def mk(state: RasState, since: float | None, words: str, **kw) -> RasView:
-            return RasView(state, since, words, station=where, read_at=at, **kw)
-
-        if at is None:
-            why = "not read yet" if serving else "not watched: no engine serving"
-            return mk(RasState.UNKNOWN, None, f"RAS {why}")
-        if now - at > RAS_LATE_S:
-            if not serving:
-                return mk(RasState.UNKNOWN, None, "RAS not watched: no engine serving")
-            return mk(RasState.UNKNOWN, None, f"RAS last read {clock(now - at)} ago on {where}")
+        at = self.read_at
+        if at is None or now - at > RAS_LATE_S:
+            return self._unread(now, serving)
         v = self.verdict
         if v is None:
-            return mk(RasState.UNKNOWN, None, f"RAS not read on {where}: {self.why}", kind="unavailable")
+            return self._word(RasState.UNKNOWN, None, f"RAS not read on {self.station}: {self.why}",
+                              kind="unavailable")
         name = self.name(self.report)
-        ev = (f"RAS read on {where} {clock(now - at)} ago: {v.text}",)
+        ev = (f"RAS read on {self.station} {clock(now - at)} ago: {v.text}",)
         if v.kind == "missing-ranks":
-            missing = tuple(name(r) for r in v.missing)
-            dead = tuple(name(r) for r in v.dead)
-            gone = ", ".join(f"{m} ({'dead' if m in dead else 'not answering'})" for m in missing) or "a rank"
-            if self.behind:
-                words = (f"{', '.join(self.behind)} fell behind (the cause: {self.behind_words}); then {gone} "
-                         "left the job (the consequence)")
-                return mk(RasState.STUCK, self.missing_since, words, kind=v.kind, behind=self.behind,
-                          missing=missing, cause=self.behind, evidence=ev)
-            return mk(RasState.STUCK, self.missing_since, f"{gone} missing from the NCCL job", kind=v.kind,
-                      missing=missing, evidence=ev)
+            return self._missing(v, name, ev)
         behind = tuple(name(r) for r in sorted(v.behind))
         if v.kind == "out-of-step":
-            if self.prev is None:  # one read: a spread not yet seen to hold
-                return mk(RasState.SUSPECT, self.spread_since, f"{v.text} (one read; the next says whether it holds)",
-                          kind=v.kind, behind=behind, evidence=ev)
-            return mk(RasState.STUCK, self.spread_since, v.text, kind=v.kind, behind=behind, evidence=ev)
+            return self._out_of_step(v, behind, ev)
         if v.kind == "frozen-equal":
-            frozen_for = now - (self.frozen_since or at)
-            if not busy:
-                return mk(RasState.HEALTHY, self.frozen_since, "RAS: every rank in step, no collective running "
-                          "(GPUs not busy: idle)", kind=v.kind, evidence=ev)
-            if self.prev is None or frozen_for < FROZEN_BUSY_S:
-                return mk(RasState.SUSPECT, self.frozen_since, f"{v.text}; GPUs busy", kind=v.kind, evidence=ev)
-            return mk(RasState.STUCK, self.frozen_since, f"{v.text}; GPUs busy for {clock(frozen_for)}", kind=v.kind,
-                      evidence=ev)
+            return self._frozen(v, now - (self.frozen_since or at), busy, ev)
         if v.kind in ("moving", "in-step"):
-            words = v.text if not behind else "RAS: operations advance (a rank a step apart mid-read: not stuck)"
-            return mk(RasState.HEALTHY, None, words, kind=v.kind, evidence=ev)
-        return mk(RasState.UNKNOWN, None, v.text, kind=v.kind, evidence=ev)
+            words = (v.text if not behind
+                     else "RAS: operations advance (a rank a step apart mid-read: not stuck)")
+            return self._word(RasState.HEALTHY, None, words, kind=v.kind, evidence=ev)
+        return self._word(RasState.UNKNOWN, None, v.text, kind=v.kind, evidence=ev)
+
+    def _word(self, state: RasState, since: float | None, words: str, **kw) -> RasView:
+        """A view stamped with where and when the last read ran."""
+        return RasView(state, since, words, station=self.station, read_at=self.read_at, **kw)
+
+    def _unread(self, now: float, serving: bool) -> RasView:
+        """Unknown: no read yet, or the last one too old to say anything about now."""
+        at = self.read_at
+        if at is None:
+            why = "not read yet" if serving else "not watched: no engine serving"
+            return self._word(RasState.UNKNOWN, None, f"RAS {why}")
+        if not serving:
+            return self._word(RasState.UNKNOWN, None, "RAS not watched: no engine serving")
+        return self._word(RasState.UNKNOWN, None, f"RAS last read {clock(now - at)} ago on {self.station}")
+
+    def _missing(self, v: ncclras.RasVerdict, name: Callable[[int], str], ev: tuple[str, ...]) -> RasView:
+        """Stuck: a rank left the job; the stations that fell behind before it are the cause."""
+        missing = tuple(name(r) for r in v.missing)
+        dead = tuple(name(r) for r in v.dead)
+        gone = ", ".join(f"{m} ({'dead' if m in dead else 'not answering'})" for m in missing) or "a rank"
+        if self.behind:
+            words = (f"{', '.join(self.behind)} fell behind (the cause: {self.behind_words}); then {gone} "
+                     "left the job (the consequence)")
+            return self._word(RasState.STUCK, self.missing_since, words, kind=v.kind, behind=self.behind,
+                              missing=missing, cause=self.behind, evidence=ev)
+        return self._word(RasState.STUCK, self.missing_since, f"{gone} missing from the NCCL job",
+                          kind=v.kind, missing=missing, evidence=ev)
+
+    def _out_of_step(self, v: ncclras.RasVerdict, behind: tuple[str, ...], ev: tuple[str, ...]) -> RasView:
+        """Suspect on one read (a spread not yet seen to hold), stuck once a second read shows it."""
+        if self.prev is None:
+            return self._word(RasState.SUSPECT, self.spread_since,
+                              f"{v.text} (one read; the next says whether it holds)",
+                              kind=v.kind, behind=behind, evidence=ev)
+        return self._word(RasState.STUCK, self.spread_since, v.text, kind=v.kind, behind=behind, evidence=ev)
+
+    def _frozen(self, v: ncclras.RasVerdict, frozen_for: float, busy: bool, ev: tuple[str, ...]) -> RasView:
+        """Frozen and equal is idle with idle GPUs; with busy GPUs, stuck once it lasts two intervals."""
+        if not busy:
+            return self._word(RasState.HEALTHY, self.frozen_since,
+                              "RAS: every rank in step, no collective running (GPUs not busy: idle)",
+                              kind=v.kind, evidence=ev)
+        if self.prev is None or frozen_for < FROZEN_BUSY_S:
+            return self._word(RasState.SUSPECT, self.frozen_since, f"{v.text}; GPUs busy", kind=v.kind,
+                              evidence=ev)
+        return self._word(RasState.STUCK, self.frozen_since, f"{v.text}; GPUs busy for {clock(frozen_for)}",
+                          kind=v.kind, evidence=ev)
