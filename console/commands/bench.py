@@ -213,7 +213,7 @@ def _f(v: float | None, fmt: str) -> str:
 
 
 def _row(lv: LevelResult) -> str:
-    server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
+    server = _server_tokens(lv)
     flag = "  MISMATCH" if lv.mismatch else ""
     return (f"{_f(lv.total_tok_s, ',.1f')} tok/s total, {_f(lv.per_user_tok_s, ',.1f')} per user, "
             f"TTFT {_f(lv.ttft_ms_mean, ',.0f')} ms, ITL {_f(lv.itl_ms_mean, '.2f')} ms, "
@@ -226,40 +226,73 @@ def _conc(lv: LevelResult) -> str:
     return str(lv.concurrency) if lv.reached else f"{lv.concurrency}>{lv.concurrency_reached}"
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """The table's optional columns: depth (a depth sweep), good% (an SLO), the reference beside."""
+
+    deep: bool
+    slo: bool
+    beside: bool
+
+
+def _header(cols: _Columns) -> str:
+    return ((f"{'depth':>6} " if cols.deep else "")
+            + f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
+            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}" + (f" {'good%':>6}" if cols.slo else "")
+            + ("  reference (total / per-user)" if cols.beside else ""))
+
+
+def _server_tokens(lv: LevelResult) -> str:
+    return "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
+
+
+def _per_user(lv: LevelResult) -> str:
+    """``n/m``: requests ran, but none long enough to measure a per-user rate."""
+    return _f(lv.per_user_tok_s, ',.1f') if lv.timed_requests or not lv.requests else "n/m"
+
+
+def _reference_cell(ref: BenchRow | None) -> str:
+    return f"  {ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "  -"
+
+
+def _level_line(lv: LevelResult, ref: BenchRow | None, cols: _Columns) -> str:
+    refs = _reference_cell(ref)
+    server = _server_tokens(lv)
+    per_user = _per_user(lv)
+    good = (f" {_f(lv.goodput_pct, '.0f'):>6}" if cols.slo else "")
+    return ((f"{lv.depth:>6} " if cols.deep else "") + f"{_conc(lv):>5} {_f(lv.total_tok_s, ',.1f'):>12} {per_user:>9} "
+            f"{_f(lv.ttft_ms_mean, ',.0f'):>9} {_f(lv.ttft_ms_p99, ',.0f'):>8} {_f(lv.itl_ms_mean, '.2f'):>8} "
+            f"{_f(lv.itl_ms_p99, '.2f'):>7} {_f(lv.latency_s_mean, '.2f'):>8} {lv.output_tokens:>9,} "
+            f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}" + good + (refs if cols.beside else ""))
+
+
+def _print_level_notes(lv: LevelResult, out: Any) -> None:
+    """What a level's numbers do not say: its notes, a token count mismatch, its error samples."""
+    for note in lv.notes():
+        print(note, file=out)
+    if lv.mismatch:
+        print(f"C{lv.concurrency}: the server counted {lv.server_tokens:,} generated tokens, the benchmark "
+              f"{lv.output_tokens:,}: other traffic on the server, or replies without usage", file=out)
+    for e in lv.error_samples:  # the server's words: one sanitized line each
+        print(f"C{lv.concurrency}: error: {one_line(e, 300)}", file=out)
+
+
 def print_table(report: BenchReport, reference: dict[int, BenchRow], out: Any = None,
                 comparison: ReferenceComparison | None = None) -> None:
     """The levels; the reference column only beside comparable settings (else a line says why)."""
     out = out or sys.stdout  # looked up now: the CLI wraps stdout to keep it terminal-safe
     beside = bool(reference) and (comparison is None or comparison.comparable)
-    deep = any(lv.depth for lv in report.levels)
-    slo = report.settings.slo is not None
-    head = ((f"{'depth':>6} " if deep else "")
-            + f"{'conc':>5} {'total tok/s':>12} {'per-user':>9} {'TTFT ms':>9} {'p99':>8} {'ITL ms':>8} "
-            f"{'p99':>7} {'lat s':>8} {'tokens':>9} {'server':>9} {'err':>4}" + (f" {'good%':>6}" if slo else ""))
-    print(head + ("  reference (total / per-user)" if beside else ""), file=out)
+    cols = _Columns(deep=any(lv.depth for lv in report.levels), slo=report.settings.slo is not None, beside=beside)
+    print(_header(cols), file=out)
     for lv in report.levels:
-        ref = reference.get(lv.concurrency)
-        refs = f"  {ref.total_tok_s:,.1f} / {ref.per_user_tok_s:,.1f}" if ref else "  -"
-        server = "n/a" if lv.server_tokens is None else f"{lv.server_tokens:,}"
-        per_user = _f(lv.per_user_tok_s, ',.1f') if lv.timed_requests or not lv.requests else "n/m"
-        good = (f" {_f(lv.goodput_pct, '.0f'):>6}" if slo else "")
-        print((f"{lv.depth:>6} " if deep else "") + f"{_conc(lv):>5} {_f(lv.total_tok_s, ',.1f'):>12} {per_user:>9} "
-              f"{_f(lv.ttft_ms_mean, ',.0f'):>9} {_f(lv.ttft_ms_p99, ',.0f'):>8} {_f(lv.itl_ms_mean, '.2f'):>8} "
-              f"{_f(lv.itl_ms_p99, '.2f'):>7} {_f(lv.latency_s_mean, '.2f'):>8} {lv.output_tokens:>9,} "
-              f"{server:>9}{'!' if lv.mismatch else ' '}{lv.errors:>4}" + good + (refs if beside else ""), file=out)
+        print(_level_line(lv, reference.get(lv.concurrency), cols), file=out)
     if comparison is not None:
         print(one_line(comparison.line(), 500) + ("" if beside else " (not printed beside these results)"), file=out)
     if report.settings.slo is not None:
         for answer in slo_answer(report.levels, report.settings.slo)["answers"]:
             print(one_line(answer["line"], 500), file=out)
     for lv in report.levels:
-        for note in lv.notes():
-            print(note, file=out)
-        if lv.mismatch:
-            print(f"C{lv.concurrency}: the server counted {lv.server_tokens:,} generated tokens, the benchmark "
-                  f"{lv.output_tokens:,}: other traffic on the server, or replies without usage", file=out)
-        for e in lv.error_samples:  # the server's words: one sanitized line each
-            print(f"C{lv.concurrency}: error: {one_line(e, 300)}", file=out)
+        _print_level_notes(lv, out)
 
 
 async def _bench(args: argparse.Namespace, settings: BenchSettings, prompts: tuple | None, t: _Target) -> int:

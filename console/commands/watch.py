@@ -34,6 +34,7 @@ import contextlib
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import TextIO
 
 from console import json_out
@@ -47,9 +48,9 @@ from console.remote.session import SessionRegistry
 from console.sanitize import clean, clip, one_line
 from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
-from console.station.memory_guard import MemoryGuard
+from console.station.memory_guard import GuardChange, MemoryGuard
 from console.station.messages import LogBatch, LogMarker, ServingUpdate
-from console.station.progress import ProgressJudge, job_ras
+from console.station.progress import Judgement, ProgressJudge, job_ras
 from console.station.ras_monitor import start_ras_watch
 from console.station.services import start_station_services
 from console.station.snapshot import progress_json, progress_words, watch_json, watch_line
@@ -68,6 +69,136 @@ def news_word(kind: str) -> str:
     return "recover" if kind.startswith("recover") else "incident"
 
 
+@dataclass(eq=False)
+class _View:
+    """One watch's printing: the fleet the services' messages fold into, the news not yet printed, and
+    the plain view's block height (redrawn in place on a terminal)."""
+
+    out: TextIO
+    log: TextIO
+    stations: Stations
+    judge: ProgressJudge
+    recorder: IncidentRecorder
+    guard: MemoryGuard
+    said: list[Notice]  # the flight recorder's news: on the head's next object (--json), else a line
+    as_json: bool
+    logs: bool
+    tty: bool
+    drawn: int = 0
+
+    def job_failed(self, f: JobFailure) -> None:
+        """A job's failure is never silent: the next print says it, and the log line."""
+        self.said.append(Notice("error", f"{f.job} failed ({type(f.error).__name__}: {one_line(str(f.error), 200)}); "
+                                         f"restarting in {f.retry_in_s:g} s", at=time.time()))
+
+    def emit(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def post(self, msg: object) -> None:
+        """A station service's message: folded into the fleet and the recorder; with --logs, its log lines."""
+        name = getattr(msg, "station", None)
+        if name not in self.stations:
+            return
+        self.stations.apply(msg)
+        self.recorder.note(msg)
+        if self.logs and isinstance(msg, LogBatch):
+            self._print_logs(name, msg)
+
+    def _print_logs(self, name: str, batch: LogBatch) -> None:
+        now = time.time()
+        for line in batch.lines:
+            if not self.as_json:
+                self.emit(f"{name} | {clean(clip(line, 4096))}")
+            elif not isinstance(line, LogMarker):
+                self.emit(json_out.dumps({"t": round(now, 3), "station": name, "log": line}))
+        self.out.flush()
+
+    def serving(self, snap: ServingSnapshot) -> None:
+        """The API's poll: the head's counter (what progress reads)."""
+        msg = ServingUpdate(snap)
+        self.stations.apply(msg)
+        self.recorder.note(msg)
+
+    def print_interval(self) -> None:
+        """One interval: judge, let the recorder and the memory guard act, then print the view."""
+        now = time.time()
+        judged = self.judge.tick(now)  # stored on the fleet: what every line below says
+        self.recorder.tick(judged, now)
+        news, self.said[:] = list(self.said), []
+        if self.as_json:  # what an unattended watch must not lose in NDJSON: one line each on stderr too
+            self._log_news(news)
+        guarded = self.guard.step(self.stations, now)
+        self._alert_memory(guarded)
+        if self.as_json:
+            self._print_json(judged, news, now)
+        else:
+            self._print_text(judged, news, guarded, now)
+        self.out.flush()
+
+    def _log_news(self, news: list[Notice]) -> None:
+        for n in news:
+            if n.kind in LOGGED:
+                self.log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
+                self.log.flush()
+
+    def _alert_memory(self, guarded: list[GuardChange]) -> None:
+        for ch in guarded:
+            for line in outcome_alert(AlertEvent("memory-low" if ch.low else "memory-ok", ch.text, (ch.station,))):
+                self.log.write(f"dgx-console watch: {clean(line)}\n")  # a broken sender, said
+
+    def _memory_json(self, name: str) -> dict:
+        low = self.guard.now_low.get(name)
+        return {"memory_guard": low.to_json()} if low is not None else {}
+
+    def _print_json(self, judged: Judgement, news: list[Notice], now: float) -> None:
+        ras = job_ras(self.stations.values(), now).json(now)  # the job's: the same on every station's line
+        for state in self.stations.values():
+            self.emit(json_out.dumps(watch_json(state, now) | progress_json(judged.stations[state.name], now)
+                                     | {"ras": ras}
+                                     | self._memory_json(state.name)
+                                     | incidents_json(state.name == self.stations.head_name, news, self.recorder)))
+
+    def _print_text(self, judged: Judgement, news: list[Notice], guarded: list[GuardChange], now: float) -> None:
+        if news or guarded:
+            self.drawn = 0  # the news stays above the redrawn block
+        for n in news:
+            self.emit(f"{news_word(n.kind)}: {clean(n.text)}")
+        for ch in guarded:
+            self.emit(f"memory: {clean(ch.text)}")
+        if self.tty and self.drawn:
+            self.out.write(f"\x1b[{self.drawn}F\x1b[J")  # redraw the block in place
+        lines = [watch_line(state, now) + progress_words(judged.stations[state.name])
+                 for state in self.stations.values()]
+        for ln in lines:
+            self.emit(ln)
+        self.drawn = len(lines)
+
+    def print_left_over(self) -> None:
+        """Said while the jobs ended (an alert's outcome in its grace): a line each, never lost."""
+        for n in self.said:
+            if not self.as_json:
+                self.emit(f"{news_word(n.kind)}: {clean(n.text)}")
+            elif n.kind in LOGGED:
+                self.log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
+
+
+def _next_wait(interval: float, seconds: float | None, start: float) -> float:
+    """The interval, or less when ``seconds`` ends sooner."""
+    if seconds is None:
+        return interval
+    return min(interval, max(0.0, start + seconds - time.monotonic()))
+
+
+async def _print_until_stopped(view: _View, stop: asyncio.Event, interval: float, seconds: float | None) -> None:
+    start = time.monotonic()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), _next_wait(interval, seconds, start))
+        view.print_interval()
+        if seconds is not None and time.monotonic() - start >= seconds:
+            break
+
+
 async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: bool = False,
                 seconds: float | None = None, interval: float = 1.0, trust: bool = False,
                 replace: str | None = None, stop: asyncio.Event | None = None, log: TextIO | None = None,
@@ -79,39 +210,11 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
     stations = Stations.for_config(config, sample_ms / 1000)
     judge = ProgressJudge(stations, config.ui.progress_window_s)  # the one judge: ticked once per interval here
     tty = out.isatty() and not as_json and not logs
-    drawn = 0
-    said: list[Notice] = []  # the flight recorder's news: on the head's next object (--json), else a line
+    said: list[Notice] = []
     recorder = IncidentRecorder(config, stations, said.append, read_only=read_only)
     guard = MemoryGuard(config)  # GB10: the MemAvailable floor during a start-up
     log = sys.stderr if log is None else log
-
-    def job_failed(f: JobFailure) -> None:  # never silent: the next print says it, and the log line
-        said.append(Notice("error", f"{f.job} failed ({type(f.error).__name__}: {one_line(str(f.error), 200)}); "
-                                    f"restarting in {f.retry_in_s:g} s", at=time.time()))
-
-    def emit(text: str) -> None:
-        out.write(text + "\n")
-
-    def post(msg: object) -> None:
-        name = getattr(msg, "station", None)
-        if name not in stations:
-            return
-        stations.apply(msg)
-        recorder.note(msg)
-        if logs and isinstance(msg, LogBatch):
-            now = time.time()
-            for line in msg.lines:
-                if as_json:
-                    if not isinstance(line, LogMarker):
-                        emit(json_out.dumps({"t": round(now, 3), "station": name, "log": line}))
-                else:
-                    emit(f"{name} | {clean(clip(line, 4096))}")
-            out.flush()
-
-    def serving(snap: ServingSnapshot) -> None:  # the API's poll: the head's counter (what progress reads)
-        msg = ServingUpdate(snap)
-        stations.apply(msg)
-        recorder.note(msg)
+    view = _View(out, log, stations, judge, recorder, guard, said, as_json, logs, tty)
 
     async with SessionRegistry(config) as sessions, \
             ApiClient(config.api_url(), api_key=config.api_key(), timeout=config.api.timeout_s) as api, \
@@ -119,62 +222,13 @@ async def watch(config: Config, out: TextIO, *, as_json: bool = False, logs: boo
         # a refusal is left to the service, which shows the station's state
         await trust_stations(sessions.transports().values(), HostKeyChoice(trust, replace),
                              config.connect_timeout_s + 2)
-        start_station_services(jobs, config, post, sessions, sample_ms)
-        jobs.start("serving", ServingMonitor(api, serving).run, on_failure=job_failed)
+        start_station_services(jobs, config, view.post, sessions, sample_ms)
+        jobs.start("serving", ServingMonitor(api, view.serving).run, on_failure=view.job_failed)
         # one short ncclras every few s while an engine serves
-        start_ras_watch(jobs, sessions, stations, post, job_failed)
-        jobs.start("incidents", recorder.run, on_failure=job_failed)  # the ledger, the capture, the stalls, alerts
-        start = time.monotonic()
-        while not stop.is_set():
-            wait = interval
-            if seconds is not None:
-                wait = min(wait, max(0.0, start + seconds - time.monotonic()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
-            now = time.time()
-            judged = judge.tick(now)  # stored on the fleet: what every line below says
-            recorder.tick(judged, now)
-            news, said[:] = list(said), []
-            for n in news:  # what an unattended watch must not lose in NDJSON: one line each on stderr too
-                if as_json and n.kind in LOGGED:
-                    log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
-                    log.flush()
-            guarded = guard.step(stations, now)
-            for ch in guarded:
-                for line in outcome_alert(AlertEvent("memory-low" if ch.low else "memory-ok", ch.text, (ch.station,))):
-                    log.write(f"dgx-console watch: {clean(line)}\n")  # a broken sender, said
-            if as_json:
-                ras = job_ras(stations.values(), now).json(now)  # the job's: the same on every station's line
-                for state in stations.values():
-                    emit(json_out.dumps(watch_json(state, now) | progress_json(judged.stations[state.name], now)
-                                        | {"ras": ras}
-                                        | ({"memory_guard": low.to_json()}
-                                           if (low := guard.now_low.get(state.name)) is not None else {})
-                                        | incidents_json(state.name == stations.head_name, news, recorder)))
-            else:
-                if news or guarded:
-                    drawn = 0  # the news stays above the redrawn block
-                for n in news:
-                    emit(f"{news_word(n.kind)}: {clean(n.text)}")
-                for ch in guarded:
-                    emit(f"memory: {clean(ch.text)}")
-                if tty and drawn:
-                    out.write(f"\x1b[{drawn}F\x1b[J")  # redraw the block in place
-                lines = [watch_line(state, now) + progress_words(judged.stations[state.name])
-                         for state in stations.values()]
-                for ln in lines:
-                    emit(ln)
-                drawn = len(lines)
-            out.flush()
-            if seconds is not None and time.monotonic() - start >= seconds:
-                break
-    # said while the jobs ended (an alert's outcome in its grace): a line each, never lost
-    for n in said:
-        if as_json:
-            if n.kind in LOGGED:
-                log.write(f"dgx-console watch: {n.kind}: {clean(n.text)}\n")
-        else:
-            emit(f"{news_word(n.kind)}: {clean(n.text)}")
+        start_ras_watch(jobs, sessions, stations, view.post, view.job_failed)
+        jobs.start("incidents", recorder.run, on_failure=view.job_failed)  # the ledger, the capture, the stalls, alerts
+        await _print_until_stopped(view, stop, interval, seconds)
+    view.print_left_over()
     with contextlib.suppress(OSError, ValueError):
         out.flush()
         log.flush()

@@ -21,8 +21,9 @@ from console.config import Config, Station
 from console.errors import UsageError
 from console.probes import ParseError
 from console.probes import disk as disk_probe
-from console.probes.copy_manifest import Progress, differences, parse_manifest, parse_progress
+from console.probes.copy_manifest import Manifest, Progress, differences, parse_manifest, parse_progress
 from console.remote import cmdlines as rc
+from console.remote.results import CommandResult
 from console.remote.session import make_transport
 from console.remote.transport import Transport, TransportError
 from console.sanitize import one_line
@@ -167,6 +168,80 @@ def _unread(plan: CopyPlan, source_ok: bool, why: str) -> str:
     return f"{where}: {one_line(why, 200) or 'no reason given'}"
 
 
+def _rsync_refusal(plan: CopyPlan, tools: CommandResult, source: str, destination: str) -> str | None:
+    """Why the resumable transfer cannot run (peer not reached over the rail, or rsync missing on a side)."""
+    if tools.exit_status != 255 and "no-rsync" not in tools.stdout:
+        return None
+    where = source if "no-rsync-here" in tools.stdout else destination
+    return (_unread(plan, True, tools.stderr) if tools.exit_status == 255 else
+            f"no rsync on {where} (the copy's resumable transfer): install it there (apt install rsync)")
+
+
+def _link_refusals(manifest: Manifest) -> list[str]:
+    """A bad symlink refuses the copy: what arrives would not be the checkpoint."""
+    return [f"symlink {name} {'points nowhere' if k == 'dangling' else 'points out of the directory'}"
+            for k, name in manifest.bad_links]
+
+
+def _present_bytes(source: Manifest, destination: Manifest) -> int:
+    """Bytes already in place: a file of the same name, up to its size (a cut file counts what it has)."""
+    return sum(min(size, destination.sizes.get(name, 0)) for name, size in source.sizes.items())
+
+
+async def _plan_checkpoint(t: Transport, plan: CopyPlan, dest_path: str | None, limit: float) -> None:
+    """Both sides' file lists (sizes only) and the destination's free space; refusals go on the plan."""
+    plan.destination_path = check_path(dest_path, "--dest") if dest_path else plan.source_path
+    mine, theirs = await gather_owned(t.run(rc.copy.manifest(plan.source_path, False), timeout=limit),
+                                        t.run(rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, False),
+                                              timeout=limit))
+    if not mine.ok or not theirs.ok:
+        plan.refused.append(_unread(plan, mine.ok, mine.stderr or theirs.stderr))
+        return
+    sm, dm = parse_manifest(mine.stdout), parse_manifest(theirs.stdout)
+    if not sm.present:
+        plan.refused.append(f"no directory {plan.source_path} on {plan.source}")
+        return
+    plan.refused += _link_refusals(sm)
+    plan.files, plan.total_bytes = len(sm.sizes), sm.total_bytes
+    plan.present_bytes = _present_bytes(sm, dm)
+    await _free(t, plan, plan.destination_path, limit)
+
+
+def _check_image(image: str) -> str:
+    """An image name is one word: it goes into the stations' command lines."""
+    if not image or any(c.isspace() for c in image):
+        raise UsageError(f"IMAGE must be an image name, got {one_line(repr(image), 100)}")
+    return image
+
+
+def _image_id_size(stdout: str) -> tuple[str, int]:
+    """The source's ``<id> <bytes>`` line; a missing or unreadable size counts as 0."""
+    words = stdout.split()
+    image_id = words[0] if words else ""
+    return image_id, int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
+
+
+async def _plan_image(t: Transport, plan: CopyPlan, image: str, limit: float) -> None:
+    """The image's id and size on both sides and, when bytes are still to send, the free space there."""
+    plan.image = _check_image(image)
+    ids = await gather_owned(t.run(rc.copy.image_id_size(plan.image), timeout=limit),
+                               t.run(rc.copy.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
+    if not ids[0].ok:
+        plan.refused.append(f"no image {plan.image} on {plan.source}: {one_line(ids[0].stderr, 200)}")
+        return
+    if not ids[1].ok and ids[1].exit_status == 255:  # ssh's own failure: the peer is not reached
+        plan.refused.append(_unread(plan, True, ids[1].stderr))
+        return
+    plan.image_id, plan.total_bytes = _image_id_size(ids[0].stdout)
+    plan.files = 1
+    plan.destination_image_id = ids[1].stdout.strip() if ids[1].ok else ""
+    if plan.destination_image_id == plan.image_id:
+        plan.present_bytes = plan.total_bytes
+    plan.source_path = plan.destination_path = f"{IMAGE_CACHE}/{plan.image_id.removeprefix('sha256:')[:16]}"
+    if plan.to_send_bytes:
+        await _free(t, plan, plan.destination_path, limit)
+
+
 async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str | None = None,
                     destination: str | None = None, dest_path: str | None = None,
                     transport: Transport | None = None) -> tuple[CopyPlan, Transport]:
@@ -176,54 +251,17 @@ async def plan_copy(cfg: Config, kind: CopyKind, what: str | None, source: str |
     plan = CopyPlan(kind, src.name, dst.name, dst.rail_ip)
     limit = cfg.command_timeout_s
     tools = await t.run(rc.copy.rsync_present(plan.rail_ip), timeout=limit)
-    if tools.exit_status == 255 or "no-rsync" in tools.stdout:
-        where = src.name if "no-rsync-here" in tools.stdout else dst.name
-        plan.refused.append(_unread(plan, True, tools.stderr) if tools.exit_status == 255 else
-                            f"no rsync on {where} (the copy's resumable transfer): install it there (apt install rsync)")
-        if kind == CopyKind.CHECKPOINT:
-            plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
+    refusal = _rsync_refusal(plan, tools, src.name, dst.name)
+    if refusal is not None:
+        plan.refused.append(refusal)
+    if kind == CopyKind.CHECKPOINT:  # checked and named in the plan even when the copy is refused
+        plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
+    if refusal is not None:
         return plan, t
     if kind == CopyKind.CHECKPOINT:
-        plan.source_path = check_path(what or cfg.profile.model_dir, "PATH")
-        plan.destination_path = check_path(dest_path, "--dest") if dest_path else plan.source_path
-        mine, theirs = await gather_owned(t.run(rc.copy.manifest(plan.source_path, False), timeout=limit),
-                                            t.run(rc.copy.peer_manifest(plan.rail_ip, plan.destination_path, False),
-                                                  timeout=limit))
-        if not mine.ok or not theirs.ok:
-            plan.refused.append(_unread(plan, mine.ok, mine.stderr or theirs.stderr))
-            return plan, t
-        sm, dm = parse_manifest(mine.stdout), parse_manifest(theirs.stdout)
-        if not sm.present:
-            plan.refused.append(f"no directory {plan.source_path} on {src.name}")
-            return plan, t
-        plan.refused += [f"symlink {name} {'points nowhere' if k == 'dangling' else 'points out of the directory'}"
-                         for k, name in sm.bad_links]
-        plan.files, plan.total_bytes = len(sm.sizes), sm.total_bytes
-        # bytes already in place: a file of the same name, up to its size (a cut file counts what it has)
-        plan.present_bytes = sum(min(size, dm.sizes.get(name, 0)) for name, size in sm.sizes.items())
-        await _free(t, plan, plan.destination_path, limit)
-        return plan, t
-    plan.image = what or cfg.profile.image
-    if not plan.image or any(c.isspace() for c in plan.image):
-        raise UsageError(f"IMAGE must be an image name, got {one_line(repr(plan.image), 100)}")
-    ids = await gather_owned(t.run(rc.copy.image_id_size(plan.image), timeout=limit),
-                               t.run(rc.copy.peer_image_id(plan.rail_ip, plan.image), timeout=limit))
-    if not ids[0].ok:
-        plan.refused.append(f"no image {plan.image} on {src.name}: {one_line(ids[0].stderr, 200)}")
-        return plan, t
-    if not ids[1].ok and ids[1].exit_status == 255:  # ssh's own failure: the peer is not reached
-        plan.refused.append(_unread(plan, True, ids[1].stderr))
-        return plan, t
-    words = ids[0].stdout.split()
-    plan.image_id = words[0] if words else ""
-    plan.total_bytes = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
-    plan.files = 1
-    plan.destination_image_id = ids[1].stdout.strip() if ids[1].ok else ""
-    if plan.destination_image_id == plan.image_id:
-        plan.present_bytes = plan.total_bytes
-    plan.source_path = plan.destination_path = f"{IMAGE_CACHE}/{plan.image_id.removeprefix('sha256:')[:16]}"
-    if plan.to_send_bytes:
-        await _free(t, plan, plan.destination_path, limit)
+        await _plan_checkpoint(t, plan, dest_path, limit)
+    else:
+        await _plan_image(t, plan, what or cfg.profile.image, limit)
     return plan, t
 
 
