@@ -75,45 +75,61 @@ class Decisions:
                        rank if rank is not None else self._rank_of(sig, hit), first.ts, first.seq, next=spec.next)
 
     def _contextual(self, source: str, st: SourceState) -> list[Finding]:
-        out: list[Finding] = []
-        roles = st.roles
+        """The findings only context decides: the transport ones unless the run provably stays on one
+        station, then a GPU architecture the build lacks."""
         multi = self._multi_node(st)
+        found = self._transport(source, st, multi) if multi is not False else []
+        cap = st.roles.get("capability")
+        found.append(self._capability(source, st, cap) if cap else None)
+        return [f for f in found if f is not None]
+
+    def _transport(self, source: str, st: SourceState, multi: bool | None) -> list[Finding | None]:
+        """Socket fallback, missing verbs, GPUDirect off: none of them matters where NCCL uses IB for it."""
         uses_ib = "ib" in st.networks or "ib" in st.via
-        counts = st.role_counts
-        if multi is not False:
-            channel, network = roles.get("socket-channel"), roles.get("socket-network")
-            announce = roles.get("socket-announce", [])  # the interface it uses: context for a real fallback
-            n_announce = counts.get("socket-announce", 0)
-            if channel:
-                out.append(self._from_roles(source, channel + (network or []) + announce,
-                                            counts.get("socket-channel", 0) + counts.get("socket-network", 0)
-                                            + n_announce, lead=channel[0]))
-            elif network and "ib" not in st.via:
-                cause = None
-                if "ib" in st.networks:
-                    cause = "some NCCL communicators chose TCP sockets (Using network Socket) while others use IB"
-                out.append(self._from_roles(source, network + announce, counts.get("socket-network", 0) + n_announce,
-                                            cause=cause, rank=cat.R_FALLBACK, lead=network[0]))
-            elif roles.get("ib-disabled") and not uses_ib:
-                out.append(self._from_roles(source, roles["ib-disabled"] + announce,
-                                            counts.get("ib-disabled", 0) + n_announce, lead=roles["ib-disabled"][0]))
-            if roles.get("verbs-missing") and not uses_ib:
-                sev = "error" if multi else "warning"
-                cause = None if multi else (cat.SPECS["nccl-ib-missing"].cause
-                                            + " (this matters only if the stations talk over RDMA)")
-                out.append(self._from_roles(source, roles["verbs-missing"], counts.get("verbs-missing", 0),
-                                            severity=sev, cause=cause))
-            gdr = roles.get("gdr-disabled")
-            socket_only = "socket" in st.networks and not uses_ib
-            if gdr and not socket_only and "gdr" not in st.via:
-                out.append(self._from_roles(source, gdr, counts.get("gdr-disabled", 0),
-                                            severity="warning" if self.gpudirect_expected else "info"))
-        cap = roles.get("capability")
-        if cap:
-            f = self._capability(source, st, cap)
-            if f is not None:
-                out.append(f)
-        return out
+        return [self._socket_fallback(source, st, uses_ib), self._verbs_missing(source, st, multi, uses_ib),
+                self._gdr_disabled(source, st, uses_ib)]
+
+    def _socket_fallback(self, source: str, st: SourceState, uses_ib: bool) -> Finding | None:
+        """Channels over sockets say it best, then "Using network Socket" (unless IB channels showed),
+        then IB disabled; the interface NCCL announced goes with each as context."""
+        roles, counts = st.roles, st.role_counts
+        channel, network = roles.get("socket-channel"), roles.get("socket-network")
+        announce = roles.get("socket-announce", [])  # the interface it uses: context for a real fallback
+        n_announce = counts.get("socket-announce", 0)
+        if channel:
+            return self._from_roles(source, channel + (network or []) + announce,
+                                    counts.get("socket-channel", 0) + counts.get("socket-network", 0)
+                                    + n_announce, lead=channel[0])
+        if network and "ib" not in st.via:
+            cause = None
+            if "ib" in st.networks:
+                cause = "some NCCL communicators chose TCP sockets (Using network Socket) while others use IB"
+            return self._from_roles(source, network + announce, counts.get("socket-network", 0) + n_announce,
+                                    cause=cause, rank=cat.R_FALLBACK, lead=network[0])
+        if roles.get("ib-disabled") and not uses_ib:
+            return self._from_roles(source, roles["ib-disabled"] + announce,
+                                    counts.get("ib-disabled", 0) + n_announce, lead=roles["ib-disabled"][0])
+        return None
+
+    def _verbs_missing(self, source: str, st: SourceState, multi: bool | None, uses_ib: bool) -> Finding | None:
+        """No verbs library is an error across stations, a warning where that is not known."""
+        if not (st.roles.get("verbs-missing") and not uses_ib):
+            return None
+        sev = "error" if multi else "warning"
+        cause = None if multi else (cat.SPECS["nccl-ib-missing"].cause
+                                    + " (this matters only if the stations talk over RDMA)")
+        return self._from_roles(source, st.roles["verbs-missing"], st.role_counts.get("verbs-missing", 0),
+                                severity=sev, cause=cause)
+
+    def _gdr_disabled(self, source: str, st: SourceState, uses_ib: bool) -> Finding | None:
+        """GPUDirect off says nothing over sockets alone or where GDR channels showed; it warns only
+        where the profile promises GPUDirect."""
+        gdr = st.roles.get("gdr-disabled")
+        socket_only = "socket" in st.networks and not uses_ib
+        if gdr and not socket_only and "gdr" not in st.via:
+            return self._from_roles(source, gdr, st.role_counts.get("gdr-disabled", 0),
+                                    severity="warning" if self.gpudirect_expected else "info")
+        return None
 
     def _capability(self, source: str, st: SourceState, items: list[Contextual]) -> Finding | None:
         found: tuple[int, int] | None = None

@@ -57,6 +57,36 @@ def _network_kind(name: str) -> str:
     return "socket" if name.lower().startswith("socket") else "ib"
 
 
+def _exception_summary(ex: re.Match[str]) -> str:
+    return ex.group("type") + (f": {ex.group('msg').strip()}" if ex.group("msg") else "")
+
+
+def _error_summary(text: str, msg: str) -> str | None:
+    """What an error line that is no exception line says, by the first kind of line it is (NCCL
+    WARN, a crash, C++'s what(), a run ending, an exit, an ERROR/CRITICAL level); None where it
+    is none of them or its kind says nothing worth a candidate (an exit with code 0)."""
+    if "NCCL WARN" in text:
+        w = cat.NCCL_WARN_LINE.search(text)
+        return f"NCCL WARN {w.group('msg').strip()}" if w else None
+    if (c := cat.CRASH_LINE.search(text)) is not None:
+        return c.group(0)
+    if "what():" in text:  # C++'s message for the exception "terminate called" only names the type of
+        return text.split("what():", 1)[1].strip()
+    if (r := cat.RUN_ENDING.search(text)) is not None:
+        return cat.innermost_cause(msg) or msg.strip() or r.group(0)  # the line names what ended the run
+    if (e := cat.EXIT_LINE.search(text)) is not None:
+        return _exit_summary(e)
+    if cat.LEVEL_LINE.search(text) and msg.strip() and not cat.FRAME.search(msg):
+        return msg.strip()
+    return None
+
+
+def _exit_summary(e: re.Match[str]) -> str | None:
+    """A process's exit is an error only with a code other than 0."""
+    code = int(e.group("code") or e.group("code2") or e.group("code3"))
+    return f"a process exited with code {code}" if code != 0 else None
+
+
 # anchor -> (signatures, context probes, generic?) for the batch prefilter
 _ANCHOR_TABLE: dict[str, tuple[tuple[cat.Signature, ...], tuple[tuple[str, re.Pattern[str]], ...], bool]] = {}
 for _a in (*cat.ANCHORS, *cat.CONTEXT_ANCHORS, *cat.GENERIC_ANCHORS):
@@ -328,32 +358,19 @@ class Diagnoser(Decisions, RunBook):
 
     def _generic(self, source: str, st: SourceState, lines: list[str], idx: int, lineno: int, text: str,
                  ts: str | None) -> bool:
+        """An error line no entry explains, as a candidate of ``unrecognised-error`` (its traceback's
+        first frames with it when it is an exception line); a traceback header is kept open until
+        its exception line comes."""
         if cat.TRACEBACK in text:
-            if st.open_traceback is None:
-                self._seq += 1
-                st.open_traceback = Candidate(Evidence(source, lineno, shorten(redact(text))),
-                                               "a traceback without its exception line", ts, self._seq)
+            self._open_traceback(source, st, lineno, text, ts)
             return False
         msg = message_of(text)
-        summary: str | None = None
         ex = cat.EXCEPTION_LINE.search(msg)
         if ex:
-            summary = ex.group("type") + (f": {ex.group('msg').strip()}" if ex.group("msg") else "")
+            summary: str | None = _exception_summary(ex)
             st.open_traceback = None
-        elif "NCCL WARN" in text:
-            w = cat.NCCL_WARN_LINE.search(text)
-            summary = f"NCCL WARN {w.group('msg').strip()}" if w else None
-        elif (c := cat.CRASH_LINE.search(text)) is not None:
-            summary = c.group(0)
-        elif "what():" in text:  # C++'s message for the exception "terminate called" only names the type of
-            summary = text.split("what():", 1)[1].strip()
-        elif (r := cat.RUN_ENDING.search(text)) is not None:
-            summary = cat.innermost_cause(msg) or msg.strip() or r.group(0)  # the line names what ended the run
-        elif (e := cat.EXIT_LINE.search(text)) is not None:
-            code = int(e.group("code") or e.group("code2") or e.group("code3"))
-            summary = f"a process exited with code {code}" if code != 0 else None
-        elif cat.LEVEL_LINE.search(text) and msg.strip() and not cat.FRAME.search(msg):
-            summary = msg.strip()
+        else:
+            summary = _error_summary(text, msg)
         if not summary:
             return False
         if len(st.candidates) >= MAX_CANDIDATES:
@@ -367,6 +384,13 @@ class Diagnoser(Decisions, RunBook):
         st.candidates.append(Candidate(Evidence(source, lineno, shorten(redact(text)), context),
                                         shorten(redact(summary), 200), ts, self._seq))
         return True
+
+    def _open_traceback(self, source: str, st: SourceState, lineno: int, text: str, ts: str | None) -> None:
+        """The first traceback header stays the open one until an exception line closes it."""
+        if st.open_traceback is None:
+            self._seq += 1
+            st.open_traceback = Candidate(Evidence(source, lineno, shorten(redact(text))),
+                                           "a traceback without its exception line", ts, self._seq)
 
     def note_exit(self, source: str, code: int | None, name: str = "the container", oom_killed: bool = False) -> bool:
         """The container stopped with ``code``: a non-zero exit no finding explains is not silence."""

@@ -38,29 +38,39 @@ ON, OFF, UNKNOWN = "on", "off", "unknown"
 
 def read_station(st: StationState, now: float) -> dict[str, Reading]:
     """What one station says of each condition kind now."""
-    out: dict[str, Reading] = {}
     state = st.conn.state
-    if state == ConnState.UNREACHABLE:
-        out["unreachable"] = (ON, f"{st.name} unreachable" + (f": {st.conn.detail}" if st.conn.detail else ""))
-    else:
-        out["unreachable"] = (OFF, "") if state == ConnState.LIVE else (UNKNOWN, "")
+    unreachable = _unreachable(st, state)
     live = state == ConnState.LIVE
+    return {"unreachable": unreachable, "gpu-fault": _gpu_fault(st, now, live), "rail": _rail(st, now, live)}
+
+
+def _unreachable(st: StationState, state: ConnState) -> Reading:
+    """Only a live connection says reachable: one still connecting (or given up) is not known."""
+    if state == ConnState.UNREACHABLE:
+        return (ON, f"{st.name} unreachable" + (f": {st.conn.detail}" if st.conn.detail else ""))
+    return (OFF, "") if state == ConnState.LIVE else (UNKNOWN, "")
+
+
+def _gpu_fault(st: StationState, now: float, live: bool) -> Reading:
+    """A fatal Xid of this run is on whatever else is read; GPUs in error count only from a fresh
+    sample of a live station, and only such a sample can say clear."""
     fatal = [x for x in st.run_xids() if x.info_severity == "fatal"]
     lost = st.gpus_in_error if live and not st.stale(Aspect.GPUS, now) else None
     if fatal or lost:
         words = [f"{st.name} GPU {g.index}: {g.error}" for g in lost or ()]
         words += [f"{st.name} {x.words()}" for x in fatal[-2:]]
-        out["gpu-fault"] = (ON, "; ".join(words))
-    else:
-        out["gpu-fault"] = (OFF, "") if lost is not None else (UNKNOWN, "")
+        return (ON, "; ".join(words))
+    return (OFF, "") if lost is not None else (UNKNOWN, "")
+
+
+def _rail(st: StationState, now: float, live: bool) -> Reading:
+    """A rail down or flapping, from a fresh read of a live station's rails; no such read is unknown."""
     views = st.rails.views
     if not live or st.stale(Aspect.RAILS, now) or not views:
-        out["rail"] = (UNKNOWN, "")
-    else:
-        bad = [f"{st.name} rail {dev} " + ("down" if v.up is False else f"flapped {v.flaps}x in 10 min")
-               for dev, v in sorted(views.items()) if v.up is False or v.flaps >= FLAPS_ALARM]
-        out["rail"] = (ON, "; ".join(bad)) if bad else (OFF, "")
-    return out
+        return (UNKNOWN, "")
+    bad = [f"{st.name} rail {dev} " + ("down" if v.up is False else f"flapped {v.flaps}x in 10 min")
+           for dev, v in sorted(views.items()) if v.up is False or v.flaps >= FLAPS_ALARM]
+    return (ON, "; ".join(bad)) if bad else (OFF, "")
 
 
 class ConditionDetector:

@@ -30,7 +30,7 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from console.sanitize import one_line
@@ -60,6 +60,17 @@ def _num(x: Any) -> Any:
     return round(x, 3) if isinstance(x, float) else x
 
 
+def _error(text: str | None, chars: int) -> str | None:
+    """An error's words on one line; none (or empty) is null."""
+    return one_line(text, chars) if text else None
+
+
+def _gpu_row(g: Any) -> dict[str, Any]:
+    """One GPU of an nvidia-smi round; ``error`` only where that GPU's read failed."""
+    return {"i": g.index, "util": g.util_pct, "mem_mib": g.memory_used_mib, "mem_total_mib": g.memory_total_mib,
+            "power_w": _num(g.power_w), "temp_c": g.temp_c} | ({"error": one_line(g.error, 200)} if g.error else {})
+
+
 class Window:
     def __init__(self, keep_s: float = KEEP_S, max_bytes: int = MAX_BYTES) -> None:
         self.keep_s, self.max_bytes = keep_s, max_bytes
@@ -84,46 +95,57 @@ class Window:
         """One message, as the state applied it (a ``ServingUpdate`` is the head's)."""
         if isinstance(msg, ServingUpdate):
             if head is not None:
-                s = msg.snapshot
-                self.add(head, s.updated_at or msg.at, "serving", {
-                    "running": _num(s.running), "waiting": _num(s.waiting), "gen_tokens": _num(s.gen_tokens_total),
-                    "gen_tok_s": _num(s.gen_tok_s), "kv": _num(s.kv_usage), "health": s.status,
-                    "error": one_line(s.error, TEXT_CHARS) if s.error else None})
+                self._serving(head, msg)
             return
         name = getattr(msg, "station", None)
         if not isinstance(name, str):
             return
-        if isinstance(msg, GpuSample):
-            self.add(name, msg.at, "gpu", {"gpus": [
-                {"i": g.index, "util": g.util_pct, "mem_mib": g.memory_used_mib, "mem_total_mib": g.memory_total_mib,
-                 "power_w": _num(g.power_w), "temp_c": g.temp_c} | ({"error": one_line(g.error, 200)} if g.error else {})
-                for g in msg.gpus], "error": one_line(msg.error, TEXT_CHARS) if msg.error else None})
-        elif isinstance(msg, GpuHealthSample):
-            self.add(name, msg.at, "health", {"gpus": [
-                {"i": g.index, "sm_mhz": g.sm_mhz, "sm_max_mhz": g.sm_max_mhz, "power_w": _num(g.power_w),
-                 "power_limit_w": _num(g.power_limit_w), "reasons": g.reasons} for g in msg.gpus],
-                "error": one_line(msg.error, TEXT_CHARS) if msg.error else None})
-        elif isinstance(msg, RailsSample):
-            self.add(name, msg.at, "rails", {"rails": [
-                {"dev": dev, "up": r.up, "speed_mbps": r.speed_mbps, "port": r.port_state,
-                 "carrier_changes": r.carrier_changes, "counters": dict(r.counters)}
-                for dev, r in sorted(msg.readings.items())], "error": one_line(msg.error, 200) if msg.error else None})
-        elif isinstance(msg, KernelEvents):
-            if msg.events:
-                self.add(name, msg.at, "kernel", {"events": [
-                    {"kind": e.kind, "severity": e.severity, "xid": e.xid, "text": one_line(e.text, TEXT_CHARS)}
-                    for e in msg.events[-50:]]})
-        elif isinstance(msg, LogBatch):
-            self._log_batch(name, msg)
-        elif isinstance(msg, ConnectionState):
-            self._change(name, time.time(), "conn", str(msg.state),
-                         {"state": str(msg.state), "detail": one_line(msg.detail, 200)})
-        elif isinstance(msg, ContainerUpdate):
-            self._change(name, msg.at, "container", f"{msg.info.state} {msg.info.started_at}",
-                         {"state": msg.info.state, "started_at": msg.info.started_at, "exit_code": msg.info.exit_code})
-        elif isinstance(msg, EngineUpdate):
-            phase = str(getattr(msg.progress, "phase", ""))
-            self._change(name, msg.at, "engine", phase, {"phase": phase})
+        for kind, take in _TAKES:  # in order: the first class the message is an instance of
+            if isinstance(msg, kind):
+                take(self, name, msg)
+                return
+
+    def _serving(self, head: str, msg: ServingUpdate) -> None:
+        s = msg.snapshot
+        self.add(head, s.updated_at or msg.at, "serving", {
+            "running": _num(s.running), "waiting": _num(s.waiting), "gen_tokens": _num(s.gen_tokens_total),
+            "gen_tok_s": _num(s.gen_tok_s), "kv": _num(s.kv_usage), "health": s.status,
+            "error": _error(s.error, TEXT_CHARS)})
+
+    def _gpu(self, name: str, msg: GpuSample) -> None:
+        self.add(name, msg.at, "gpu", {"gpus": [_gpu_row(g) for g in msg.gpus],
+                                       "error": _error(msg.error, TEXT_CHARS)})
+
+    def _health(self, name: str, msg: GpuHealthSample) -> None:
+        self.add(name, msg.at, "health", {"gpus": [
+            {"i": g.index, "sm_mhz": g.sm_mhz, "sm_max_mhz": g.sm_max_mhz, "power_w": _num(g.power_w),
+             "power_limit_w": _num(g.power_limit_w), "reasons": g.reasons} for g in msg.gpus],
+            "error": _error(msg.error, TEXT_CHARS)})
+
+    def _rails(self, name: str, msg: RailsSample) -> None:
+        self.add(name, msg.at, "rails", {"rails": [
+            {"dev": dev, "up": r.up, "speed_mbps": r.speed_mbps, "port": r.port_state,
+             "carrier_changes": r.carrier_changes, "counters": dict(r.counters)}
+            for dev, r in sorted(msg.readings.items())], "error": _error(msg.error, 200)})
+
+    def _kernel(self, name: str, msg: KernelEvents) -> None:
+        """Only a read that found events is a sample (the last 50 of them)."""
+        if msg.events:
+            self.add(name, msg.at, "kernel", {"events": [
+                {"kind": e.kind, "severity": e.severity, "xid": e.xid, "text": one_line(e.text, TEXT_CHARS)}
+                for e in msg.events[-50:]]})
+
+    def _conn(self, name: str, msg: ConnectionState) -> None:
+        self._change(name, time.time(), "conn", str(msg.state),
+                     {"state": str(msg.state), "detail": one_line(msg.detail, 200)})
+
+    def _container(self, name: str, msg: ContainerUpdate) -> None:
+        self._change(name, msg.at, "container", f"{msg.info.state} {msg.info.started_at}",
+                     {"state": msg.info.state, "started_at": msg.info.started_at, "exit_code": msg.info.exit_code})
+
+    def _engine(self, name: str, msg: EngineUpdate) -> None:
+        phase = str(getattr(msg.progress, "phase", ""))
+        self._change(name, msg.at, "engine", phase, {"phase": phase})
 
     def _change(self, station: str, at: float, kind: str, key: str, body: dict[str, Any]) -> None:
         if self._last.get((station, kind)) == key:
@@ -182,3 +204,9 @@ class Window:
             for item in ring:
                 total += sys.getsizeof(item) + sys.getsizeof(item[1]) + sys.getsizeof(item[0])
         return total
+
+
+_TAKES: tuple[tuple[type, Callable[[Window, str, Any], None]], ...] = (
+    (GpuSample, Window._gpu), (GpuHealthSample, Window._health), (RailsSample, Window._rails),
+    (KernelEvents, Window._kernel), (LogBatch, Window._log_batch), (ConnectionState, Window._conn),
+    (ContainerUpdate, Window._container), (EngineUpdate, Window._engine))

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from console import catalogue
+from console.catalogue.classify import ClassifiedBatch, LineMarks
 from console.config import Config, Station
 from console.probes import docker as docker_probe
 from console.probes.docker import ContainerInfo, parse_time
@@ -55,6 +56,19 @@ def most_telling(finding_ids: list[str]) -> int:
         if fid not in CONSEQUENCE_IDS:
             return i
     return 0
+
+
+def _stamp_at(stamps: list[str | None], idx: int) -> float | None:
+    """The docker time of line ``idx``, where the batch has a readable stamp for it."""
+    return parse_time(stamps[idx]) if idx < len(stamps) and stamps[idx] else None
+
+
+def _fatal_of(marks: LineMarks) -> tuple[str, str] | None:
+    """The line's fatal finding (id, fix), or None; a bug in the catalogue must not break a launch."""
+    try:
+        return marks.fatal
+    except Exception:
+        return None
 
 
 class Follower:
@@ -110,6 +124,9 @@ class Follower:
         return None
 
     def _take(self, batch: LogBatch) -> None:
+        """One classified batch, from its first line of this run on: the markers, then each marked
+        line in order (the lines and timeline up to it first, so a fatal line's context is the
+        run's lines before it), then the rest."""
         cb = batch.classified
         if cb is None:
             return
@@ -119,36 +136,43 @@ class Follower:
         self._in_run = True
         lines, stamps = batch.lines, batch.stamps
         n = len(lines)
+        self._see_markers(cb, start, n)
+        done = start
+        for idx, marks in cb.marks.items():
+            if idx < start:
+                continue
+            self._keep(lines, done, idx + 1)
+            self._timeline(cb, done, idx + 1, _stamp_at(stamps, idx))
+            done = idx + 1
+            self._take_marked(lines[idx], marks)
+        self._keep(lines, done, n)
+        self._timeline(cb, done, n, None)
+
+    def _see_markers(self, cb: ClassifiedBatch, start: int, n: int) -> None:
+        """The started marker on any station, the ready one on the head only; each is seen once."""
         if not self.started and cb.holds_any((self.started_marker,), start, n):
             self.started = True
             self._changed.set()
         if self.station.is_head and not self.ready and cb.holds_any((self.ready_marker,), start, n):
             self.ready = True
             self._changed.set()
-        done = start
-        for idx, marks in cb.marks.items():
-            if idx < start:
-                continue
-            self._keep(lines, done, idx + 1)
-            at = parse_time(stamps[idx]) if idx < len(stamps) and stamps[idx] else None
-            self._timeline(cb, done, idx + 1, at)
-            done = idx + 1
-            text = lines[idx]
-            if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
-                try:
-                    hit = marks.fatal
-                except Exception:  # a bug in the catalogue must not break a launch
-                    hit = None
-                if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
-                    self.fatal, self.fatal_fix = (hit[0], text), hit[1]
-                    self.fatal_context = self.tail()
-                    self._changed.set()
-            if marks.transport is not None:
-                self.transport.add(marks.transport, marks.channel)
-            if marks.progress:
-                self._emit(ActionEvent("log", self.station.name, text))
-        self._keep(lines, done, n)
-        self._timeline(cb, done, n, None)
+
+    def _take_marked(self, text: str, marks: LineMarks) -> None:
+        """A marked line: a fatal finding (until a cause is held), NCCL's transport, a progress line."""
+        if self.fatal is None or self.fatal[0] in CONSEQUENCE_IDS:
+            self._take_fatal(text, marks)
+        if marks.transport is not None:
+            self.transport.add(marks.transport, marks.channel)
+        if marks.progress:
+            self._emit(ActionEvent("log", self.station.name, text))
+
+    def _take_fatal(self, text: str, marks: LineMarks) -> None:
+        """The first fatal line is held; a cause replaces a consequence, never the other way."""
+        hit = _fatal_of(marks)
+        if hit and (self.fatal is None or hit[0] not in CONSEQUENCE_IDS):
+            self.fatal, self.fatal_fix = (hit[0], text), hit[1]
+            self.fatal_context = self.tail()
+            self._changed.set()
 
     def _keep(self, lines: list[str], start: int, stop: int) -> None:
         self.lines.extend([ln for ln in lines[start:stop] if not isinstance(ln, LogMarker)][-TAIL_LINES:])

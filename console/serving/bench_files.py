@@ -28,50 +28,82 @@ def _scale(values: Sequence[float]) -> float:
     return top * 1.1 if top > 0 else 1.0
 
 
+PLOT_H = H - PAD_T - PAD_B
+SERIES = (("total_tok_s", ""), ("ttft_ms_p99", ' stroke-dasharray="6 4"'))  # solid on the left axis, dashed on the right
+
+
 def to_svg(levels: Sequence[Any], title: str) -> str:
     """Total tok/s (solid, left axis) and p99 TTFT in ms (dashed, right axis) against concurrency."""
     depths = sorted({lv.depth for lv in levels})
-    concs = sorted({lv.concurrency for lv in levels}) or [1]
-    x_of = {c: PAD_L + (W - PAD_L - PAD_R) * (i / max(1, len(concs) - 1) if len(concs) > 1 else 0.5)
-            for i, c in enumerate(concs)}
-    tok_top = _scale([lv.total_tok_s or 0.0 for lv in levels])
-    ttft_top = _scale([lv.ttft_ms_p99 or 0.0 for lv in levels])
-    plot_h = H - PAD_T - PAD_B
-
-    def y(v: float, top: float) -> float:
-        return PAD_T + plot_h * (1 - v / top)
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{_e(title)}</text>',
-           f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>',
-           f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>',
-           f'<line x1="{W - PAD_R}" y1="{PAD_T}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>']
-    for c, x in x_of.items():
-        out.append(f'<text x="{x:.1f}" y="{H - PAD_B + 16}" text-anchor="middle">C{c}</text>')
-    for frac in (0.0, 0.5, 1.0):
-        yy = PAD_T + plot_h * (1 - frac)
-        out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end">{tok_top * frac:,.0f}</text>')
-        out.append(f'<text x="{W - PAD_R + 6}" y="{yy + 4:.1f}">{ttft_top * frac:,.0f}</text>')
-    out.append(f'<text x="16" y="{PAD_T + plot_h / 2}" transform="rotate(-90 16 {PAD_T + plot_h / 2})" '
-               'text-anchor="middle">total tok/s (solid)</text>')
-    out.append(f'<text x="{W - 14}" y="{PAD_T + plot_h / 2}" transform="rotate(90 {W - 14} {PAD_T + plot_h / 2})" '
-               'text-anchor="middle">p99 TTFT ms (dashed)</text>')
-    out.append(f'<text x="{W / 2}" y="{H - 12}" text-anchor="middle">concurrency (requests in flight)</text>')
+    x_of = _x_positions(sorted({lv.concurrency for lv in levels}) or [1])
+    tops = (_scale([lv.total_tok_s or 0.0 for lv in levels]), _scale([lv.ttft_ms_p99 or 0.0 for lv in levels]))
+    out = _frame(title)
+    out += [f'<text x="{x:.1f}" y="{H - PAD_B + 16}" text-anchor="middle">C{c}</text>' for c, x in x_of.items()]
+    out += _axis_labels(*tops)
     for i, d in enumerate(depths):
-        colour = COLOURS[i % len(COLOURS)]
         at = sorted((lv for lv in levels if lv.depth == d), key=lambda lv: lv.concurrency)
-        for attr, top, dash in (("total_tok_s", tok_top, ""), ("ttft_ms_p99", ttft_top, ' stroke-dasharray="6 4"')):
-            pts = [(x_of[lv.concurrency], y(getattr(lv, attr), top)) for lv in at if getattr(lv, attr) is not None]
-            if len(pts) > 1:
-                path = " ".join(f"{x:.1f},{yy:.1f}" for x, yy in pts)
-                out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
-            out += [f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="3" fill="{colour}"/>' for x, yy in pts]
-        if len(depths) > 1 or d:
-            out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" fill="{colour}">depth {d:,}</text>')
+        out += _depth_lines(i, d, at, x_of, tops, several=len(depths) > 1)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _x_positions(concs: list[Any]) -> dict[Any, float]:
+    """Concurrencies spread evenly across the plot; a single one sits in the middle."""
+    if len(concs) > 1:
+        return {c: PAD_L + (W - PAD_L - PAD_R) * (i / max(1, len(concs) - 1)) for i, c in enumerate(concs)}
+    return {c: PAD_L + (W - PAD_L - PAD_R) * 0.5 for c in concs}
+
+
+def _y(v: float, top: float) -> float:
+    return PAD_T + PLOT_H * (1 - v / top)
+
+
+def _frame(title: str) -> list[str]:
+    """The canvas, the title and the three axis lines (x, left, right)."""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+            'font-family="sans-serif" font-size="12">',
+            f'<rect width="{W}" height="{H}" fill="white"/>',
+            f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{_e(title)}</text>',
+            f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>',
+            f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>',
+            f'<line x1="{W - PAD_R}" y1="{PAD_T}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>']
+
+
+def _axis_labels(tok_top: float, ttft_top: float) -> list[str]:
+    """Both y axes' ticks (0, half, top) and the three axes' names."""
+    out = []
+    for frac in (0.0, 0.5, 1.0):
+        yy = PAD_T + PLOT_H * (1 - frac)
+        out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end">{tok_top * frac:,.0f}</text>')
+        out.append(f'<text x="{W - PAD_R + 6}" y="{yy + 4:.1f}">{ttft_top * frac:,.0f}</text>')
+    out.append(f'<text x="16" y="{PAD_T + PLOT_H / 2}" transform="rotate(-90 16 {PAD_T + PLOT_H / 2})" '
+               'text-anchor="middle">total tok/s (solid)</text>')
+    out.append(f'<text x="{W - 14}" y="{PAD_T + PLOT_H / 2}" transform="rotate(90 {W - 14} {PAD_T + PLOT_H / 2})" '
+               'text-anchor="middle">p99 TTFT ms (dashed)</text>')
+    out.append(f'<text x="{W / 2}" y="{H - 12}" text-anchor="middle">concurrency (requests in flight)</text>')
+    return out
+
+
+def _depth_lines(i: int, d: Any, at: list[Any], x_of: dict[Any, float], tops: tuple[float, float],
+                 several: bool) -> list[str]:
+    """One prompt depth's two series in its colour, and its name unless depth 0 is the only one."""
+    colour = COLOURS[i % len(COLOURS)]
+    out = []
+    for (attr, dash), top in zip(SERIES, tops, strict=True):
+        pts = [(x_of[lv.concurrency], _y(getattr(lv, attr), top)) for lv in at if getattr(lv, attr) is not None]
+        out += _series(pts, colour, dash)
+    if several or d:
+        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" fill="{colour}">depth {d:,}</text>')
+    return out
+
+
+def _series(pts: list[tuple[float, float]], colour: str, dash: str) -> list[str]:
+    """A line through the points (two at least) and a dot on each."""
+    out = []
+    if len(pts) > 1:
+        path = " ".join(f"{x:.1f},{yy:.1f}" for x, yy in pts)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+    return out + [f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="3" fill="{colour}"/>' for x, yy in pts]
 
 
 _CI_COLS = (("TTFT ms", "ttft_ms", 0), ("ITL ms", "itl_ms", 2), ("latency s", "latency_s", 2))

@@ -60,6 +60,23 @@ async def check_gpu_errors(run: CheckRun, st: Station) -> CheckResult:
 async def _recent_xids(run: CheckRun, st: Station, count: int, ev: str) -> CheckResult:
     """Every GPU answers; the Xids of this run (since the container started, at most ``RECENT_S`` back,
     as the pane's health box counts them) still fail or warn: the pane and the check say the same."""
+    since = await _run_started(run, st)
+    kcmd = rc.kernel_log_since(since)
+    kres = await run.run(st.name, kcmd)
+    if kl.unreadable(kres.stdout):
+        return CheckResult(ID, st.name, CheckStatus.PASS,
+                           f"every GPU answers nvidia-smi ({count}); the kernel log is not readable here, so its "
+                           "Xids are not read", ev)
+    xids = _xids_since(kl.parse_kernel_log(kres.stdout), since)
+    if not xids:
+        return CheckResult(ID, st.name, CheckStatus.PASS,
+                           f"every GPU answers nvidia-smi ({count}); no Xid in the kernel log this run", ev)
+    return _xids_result(st, ev, kcmd, xids)
+
+
+async def _run_started(run: CheckRun, st: Station) -> float:
+    """Where this run's kernel log begins: ``RECENT_S`` ago, or the container's start (less a second)
+    when that is later and docker says it."""
     since = time.time() - RECENT_S
     with_container = st.container
     if with_container:
@@ -68,17 +85,17 @@ async def _recent_xids(run: CheckRun, st: Station, count: int, ev: str) -> Check
         t0 = parse_time(info.started_at) if info.started_at else None
         if t0 is not None:
             since = max(since, t0 - 1.0)
-    kcmd = rc.kernel_log_since(since)
-    kres = await run.run(st.name, kcmd)
-    if kl.unreadable(kres.stdout):
-        return CheckResult(ID, st.name, CheckStatus.PASS,
-                           f"every GPU answers nvidia-smi ({count}); the kernel log is not readable here, so its "
-                           "Xids are not read", ev)
-    xids = [e for e in kl.parse_kernel_log(kres.stdout)
-            if e.kind == "xid" and e.xid is not None and (e.time is None or e.time >= since)]
-    if not xids:
-        return CheckResult(ID, st.name, CheckStatus.PASS,
-                           f"every GPU answers nvidia-smi ({count}); no Xid in the kernel log this run", ev)
+    return since
+
+
+def _xids_since(events: list[kl.KernelEvent], since: float) -> list[kl.KernelEvent]:
+    """The Xid events with a code, at ``since`` or later (an event without a time is kept)."""
+    return [e for e in events if e.kind == "xid" and e.xid is not None and (e.time is None or e.time >= since)]
+
+
+def _xids_result(st: Station, ev: str, kcmd: str, xids: list[kl.KernelEvent]) -> CheckResult:
+    """Every code logged, the worst (the latest of the most severe) named with its time, device and
+    the catalogue's action: an error or fatal one fails, a warning warns."""
     worst = max(xids, key=lambda e: (("warning", "error", "fatal").index(_sev(e)), e.time or 0.0))
     level = CheckStatus.FAIL if _sev(worst) in ("fatal", "error") else CheckStatus.WARN
     when = time.strftime("%H:%M:%S", time.localtime(worst.time)) if worst.time else "?"

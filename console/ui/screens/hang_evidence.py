@@ -213,46 +213,25 @@ class HangEvidenceScreen(Screen):
         self.notify(one_line(f"wrote {path}", 400), timeout=6, markup=False)  # a directory may be called "[/]"
 
     def _show(self) -> None:
+        """Redraw everything from the evidence held now: the verdict, the findings, every rank."""
         if not self.query("#hang-verdict"):
             return  # not composed yet
         ev = self.evidence
-        head = Text()
+        self.query_one("#hang-verdict", Static).update(self._head_text(ev))
+        self.query_one("#hang-findings", Static).update(findings_text(ev))
+        self._show_columns(ev)
+
+    def _head_text(self, ev: HangEvidence | None) -> Text:
+        """A failed capture wins over old evidence (unless a new capture runs), then the capture's
+        progress while nothing is held, else the verdict."""
         if self.failure and not self.progress_text:
-            head.append("capture failed: ", style="bold red")
-            head.append(self.failure)
-            head.append("\nr captures again", style="dim")
-        elif ev is None:
-            head.append("capturing: ", style="bold cyan")
-            head.append(self.progress_text or "waiting to start")
-        else:
-            old = ev.stale_reads(time.time())
-            if old:
-                head.append(f"stale ({max(old.values()):.0f} s old, {len(old)} reads past {ev.interval_s + 2:g} s): ",
-                            style="bold yellow")
-            head.append("verdict: ", style="bold")
-            head.append(one_line(ev.verdict, 600), style="yellow" if old else "bold red" if ev.captured
-                        else "bold yellow")
-            if ev.next_step:
-                head.append("\nnext: ", style="bold")
-                head.append(one_line(ev.next_step, 600))
-            if self.progress_text:
-                head.append(f"\n(capturing again: {one_line(self.progress_text, 120)})", style="dim")
-            else:
-                head.append(f"\ncaptured {time.strftime('%H:%M:%S', time.localtime(ev.captured_at))} in "
-                            f"{ev.capture_s:.1f} s from {len(ev.stations)} stations; r captures again, s saves "
-                            "the archive" + ("; what it says is not the stations' present" if old else ""),
-                            style="dim")
-        self.query_one("#hang-verdict", Static).update(head)
-        findings = Text("what each piece of evidence says\n", style="dim") if ev is not None else Text()
-        if ev is not None:
-            for k, v in ev.findings.items():
-                findings.append(f"{k:<16}", style="bold")
-                findings.append(one_line(v, 400))
-                cov = ev.covers.get(k)
-                if cov is not None and cov.not_read:
-                    findings.append(f"  (not read on {', '.join(cov.not_read)})", style="dim")
-                findings.append("\n")
-        self.query_one("#hang-findings", Static).update(findings)
+            return failure_text(self.failure)
+        if ev is None:
+            return capturing_text(self.progress_text)
+        return verdict_text(ev, self.progress_text, time.time())
+
+    def _show_columns(self, ev: HangEvidence | None) -> None:
+        """Every station's column; one the capture has not (yet) read says it waits."""
         width = max(20, (self.size.width or 80) // max(1, len(self.config.stations)) - 3)
         ops = ras_ops_by_station(ev, self.config) if ev is not None else {}
         now = time.time()
@@ -264,3 +243,65 @@ class HangEvidenceScreen(Screen):
             else:
                 box.update(column(ev.stations[st.name], ops, width,
                                   first_rows(ev, st.name, st.name == self.config.head.name, requests, now)))
+
+
+def failure_text(failure: str) -> Text:
+    head = Text()
+    head.append("capture failed: ", style="bold red")
+    head.append(failure)
+    head.append("\nr captures again", style="dim")
+    return head
+
+
+def capturing_text(progress: str) -> Text:
+    head = Text()
+    head.append("capturing: ", style="bold cyan")
+    head.append(progress or "waiting to start")
+    return head
+
+
+def verdict_style(stale: bool, captured: bool) -> str:
+    """Stale evidence is never shown in the colour of a present hang."""
+    if stale:
+        return "yellow"
+    return "bold red" if captured else "bold yellow"
+
+
+def verdict_text(ev: HangEvidence, progress: str, now: float) -> Text:
+    """The verdict line, said stale first when a read is older than the interval + 2 s at ``now``."""
+    head = Text()
+    old = ev.stale_reads(now)
+    if old:
+        head.append(f"stale ({max(old.values()):.0f} s old, {len(old)} reads past {ev.interval_s + 2:g} s): ",
+                    style="bold yellow")
+    head.append("verdict: ", style="bold")
+    head.append(one_line(ev.verdict, 600), style=verdict_style(bool(old), bool(ev.captured)))
+    if ev.next_step:
+        head.append("\nnext: ", style="bold")
+        head.append(one_line(ev.next_step, 600))
+    head.append(capture_line(ev, progress, bool(old)), style="dim")
+    return head
+
+
+def capture_line(ev: HangEvidence, progress: str, stale: bool) -> str:
+    """A new capture under way is said over when the shown one was taken."""
+    if progress:
+        return f"\n(capturing again: {one_line(progress, 120)})"
+    return (f"\ncaptured {time.strftime('%H:%M:%S', time.localtime(ev.captured_at))} in "
+            f"{ev.capture_s:.1f} s from {len(ev.stations)} stations; r captures again, s saves "
+            "the archive" + ("; what it says is not the stations' present" if stale else ""))
+
+
+def findings_text(ev: HangEvidence | None) -> Text:
+    """What each piece of evidence says, one line each, with the stations it could not read."""
+    if ev is None:
+        return Text()
+    findings = Text("what each piece of evidence says\n", style="dim")
+    for k, v in ev.findings.items():
+        findings.append(f"{k:<16}", style="bold")
+        findings.append(one_line(v, 400))
+        cov = ev.covers.get(k)
+        if cov is not None and cov.not_read:
+            findings.append(f"  (not read on {', '.join(cov.not_read)})", style="dim")
+        findings.append("\n")
+    return findings
