@@ -42,9 +42,9 @@ OWN_TESTS = ("batch", "copy", "identity", "processes", "tasks")
 def builders() -> list:
     """Every builder the package gives its callers (``rc.NAME``), whichever family module holds it."""
     own = tuple(f"{cmdlines.__name__}.{m}" for m in OWN_TESTS)
-    return [f for name, f in inspect.getmembers(cmdlines, inspect.isfunction)
-            if f.__module__.startswith(cmdlines.__name__ + ".") and f.__module__ not in own
-            and not name.startswith("_")]
+    named = [getattr(cmdlines, name) for name in cmdlines.__all__]  # each family loads on first use
+    return [f for f in named if inspect.isfunction(f)
+            and f.__module__.startswith(cmdlines.__name__ + ".") and f.__module__ not in own]
 
 
 def test_every_builder_is_covered():

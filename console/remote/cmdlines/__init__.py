@@ -8,7 +8,7 @@ RDMA, perftest, SSH between stations), ``nccl`` (nccl-tests and the hang evidenc
 multiplexed long-lived channels), ``processes`` (the GPU process list, ending one), ``identity`` (who a
 station is), ``tasks`` (the engine threads' kernel side), ``batch`` (several lines as one) and ``copy``
 (``dgx-console copy``, used as ``rc.copy.*``). Each family loads on the first use of one of its names
-(``console.lazy.lazy_exports``): the simulator's commands that need one constant load one module.
+(``console.lazy.lazy_exports``): a short-lived process that needs one constant loads one module.
 """
 
 from __future__ import annotations
