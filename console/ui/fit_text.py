@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from console.diagnosis.text import message_of
 from console.sanitize import one_line
+from console.ui.shown_key import shown_key, text_key
 
 # glog / c10 prefixes the diagnosis keeps (it matches on them): "[E1201 11:07:44.131931664 ProcessGroupNCCL.cpp:632] "
 _GLOG = re.compile(r"^\[[EWIF]\d{3,4}(?: [\d:.]++)? [\w.]++:\d++\]\s*+")
@@ -37,6 +39,9 @@ class Clipped:
     def __init__(self, text: Text | str, lines: int = 2, style: str = "") -> None:
         self.text = text if isinstance(text, Text) else Text(text, style=style)
         self.lines = max(1, lines)
+
+    def shown_key(self) -> Hashable:
+        return ("clipped", text_key(self.text), self.lines)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = max(1, options.max_width)
@@ -90,6 +95,13 @@ class Packed:
     def joined(self) -> Text:
         """The pieces on one line (what a test or a screen reader reads; spans keep their styles)."""
         return Text(self.sep).join(self.pieces)
+
+    def shown_key(self) -> Hashable | None:
+        """None when an ``after`` renderable has no key (it is drawn each time then)."""
+        after = tuple(shown_key(a) for a in self.after)
+        if any(k is None for k in after):
+            return None
+        return ("packed", tuple(text_key(p) for p in self.pieces), self.sep, after)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from pack(self.pieces, max(1, options.max_width), self.sep)

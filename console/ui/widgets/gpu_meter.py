@@ -18,6 +18,7 @@ from console.sanitize import one_line
 from console.station.gpu_memory import GpuMemory, GpuTrace
 from console.ui.palette import DEFAULT, Palette, fill_level, palette_of
 from console.ui.widgets.gpu_history import GpuHistoryPlot
+from console.ui.widgets.steady import Steady
 
 
 def fmt_gib(mib: float | None) -> str:
@@ -30,6 +31,9 @@ class Bar:
     def __init__(self, frac: float | None, expected: float | None = None, palette: Palette = DEFAULT,
                  dim: bool = False):
         self.frac, self.expected, self.palette, self.dim = frac, expected, palette, dim
+
+    def shown_key(self) -> tuple:
+        return ("bar", self.frac, self.expected, self.palette, self.dim)
 
     def __rich_console__(self, console, options):
         yield _dimmed(bar(self.frac, options.max_width, self.expected, self.palette), self.dim)
@@ -120,10 +124,10 @@ class GpuMeter(Vertical):
         self.stale_age: float | None = None  # the reading is this old and not live (dimmed), else None
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="gpu-head")
+        yield Steady("", classes="gpu-head")
         with Horizontal():
-            yield Static("", classes="gpu-bar")
-            yield Static("", classes="gpu-mem")
+            yield Steady("", classes="gpu-bar")
+            yield Steady("", classes="gpu-mem")
         yield Static("", classes="gpu-hist")
         yield GpuHistoryPlot(classes="gpu-plot")
 
@@ -158,14 +162,14 @@ class GpuMeter(Vertical):
             self.used_mib = self.total_mib = None
             text = one_line(g.error or "no reading", 300)
             self.title = f"GPU{self.index} ✖ {text}"
-            self.query_one(".gpu-head", Static).update(Text(self.title, style="bold red", overflow="ellipsis",
-                                                            no_wrap=True))
+            self.query_one(".gpu-head", Steady).show(Text(self.title, style="bold red", overflow="ellipsis",
+                                                          no_wrap=True))
             # the second line: why (what follows the bus id), e.g. "Unknown Error", "GPU is lost. ..."
             bus = g.bus_id or ""
             tail = text[text.find(bus) + len(bus):].lstrip(": ") if bus and bus in text else ""
-            self.query_one(".gpu-bar", Static).update(
+            self.query_one(".gpu-bar", Steady).show(
                 Text(tail, style="red", overflow="ellipsis", no_wrap=True) if tail else Bar(None))
-            self.query_one(".gpu-mem", Static).update(Text("no reading", style="red"))
+            self.query_one(".gpu-mem", Steady).show(Text("no reading", style="red"))
             self._render_history(trace)
             return
         used_mib, total_mib = memory.used_mib, memory.total_mib
@@ -187,10 +191,10 @@ class GpuMeter(Vertical):
         if g.error:
             self.title += f"  ✖ {one_line(g.error, 200)}"
             head.append(f"  ✖ {one_line(g.error, 200)}", style="bold red")
-        self.query_one(".gpu-head", Static).update(head)
-        self.query_one(".gpu-bar", Static).update(Bar(memory.frac, self.expected_frac, palette_of(self.app), old))
+        self.query_one(".gpu-head", Steady).show(head)
+        self.query_one(".gpu-bar", Steady).show(Bar(memory.frac, self.expected_frac, palette_of(self.app), old))
         mem = f"{fmt_gib(used_mib)}/{fmt_gib(total_mib)} GiB"
-        self.query_one(".gpu-mem", Static).update(Text(mem, style="dim") if old else mem)
+        self.query_one(".gpu-mem", Steady).show(Text(mem, style="dim") if old else mem)
         self._render_history(trace)
 
     def _render_history(self, trace: GpuTrace | None) -> None:

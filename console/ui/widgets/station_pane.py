@@ -36,10 +36,12 @@ from console.station.state import StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
 from console.ui.palette import TRANSPORT_STYLE, palette_of
+from console.ui.shown_key import text_key
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
 from console.ui.widgets.mounted import while_mounted
 from console.ui.widgets.process_list import ProcessList
+from console.ui.widgets.steady import Steady
 from console.vocabulary import (
     LOADING_PHASES,
     TRANSPORT_SHORT,
@@ -125,6 +127,9 @@ class HostMemLine:
     def __init__(self, mem: HostMemory, unified: bool, stale_age: float | None = None) -> None:
         self.mem, self.unified, self.stale_age = mem, unified, stale_age
 
+    def shown_key(self) -> tuple:
+        return ("hostmem", self.mem, self.unified, None if self.stale_age is None else old_label(self.stale_age).plain)
+
     def __rich_console__(self, console, options):
         mem = self.mem
         frac = mem.used_mib / mem.total_mib if mem.total_mib else None
@@ -151,6 +156,9 @@ class OneRowEach:
 
     def __init__(self, lines: list[Text]) -> None:
         self.lines = lines
+
+    def shown_key(self) -> tuple:
+        return ("rows", *(text_key(line) for line in self.lines))
 
     def __rich_console__(self, console, options):
         for line in self.lines:
@@ -205,12 +213,12 @@ class StationPane(Vertical):
         self.border_subtitle = where
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="status")
-        yield Static("", classes="gpu-error")
+        yield Steady("", classes="status")
+        yield Steady("", classes="gpu-error")
         yield Vertical(classes="gpus")
-        yield Static("", classes="health")  # GPU flags and Xids, only when they say something
-        yield Static("", classes="hostmem")
-        yield Static("", classes="rails")  # the rail strip
+        yield Steady("", classes="health")  # GPU flags and Xids, only when they say something
+        yield Steady("", classes="hostmem")
+        yield Steady("", classes="rails")  # the rail strip
         yield Static("", classes="badges")
         yield ProcessList(classes="processes")
         if self.station.is_head:
@@ -294,9 +302,9 @@ class StationPane(Vertical):
             self.set_class(s.values_stale, "-stale")
             aspects = aspects | {Aspect.GPUS, Aspect.HOSTMEM}  # whether they are old follows the connection
         if Aspect.GPUS in aspects:
-            err = self.query_one(".gpu-error", Static)
+            err = self.query_one(".gpu-error", Steady)
             err.set_class(s.gpu_error is not None, "-shown")
-            err.update(Text(one_line(s.gpu_error, 300), style="bold red") if s.gpu_error else "")
+            err.show(Text(one_line(s.gpu_error, 300), style="bold red") if s.gpu_error else "")
             self._sync_meters()
         if aspects & {Aspect.GPUS, Aspect.MEMORY}:
             self._render_gpus()
@@ -304,7 +312,7 @@ class StationPane(Vertical):
             now = clock.now()
             old = s.stale(Aspect.HOSTMEM, now)
             self._mark_old(Aspect.HOSTMEM, old)
-            self.query_one(".hostmem", Static).update(
+            self.query_one(".hostmem", Steady).show(
                 HostMemLine(s.host_mem, self.unified, s.value_age(Aspect.HOSTMEM, now) if old else None))
         if aspects & {Aspect.GPUS, Aspect.APPS}:
             self._render_processes()
@@ -384,7 +392,7 @@ class StationPane(Vertical):
         """The health box (each GPU flag, this run's Xids; hidden when all is well) and the rail strip
         (one line per rail), dimmed with their age when their source is late."""
         s, now = self.state, clock.now()
-        box = self.query_one(".health", Static)
+        box = self.query_one(".health", Steady)
         old = s.stale(Aspect.HEALTH, now)
         self._mark_old(Aspect.HEALTH, old)
         lines = health_lines(s)
@@ -397,11 +405,11 @@ class StationPane(Vertical):
             rows[-1].append(f"  (+{len(lines) - most} more)", style="dim")
         if rows and old:
             rows[-1].append_text(old_label(s.value_age(Aspect.HEALTH, now)))
-        box.update(OneRowEach(rows))
+        box.show(OneRowEach(rows))
         box.display = bool(rows)
         # an Xid, uncorrected ECC, HW slowdown or a rail down: the pane's border says it from afar
         self.set_class(not old and s.health_level() == "error", "-health-error")
-        strip = self.query_one(".rails", Static)
+        strip = self.query_one(".rails", Steady)
         views = list(s.rails.views.values())
         old = s.stale(Aspect.RAILS, now)
         self._mark_old(Aspect.RAILS, old)
@@ -417,7 +425,7 @@ class StationPane(Vertical):
             if old:
                 row.append_text(old_label(s.value_age(Aspect.RAILS, now)))
             rows.append(row)
-        strip.update(OneRowEach(rows))
+        strip.show(OneRowEach(rows))
         strip.styles.height = max(1, len(rows))
         strip.display = bool(rows)
 
@@ -493,5 +501,5 @@ class StationPane(Vertical):
                 line = timeline_line(p, now, parse_time(c.started_at) if c is not None and c.started_at else None)
                 line.no_wrap, line.overflow = True, "ellipsis"
                 after.append(line)
-        self.query_one(".status", Static).update(Packed(pieces, "   ", tuple(after)))
+        self.query_one(".status", Steady).show(Packed(pieces, "   ", tuple(after)))
         self.set_class(s.engine_failed, "-failed")
