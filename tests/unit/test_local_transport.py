@@ -52,7 +52,9 @@ async def test_a_cancelled_command_ends_its_process_group(tmp_path):
         raise AssertionError("expected the cancel to propagate")
     except asyncio.CancelledError:
         pass
-    assert gone(pid), "the cancelled command's child outlived it"
+    # the group was sent SIGKILL before the cancel came back; the kernel ends the background child
+    # when it next runs it (a moment on a loaded machine), never 30 s later
+    await until(lambda: gone(pid), what="the cancelled command's child to end", timeout=5)
 
 
 async def test_stream_lines_and_close_ends_the_process():
