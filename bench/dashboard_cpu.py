@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from reftree import HERE, interleaved, trees
+from reftree import HERE, demo_stations, interleaved, trees
 from reftree import load as _load
 
 
@@ -86,34 +84,21 @@ def main() -> None:
     if args.one:
         one(args.one, args.settle, args.seconds)
         return
-    sys.path.insert(0, str(HERE))
-    from console.commands.demo import start_sim_process, stop_sim_process
-
-    tmp = Path(tempfile.mkdtemp(prefix="dashboard_cpu_"))
-    sim = None
-    try:
-        with trees(args.compare) as where:
-            ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[],
-                                    api_key=None)
-            sim, cfg = start_sim_process(ns, tmp)
-            print(f"{_load()}; the TUI's CPU seconds over {args.seconds:.0f} s after {args.settle:.0f} s to settle "
-                  "(2 simulated stations serving), each run its own process")
-            res: dict[str, list[tuple[float, str]]] = {k: [] for k in where}
-            for _i, name in interleaved(list(where), args.runs):
-                res[name].append(_run(where[name], cfg, args.settle, args.seconds))
-            for name, vals in res.items():
-                cpu = statistics.median(v[0] for v in vals)
-                print(f"  {name:>16}: median {cpu:.2f} CPU-s ({100 * cpu / args.seconds:.1f} % of a core); "
-                      f"runs {', '.join(f'{v[0]:.2f}' for v in vals)}; pane redraws skipped/asked: "
-                      f"{', '.join(v[1] for v in vals)}")
-            if len(where) == 2:
-                (ref, this) = res.values()
-                print(f"  this/ref pair by pair, median: "
-                      f"{statistics.median(t[0] / r[0] for r, t in zip(ref, this, strict=True)):.2f}; {_load()}")
-    finally:
-        if sim is not None:
-            stop_sim_process(sim)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with trees(args.compare) as where, demo_stations("dashboard_cpu_") as cfg:
+        print(f"{_load()}; the TUI's CPU seconds over {args.seconds:.0f} s after {args.settle:.0f} s to settle "
+              "(2 simulated stations serving), each run its own process")
+        res: dict[str, list[tuple[float, str]]] = {k: [] for k in where}
+        for _i, name in interleaved(list(where), args.runs):
+            res[name].append(_run(where[name], cfg, args.settle, args.seconds))
+        for name, vals in res.items():
+            cpu = statistics.median(v[0] for v in vals)
+            print(f"  {name:>16}: median {cpu:.2f} CPU-s ({100 * cpu / args.seconds:.1f} % of a core); "
+                  f"runs {', '.join(f'{v[0]:.2f}' for v in vals)}; pane redraws skipped/asked: "
+                  f"{', '.join(v[1] for v in vals)}")
+        if len(where) == 2:
+            (ref, this) = res.values()
+            print(f"  this/ref pair by pair, median: "
+                  f"{statistics.median(t[0] / r[0] for r, t in zip(ref, this, strict=True)):.2f}; {_load()}")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from reftree import HERE, interleaved, trees
+from reftree import HERE, demo_stations, interleaved, trees
 from reftree import load as _load
 
 
@@ -77,36 +75,24 @@ def main() -> None:
     if args.one:
         one(args.one)
         return
-    sys.path.insert(0, str(HERE))
-    from console.commands.demo import start_sim_process, stop_sim_process
+    with trees(args.compare) as where, demo_stations("first_frame_") as cfg:
+        print(f"{_load()}; seconds from spawn to the first frame (2 simulated stations), each run its own "
+              "process")
+        for name in where:  # warm-up: the page cache and .pyc files of both trees
+            _run(where[name], cfg)
+        res: dict[str, list[tuple[float, float]]] = {k: [] for k in where}
+        for _i, name in interleaved(list(where), args.runs):
+            res[name].append(_run(where[name], cfg))
+        for name, vals in res.items():
+            print(f"  {name:>16}: median {statistics.median(v[0] for v in vals):.3f} s, CPU "
+                  f"{statistics.median(v[1] for v in vals):.3f} s  (runs: {', '.join(f'{v[0]:.3f}' for v in vals)})")
+        if len(where) == 2:
+            (ref, this) = res.values()
+            walls = [t[0] / r[0] for r, t in zip(ref, this, strict=True)]
+            cpus = [t[1] / r[1] for r, t in zip(ref, this, strict=True)]
+            print(f"  this/ref pair by pair, median: wall {statistics.median(walls):.2f}, CPU "
+                  f"{statistics.median(cpus):.2f}; {_load()}")
 
-    tmp = Path(tempfile.mkdtemp(prefix="first_frame_"))
-    sim = None
-    try:
-        with trees(args.compare) as where:
-            ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[],
-                                    api_key=None)
-            sim, cfg = start_sim_process(ns, tmp)
-            print(f"{_load()}; seconds from spawn to the first frame (2 simulated stations), each run its own "
-                  "process")
-            for name in where:  # warm-up: the page cache and .pyc files of both trees
-                _run(where[name], cfg)
-            res: dict[str, list[tuple[float, float]]] = {k: [] for k in where}
-            for _i, name in interleaved(list(where), args.runs):
-                res[name].append(_run(where[name], cfg))
-            for name, vals in res.items():
-                print(f"  {name:>16}: median {statistics.median(v[0] for v in vals):.3f} s, CPU "
-                      f"{statistics.median(v[1] for v in vals):.3f} s  (runs: {', '.join(f'{v[0]:.3f}' for v in vals)})")
-            if len(where) == 2:
-                (ref, this) = res.values()
-                walls = [t[0] / r[0] for r, t in zip(ref, this, strict=True)]
-                cpus = [t[1] / r[1] for r, t in zip(ref, this, strict=True)]
-                print(f"  this/ref pair by pair, median: wall {statistics.median(walls):.2f}, CPU "
-                      f"{statistics.median(cpus):.2f}; {_load()}")
-    finally:
-        if sim is not None:
-            stop_sim_process(sim)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

@@ -47,3 +47,26 @@ def interleaved(names: list[str], runs: int) -> Iterator[tuple[int, str]]:
     for i in range(runs):
         for name in (names if i % 2 == 0 else list(reversed(names))):
             yield i, name
+
+
+@contextlib.contextmanager
+def demo_stations(prefix: str) -> Iterator[Path]:
+    """Two simulated stations serving, started as ``dgx-console demo`` starts them (a process of their
+    own, time scale 0.1), for as long as the block runs; yields the config file that points at them."""
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    from console.commands.demo import start_sim_process, stop_sim_process
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    sim = None
+    try:
+        ns = argparse.Namespace(stations=2, profile="glm53-nvfp4-2x-gb300-vllm", time_scale=0.1, fault=[],
+                                api_key=None)
+        sim, cfg = start_sim_process(ns, tmp)
+        yield cfg
+    finally:
+        if sim is not None:
+            stop_sim_process(sim)
+        shutil.rmtree(tmp, ignore_errors=True)
