@@ -366,6 +366,36 @@ def _never_entered(s: _Scene) -> _Said | None:
     return s.line(f"{miss} never entered {next(iter(frv.missing.values()))} ({inside} waits in it)"), "out-of-step"
 
 
+#: a worker still loading its model (vLLM's and SGLang's loaders): no collective runs yet
+_LOADING_FUNCS = ("load_weights", "load_model", "weights_iterator", "download_weights")
+
+
+def _loading_frame(e: StationEvidence) -> pyspy.Frame | None:
+    """The loader frame of a station's engine that is still loading its weights, or None."""
+    for d in e.dumps:
+        for f in (d.main.frames if d.main else ()):
+            if any(w in f.function for w in _LOADING_FUNCS):
+                return f
+    return None
+
+
+def _starting_up(s: _Scene) -> _Said | None:
+    """No rank waits in a collective and one still loads its weights: a start-up, during which RAS's
+    counts stand still because no collective runs yet. Saying "every rank stuck" there is false."""
+    if any(s.coll.values()):
+        return None
+    loading = {n: f for n, e in s.evs.items() if (f := _loading_frame(e)) is not None}
+    if not loading:
+        return None
+    where = "; ".join(f"{n} at {f.function} ({f.file.rsplit('/', 1)[-1]}{f':{f.line}' if f.line else ''})"
+                      for n, f in loading.items())
+    ras = s.read.ras
+    still = (f"; RAS counts every rank at {ras.collective} op {ras.at}: no collective runs while weights load"
+             if ras.kind == "frozen-equal" else "")
+    return (s.line(f"still starting, not an NCCL hang yet: {', '.join(loading)} loading the model's weights "
+                   f"({where}){still}", False), "unknown")
+
+
 def _all_stuck(s: _Scene) -> _Said | None:
     """Every rank in the same collective (by the stacks, or RAS's equal frozen counts): none to blame."""
     ras = s.read.ras
@@ -402,7 +432,7 @@ def _idle(s: _Scene) -> _Said | None:
 
 #: the verdict's rules, strongest evidence first: the first that speaks is the verdict
 _RULES: tuple[Callable[[_Scene], _Said | None], ...] = (
-    _rank_gone, _out_of_step, _moving, _never_entered, _all_stuck, _one_elsewhere, _idle)
+    _rank_gone, _out_of_step, _moving, _never_entered, _starting_up, _all_stuck, _one_elsewhere, _idle)
 
 
 def _no_verdict(s: _Scene) -> str:

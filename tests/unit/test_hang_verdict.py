@@ -86,3 +86,39 @@ def test_out_of_step_with_no_report_kept_still_judges():
     cfg = pair_config()
     verdict, _ = judge(cfg, evs, 3.0)
     assert "out of step" in verdict, verdict
+
+
+# a worker still loading its weights (the simulator's and vLLM's loader frames)
+LOADING = """=== PID 412: VLLM::Worker_TP1
+Process 412: VLLM::Worker_TP1
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 412 (active+gil): "MainThread"
+    load_weights (vllm/model_executor/models/glm4_moe.py:651)
+    load_model (vllm/model_executor/model_loader/default_loader.py:277)
+    load_model (vllm/v1/worker/gpu_model_runner.py:2602)
+"""
+IDLE = """=== PID 411: VLLM::Worker_TP0
+Process 411: VLLM::Worker_TP0
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 411 (idle): "MainThread"
+    dequeue (vllm/distributed/device_communicators/shm_broadcast.py:794)
+"""
+
+
+def test_ras_frozen_equal_while_a_rank_loads_its_weights_is_a_start_up_not_every_rank_stuck():
+    """During a start-up RAS counts every rank at the same early op and the counts stand still (no
+    collective runs while the weights load): the verdict says who is still loading, never "every rank
+    stuck in the same collective", and its next step is to look again, not to restart."""
+    evs = {"A": station("A", IDLE, fixture("ras_json_frozen_equal.json")),
+           "B": station("B", LOADING, fixture("ras_json_frozen_equal.json"))}
+    verdict, _findings, _covers, step = judge(pair_config(), evs, 3.0, full=True)
+    assert verdict.startswith("still starting, not an NCCL hang yet: B loading the model's weights "
+                              "(B at load_weights (glm4_moe.py:651))"), verdict
+    assert "every rank stuck" not in verdict
+    assert "capture again" in step
+    # the same counts with a rank in a collective are judged as before: the start-up rule stays out
+    evs["B"] = station("B", IN_ALLREDUCE, fixture("ras_json_frozen_equal.json"))
+    verdict, _ = judge(pair_config(), evs, 3.0)
+    assert "still starting" not in verdict
