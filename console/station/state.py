@@ -474,18 +474,11 @@ class StationState:
             return None
         return container_run_started(c.started_at)
 
-    def of_run(self, at: float | None) -> bool:
-        """The one rule for "this run's" kernel events: at or after the run's start (a second of
-        slack for the two clocks); an undated event, or any event while no run is known, counts."""
-        t0 = self.run_started()
-        return t0 is None or at is None or at >= t0 - 1.0
-
     def run_kernel_new(self) -> list[KernelEvent]:
         """The kernel events first read with the last message that belong to the container's run:
         what the live diagnosis is fed (none while no run is known: findings belong to a run)."""
-        if self.run_started() is None:
-            return []
-        return [e for e in self.kernel_new if self.of_run(e.time)]
+        t0 = self.run_started()
+        return [] if t0 is None else [e for e in self.kernel_new if _of_run(e.time, t0)]
 
     def gpu_flags(self, index: int) -> list[HealthFlag]:
         """The health flags of one GPU (empty: nothing to say, or not read)."""
@@ -494,7 +487,8 @@ class StationState:
 
     def run_xids(self) -> list[XidEvent]:
         """The Xids since the container started (all of them when it never did)."""
-        return [x for x in self.xids if self.of_run(x.at)]
+        t0 = self.run_started()  # once, not once an Xid: the pane asks on every redraw
+        return [x for x in self.xids if _of_run(x.at, t0)]
 
     def health_level(self) -> str | None:
         """The worst of the GPU flags, the Xids of this run and the rails: ``error`` | ``warn`` | None."""
@@ -514,6 +508,13 @@ class StationState:
     def gpu_error_words(self) -> str:
         """``GPU 1: Unable to determine the device handle ...`` (each GPU in error), or ''."""
         return "; ".join(f"GPU {g.index}: {g.error}" for g in self.gpus_in_error)
+
+
+def _of_run(at: float | None, t0: float | None) -> bool:
+    """The one rule for "this run's" kernel events (``t0``: the run's start, ``run_started``): at or
+    after it, with a second of slack for the two clocks; an undated event, or any event while no run
+    is known, counts."""
+    return t0 is None or at is None or at >= t0 - 1.0
 
 
 def _cleared(snap: ServingSnapshot) -> ServingSnapshot:
