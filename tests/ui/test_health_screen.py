@@ -18,7 +18,9 @@ FAULTS = (  # fault -> what the pane says
     ("gpu-ecc", "✖ GPU1 2 uncorrected ECC"),
     ("gpu-power-capped", "⚠ GPU1 power-capped 600/1000 W"),
     ("rail-errors", "err/s"),
-    ("rail-flap", "✖ down"),
+    # down 2 s of every 6: a loaded machine's read can land after the first down window,
+    # and then the pane says the flap it counted (the carrier's changes) before the next one
+    ("rail-flap", ("✖ down", "⚠ flapped")),
     ("xid", "GPU1 Xid 79: GPU has fallen off the bus at "),
 )
 
@@ -41,8 +43,9 @@ async def test_every_health_fault_shows_on_the_pane_within_5_s(sim_factory):
         for fault, words in FAULTS:
             h.world.set_faults("B", [fault])
             t0 = time.monotonic()
-            await until(lambda w=words: w in _flat(app, "B"), what=f"{fault} on B's pane", pilot=pilot,
-                        timeout=WITHIN_S, detail=lambda: pane_text(app, "B"))
+            either = (words,) if isinstance(words, str) else words
+            await until(lambda e=either: any(w in _flat(app, "B") for w in e), what=f"{fault} on B's pane",
+                        pilot=pilot, timeout=WITHIN_S, detail=lambda: pane_text(app, "B"))
             assert time.monotonic() - t0 < WITHIN_S
             if fault.startswith("gpu-"):
                 assert words[2:] in fleet_row(app.stations["B"]).health  # the fleet row says it too
