@@ -13,9 +13,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import tomli_w
-
-from console.config import parse_config
 from console.sim.world import World
 
 MGMT_NETDEV = "eno1"
@@ -134,7 +131,12 @@ def latest_args(world: World, name: str, container: str = "glm53") -> list[str] 
 
 
 def world_config(world: World):
-    """The config the simulated operator launched with (same fields as the sim's written config)."""
+    """The config the simulated operator launched with (same fields as the sim's written config).
+    Its parser and TOML writer load here: most commands that import this module never ask for it."""
+    import tomli_w
+
+    from console.config.load import parse_config
+
     lines = [f'profile = "{world.meta["profile"]}"', "simulated = true", ""]
     ov = {**world.operator_overrides, **sim_overrides(world)}
     if ov:

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import importlib
 import os
-import shlex
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from console.sim.world import World
 
 
-@dataclass
 class ShimContext:
-    world: World
-    station: str
+    """What a command knows: its world and its station. (A plain class: every command starts a fresh
+    interpreter, and ``dataclasses`` costs ~9 ms to import.)"""
+
+    def __init__(self, world: World, station: str) -> None:
+        self.world, self.station = world, station
+        self._parent = os.getppid()
 
     @property
     def state(self) -> dict:
@@ -43,9 +44,6 @@ class ShimContext:
     def orphaned(self) -> bool:
         """The simulator that ran us is gone: a follow loop must end instead of lingering."""
         return os.getppid() != self._parent or not self.world.root.exists()
-
-    def __post_init__(self) -> None:
-        self._parent = os.getppid()
 
 
 # Commands whose real names have underscores (the rest map ``nvidia_smi.py`` -> ``nvidia-smi``).
@@ -77,6 +75,8 @@ def _start(py: str) -> str:
     have set up named instead (this tree first, then the installed packages): ``site`` runs every
     ``.pth`` file, which took 20-45 ms of the ~70 a shim costs, and a hang capture starts ~25 shims a
     station. Another interpreter (the lab's) keeps ``-m``: its paths are not ours to know."""
+    import shlex  # (here: a command's own start never needs it)
+
     if py != sys.executable:
         return f'"{py}" -m console.sim.shim'
     tree = str(Path(__file__).resolve().parents[2])

@@ -14,12 +14,13 @@ import contextlib
 import fcntl
 import json
 import os
+import pickle
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.config import Profile, gpus_per_station, load_profile, tensor_parallel_for, weights_per_gpu_gib
+if TYPE_CHECKING:  # (the schema loads with the profile: a command that never asks for it skips ~15 ms)
+    from console.config.schema import Profile
 
 # Faults the simulator knows. A fault may name its station: "oom@B"; without one it applies
 # where it is most realistic (see DEFAULT_FAULT_STATION: rank 1 = the first worker).
@@ -163,21 +164,13 @@ def _implied(fault_map: dict[str, list[str]], names: list[str]) -> None:
 # --- end of the NCCL workbench faults
 
 
+# The profile the world was created with, as built (pickled by World.create, the simulator's own file
+# in its own directory: the stations' data never reaches it).
+PROFILE_FILE = "profile.pickle"
+
+
 def station_names(n: int) -> list[str]:
     return [chr(ord("A") + i) if n <= 26 else f"S{i}" for i in range(n)]
-
-
-@dataclass
-class Container:
-    name: str
-    state: str  # created | running | exited | absent
-    image: str
-    image_id: str
-    runs: list[dict[str, Any]]  # [{"started_at": t, "stopped_at": t|None, "exit_code": n|None, "args": [...]}]
-
-    @property
-    def last_run(self) -> dict[str, Any] | None:
-        return self.runs[-1] if self.runs else None
 
 
 class World:
@@ -199,6 +192,8 @@ class World:
         faults: list[str] | None = None,
         time_scale: float = 0.1,
     ) -> World:
+        from console.config.profiles import load_profile  # (a shim never loads one: it reads PROFILE_FILE)
+
         profile = load_profile(profile_name)
         names = station_names(n_stations)
         fault_map: dict[str, list[str]] = {n: [] for n in names}
@@ -228,6 +223,7 @@ class World:
             "operator_overrides": overrides,
         }
         _write_json(root / "world.json", meta)
+        (root / PROFILE_FILE).write_bytes(pickle.dumps((meta["profile"], profile)))
         import hashlib  # here, not at the top: only creating a world hashes (~3 ms of every shim's start)
 
         digest = "sha256:" + hashlib.sha256(profile.image.encode()).hexdigest()
@@ -274,8 +270,23 @@ class World:
         parsing the TOML each time cost three quarters of a tick's CPU."""
         name = self.meta["profile"]
         if self._profile is None or self._profile[0] != name:
-            self._profile = (name, load_profile(name))
+            self._profile = (name, self._built_profile(name))
         return self._profile[1]
+
+    def _built_profile(self, name: str) -> Profile:
+        """The profile as ``create`` built it (PROFILE_FILE), else loaded by name: reading the TOML and
+        checking it again in every shim cost ~15 ms of the ~75 each command's start takes."""
+        try:
+            kept, profile = pickle.loads((self.root / PROFILE_FILE).read_bytes())
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+            kept = None  # (a world from before the file, or one torn while written: the slow way)
+        from console.config.schema import Profile
+
+        if kept == name and isinstance(profile, Profile):
+            return profile
+        from console.config.profiles import load_profile
+
+        return load_profile(name)
 
     @property
     def names(self) -> list[str]:
@@ -357,6 +368,8 @@ class World:
 def hold_memory(profile: Profile, state: dict[str, Any], n_stations: int) -> None:
     """The oom fault's cause: a leftover process holding enough of the serving GPU (GB10: of the
     unified memory) that the weights (this rank's share of them) stop loading at about 60 %."""
+    from console.config.schema import tensor_parallel_for, weights_per_gpu_gib
+
     total = (state["host_mem_total_mib"] - BASE_HOST_USED_MIB[True]) if profile.gpu.unified_memory else profile.gpu.memory_total_mib
     weights = weights_per_gpu_gib(profile, tensor_parallel_for(profile, n_stations))
     held = int(total - 1024 * (0.6 * weights + 0.6))
@@ -372,6 +385,8 @@ def held_mib(gpu: dict[str, Any]) -> int:
 
 def _gpus_for(profile: Profile, station: str) -> list[dict[str, Any]]:
     import hashlib  # see World.create
+
+    from console.config.schema import gpus_per_station
 
     def uuid(i: int) -> str:
         h = hashlib.sha1(f"{station}-{i}-{profile.gpu.name}".encode()).hexdigest()
