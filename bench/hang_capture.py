@@ -45,26 +45,28 @@ async def one(n: int, interval: float, runs: int = 3) -> None:
         for i, name in enumerate(reversed(w.names[1:])):
             start_container(w, name, at=now + i * 0.1, args=FR + launch_args(w, name))
         start_container(w, w.names[0], at=now + 0.3, args=FR + launch_args(w, w.names[0]))
-        took, cpu, verdict = [], [], ""
+        took, cpu, own, verdict = [], [], [], ""
         for _ in range(runs):
-            c0 = _cpu()
+            c0, o0 = _cpu(), _cpu(children=False)
             ev = await capture(cfg, interval_s=interval)
             await asyncio.sleep(0.5)  # the last shims reaped: their CPU is counted
             cpu.append(_cpu() - c0)
+            own.append(_cpu(children=False) - o0)
             took.append(ev.capture_s)
             verdict = ev.verdict
         print(f"{n} stations: {', '.join(f'{x:.1f}' for x in took)} s, median {statistics.median(took):.1f} s "
               f"(interval {interval:g} s); CPU {', '.join(f'{x:.1f}' for x in cpu)} s, median "
-              f"{statistics.median(cpu):.1f} s (this process and the shims); verdict: {verdict[:120]}")
+              f"{statistics.median(cpu):.1f} s (this process and the shims; this process alone "
+              f"{statistics.median(own):.1f} s); verdict: {verdict[:120]}")
     finally:
         await srv.stop()
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its reaped children (the simulator's shims): the capture's cost,
-    which a loaded machine moves far less than its wall time."""
+def _cpu(children: bool = True) -> float:
+    """CPU seconds of this process and (``children``) its reaped children, the simulator's shims: the
+    capture's cost, which a loaded machine moves far less than its wall time."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + ((t.children_user + t.children_system) if children else 0.0)
 
 
 def main() -> None:
