@@ -25,7 +25,7 @@ from console.serving.metrics import MISSES_FOR_RED, ServingSnapshot, is_invalid
 from console.station.messages import ServingUpdate as ServingUpdate  # its old home: re-exported
 from console.station.verdict import Verdict
 from console.ui import clock
-from console.ui.engine_state import api_expectation
+from console.ui.engine_state import ApiExpectation, api_expectation
 from console.ui.fit_text import pack
 from console.ui.palette import DEFAULT, Palette, palette_of
 
@@ -67,25 +67,11 @@ def stale_after(snap: ServingSnapshot) -> float:
     return max(STALE_AFTER_S, 2 * (snap.metrics_every_s or 0.0))
 
 
-def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
-                    engine: EngineProgress | None = None, palette: Palette = DEFAULT,
-                    max_lines: int | None = None, off: str | None = None,
-                    progress: Verdict | None = None) -> ServingView:
-    """The panel's content (pure: a snapshot, a clock and the head's engine phase in, a
-    renderable out) that lays itself out for the width it gets: label/value pairs two per row
-    when there is room, else packed whole into lines (a label is never cut to ``M…``).
-    ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate).
-    ``off``: the head's container is not running (why, "container exited (0)"): nothing that
-    answers on the port is its engine, so no live figure shows (the last ones, dimmed, with their age)."""
-    now = clock.now() if now is None else now
-    pal = palette
-    if snap is None:
-        return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
-    stale = snap.is_stale(now, stale_after(snap)) or off is not None
-    expect = api_expectation(engine)
-    loading = snap.status in ("unreachable", "unhealthy") and expect == "loading" and off is None
+def _status_health(snap: ServingSnapshot, pal: Palette) -> Text:
+    """The health line as the last poll's status says it, before the engine phase, the progress
+    verdict or a late poll may override it."""
     code = snap.http_status or 503
-    health = {
+    return {
         "ok": Text("● healthy", style=pal.ok),
         "unhealthy": Text(f"● unhealthy ({code}{' redirect' if 300 <= code < 400 else ''})",
                           style=f"bold {pal.error}"),
@@ -96,29 +82,67 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
         "missed": Text(f"◌ missed {snap.misses}/{MISSES_FOR_RED} ({_short_miss(snap)})",
                        style=f"bold {pal.warn}"),
     }.get(snap.status, Text("● unknown", style="dim"))
-    if progress is not None and progress.judged_at is not None and snap.status == "ok" and off is None:
+
+
+def _progress_health(health: Text, snap: ServingSnapshot, now: float, pal: Palette, off: str | None,
+                     progress: Verdict | None) -> Text:
+    """A /health 200 is not "healthy" while progress is not yet judged, nor ever while the progress
+    judge raises an alarm (a wedged engine still answers /health)."""
+    if progress is None or off is not None:
+        return health
+    if progress.judged_at is not None and snap.status == "ok":
         # a console opened on requests in flight: 200 is not "healthy" before a token is seen to move
         health = Text(f"◌ {snap.health_path} 200 · progress unknown (judged in {mmss(max(0.0, progress.judged_at - now))})",
                       style=f"bold {pal.warn}")
-    if progress is not None and progress.alarm and off is None:  # /health 200 never reads healthy
+    if progress.alarm:  # /health 200 never reads healthy
         since = f" for {mmss(now - progress.since)}" if progress.since is not None else ""
         answer = f"{snap.health_path} 200 but " if snap.status == "ok" else ""
         health = Text(f"● {answer}{progress.state.upper()}{since}", style=f"bold {pal.error}")
+    return health
+
+
+def _engine_health(health: Text, snap: ServingSnapshot, engine: EngineProgress | None, pal: Palette,
+                   off: str | None, expect: ApiExpectation, loading: bool) -> Text:
+    """An API that cannot answer because its engine is loading, stopped or its container is off
+    says so calmly instead of in red."""
     if loading:  # expected while the engine starts: calm, with the phase
-        health = Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
-    elif off is not None:
-        health = Text(f"○ {one_line(off, 120)}", style="dim")
-    elif snap.status == "unreachable" and expect == "stopped":
-        health = Text("○ stopped (the engine is not running)", style="dim")
+        return Text(f"◌ starting (engine {engine.label})", style=pal.calm)  # type: ignore[union-attr]
+    if off is not None:
+        return Text(f"○ {one_line(off, 120)}", style="dim")
+    if snap.status == "unreachable" and expect == "stopped":
+        return Text("○ stopped (the engine is not running)", style="dim")
+    return health
+
+
+def _late_health(health: Text, snap: ServingSnapshot, now: float, pal: Palette, off: str | None) -> Text:
+    """A late poll makes what it last said old news; "not answering" stays true, so it is kept."""
     poll_age = None if snap.polled_at is None else max(0.0, now - snap.polled_at)
     if poll_age is not None and poll_age > LATE_AFTER_S and snap.status != "unreachable" and off is None:
-        # the poll is late: what it last said is old news ("not answering" stays true)
-        health = Text(f"◌ no answer for {span(poll_age)} (last: {health.plain.lstrip('●◌○ ')})",
-                      style=f"bold {pal.warn}")
+        return Text(f"◌ no answer for {span(poll_age)} (last: {health.plain.lstrip('●◌○ ')})",
+                    style=f"bold {pal.warn}")
+    return health
+
+
+def _health_line(snap: ServingSnapshot, now: float, engine: EngineProgress | None, pal: Palette,
+                 off: str | None, progress: Verdict | None, expect: ApiExpectation, loading: bool) -> Text:
+    """The API line: the poll's status, then each override in order of precedence (progress,
+    engine phase, late poll); the later one wins."""
+    health = _status_health(snap, pal)
+    health = _progress_health(health, snap, now, pal, off, progress)
+    health = _engine_health(health, snap, engine, pal, off, expect, loading)
+    return _late_health(health, snap, now, pal, off)
+
+
+def _model_text(snap: ServingSnapshot) -> Text:
+    """The model and the engine that serves it: server text, so one sanitized line."""
     engine_name = f"{snap.engine or '?'} {snap.version or ''}".strip()
-    val = "dim" if stale else ""
+    return Text(one_line(f"{snap.model or '—'} ({engine_name})", 200))
+
+
+def _figure_rows(snap: ServingSnapshot, val: str) -> list[list[tuple[str, Text]]]:
+    """The load, rate and latency pairs (``val``: their style, dim when stale); the MTP row only
+    for an engine that reports speculative decoding."""
     rows = [
-        [("API", health), ("Model", Text(one_line(f"{snap.model or '—'} ({engine_name})", 200)))],
         [("Reqs", Text(f"{_num(snap.running, '.0f')} run · {_num(snap.waiting, '.0f')} wait", style=val)),
          ("KV", Text(_pct(snap.kv_usage), style=val))],
         [("Gen", Text(_num(snap.gen_tok_s, ",.1f", " tok/s"), style=val)),
@@ -131,23 +155,34 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
                                   style=val)),
                      ("Len", Text(_num(snap.spec_mean_len, ".2f") + _suffix(snap.spec_mean_len, " tok/step"),
                                   style=val))])
+    return rows
+
+
+def _foot_line(snap: ServingSnapshot, now: float, pal: Palette, off: str | None, loading: bool,
+               stale: bool) -> Text:
+    """How fresh the figures are and why: off, loading, none yet, stale (with the error) or updated."""
     age = snap.age_s(now)
     error = one_line(snap.error, 300) if snap.error else None
     if off is not None:
-        foot = Text(f"last figures from before the stop, {span(age)} ago" if age is not None
+        return Text(f"last figures from before the stop, {span(age)} ago" if age is not None
                     else "no figures from this container", style="dim")
-    elif loading:
-        foot = Text("the API answers once the engine is ready" + (
+    if loading:
+        return Text("the API answers once the engine is ready" + (
             f"; last good poll {span(age)} ago" if age is not None else ""), style="dim")
-    elif age is None:
-        foot = Text(f"no metrics yet{': ' + error if error else ''}", style=pal.warn)
-    elif stale:
-        foot = Text(f"stale: last good poll {span(age)} ago" + (f" — {error}" if error else ""),
+    if age is None:
+        return Text(f"no metrics yet{': ' + error if error else ''}", style=pal.warn)
+    if stale:
+        return Text(f"stale: last good poll {span(age)} ago" + (f" — {error}" if error else ""),
                     style=f"bold {pal.warn}")
-    else:
-        foot = Text(f"updated {span(age)} ago", style="dim")
-        if snap.note:
-            foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
+    foot = Text(f"updated {span(age)} ago", style="dim")
+    if snap.note:
+        foot.append(f" — {one_line(snap.note, 300)}", style=pal.warn)
+    return foot
+
+
+def _append_foot_notes(foot: Text, snap: ServingSnapshot, pal: Palette) -> None:
+    """What the foot adds whatever the freshness: the health check's miss, values out of range,
+    and a large /metrics read seldom (so its figures age slower)."""
     if snap.miss:  # what the missed health check means (refused = down, timeout = hung or saturated)
         foot.append(f" — health check: {snap.miss}", style=pal.warn)
     if snap.invalid:
@@ -156,6 +191,28 @@ def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
     if snap.metrics_every_s and snap.metrics_size:
         foot.append(f" — /metrics is {snap.metrics_size / 2**20:.1f} MB: read every {span(snap.metrics_every_s)}",
                     style="dim")
+
+
+def render_snapshot(snap: ServingSnapshot | None, now: float | None = None,
+                    engine: EngineProgress | None = None, palette: Palette = DEFAULT,
+                    max_lines: int | None = None, off: str | None = None,
+                    progress: Verdict | None = None) -> ServingView:
+    """The panel's content (pure: a snapshot, a clock and the head's engine phase in, a
+    renderable out) that lays itself out for the width it gets: label/value pairs two per row
+    when there is room, else packed whole into lines (a label is never cut to ``M…``).
+    ``max_lines``: a small terminal's budget (the first rows: health, model, load, rate).
+    ``off``: the head's container is not running (why, "container exited (0)"): nothing that
+    answers on the port is its engine, so no live figure shows (the last ones, dimmed, with their age)."""
+    now = clock.now() if now is None else now
+    if snap is None:
+        return ServingView([[("API", Text("waiting for the first poll…", style="dim"))]], None, max_lines)
+    stale = snap.is_stale(now, stale_after(snap)) or off is not None
+    expect = api_expectation(engine)
+    loading = snap.status in ("unreachable", "unhealthy") and expect == "loading" and off is None
+    health = _health_line(snap, now, engine, palette, off, progress, expect, loading)
+    rows = [[("API", health), ("Model", _model_text(snap))], *_figure_rows(snap, "dim" if stale else "")]
+    foot = _foot_line(snap, now, palette, off, loading, stale)
+    _append_foot_notes(foot, snap, palette)
     return ServingView(rows, foot, max_lines)
 
 

@@ -32,10 +32,10 @@ from console.probes.meminfo import HostMemory
 from console.sanitize import one_line
 from console.station.aspects import EVERY_ASPECT, Aspect
 from console.station.health import health_lines
-from console.station.state import StationState
+from console.station.state import Connection, StationState
 from console.ui import clock
 from console.ui.fit_text import Clipped, Packed, error_words
-from console.ui.palette import TRANSPORT_STYLE, palette_of
+from console.ui.palette import TRANSPORT_STYLE, Palette, palette_of
 from console.ui.shown_key import text_key
 from console.ui.widgets.gpu_meter import GpuMeter, bar, fmt_gib
 from console.ui.widgets.log_pane import LogPane
@@ -119,6 +119,109 @@ def nccl_build_warning(p: EngineProgress) -> str | None:
     if bad is None:
         return None
     return f"⚠ NCCL {p.nccl_version} loaded: known bad ({bad.short}, {bad.cite}); fix: {bad.fix}"
+
+
+def _retry_pieces(conn: Connection, now: float) -> list[Text]:
+    """A station down or connecting: when it was last seen (or never) and when the next try is."""
+    pieces: list[Text] = []
+    seen = conn.last_sample_at
+    if seen is not None and conn.state != ConnState.CONNECTING:
+        pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
+                           f"({age(now - seen)} ago)", style="yellow"))
+    elif conn.state != ConnState.CONNECTING:
+        pieces.append(Text("never seen", style="yellow"))
+    if conn.next_try_at is not None:
+        wait = conn.next_try_at - now
+        pieces.append(Text(f"next try in {age(wait)}" if wait >= 1 else "trying again now", style="dim"))
+    return pieces
+
+
+def _connection_pieces(s: StationState, now: float) -> tuple[list[Text], list]:
+    """The connection's state word first, then how old its values are or when it retries; a
+    single late source says why below the pieces instead (its reason keeps its start)."""
+    conn = s.conn
+    icon, style = CONN_STYLE.get(conn.state, ("?", "white"))
+    state = Text(f"{icon} {conn.state}", style=style)
+    pieces = [state]
+    after: list = []
+    seen = conn.last_sample_at
+    if conn.state == ConnState.STALE and conn.late is not None:  # one source late, the rest answers
+        after.append(Clipped(Text(s.why(now) or "", style="yellow"), 2))
+    elif conn.state == ConnState.STALE and seen is not None:
+        state.append(f" {age(now - seen)}", style=style)
+        pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
+    elif conn.down or conn.state == ConnState.CONNECTING:
+        pieces += _retry_pieces(conn, now)
+    return pieces, after
+
+
+def _connection_note(conn: Connection) -> Clipped | None:
+    """What the operator must decide or know about the connection, drawn whole below the pieces:
+    a host key to trust or that changed (both keys in full), or why it failed."""
+    hk = conn.host_key
+    if conn.state == ConnState.HOST_KEY_UNKNOWN:
+        offered = getattr(hk, "offered", None)
+        return Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
+                            style="magenta"), 2)
+    if conn.state == ConnState.HOST_KEY_CHANGED and getattr(hk, "revoked", False):
+        return Clipped(Text(f"HOST KEY REVOKED: {getattr(hk, 'offered', None) or '?'} is @revoked in "
+                            "known_hosts — refused", style="bold red"), 6)
+    if conn.state == ConnState.HOST_KEY_CHANGED:
+        known = ", ".join(str(k) for k in getattr(hk, "known", ()))
+        return Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
+                            " — press T to review", style="bold red"), 6)  # both keys, whole
+    if conn.state in (ConnState.UNREACHABLE, ConnState.ERROR) and conn.detail:
+        return Clipped(Text(f"{one_line(conn.detail, 240)} (r: retry now)", style="red"), 2)
+    return None
+
+
+def _container_piece(s: StationState, now: float, old: bool) -> Text | None:
+    """``container NAME: running`` coloured by state (an exit code that is not 0 in red); ``old``:
+    the station is not live, so the word is dimmed with its age."""
+    if not (c := s.container):
+        return None
+    cstyle = "green" if c.state == ContainerState.RUNNING else ("red" if c.exit_code not in (None, 0) else "dim")
+    cstyle = "dim" if old else cstyle
+    piece = Text.assemble(("container ", "dim"), (f"{s.container_name}: {c.state}", cstyle))
+    if c.state == ContainerState.EXITED and c.exit_code is not None:
+        piece.append(f" ({c.exit_code})", style=cstyle)
+    if old:
+        piece.append_text(old_label(s.value_age(Aspect.CONTAINER, now)))
+    return piece
+
+
+def _engine_piece(s: StationState, p: EngineProgress, now: float, old: bool, pal: Palette) -> Text:
+    """``engine PHASE``: a loading phase in the theme's calm colour; dimmed with its age when old."""
+    estyle = pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white")
+    piece = Text.assemble(("engine ", "dim"), (s.engine_label, "dim" if old else estyle))
+    if old:
+        piece.append_text(old_label(s.value_age(Aspect.ENGINE, now)))
+    return piece
+
+
+def _nccl_piece(p: EngineProgress, old: bool, pal: Palette, gpudirect: bool) -> Text:
+    """``NCCL TRANSPORT``; RDMA is calm on a pair that has no GPUDirect (it is what is expected there)."""
+    tl, ts = TRANSPORT_LABEL[p.transport]
+    if p.transport == NcclTransport.RDMA and not gpudirect:
+        ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
+    return Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts))
+
+
+def _engine_after(s: StationState, p: EngineProgress, now: float, old: bool) -> list:
+    """What must keep its start below the pieces: every fatal line of the run, a known-bad NCCL
+    build, and the start-up timeline (one line, cut at the pane's edge)."""
+    after: list = []
+    for fatal in p.fatal_lines or ((p.fatal,) if p.fatal else ()):  # every fatal line of the run
+        after.append(Clipped(Text("✖ " + error_words(fatal), style="red"), 2))
+    if bad := nccl_build_warning(p):  # the NCCL this rank loaded is a known-bad build
+        after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
+    if p.timeline:
+        c = s.container
+        line = timeline_line(p, now, parse_time(c.started_at) if c is not None and c.started_at else None)
+        line.no_wrap, line.overflow = True, "ellipsis"
+        after.append(line)
+    return after
+
 
 class HostMemLine:
     """``host mem ███░░ 24.3/496.0 GiB``: the bar gives way so the figures always show;
@@ -433,73 +536,19 @@ class StationPane(Vertical):
         """Whole pieces packed into the pane's width, then what must keep its start (the fatal
         line, clipped to two lines) and the start-up timeline."""
         s = self.state
-        conn = s.conn
-        icon, style = CONN_STYLE.get(conn.state, ("?", "white"))
         now = clock.now()
-        state = Text(f"{icon} {conn.state}", style=style)
-        pieces = [state]
-        after: list = []
-        seen = conn.last_sample_at
-        if conn.state == ConnState.STALE and conn.late is not None:  # one source late, the rest answers
-            after.append(Clipped(Text(s.why(now) or "", style="yellow"), 2))
-        elif conn.state == ConnState.STALE and seen is not None:
-            state.append(f" {age(now - seen)}", style=style)
-            pieces.append(Text(f"values from {time.strftime('%H:%M:%S', time.localtime(seen))}", style="yellow"))
-        elif conn.down or conn.state == ConnState.CONNECTING:
-            if seen is not None and conn.state != ConnState.CONNECTING:
-                pieces.append(Text(f"last seen {time.strftime('%H:%M:%S', time.localtime(seen))} "
-                                   f"({age(now - seen)} ago)", style="yellow"))
-            elif conn.state != ConnState.CONNECTING:
-                pieces.append(Text("never seen", style="yellow"))
-            if conn.next_try_at is not None:
-                wait = conn.next_try_at - now
-                pieces.append(Text(f"next try in {age(wait)}" if wait >= 1 else "trying again now", style="dim"))
-        hk = conn.host_key
-        if conn.state == ConnState.HOST_KEY_UNKNOWN:
-            offered = getattr(hk, "offered", None)
-            after.append(Clipped(Text(f"host key unknown: {offered or '?'} — press T to review and trust",
-                                      style="magenta"), 2))
-        elif conn.state == ConnState.HOST_KEY_CHANGED and getattr(hk, "revoked", False):
-            after.append(Clipped(Text(f"HOST KEY REVOKED: {getattr(hk, 'offered', None) or '?'} is @revoked in "
-                                      "known_hosts — refused", style="bold red"), 6))
-        elif conn.state == ConnState.HOST_KEY_CHANGED:
-            known = ", ".join(str(k) for k in getattr(hk, "known", ()))
-            after.append(Clipped(Text(f"HOST KEY CHANGED: known {known}, offered {getattr(hk, 'offered', None) or '?'}"
-                                      " — press T to review", style="bold red"), 6))  # both keys, whole
-        elif conn.state in (ConnState.UNREACHABLE, ConnState.ERROR) and conn.detail:
-            after.append(Clipped(Text(f"{one_line(conn.detail, 240)} (r: retry now)", style="red"), 2))
+        pieces, after = _connection_pieces(s, now)
+        if (note := _connection_note(s.conn)) is not None:
+            after.append(note)
         # a station not live as a whole: what its container and engine last said is old (dimmed, with its age)
         old = s.values_stale
-        if c := s.container:
-            cstyle = "green" if c.state == ContainerState.RUNNING else ("red" if c.exit_code not in (None, 0) else "dim")
-            cstyle = "dim" if old else cstyle
-            piece = Text.assemble(("container ", "dim"), (f"{s.container_name}: {c.state}", cstyle))
-            if c.state == ContainerState.EXITED and c.exit_code is not None:
-                piece.append(f" ({c.exit_code})", style=cstyle)
-            if old:
-                piece.append_text(old_label(s.value_age(Aspect.CONTAINER, now)))
-            pieces.append(piece)
+        if (container := _container_piece(s, now, old)) is not None:
+            pieces.append(container)
         if s.engine_shown:
             p = s.engine
             assert p is not None
             pal = palette_of(self.app)
-            estyle = pal.calm if p.phase in LOADING_PHASES else PHASE_STYLE.get(p.phase, "white")
-            piece = Text.assemble(("engine ", "dim"), (s.engine_label, "dim" if old else estyle))
-            if old:
-                piece.append_text(old_label(s.value_age(Aspect.ENGINE, now)))
-            pieces.append(piece)
-            tl, ts = TRANSPORT_LABEL[p.transport]
-            if p.transport == NcclTransport.RDMA and not self.gpudirect:
-                ts = pal.ok  # this pair has no GPUDirect: RDMA without it is what is expected
-            pieces.append(Text.assemble(("NCCL ", "dim"), (tl, "dim" if old else ts)))
-            for fatal in p.fatal_lines or ((p.fatal,) if p.fatal else ()):  # every fatal line of the run
-                after.append(Clipped(Text("✖ " + error_words(fatal), style="red"), 2))
-            if bad := nccl_build_warning(p):  # the NCCL this rank loaded is a known-bad build
-                after.append(Clipped(Text(bad, style="dim" if old else "bold yellow"), 2))
-            if p.timeline:
-                c = s.container
-                line = timeline_line(p, now, parse_time(c.started_at) if c is not None and c.started_at else None)
-                line.no_wrap, line.overflow = True, "ellipsis"
-                after.append(line)
+            pieces += [_engine_piece(s, p, now, old, pal), _nccl_piece(p, old, pal, self.gpudirect)]
+            after += _engine_after(s, p, now, old)
         self.query_one(".status", Steady).show(Packed(pieces, "   ", tuple(after)))
         self.set_class(s.engine_failed, "-failed")
