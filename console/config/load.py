@@ -4,118 +4,71 @@ the field. The tables' known keys, TOML kinds and value rules come from the sche
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from console.config.alerts import parse_alerts
 from console.config.engine_flags import serving_problem
-from console.config.errors import ConfigError, Locator, check_type, key_path, one, parse_toml, show, type_name
+from console.config.errors import (
+    ConfigError,
+    Kind,
+    Locator,
+    check_type,
+    key_path,
+    one,
+    parse_toml,
+    show,
+    type_name,
+)
 from console.config.fields import checks, kinds, table
 from console.config.paths import CONFIG_NAME, MAX_CONFIG_BYTES, MAX_KEY_FILE_BYTES, xdg_config_path
 from console.config.profiles import DEFAULT_PROFILE, load_profile
-from console.config.schema import ApiSettings, Config, IncidentSettings, RecoverSettings, Station, UiSettings
+from console.config.schema import (
+    ApiSettings,
+    Config,
+    IncidentSettings,
+    Profile,
+    RecoverSettings,
+    Station,
+    UiSettings,
+)
 from console.config.validate import check_path, check_timeout, overrides_problem
 from console.safe_files import MIB, FileProblem, expand, read_text
 from console.sanitize import is_clean
 
+# err(table, index, key, field_path, message): a ConfigError at the line of that table/key
+_Err = Callable[[str | None, int | None, str | None, str, str], ConfigError]
+_SETTINGS = (("api", ApiSettings), ("ui", UiSettings), ("incidents", IncidentSettings),
+             ("recover", RecoverSettings))
+
 
 def parse_config(text: str, path: str | None = None) -> Config:
-    """Parse and validate config text; raises ConfigError with the line of the culprit."""
+    """Parse and validate config text; raises ConfigError with the line of the culprit.
+
+    Only the first problem is reported, so the order of the checks is part of the behaviour: top-level
+    keys, profile, stations, the settings tables' keys and kinds, their values, alerts, recover,
+    overrides, the top-level values, keys."""
     loc = Locator(text)
     data = parse_toml(text, path)
 
     def err(tbl: str | None, index: int | None, key: str | None, fpath: str, msg: str) -> ConfigError:
         return ConfigError(path, loc.line_of(tbl, index, key), fpath, msg)
 
-    top = sorted(table(Config))
-    for key in data:
-        if key not in top:
-            raise err(None, None, key, key_path(key), f"unknown field (known: {', '.join(top)})")
-
-    profile_name = data.get("profile", DEFAULT_PROFILE)
-    if not isinstance(profile_name, str) or not profile_name or not is_clean(profile_name):
-        raise err(None, None, "profile", "profile", "must be a string (a built-in profile name or a .toml path)")
-    is_file = profile_name.endswith(".toml") or os.sep in profile_name
-    try:
-        if path and is_file:
-            profile_name = str((Path(path).parent / expand(profile_name)).resolve())
-        profile = load_profile(profile_name)
-    except ConfigError as exc:
-        if is_file and exc.path != "<config>":  # the profile file itself is wrong: point there
-            raise
-        raise err(None, None, "profile", "profile", exc.message) from None
-    except (OSError, RuntimeError, ValueError) as exc:  # resolve() on a looping symlink, an odd path
-        raise err(None, None, "profile", "profile", f"cannot read profile: {one(exc)}") from None
-
+    _check_top_keys(data, err)
+    profile = _profile(data.get("profile", DEFAULT_PROFILE), path, err)
     stations = _stations(data.get("stations"), path, err)
-
-    api_raw = data.get("api", {})
-    ui_raw = data.get("ui", {})
-    incidents_raw = data.get("incidents", {})
-    recover_raw = data.get("recover", {})
-    if isinstance(api_raw, dict) and "api_key" in api_raw:
-        raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
-    for tbl, raw, schema in (("api", api_raw, ApiSettings), ("ui", ui_raw, UiSettings),
-                              ("incidents", incidents_raw, IncidentSettings),
-                              ("recover", recover_raw, RecoverSettings)):
-        if not isinstance(raw, dict):
-            raise err(None, None, tbl, tbl, "must be a table")
-        fields = kinds(schema)
-        for key, value in raw.items():
-            if key not in fields:
-                raise err(tbl, None, key, f"{tbl}.{key_path(key)}",
-                          f"unknown field (known: {', '.join(sorted(fields))})")
-            if not check_type(value, fields[key]):
-                raise err(tbl, None, key, f"{tbl}.{key}", f"must be {type_name(fields[key])}, got {show(value)}")
+    api_raw, ui_raw, incidents_raw, recover_raw = _settings_tables(data, err)
     for key, rule in checks(ApiSettings).items():  # the values set in the file
         if key in api_raw and (problem := rule(api_raw[key])):
             raise err("api", None, key, f"api.{key}", problem)
-    ui = UiSettings(**ui_raw)
-    for key, rule in checks(UiSettings).items():  # every value, set or default
-        if problem := rule(getattr(ui, key)):
-            raise err("ui", None, key, f"ui.{key}", problem)
-    incidents = IncidentSettings(**incidents_raw)
-    for key, rule in checks(IncidentSettings).items():
-        if problem := rule(getattr(incidents, key)):
-            raise err("incidents", None, key, f"incidents.{key}", problem)
+    ui = _settings(UiSettings, ui_raw, "ui", err)
+    incidents = _settings(IncidentSettings, incidents_raw, "incidents", err)
     alerts = parse_alerts(data.get("alerts", {}), lambda key, fpath, msg: err("alerts", None, key, fpath, msg))
-    recover = RecoverSettings(**{k: tuple(x) if isinstance(x, list) else x for k, x in recover_raw.items()})
-    for key, rule in checks(RecoverSettings).items():
-        if problem := rule(getattr(recover, key)):
-            raise err("recover", None, key, f"recover.{key}", problem)
-    if recover.on and not incidents.capture:  # the evidence is taken before any restart, or none is made
-        raise err("recover", None, "on", "recover.on", "needs [incidents] capture = true (the evidence is "
-                  "captured before every restart)")
-
-    overrides = data.get("overrides", {})
-    if not isinstance(overrides, dict):
-        raise err(None, None, "overrides", "overrides", "must be a table")
-    problem = overrides_problem(overrides)
-    if problem:
-        key, msg = problem
-        raise err("overrides", None, key.split(".")[0], f"overrides.{key}", msg)
-    if problem := serving_problem(profile.engine, overrides):  # the engine flags (console.config.engine_flags)
-        key, msg = problem
-        raise err("overrides", None, key, f"overrides.{key_path(key)}", msg)
-    for key in ("connect_timeout_s", "command_timeout_s"):
-        if key in data and (problem := check_timeout(data[key])):
-            raise err(None, None, key, key, problem)
-    simulated = data.get("simulated", False)
-    if not isinstance(simulated, bool):
-        raise err(None, None, "simulated", "simulated", "must be true or false")
-    launch_script = data.get("launch_script")
-    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()
-                                      or check_path(launch_script)):
-        raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
-    keys = data.get("keys", {})  # the binding ids and key names are checked by the TUI (console/ui/keymap.py)
-    if not isinstance(keys, dict):
-        raise err(None, None, "keys", "keys", "must be a table of binding id = \"key\"")
-    for key, value in keys.items():
-        if isinstance(value, dict):
-            raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
-                      "docs/configuration.md (e.g. bench-run = \"f5\")")
-        if not isinstance(value, str) or not value.strip():
-            raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
+    recover = _recover(recover_raw, incidents, err)
+    overrides = _overrides(data.get("overrides", {}), profile, err)
+    _check_top_values(data, err)
+    keys = _keys(data.get("keys", {}), err)
 
     return Config(
         path=path,
@@ -127,16 +80,139 @@ def parse_config(text: str, path: str | None = None) -> Config:
         alerts=alerts,
         recover=recover,
         overrides=dict(overrides),
-        simulated=simulated,
+        simulated=data.get("simulated", False),
         connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
         command_timeout_s=float(data.get("command_timeout_s", 30.0)),
-        launch_script=launch_script,
+        launch_script=data.get("launch_script"),
         keys={k: v.strip() for k, v in keys.items()},
     )
 
 
-def _stations(raw_stations: Any, path: str | None, err) -> list[Station]:
+def _check_top_keys(data: dict[str, Any], err: _Err) -> None:
+    """Every top-level key is a Config field (a typo fails here, not silently as a default)."""
+    top = sorted(table(Config))
+    for key in data:
+        if key not in top:
+            raise err(None, None, key, key_path(key), f"unknown field (known: {', '.join(top)})")
+
+
+def _profile(profile_name: Any, path: str | None, err: _Err) -> Profile:
+    """The profile named by ``profile``: a built-in name, or a .toml path relative to the config file.
+    A problem inside a profile file points at that file; any other points at the ``profile`` key."""
+    if not isinstance(profile_name, str) or not profile_name or not is_clean(profile_name):
+        raise err(None, None, "profile", "profile", "must be a string (a built-in profile name or a .toml path)")
+    is_file = profile_name.endswith(".toml") or os.sep in profile_name
+    try:
+        if path and is_file:
+            profile_name = str((Path(path).parent / expand(profile_name)).resolve())
+        return load_profile(profile_name)
+    except ConfigError as exc:
+        if is_file and exc.path != "<config>":  # the profile file itself is wrong: point there
+            raise
+        raise err(None, None, "profile", "profile", exc.message) from None
+    except (OSError, RuntimeError, ValueError) as exc:  # resolve() on a looping symlink, an odd path
+        raise err(None, None, "profile", "profile", f"cannot read profile: {one(exc)}") from None
+
+
+def _check_kinds(raw: dict[str, Any], fields: dict[str, Kind], tbl: str, index: int | None, fp: str,
+                 err: _Err) -> None:
+    """Each key of a table is a known field with a value of its TOML kind (before any rule sees it)."""
+    for key, value in raw.items():
+        if key not in fields:
+            raise err(tbl, index, key, f"{fp}.{key_path(key)}",
+                      f"unknown field (known: {', '.join(sorted(fields))})")
+        if not check_type(value, fields[key]):
+            raise err(tbl, index, key, f"{fp}.{key}", f"must be {type_name(fields[key])}, got {show(value)}")
+
+
+def _settings_tables(data: dict[str, Any], err: _Err) -> tuple[dict, dict, dict, dict]:
+    """The raw [api], [ui], [incidents] and [recover] tables, each a table of known keys and kinds.
+    An inline ``api_key`` is refused first: a secret does not belong in the config file."""
+    raws = [data.get(tbl, {}) for tbl, _ in _SETTINGS]
+    if isinstance(raws[0], dict) and "api_key" in raws[0]:
+        raise err("api", None, "api_key", "api.api_key", "put the key in an env var (api_key_env) or a file")
+    for (tbl, schema), raw in zip(_SETTINGS, raws, strict=True):
+        if not isinstance(raw, dict):
+            raise err(None, None, tbl, tbl, "must be a table")
+        _check_kinds(raw, kinds(schema), tbl, None, tbl, err)
+    api_raw, ui_raw, incidents_raw, recover_raw = raws
+    return api_raw, ui_raw, incidents_raw, recover_raw
+
+
+def _settings(schema: type, raw: dict[str, Any], tbl: str, err: _Err) -> Any:
+    """The settings dataclass built from its (already kind-checked) table, with every field's rule
+    applied to the built value, so a default is checked as well as a value set in the file."""
+    settings = schema(**raw)
+    for key, rule in checks(schema).items():  # every value, set or default
+        if problem := rule(getattr(settings, key)):
+            raise err(tbl, None, key, f"{tbl}.{key}", problem)
+    return settings
+
+
+def _recover(recover_raw: dict[str, Any], incidents: IncidentSettings, err: _Err) -> RecoverSettings:
+    """[recover], checked; restarting needs incident capture, since the evidence is taken first."""
+    raw = {k: tuple(x) if isinstance(x, list) else x for k, x in recover_raw.items()}
+    recover = _settings(RecoverSettings, raw, "recover", err)
+    if recover.on and not incidents.capture:  # the evidence is taken before any restart, or none is made
+        raise err("recover", None, "on", "recover.on", "needs [incidents] capture = true (the evidence is "
+                  "captured before every restart)")
+    return recover
+
+
+def _overrides(overrides: Any, profile: Profile, err: _Err) -> dict[str, Any]:
+    """[overrides]: a table of known profile fields, and engine flags the profile's engine serves."""
+    if not isinstance(overrides, dict):
+        raise err(None, None, "overrides", "overrides", "must be a table")
+    problem = overrides_problem(overrides)
+    if problem:
+        key, msg = problem
+        raise err("overrides", None, key.split(".")[0], f"overrides.{key}", msg)
+    if problem := serving_problem(profile.engine, overrides):  # the engine flags (console.config.engine_flags)
+        key, msg = problem
+        raise err("overrides", None, key, f"overrides.{key_path(key)}", msg)
+    return overrides
+
+
+def _check_top_values(data: dict[str, Any], err: _Err) -> None:
+    """The top-level scalars: the timeouts, ``simulated`` and ``launch_script`` (absent ones default)."""
+    for key in ("connect_timeout_s", "command_timeout_s"):
+        if key in data and (problem := check_timeout(data[key])):
+            raise err(None, None, key, key, problem)
+    if not isinstance(data.get("simulated", False), bool):
+        raise err(None, None, "simulated", "simulated", "must be true or false")
+    launch_script = data.get("launch_script")
+    if launch_script is not None and (not isinstance(launch_script, str) or not launch_script.strip()
+                                      or check_path(launch_script)):
+        raise err(None, None, "launch_script", "launch_script", "must be a path on the stations (e.g. ~/launch-glm53.sh)")
+
+
+def _keys(keys: Any, err: _Err) -> dict[str, str]:
+    """[keys]: binding id = key name strings. Only the shape is checked here; the binding ids and key
+    names are checked by the TUI (console/ui/keymap.py)."""
+    if not isinstance(keys, dict):
+        raise err(None, None, "keys", "keys", "must be a table of binding id = \"key\"")
+    for key, value in keys.items():
+        if isinstance(value, dict):
+            raise err("keys", None, None, f"keys.{key}", "binding ids have no dots; write them as in "
+                      "docs/configuration.md (e.g. bench-run = \"f5\")")
+        if not isinstance(value, str) or not value.strip():
+            raise err("keys", None, key, f"keys.{key}", f"must be a key name like \"f5\" or \"ctrl+r,f5\", got {value!r}")
+    return keys
+
+
+def _stations(raw_stations: Any, path: str | None, err: _Err) -> list[Station]:
     """The ``[[stations]]`` tables: known fields of the right kind and shape, unique names, ranks 0..N-1."""
+    _check_station_array(raw_stations, path, err)
+    fields, rules = kinds(Station), checks(Station)
+    required = [k for k, (_, req) in table(Station).items() if req]
+    stations = [_station(i, raw, fields, rules, required, err) for i, raw in enumerate(raw_stations)]
+    _check_unique_names(stations, err)
+    _check_ranks(stations, err)
+    return stations
+
+
+def _check_station_array(raw_stations: Any, path: str | None, err: _Err) -> None:
+    """``stations`` is a non-empty array of at most 256 tables (a missing or empty one has no line)."""
     if raw_stations is None:
         raise ConfigError(path, None, "stations", "at least one [[stations]] table is required")
     if not isinstance(raw_stations, list) or not all(isinstance(s, dict) for s in raw_stations):
@@ -146,46 +222,51 @@ def _stations(raw_stations: Any, path: str | None, err) -> list[Station]:
     if len(raw_stations) > 256:
         raise err(None, None, "stations", "stations", f"at most 256 stations, got {len(raw_stations)}")
 
-    fields, rules = kinds(Station), checks(Station)
-    required = [k for k, (_, req) in table(Station).items() if req]
-    stations: list[Station] = []
-    for i, raw in enumerate(raw_stations):
-        fp = f"stations[{i}]"
-        for key, value in raw.items():
-            if key not in fields:
-                raise err("stations", i, key, f"{fp}.{key_path(key)}",
-                          f"unknown field (known: {', '.join(sorted(fields))})")
-            if not check_type(value, fields[key]):
-                raise err("stations", i, key, f"{fp}.{key}", f"must be {type_name(fields[key])}, "
-                          f"got {show(value)}")
-        for key in required:
-            if key not in raw and not (key == "host" and raw.get("local")):
-                raise err("stations", i, None, f"{fp}.{key}", "required field is missing")
-        if not raw["name"].strip():
-            raise err("stations", i, "name", f"{fp}.name", "must not be empty")
-        for key, value in raw.items():
-            problem = rules[key](value) if key in rules else None
-            if problem:
-                raise err("stations", i, key, f"{fp}.{key}", problem)
-        stations.append(Station(**{"host": "localhost", **raw}))
 
+def _station(i: int, raw: dict[str, Any], fields: dict[str, Kind], rules: dict[str, Callable[[Any], str | None]],
+             required: list[str], err: _Err) -> Station:
+    """One ``[[stations]]`` table: kinds, then required fields (``host`` not for a local station),
+    then each value's rule; ``host`` defaults to localhost."""
+    fp = f"stations[{i}]"
+    _check_kinds(raw, fields, "stations", i, fp, err)
+    for key in required:
+        if key not in raw and not (key == "host" and raw.get("local")):
+            raise err("stations", i, None, f"{fp}.{key}", "required field is missing")
+    if not raw["name"].strip():
+        raise err("stations", i, "name", f"{fp}.name", "must not be empty")
+    for key, value in raw.items():
+        problem = rules[key](value) if key in rules else None
+        if problem:
+            raise err("stations", i, key, f"{fp}.{key}", problem)
+    return Station(**{"host": "localhost", **raw})
+
+
+def _check_unique_names(stations: list[Station], err: _Err) -> None:
+    """No two stations share a name; the second of a pair is reported."""
     names = [s.name for s in stations]
     for i, s in enumerate(stations):
         if names.index(s.name) != i:
             raise err("stations", i, "name", f"stations[{i}].name", f"duplicate station name {s.name!r}")
+
+
+def _check_ranks(stations: list[Station], err: _Err) -> None:
+    """The ranks are 0..N-1, each once (the engine's node ranks)."""
     ranks = sorted(s.rank for s in stations)
     if ranks != list(range(len(stations))):
-        seen: set[int] = set()
-        bad = 0
-        for idx, s in enumerate(stations):  # point at the first station that breaks the sequence
-            if s.rank in seen or s.rank >= len(stations):
-                bad = idx
-                break
-            seen.add(s.rank)
-        i = bad
+        i = _first_bad_rank(stations)
         raise err("stations", i, "rank", f"stations[{i}].rank",
                   f"ranks must be 0..{len(stations) - 1}, each once (got {ranks})")
-    return stations
+
+
+def _first_bad_rank(stations: list[Station]) -> int:
+    """The index of the first station that breaks the rank sequence (a repeat or one past N-1), so
+    the error points at it; 0 when none does."""
+    seen: set[int] = set()
+    for idx, s in enumerate(stations):
+        if s.rank in seen or s.rank >= len(stations):
+            return idx
+        seen.add(s.rank)
+    return 0
 
 
 def field_error(cfg: Config, tbl: str, key: str, message: str) -> ConfigError:
