@@ -424,11 +424,16 @@ def _countless_verdict(second: RasReport) -> RasVerdict:
 def _top_and_key(c2: dict[int, dict[str, int]], lead: dict[str, int]) -> tuple[dict[str, int], str]:
     """Per collective the most advanced count (the group a text report does not list included), and the
     collective to judge by: the one the spread is in, else the one a model's layers run (AllReduce), else
-    the busiest."""
-    top = {c: max([v.get(c, 0) for v in c2.values()] + [lead.get(c, 0)]) for c in {k for v in c2.values() for k in v}}
+    the busiest. A tie goes to AllReduce, then to the first name in order: the collectives come from a set,
+    whose order changes from one process to the next, and the same reads must say the same thing."""
+    names = sorted({k for v in c2.values() for k in v})
+    top = {c: max([v.get(c, 0) for v in c2.values()] + [lead.get(c, 0)]) for c in names}
     differ = [c for c in top if any(v.get(c, top[c]) != top[c] for v in c2.values()) or c in lead]
-    key = max(differ, key=lambda c: top[c]) if differ else "AllReduce" if top.get("AllReduce") else max(
-        top, key=lambda c: top[c])
+
+    def busiest(among: list[str]) -> str:
+        return max(among, key=lambda c: (top[c], c == "AllReduce"))
+
+    key = busiest(differ) if differ else "AllReduce" if top.get("AllReduce") else busiest(list(top))
     return top, key
 
 

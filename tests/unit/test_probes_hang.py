@@ -117,3 +117,33 @@ def test_flight_recorder_pickle_is_read_without_importing_anything():
         fr.parse_dump(pickle.dumps({"version": "2.7", "x": Evil()}, protocol=2))
     with pytest.raises(ParseError):
         fr.parse_dump(b"not a dump")
+
+
+TIE = """
+import json, sys
+from console.probes import ncclras
+doc = json.loads(sys.stdin.read())
+for rank, n in ((0, 7), (1, 6)):  # two collectives apart by the same count on both ranks: a tie
+    doc["communicators"][0]["ranks"][rank]["collective_counts"].update(Broadcast=n, AllGather=n)
+rep = ncclras.parse_ras(json.dumps(doc))
+v = ncclras.verdict(rep, rep, 3.0)
+print(json.dumps([v.kind, v.collective, v.text]))
+"""
+
+
+def test_a_tie_between_collectives_is_judged_the_same_in_every_process():
+    """The collectives are a set, whose order follows the process's string hashing: before, the same two
+    reads named AllGather in one process and Broadcast in the next."""
+    import os
+    import subprocess
+    import sys
+
+    doc = fixture("ras_json_frozen_equal.json")
+    seen = set()
+    for seed in ("0", "1", "2", "3", "4", "5", "6", "7"):
+        out = subprocess.run([sys.executable, "-c", TIE], input=doc, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        seen.add(out.stdout)
+    assert len(seen) == 1
+    kind, collective, text = json.loads(seen.pop())
+    assert kind == "out-of-step" and collective == "AllGather" and "op" in text
