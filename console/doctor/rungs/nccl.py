@@ -143,29 +143,58 @@ def judge(result: NcclTestResult | None, info: NcclInfo, finished: bool, expecte
     return CheckStatus.PASS, text, ""
 
 
+async def _tools(ctx: DoctorContext, label: str) -> RungResult | tuple[str, dict, str | None]:
+    """What the test needs before it can start: all_reduce_perf and mpirun on the head, each rank's launch
+    environment, the head's login; a result instead when one is missing (nothing is run then)."""
+    head = ctx.config.head
+    try:
+        binary = (await ctx.run(head.name, rc.nccl_tests_binary())).stdout.strip().splitlines()
+        mpirun = await ctx.run(head.name, "command -v mpirun || true")
+        envs = {s.name: await facts.launch_env(ctx, s) for s in ctx.stations}
+        user = await ctx.cmd.reachable(head.name)
+    except (StationDown, ToolMissing) as exc:
+        return RungResult(ID, label, CheckStatus.SKIP, f"cannot run nccl-tests: {exc}")
+    if not binary:
+        return RungResult(ID, label, CheckStatus.FAIL, f"all_reduce_perf (nccl-tests) not found on {head.name}", (),
+                          BUILD_NEXT)
+    if not mpirun.stdout.strip():
+        return RungResult(ID, label, CheckStatus.FAIL, f"mpirun not found on {head.name}", (), BUILD_NEXT)
+    return binary[0], envs, user
+
+
+def _ranks(stations, envs: dict) -> list[tuple[str, dict[str, str]]]:
+    """Each rank's address and NCCL environment: the launch's NCCL_* variables, with the debug output on."""
+    ranks = []
+    for s in stations:
+        env = {k: v for k, v in envs[s.name][0].items() if k.startswith("NCCL_")}
+        env.update(DEBUG_ENV)
+        ranks.append((s.rail_ip or s.host, env))
+    return ranks
+
+
+def _evidence(head: str, cmd: str, took: float, sources: str, cap_why: str | None, info, hosts,
+              lines: list[str]) -> list[str]:
+    """The command as run, what NCCL chose, its last lines and the test's table."""
+    evidence = [f"[{head}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})"
+                + (f"\n({cap_why})" if cap_why else ""),
+                "NCCL chose: " + describe(info, hosts)]
+    nccl_tail = [ln for ln in lines if "NCCL" in ln][-14:]
+    table = [ln for ln in lines if not ("NCCL" in ln and ":" in ln.split(" ", 1)[0])]
+    evidence.append("Last NCCL lines:\n" + "\n".join(nccl_tail) if nccl_tail else "no NCCL line was printed")
+    evidence.append("Output:\n" + "\n".join(table[-40:]))
+    return evidence
+
+
 async def run(ctx: DoctorContext) -> list[RungResult]:
     stations = ctx.stations
     label = ",".join(s.name for s in stations)
     if len(stations) < 2:
         return [RungResult(ID, label, CheckStatus.SKIP, "one station: NCCL across stations does not apply")]
     head = ctx.config.head
-    try:
-        binary = (await ctx.run(head.name, rc.nccl_tests_binary())).stdout.strip().splitlines()
-        mpirun = await ctx.run(head.name, "command -v mpirun || true")
-        envs = {s.name: await facts.launch_env(ctx, s) for s in stations}
-        user = await ctx.cmd.reachable(head.name)
-    except (StationDown, ToolMissing) as exc:
-        return [RungResult(ID, label, CheckStatus.SKIP, f"cannot run nccl-tests: {exc}")]
-    if not binary:
-        return [RungResult(ID, label, CheckStatus.FAIL,
-                           f"all_reduce_perf (nccl-tests) not found on {head.name}", (), BUILD_NEXT)]
-    if not mpirun.stdout.strip():
-        return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun not found on {head.name}", (), BUILD_NEXT)]
-    ranks = []
-    for s in stations:
-        env = {k: v for k, v in envs[s.name][0].items() if k.startswith("NCCL_")}
-        env.update(DEBUG_ENV)
-        ranks.append((s.rail_ip or s.host, env))
+    tools = await _tools(ctx, label)
+    if isinstance(tools, RungResult):
+        return [tools]
+    binary, envs, user = tools
     unified = ctx.profile.gpu.unified_memory  # the test's buffers are host memory there: sized by MemAvailable
     avail = await buffers.read_available(lambda n, c: ctx.run(n, c, tag="buffers"), ctx.config) if unified else {}
     cap = buffers.nccl_cap(avail, ctx.config.ui.memory_floor_mib, unified)
@@ -174,7 +203,7 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
                            "Free host memory on that station (stop the engine, drop the page cache), then rerun.")]
     args = TEST_ARGS if cap.max_bytes == buffers.FULL_MAX_BYTES else \
         [a if TEST_ARGS[i - 1:i] != ["-e"] else cap.arg for i, a in enumerate(TEST_ARGS)]
-    cmd = rc.nccl_tests_mpirun(ranks, binary[0], args, allow_root=user == "root")
+    cmd = rc.nccl_tests_mpirun(_ranks(stations, envs), binary, args, allow_root=user == "root")
     ctx.progress(ID, f"all_reduce_perf across {label} (up to {ctx.options.nccl_timeout_s:g} s)")
     t0 = time.monotonic()
     try:
@@ -185,21 +214,13 @@ async def run(ctx: DoctorContext) -> list[RungResult]:
     except TransportError as exc:
         return [RungResult(ID, label, CheckStatus.FAIL, f"mpirun could not run on {head.name}: {exc}")]
     took = time.monotonic() - t0
-    text = "\n".join(lines)
     try:
-        result = parse_nccl_tests(text)
+        result = parse_nccl_tests("\n".join(lines))
     except ParseError:
         result = None
     info = parse_nccl_info(lines)
-    hosts = per_host(lines)
     status, summary, nxt = judge(result, info, finished, ctx.profile.link.nccl_busbw_gbytes,
                                  ctx.profile.link.gpudirect, ctx.options.nccl_timeout_s)
     sources = "; ".join(f"{s.name}: {envs[s.name][1]}" for s in stations)
-    evidence = [f"[{head.name}] $ {cmd}\n(ran {elapsed(took)}; each rank's NCCL environment from {sources})"
-                + (f"\n({cap.why})" if cap.why else ""),
-                "NCCL chose: " + describe(info, hosts)]
-    nccl_tail = [ln for ln in lines if "NCCL" in ln][-14:]
-    table = [ln for ln in lines if not ("NCCL" in ln and ":" in ln.split(" ", 1)[0])]
-    evidence.append("Last NCCL lines:\n" + "\n".join(nccl_tail) if nccl_tail else "no NCCL line was printed")
-    evidence.append("Output:\n" + "\n".join(table[-40:]))
+    evidence = _evidence(head.name, cmd, took, sources, cap.why, info, per_host(lines), lines)
     return [RungResult(ID, label, status, summary, tuple(evidence), nxt)]  # type: ignore[arg-type]
