@@ -173,8 +173,9 @@ def format_finding(f: Finding) -> str:
     return "\n".join(out)
 
 
-def run(args: argparse.Namespace) -> int:
-    check_count("--tail", args.tail, 1, 10_000_000)
+def _config_and_stations(args: argparse.Namespace):
+    """The config (None for files alone) and the stations to read: those named, or with neither files nor
+    names every station of the config, in rank order."""
     stations = list(args.station)
     if not args.inputs and not stations:  # a config's stations, all of them
         try:
@@ -183,9 +184,25 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("diagnose needs FILE..., - (stdin), or a config (then it reads every "
                              "station; --station NAME for some)") from None
         config = load_config(args.config)
-        stations = [s.name for s in sorted(config.stations, key=lambda s: s.rank)]
+        return config, [s.name for s in sorted(config.stations, key=lambda s: s.rank)]
+    return (load_config(args.config) if (stations or args.config) else None), stations
+
+
+def _print_text(d: Diagnoser, findings: list[Finding], sources: list[dict]) -> None:
+    """The findings as text (or how many lines said nothing), then the previous runs' findings apart."""
+    if findings:
+        print("\n\n".join(format_finding(f) for f in findings))
     else:
-        config = load_config(args.config) if (stations or args.config) else None
+        total = sum(s["lines"] for s in sources)
+        print(f"no findings ({total} lines read)")
+    for r in d.previous_runs():  # after the current findings: the record, never counted in the exit code
+        print(f"\n-- {r.title}: not the container's current run --\n"
+              + "\n\n".join(format_finding(f) for f in r.findings))
+
+
+def run(args: argparse.Namespace) -> int:
+    check_count("--tail", args.tail, 1, 10_000_000)
+    config, stations = _config_and_stations(args)
     d = Diagnoser(gpudirect_expected=config.profile.link.gpudirect if config else None,
                   nodes=config.profile.nnodes if config else None)
     sources = _read_inputs(d, args.inputs)
@@ -198,14 +215,7 @@ def run(args: argparse.Namespace) -> int:
         print(json_out.dumps({"findings": [f.to_dict() for f in findings], "sources": sources,
                               "previous_runs": [r.to_dict() for r in d.previous_runs()]}, indent=2))
     else:
-        if findings:
-            print("\n\n".join(format_finding(f) for f in findings))
-        else:
-            total = sum(s["lines"] for s in sources)
-            print(f"no findings ({total} lines read)")
-        for r in d.previous_runs():  # after the current findings: the record, never counted in the exit code
-            print(f"\n-- {r.title}: not the container's current run --\n"
-                  + "\n\n".join(format_finding(f) for f in r.findings))
+        _print_text(d, findings, sources)
     return 1 if has_problems(findings) or unreadable else 0
 
 
