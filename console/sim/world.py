@@ -276,12 +276,12 @@ class World:
     def _built_profile(self, name: str) -> Profile:
         """The profile as ``create`` built it (PROFILE_FILE), else loaded by name: reading the TOML and
         checking it again in every shim cost ~15 ms of the ~75 each command's start takes."""
+        from console.config.schema import Profile
+
         try:
             kept, profile = pickle.loads((self.root / PROFILE_FILE).read_bytes())
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-            kept = None  # (a world from before the file, or one torn while written: the slow way)
-        from console.config.schema import Profile
-
+            kept, profile = None, None  # (a world from before the file, or one torn while written: the slow way)
         if kept == name and isinstance(profile, Profile):
             return profile
         from console.config.profiles import load_profile
