@@ -20,6 +20,7 @@ only for the lines on screen.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -119,7 +120,7 @@ class ClassifiedBatch:
     lines: list[str]  # as printed (what is shown and kept)
     texts: list[str]  # the same lines without escape sequences (what is matched and quoted)
     blob: str  # "\n".join(texts)
-    keyed: dict[int, set[int]]  # the walk: line index -> the numbers of the index keys found in it
+    keyed: dict[int, Set[int]]  # the scan: line index -> the numbers of the index keys its template holds
 
     @cached_property
     def diagnosis(self) -> dict[int, list[str]]:

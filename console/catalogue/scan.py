@@ -6,12 +6,21 @@ text) and every key is found in a single Aho-Corasick pass (pyahocorasick): the 
 the batch whatever the number of keys, where a ``find`` per key walked it once per key (54 walks).
 The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
 covers is its own key. ``console.catalogue.classify`` holds the one index every consumer shares.
+
+A flood is mostly lines of a few templates that differ only in their numbers (throughput lines, NCCL's
+channel lines, a traceback printed by every rank), so the walk is made on each line's template, the
+folded line without its digits, and its result kept per template: a line whose template was seen costs
+one dictionary look-up, not a walk of its characters. A key is looked for without its digits too, so
+a template holds every key its lines hold (deleting digits never breaks a match); it may hold a key a
+line does not ("no1 x" has the template of "no x"), which costs nothing more than a look at that line,
+since the anchors are checked on the line itself.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable
+import operator
+from collections.abc import Collection, Iterable, Set
 
 import ahocorasick
 
@@ -29,6 +38,11 @@ MARKER_KEY_WORDS = ("captur", "startup", "fired up", "dless", "cache size", "cac
                     "server_args", "launching", "shutting down", "init complete", "init torch", "starting vllm",
                     "via net/")
 
+_DIGITS = b"0123456789"
+TEMPLATES_KEPT = 8192  # templates whose keys are kept (a flood has a few; unique lines replace them)
+_NONE: frozenset[int] = frozenset()
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+
 
 class KeyIndex:
     """The lines of a batch that hold any of ``anchors`` (case-sensitive substrings)."""
@@ -41,34 +55,57 @@ class KeyIndex:
             keys[key] = keys.get(key, ()) + (a,)
         self.keys = keys
         self._groups = list(keys.values())  # key number -> its anchors
-        self._automaton = ahocorasick.Automaton()
+        numbers: dict[str, tuple[int, ...]] = {}  # a key without its digits -> the keys it stands for
         for n, key in enumerate(keys):
-            self._automaton.add_word(key, n)
+            bare = key.translate(_NO_DIGITS)
+            if not bare:
+                raise ValueError(f"a key of digits alone cannot be looked for in a template: {key!r}")
+            numbers[bare] = numbers.get(bare, ()) + (n,)
+        self._automaton = ahocorasick.Automaton()
+        for bare, ns in numbers.items():
+            self._automaton.add_word(bare, ns)
         self._automaton.make_automaton()
+        self._templates: dict[str, frozenset[int]] = {}  # template -> the numbers of the keys it holds
 
-    def scan(self, blob: str) -> dict[int, set[int]]:
-        """The one walk: line index (in ``blob``, lines joined by newlines) -> the numbers of the keys
-        found in it. Matches come in text order, so the line is counted on from the previous match."""
-        folded = blob.encode("ascii", "replace").lower().decode("ascii")
-        keyed: dict[int, set[int]] = {}
-        count, get = folded.count, keyed.get
+    def scan(self, blob: str) -> dict[int, Set[int]]:
+        """Line index (in ``blob``, lines joined by newlines) -> the numbers of the keys its template
+        holds, for the lines that hold any: a look-up per line, a walk only for the templates not seen."""
+        templates = blob.encode("ascii", "replace").lower().translate(None, _DIGITS).decode("ascii").split("\n")
+        got = list(map(self._templates.get, templates))
+        if None in got:
+            got = self._learn(templates, got)
+        return {i: got[i] for i in itertools.compress(range(len(got)), got)}
+
+    def _learn(self, templates: list[str], got: list[frozenset[int] | None]) -> list[frozenset[int]]:
+        """The walk over the templates not seen yet (each once), kept for the next batches; ``got`` with
+        every line filled in."""
+        new = list(dict.fromkeys(itertools.compress(templates, map(operator.is_, got, itertools.repeat(None)))))
+        folded = "\n".join(new)
+        found: dict[int, set[int]] = {}
+        count, get = folded.count, found.get
         line = pos = 0
-        for end, n in self._automaton.iter(folded):
+        for end, ns in self._automaton.iter(folded):  # matches come in text order: count lines on from the last
             line += count("\n", pos, end)
             pos = end
-            found = get(line)
-            if found is None:
-                keyed[line] = {n}
+            have = get(line)
+            if have is None:
+                found[line] = set(ns)
             else:
-                found.add(n)
-        return keyed
+                have.update(ns)
+        learned = {t: frozenset(found[i]) if i in found else _NONE for i, t in enumerate(new)}
+        kept = self._templates
+        if len(kept) + len(learned) > TEMPLATES_KEPT:
+            kept.clear()
+        if len(learned) <= TEMPLATES_KEPT:
+            kept.update(learned)
+        return [k if k is not None else learned[t] for t, k in zip(templates, got, strict=True)]
 
     def groups(self, wanted: Collection[str] | None = None) -> list[tuple[str, ...]]:
         """Key number -> its anchors (those in ``wanted``, when given), for ``resolve``."""
         return [g if wanted is None else tuple(a for a in g if a in wanted) for g in self._groups]
 
     @staticmethod
-    def resolve(keyed: dict[int, set[int]], lines: list[str], groups: list[tuple[str, ...]]) -> dict[int, list[str]]:
+    def resolve(keyed: dict[int, Set[int]], lines: list[str], groups: list[tuple[str, ...]]) -> dict[int, list[str]]:
         """Line index -> the anchors of ``groups`` it holds (in key order), for the lines that hold any:
         the anchors themselves checked, case and all, on the lines a key hit (a line whose keys have no
         anchor in ``groups`` is skipped without looking at it)."""

@@ -44,3 +44,31 @@ def test_the_markers_keys_leave_the_diagnosis_keys_as_they_were():
     shared = [(k, tuple(a for a in g if a in wanted)) for k, g in list(INDEX.keys.items())[:len(diagnosis.keys)]]
     assert shared == list(diagnosis.keys.items())
     assert {k[0] for k in INDEX.keys} == {k[0] for k in diagnosis.keys}
+
+
+def test_lines_of_one_template_are_judged_each_on_its_own_digits():
+    # the walk is kept per template (the line without its digits): lines that differ only in their
+    # digits share it, yet each line's anchors are its own, a key holding digits included
+    ix = KeyIndex(["NCCL_IB_DISABLE set by environment to 1", "no such", "Error 42"])
+    lines = ["NCCL_IB_DISABLE set by environment to 1", "NCCL_IB_DISABLE set by environment to 0",
+             "no such file", "no1 such file", "Error 42 here", "Error 24 here", "Error 42 here"]
+    want = {0: ["NCCL_IB_DISABLE set by environment to 1"], 2: ["no such"], 4: ["Error 42"], 6: ["Error 42"]}
+    assert ix.hits(lines) == want
+    assert ix.hits(list(reversed(lines))) == {len(lines) - 1 - i: a for i, a in want.items()}  # seen before
+    assert ix.hits(lines) == want
+
+
+def test_a_batch_of_more_templates_than_are_kept_is_still_scanned_whole(monkeypatch):
+    from console.catalogue import scan
+    monkeypatch.setattr(scan, "TEMPLATES_KEPT", 4)
+    ix = KeyIndex(["Error: boom"])
+    lines = [f"{c} Error: boom" if i % 3 == 0 else f"{c} fine" for i, c in enumerate("abcdefghij")]
+    want = {i: ["Error: boom"] for i in range(0, 10, 3)}
+    assert ix.hits(lines) == want == ix.hits(lines)
+    assert ix.hits(lines[:2]) == {0: ["Error: boom"]}
+
+
+def test_a_key_of_digits_alone_is_refused():
+    import pytest
+    with pytest.raises(ValueError):
+        KeyIndex(["2602"], key_words=())
