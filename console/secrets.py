@@ -42,8 +42,11 @@ sink's webhook or ntfy topic) is shown by ``mask_sink_url`` and masked by value 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Collection, Mapping
+
+from console.line_templates import TemplateMemo, templates
 
 MASK = "***"
 
@@ -247,26 +250,55 @@ def redact_lines(lines: list[str]) -> list[str]:
     every line): the triggers and the hinted assignments are searched for in the joined text, and only
     the lines holding one go through ``redact_text``. Every line it would change is among them (in the
     joined text a hinted assignment may run on into the next line: the hint word's line is then
-    redacted for nothing, never one line less)."""
+    redacted for nothing, never one line less).
+
+    An ASCII batch is tested by template, as the catalogue's scan is (``console.catalogue.scan``): the
+    lower-cased line without its digits, whose answer is kept. Deleting digits never breaks a trigger
+    or a hinted assignment, so a template says "look" for every line that needs it."""
     if len(lines) < 4:
         return [redact_text(line) for line in lines]
     joined = "\n".join(lines)
-    low = joined.lower()
-    if len(low) != len(joined) or joined.count("\n") != len(lines) - 1:  # (a line break inside a line)
-        return [redact_text(line) for line in lines]
-    at = [m.start() for p in _TRIGGER_SCANS for m in p.finditer(joined)]  # where a line may hold a secret
-    at += [m.start() for p in _HINTED_SCANS for m in p.finditer(low)]
-    if not at:
+    if joined.isascii():  # (lower-casing a non-ASCII line may change its length or make ASCII of it)
+        tmpl = templates(joined)
+        if len(tmpl) != len(lines):  # (a line break inside a line)
+            return [redact_text(line) for line in lines]
+        look = list(itertools.compress(range(len(lines)), _LOOK(tmpl)))
+    else:
+        low = joined.lower()
+        if len(low) != len(joined) or joined.count("\n") != len(lines) - 1:
+            return [redact_text(line) for line in lines]
+        look = _flagged(joined, low)
+    if not look:
         return lines
     out = list(lines)
+    for n in look:
+        out[n] = redact_text(lines[n])
+    return out
+
+
+def _flagged(joined: str, low: str) -> list[int]:
+    """The lines (of ``joined``, its lower case ``low`` of the same length) holding a trigger or a
+    hinted assignment, in order, each once."""
+    at = [m.start() for p in _TRIGGER_SCANS for m in p.finditer(joined)]  # where a line may hold a secret
+    at += [m.start() for p in _HINTED_SCANS for m in p.finditer(low)]
+    out: list[int] = []
     n = prev = 0
-    last = -1
     for i in sorted(at):  # (the line of each position: the line breaks before it, counted once)
         n += joined.count("\n", prev, i)
         prev = i
-        if n != last:
-            out[n], last = redact_text(lines[n]), n
+        if not out or out[-1] != n:
+            out.append(n)
     return out
+
+
+def _looks(new: list[str]) -> list[bool]:
+    """Whether each template holds a trigger or a hinted assignment (its lines go through ``redact_text``)."""
+    text = "\n".join(new)
+    flagged = set(_flagged(text, text))
+    return [i in flagged for i in range(len(new))]
+
+
+_LOOK = TemplateMemo(_looks)
 
 
 def text_masker(values: Collection[str] = ()):

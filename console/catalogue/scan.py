@@ -7,22 +7,20 @@ the batch whatever the number of keys, where a ``find`` per key walked it once p
 The anchors themselves are then checked, case and all, on the few lines a key hit. An anchor no key
 covers is its own key. ``console.catalogue.classify`` holds the one index every consumer shares.
 
-A flood is mostly lines of a few templates that differ only in their numbers (throughput lines, NCCL's
-channel lines, a traceback printed by every rank), so the walk is made on each line's template, the
-folded line without its digits, and its result kept per template: a line whose template was seen costs
-one dictionary look-up, not a walk of its characters. A key is looked for without its digits too, so
-a template holds every key its lines hold (deleting digits never breaks a match); it may hold a key a
-line does not ("no1 x" has the template of "no x"), which costs nothing more than a look at that line,
-since the anchors are checked on the line itself.
+The walk is made on each line's template and kept per template (``console.line_templates``): a flood
+of one template costs a look-up a line. A key is looked for without its digits, so a template holds
+every key its lines hold; it may hold one a line does not, which costs a look at that line, since the
+anchors are checked on the line itself.
 """
 
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Collection, Iterable, Set
 
 import ahocorasick
+
+from console.line_templates import NO_DIGITS, TemplateMemo, templates
 
 # Chosen by measuring the bench stream (bench/diagnose_rate.py): each key stands for several anchors
 # and hits few healthy lines. Frequent words ("nccl", "cache", "gpu", process names) make bad keys.
@@ -38,10 +36,7 @@ MARKER_KEY_WORDS = ("captur", "startup", "fired up", "dless", "cache size", "cac
                     "server_args", "launching", "shutting down", "init complete", "init torch", "starting vllm",
                     "via net/")
 
-_DIGITS = b"0123456789"
-TEMPLATES_KEPT = 8192  # templates whose keys are kept (a flood has a few; unique lines replace them)
 _NONE: frozenset[int] = frozenset()
-_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 class KeyIndex:
@@ -57,7 +52,7 @@ class KeyIndex:
         self._groups = list(keys.values())  # key number -> its anchors
         numbers: dict[str, tuple[int, ...]] = {}  # a key without its digits -> the keys it stands for
         for n, key in enumerate(keys):
-            bare = key.translate(_NO_DIGITS)
+            bare = key.translate(NO_DIGITS)
             if not bare:
                 raise ValueError(f"a key of digits alone cannot be looked for in a template: {key!r}")
             numbers[bare] = numbers.get(bare, ()) + (n,)
@@ -65,26 +60,22 @@ class KeyIndex:
         for bare, ns in numbers.items():
             self._automaton.add_word(bare, ns)
         self._automaton.make_automaton()
-        self._templates: dict[str, frozenset[int]] = {}  # template -> the numbers of the keys it holds
+        self.memo = TemplateMemo(self._walk)  # template -> the numbers of the keys it holds
 
     def scan(self, blob: str) -> dict[int, Set[int]]:
         """Line index (in ``blob``, lines joined by newlines) -> the numbers of the keys its template
         holds, for the lines that hold any: a look-up per line, a walk only for the templates not seen."""
-        templates = blob.encode("ascii", "replace").lower().translate(None, _DIGITS).decode("ascii").split("\n")
-        got = list(map(self._templates.get, templates))
-        if None in got:
-            got = self._learn(templates, got)
+        got = self.memo(templates(blob))
         return {i: got[i] for i in itertools.compress(range(len(got)), got)}
 
-    def _learn(self, templates: list[str], got: list[frozenset[int] | None]) -> list[frozenset[int]]:
-        """The walk over the templates not seen yet (each once), kept for the next batches; ``got`` with
-        every line filled in."""
-        new = list(dict.fromkeys(itertools.compress(templates, map(operator.is_, got, itertools.repeat(None)))))
+    def _walk(self, new: list[str]) -> list[frozenset[int]]:
+        """The one walk over templates not seen yet: the keys each holds. Matches come in text order,
+        so the line is counted on from the previous match."""
         folded = "\n".join(new)
         found: dict[int, set[int]] = {}
         count, get = folded.count, found.get
         line = pos = 0
-        for end, ns in self._automaton.iter(folded):  # matches come in text order: count lines on from the last
+        for end, ns in self._automaton.iter(folded):
             line += count("\n", pos, end)
             pos = end
             have = get(line)
@@ -92,13 +83,7 @@ class KeyIndex:
                 found[line] = set(ns)
             else:
                 have.update(ns)
-        learned = {t: frozenset(found[i]) if i in found else _NONE for i, t in enumerate(new)}
-        kept = self._templates
-        if len(kept) + len(learned) > TEMPLATES_KEPT:
-            kept.clear()
-        if len(learned) <= TEMPLATES_KEPT:
-            kept.update(learned)
-        return [k if k is not None else learned[t] for t, k in zip(templates, got, strict=True)]
+        return [frozenset(found[i]) if i in found else _NONE for i in range(len(new))]
 
     def groups(self, wanted: Collection[str] | None = None) -> list[tuple[str, ...]]:
         """Key number -> its anchors (those in ``wanted``, when given), for ``resolve``."""

@@ -19,6 +19,7 @@ SECRETS = [
     "--hf-token=hf_zzzzzzzzzzzz", "'api_key': 'sk-0000'", "proxy https://user:pw@proxy.example:3128",
     "git clone https://ghp_tokentoken@github.com/x/y", "mysql password: hunter2", "DB_PASS =  s3cret",
     "api_key=['k1']", "token\n", "TOKEN:", "a_token", "PASSWORD", "@", "--", "hf_", "Bearer",
+    "token2=abc", "HF_TOKEN_1: hf_12345678ab", "pass-1-2=x", "-1-", "key.9 = 'v'", "Bearer 12345",
     "İstanbul api_key=x",  # (lowercasing it changes its length: the batch falls back to lines)
 ]
 VLLM = ("(Worker_TP1 pid=412) INFO 11-30 14:05:31 [gpu_model_runner.py:2602] Engine 000: Avg prompt "
@@ -52,6 +53,15 @@ def test_batch_masking_equals_line_masking(seed):
             assert redact_lines(batch) == [redact_text(s) for s in batch]
     masker = text_masker(["sk-123456", "hunter2", "xy"])
     assert masker.lines(lines) == [masker(s) for s in lines]
+
+
+def test_lines_of_one_template_are_masked_each_on_its_own():
+    # an ASCII batch is tested by template (the lower-cased line without its digits), kept between
+    # batches: lines that differ only in their digits must still be masked each as it is
+    batch = ["run 1 token=abc", "run 2 token=abd", "step 7 tokens/s 3", "x 1-2", "x --", "KEY9=v", "KEY=v"] * 2
+    want = [redact_text(s) for s in batch]
+    assert redact_lines(batch) == want == redact_lines(batch)
+    assert want[0] == "run 1 token=***" and want[2] == batch[2] and want[6] == "KEY=***"
 
 
 def test_what_it_finds_is_masked_and_the_rest_left_as_it_is():

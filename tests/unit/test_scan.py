@@ -59,8 +59,8 @@ def test_lines_of_one_template_are_judged_each_on_its_own_digits():
 
 
 def test_a_batch_of_more_templates_than_are_kept_is_still_scanned_whole(monkeypatch):
-    from console.catalogue import scan
-    monkeypatch.setattr(scan, "TEMPLATES_KEPT", 4)
+    from console import line_templates
+    monkeypatch.setattr(line_templates, "KEPT", 4)
     ix = KeyIndex(["Error: boom"])
     lines = [f"{c} Error: boom" if i % 3 == 0 else f"{c} fine" for i, c in enumerate("abcdefghij")]
     want = {i: ["Error: boom"] for i in range(0, 10, 3)}

@@ -1,0 +1,56 @@
+"""A log line's template, and answers kept per template: what makes a log flood cheap to test.
+
+A flood is mostly lines of a few templates that differ only in their numbers (vLLM's throughput line,
+NCCL's channel lines, a traceback printed by every rank). A test whose answer cannot be lost by
+deleting digits (a substring without digits, a pattern whose digits are optional) asks it once per
+template, the line folded to lower-case ASCII without its digits, and keeps the answer: a line whose
+template was seen costs one dictionary look-up, not a walk of its characters. The answer is about the
+template, so for a line it may only say "look" too often (``no1 x`` has the template of ``no x``),
+never too rarely: the callers check the line itself where it says "look".
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+# one C pass: upper-case ASCII to lower, digits deleted (bytes.translate's delete argument)
+_FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_DIGITS = b"0123456789"
+NO_DIGITS = str.maketrans("", "", "0123456789")  # the same deletion for a key or a word (str.translate)
+KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines replace them)
+
+
+def templates(blob: str) -> list[str]:
+    """The template of each line of ``blob`` (lines joined by newlines): lower-case, without digits,
+    each non-ASCII character one ``?`` (so a walk's offsets still count lines)."""
+    return blob.encode("ascii", "replace").translate(_FOLD, _DIGITS).decode("ascii").split("\n")
+
+
+class TemplateMemo(Generic[V]):
+    """``memo(templates)`` -> one answer a template, ``judge`` asked only about templates not seen
+    (each once, all of them in one call: it may walk them joined) and its answers kept."""
+
+    def __init__(self, judge: Callable[[list[str]], list[V]]) -> None:
+        self._judge = judge
+        self._kept: dict[str, V] = {}
+
+    def __call__(self, lines: list[str]) -> list[V]:
+        got = list(map(self._kept.get, lines))
+        if None not in got:
+            return got  # type: ignore[return-value]
+        new = list(dict.fromkeys(itertools.compress(lines, map(operator.is_, got, itertools.repeat(None)))))
+        learned = dict(zip(new, self._judge(new), strict=True))
+        if len(self._kept) + len(learned) > KEPT:
+            self._kept.clear()
+        if len(learned) <= KEPT:
+            self._kept.update(learned)
+        return [g if g is not None else learned[t] for t, g in zip(lines, got, strict=True)]
+
+    def forget(self) -> None:
+        """Every kept answer dropped (a benchmark's cold start)."""
+        self._kept.clear()
