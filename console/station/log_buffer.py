@@ -43,7 +43,13 @@ def _all_shown_as_they_are(lines: list[str]) -> bool:
     if not lines:
         return True
     joined = "".join(lines)
-    return joined.isascii() and joined.isprintable() and max(map(len, lines)) <= DISPLAY_MAX_CHARS
+    # printable ASCII is ASCII without a control character: 33 memchr-speed ``in`` tests, where
+    # ``isprintable`` looks every character up in the Unicode tables (~1 us a line of 160, ~10x)
+    return (joined.isascii() and not any(c in joined for c in _ASCII_CONTROLS)
+            and max(map(len, lines)) <= DISPLAY_MAX_CHARS)
+
+
+_ASCII_CONTROLS = tuple(map(chr, (*range(0x20), 0x7F)))
 
 
 class LogBuffer:

@@ -78,3 +78,13 @@ def test_the_buffer_is_the_last_max_lines_of_what_was_added(max_lines, batches):
 def test_max_lines_must_be_positive():
     with pytest.raises(ValueError):
         LogBuffer(0)
+
+
+def test_a_batch_is_kept_as_it_is_only_where_every_line_would_be():
+    # the batch's quick test (no control character in ASCII) decides as display_line does, character
+    # by character: a control character anywhere sends the batch through display_line
+    for c in [*map(chr, range(128)), "é", "\u2028", "\x9b"]:
+        batch = ["fine line", f"x{c}y", "another"]
+        buf = LogBuffer(10)
+        buf.extend(batch)
+        assert list(buf) == [display_line(s) for s in batch], repr(c)
