@@ -27,8 +27,18 @@ KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines
 
 def templates(blob: str) -> list[str]:
     """The template of each line of ``blob`` (lines joined by newlines): lower-case, without digits,
-    each non-ASCII character one ``?`` (so a walk's offsets still count lines)."""
-    return blob.encode("ascii", "replace").translate(_FOLD, _DIGITS).decode("ascii").split("\n")
+    each non-ASCII character one ``?`` (so a walk's offsets still count lines). The last blob's are
+    kept: a batch is masked, then classified, and the masker nearly always leaves it as it was, so the
+    second ask costs one comparison of the text (the list returned is shared: never change it)."""
+    seen, out = _LAST[0]  # (one tuple read and written whole: a thread sees a blob with its own list)
+    if blob == seen:
+        return out
+    out = blob.encode("ascii", "replace").translate(_FOLD, _DIGITS).decode("ascii").split("\n")
+    _LAST[0] = (blob, out)
+    return out
+
+
+_LAST: list[tuple[str | None, list[str]]] = [(None, [])]
 
 
 class TemplateMemo(Generic[V]):
