@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from console.catalogue.first_of import FirstOf, Part
+from console.catalogue.first_of import FirstOf, Literals, Part
 from console.catalogue.milestones import (
     GRAPHS_END,
     GRAPHS_START,
@@ -210,6 +210,7 @@ def _trie_pattern(node: dict) -> str:
     return "(?:" + "|".join(alts) + ")"
 
 
+_ERROR_WORDS = FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed")
 HIGHLIGHTS: tuple[tuple[re.Pattern[str] | FirstOf, HighlightClass], ...] = (
     (re.compile(r"^\(\w++ pid=\d++\)|^\[\d{4}-\d\d-\d\d [\d:]++ TP\d++\]"), "prefix"),
     (re.compile(r"via NET/IB\w*+/\d++(?:/GDRDMA)?|GPU Direct RDMA (?:\(DMABUF\) )?\w++"), "transport"),
@@ -218,8 +219,8 @@ HIGHLIGHTS: tuple[tuple[re.Pattern[str] | FirstOf, HighlightClass], ...] = (
     (FirstOf([Part(r"\b(?:WARNING|WARN)\b", r"WARN"), Part(r"via NET/Socket\S*+"), Part(r"Using network Socket")]),
      "warning"),
     (FirstOf([Part(r"\b(?:ERROR|CRITICAL|FATAL)\b", r"(?:ERROR|CRITICAL|FATAL)\b"), Part(re.escape(TRACEBACK)),
-              Part(EXCEPTION_TYPE), Part(r"\[E\d{3,4}[ \]]"),
-              Part(_literals(FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed")))]), "error"),
+              Part(EXCEPTION_TYPE, gate=("Error", "Exception", "KeyboardInterrupt", "SystemExit")),
+              Part(r"\[E\d{3,4}[ \]]"), Literals(_literals(_ERROR_WORDS), _ERROR_WORDS)]), "error"),
 )
 
 

@@ -9,8 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.catalogue import markers
+from console.catalogue.first_of import Literals
 from console.catalogue.markers import EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,3 +82,23 @@ def test_first_of_overlapping_parts_yield_what_the_alternation_yields():
     for _ in range(3000):
         line = "".join(rng.choice("abc ") for _ in range(rng.randrange(0, 30)))
         assert _spans(rx, line) == _spans(re.compile(rx.pattern), line), line
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdx ", max_size=40), st.integers(0, 40))
+def test_the_walk_finds_where_the_trie_pattern_would(text, pos):
+    # Literals: an Aho-Corasick walk that yields by end, asked for the leftmost start: it must find the
+    # position re.search finds for the same words, overlapping and nested ones included
+    words = ["ab", "abc", "b", "abd", "cdab", "dd", "x a"]
+    part = Literals(markers._literals(words), words)
+    m = re.compile(markers._literals(words)).search(text, pos)
+    assert part.search(text, pos) == (None if m is None else m.start())
+
+
+def test_a_line_without_the_gate_words_skips_the_exception_pattern():
+    from console.catalogue.first_of import Part
+    part = Part(EXCEPTION_TYPE, gate=("Error", "Exception", "KeyboardInterrupt", "SystemExit"))
+    for line in ["RuntimeError: x", "a ValueError", "Exception", "torch.cuda.OutOfMemoryError: y", "x SystemExit",
+                 "no such thing", "error: lower case", "KeyboardInterrupt"]:
+        m = re.compile(EXCEPTION_TYPE).search(line)
+        assert part.search(line, 0) == (None if m is None else m.start()), line
