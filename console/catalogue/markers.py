@@ -210,15 +210,18 @@ def _trie_pattern(node: dict) -> str:
     return "(?:" + "|".join(alts) + ")"
 
 
+_READY_WORDS = (*READY_MARKERS.values(), "Init COMPLETE")
 _ERROR_WORDS = FATAL_ANCHORS + ("NCCL WARN", "timed out", "failed")
 HIGHLIGHTS: tuple[tuple[re.Pattern[str] | FirstOf, HighlightClass], ...] = (
     (re.compile(r"^\(\w++ pid=\d++\)|^\[\d{4}-\d\d-\d\d [\d:]++ TP\d++\]"), "prefix"),
-    (re.compile(r"via NET/IB\w*+/\d++(?:/GDRDMA)?|GPU Direct RDMA (?:\(DMABUF\) )?\w++"), "transport"),
-    (re.compile(_literals((*READY_MARKERS.values(), "Init COMPLETE"))), "ready"),
+    (FirstOf([Part(r"via NET/IB\w*+/\d++(?:/GDRDMA)?|GPU Direct RDMA (?:\(DMABUF\) )?\w++",
+                   gate=("via NET/IB", "GPU Direct RDMA"))]), "transport"),
+    (FirstOf([Literals(_literals(_READY_WORDS), _READY_WORDS)]), "ready"),
     # the alternations whose parts start with \b or many letters: searched part by part (first_of.py)
     (FirstOf([Part(r"\b(?:WARNING|WARN)\b", r"WARN"), Part(r"via NET/Socket\S*+"), Part(r"Using network Socket")]),
      "warning"),
-    (FirstOf([Part(r"\b(?:ERROR|CRITICAL|FATAL)\b", r"(?:ERROR|CRITICAL|FATAL)\b"), Part(re.escape(TRACEBACK)),
+    (FirstOf([Part(r"\b(?:ERROR|CRITICAL|FATAL)\b", r"(?:ERROR|CRITICAL|FATAL)\b", gate=("ERROR", "CRITICAL", "FATAL")),
+              Part(re.escape(TRACEBACK)),
               Part(EXCEPTION_TYPE, gate=("Error", "Exception", "KeyboardInterrupt", "SystemExit")),
               Part(r"\[E\d{3,4}[ \]]"), Literals(_literals(_ERROR_WORDS), _ERROR_WORDS)]), "error"),
 )
