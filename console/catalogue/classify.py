@@ -152,6 +152,8 @@ class ClassifiedBatch:
         """Whether any of ``lines[start:stop]`` holds one of ``words`` (found in the batch's text)."""
         if start >= stop:
             return False
+        if start == 0 and stop >= len(self.texts):  # the whole batch (a tracker still starting): no offsets
+            return any(w in self.blob for w in words)
         lo, hi = self.starts[start], self.starts[stop]
         return any(self.blob.find(w, lo, hi) >= 0 for w in words)
 

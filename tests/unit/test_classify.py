@@ -116,3 +116,10 @@ def test_highlight_is_a_pure_function_of_the_shown_line():
     kinds = {kind for _s, _e, kind in spans}
     assert kinds == {"prefix", "error"} and spans[0] == (0, 17, "prefix")
     assert cat.highlight("INFO 11-30 14:05:22 Engine 000: Avg prompt throughput: 0.0") == []
+
+
+def test_holds_any_on_the_whole_batch_and_on_a_part_of_it():
+    batch = classify(["a", "x NCCL INFO y", "b"])
+    assert batch.holds_any(("NCCL",), 0, 3) and batch.holds_any(("NCCL",), 1, 2)
+    assert not batch.holds_any(("NCCL",), 0, 1) and not batch.holds_any(("NCCL",), 2, 3)
+    assert not batch.holds_any(("nothing",), 0, 3) and not batch.holds_any(("NCCL",), 1, 1)
