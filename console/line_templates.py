@@ -22,7 +22,9 @@ V = TypeVar("V")
 _FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _DIGITS = b"0123456789"
 NO_DIGITS = str.maketrans("", "", "0123456789")  # the same deletion for a key or a word (str.translate)
-KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines replace them)
+KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines replace them) ...
+LAST_CHARS = 4 * 2**20  # the last blob's templates are kept up to this size (a flood's slice is ~0.5 MiB)
+KEPT_CHARS = 1024  # ... each at most this long: a hostile flood of unique 16 KiB lines keeps ~8 MiB, not 128
 
 
 def templates(blob: str) -> list[str]:
@@ -34,7 +36,8 @@ def templates(blob: str) -> list[str]:
     if blob == seen:
         return out
     out = blob.encode("ascii", "replace").translate(_FOLD, _DIGITS).decode("ascii").split("\n")
-    _LAST[0] = (blob, out)
+    if len(blob) <= LAST_CHARS:  # (a hostile batch of giant lines is not held on to)
+        _LAST[0] = (blob, out)
     return out
 
 
@@ -55,10 +58,11 @@ class TemplateMemo(Generic[V]):
             return got  # type: ignore[return-value]
         new = list(dict.fromkeys(itertools.compress(lines, map(operator.is_, got, itertools.repeat(None)))))
         learned = dict(zip(new, self._judge(new), strict=True))
-        if len(self._kept) + len(learned) > KEPT:
+        keep = {t: v for t, v in learned.items() if len(t) <= KEPT_CHARS}
+        if len(self._kept) + len(keep) > KEPT:
             self._kept.clear()
-        if len(learned) <= KEPT:
-            self._kept.update(learned)
+        if len(keep) <= KEPT:
+            self._kept.update(keep)
         return [g if g is not None else learned[t] for t, g in zip(lines, got, strict=True)]
 
     def forget(self) -> None:

@@ -81,3 +81,18 @@ def test_a_template_is_the_folded_line_without_its_digits_and_the_last_blob_is_n
     assert first == ["engine : avg . tokens/s", "?n?  error", ""]
     assert templates("".join(["Engine 000: Avg 385.9 TOKENS/s\n", "ünï 12 Error\n"])) is first  # equal text
     assert templates("Engine 001") == ["engine "]
+
+
+def test_long_templates_are_judged_but_not_kept():
+    from console.line_templates import KEPT_CHARS, TemplateMemo
+    asked: list[list[str]] = []
+
+    def judge(new: list[str]) -> list[int]:
+        asked.append(new)
+        return [len(t) for t in new]
+
+    memo = TemplateMemo(judge)
+    long, short = "x" * (KEPT_CHARS + 1), "y"
+    assert memo([long, short, long]) == [KEPT_CHARS + 1, 1, KEPT_CHARS + 1]
+    assert memo([long, short]) == [KEPT_CHARS + 1, 1]
+    assert asked == [[long, short], [long]]  # the short one was kept, the long one asked again
