@@ -307,8 +307,13 @@ def judge_look(state: StationState, head: StationState | None, now: float, windo
     f = (head or state).progress
     counted = state.engine is None or state.engine.phase not in LOADING_PHASES  # judged by the counter
     watching = v.state == Progress.PROGRESSING or (v.state == Progress.UNKNOWN and v.judged_at is not None)
-    if watching and counted and f.tokens_read_at is not None:
-        if f.tokens_moved_at == f.active_since:  # no move seen during the look
+    # a counter frozen from the first read to the last for less than W is no wedge, however late the
+    # judgement comes (status reads RAS after the look: on a slow machine "now" runs past W since the
+    # first read, but nothing was read in between to say the counter stayed frozen)
+    unproven = (v.state == Progress.WEDGED and f.tokens_read_at is not None and f.active_since is not None
+                and f.tokens_read_at - max(f.tokens_moved_at or f.tokens_read_at, f.active_since) < window_s)
+    if (watching or unproven) and counted and f.tokens_read_at is not None:
+        if f.tokens_moved_at == f.active_since or unproven:  # no move seen during the look
             return Verdict(Progress.UNKNOWN, None, f"no token moved in a {look_s:.1f} s look with requests running; "
                            f"a wedge shows after {clock(window_s)} of it (dgx-console watch)", v.evidence, state.name)
     return v

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 CONSOLE = Path(__file__).resolve().parents[2] / "console"
-LEAVES = {"console.sanitize", "console.vocabulary", "console.secrets", "console.durations", "console.json_out"}
+LEAVES = {"console.sanitize", "console.vocabulary", "console.secrets", "console.durations", "console.json_out",
+          "console.line_templates"}
 ALLOWED = {
     "catalogue": {"console.catalogue"} | LEAVES,
     "probes": {"console.catalogue", "console.probes"} | LEAVES,

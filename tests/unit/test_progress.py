@@ -21,7 +21,7 @@ from console.station.messages import (
     LogMarker,
     ServingUpdate,
 )
-from console.station.progress import judge, service
+from console.station.progress import judge, judge_look, service
 from console.station.snapshot import progress_json
 from console.station.state import StationState
 from console.vocabulary import ConnState, EnginePhase, Progress
@@ -224,3 +224,16 @@ async def test_the_one_judge_stores_every_verdict_and_the_services_on_the_fleet(
     await until(lambda: said, what="the tick soon() asked for", timeout=10)
     job.cancel()
     assert said[0] is fleet.judged and said[0].at == T0 + 3 + W
+
+
+def test_one_look_is_no_wedge_however_late_it_is_judged() -> None:
+    # status reads the counter twice (1.5 s apart), then RAS: on a slow machine it judges after W has
+    # passed since the first read, but the reads only show the counter frozen for 1.5 s
+    s = station()
+    poll(s, T0, 537.0)
+    poll(s, T0 + 1.5, 537.0)
+    v = judge_look(s, s, T0 + W + 1, W, 1.5, True)
+    assert v.state == Progress.UNKNOWN and "no token moved in a 1.5 s look" in v.words, v
+    # reads that do span W with the counter frozen are a wedge, as the live judge says
+    poll(s, T0 + W + 1, 537.0)
+    assert judge_look(s, s, T0 + W + 2, W, W + 1, True).state == Progress.WEDGED
