@@ -284,6 +284,8 @@ async def test_a_field_entered_by_a_click_selects_its_value(tmp_path):
         assert field.selection.start == 0 and field.selection.end == len(field.value) > 0  # typing replaces it
         await pilot.press("1", "2", "8")
         assert field.value == "128"
+        await pilot.click(field)  # a click on the field that has focus places the cursor, as usual
+        assert screen.focused is field and field.selection.start == field.selection.end
 
 
 async def test_the_depth_and_decode_floor_fields_reach_the_sweep(api_url, tmp_path):

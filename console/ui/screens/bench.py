@@ -286,6 +286,7 @@ class BenchScreen(Screen):
     def on_mount(self) -> None:
         follow_head_engine(self, self.set_head_engine)
         self._focused_at: tuple[object, float] = (None, 0.0)  # the widget that took focus last, and when
+        self._pressed_at: tuple[object, float] = (None, 0.0)  # the widget pressed last (mouse down), and when
         self._columns(self._comparison_now())
         self._settings_changed()
 
@@ -294,16 +295,23 @@ class BenchScreen(Screen):
 
     # A field entered by a click selects its value, as Tab does (Textual puts the cursor where the
     # click was): typing a new concurrency or token budget replaces the old one instead of adding to it.
-    # A click on a field that already had focus places the cursor, as usual.
-    _CLICK_FOCUS_S = 0.5
+    # A click on a field that already had focus places the cursor, as usual. "Entered by this click" is
+    # read from the events' own times (when each was made, not when it reached this screen): the focus
+    # came after the press. A wall-clock window failed on a loaded loop, where the click reached the
+    # screen more than its 0.5 s after the focus did.
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        self._focused_at = (event.widget, time.monotonic())
+        self._focused_at = (event.widget, event.time)
+
+    @on(events.MouseDown)
+    def _note_press(self, event: events.MouseDown) -> None:
+        self._pressed_at = (event.widget, event.time)
 
     @on(events.Click)
     def _select_field_entered_by_click(self, event: events.Click) -> None:
-        widget, at = self._focused_at
-        if isinstance(widget, Input) and event.widget is widget and time.monotonic() - at < self._CLICK_FOCUS_S:
+        widget, focused = self._focused_at
+        pressed_widget, pressed = self._pressed_at
+        if isinstance(widget, Input) and event.widget is widget and pressed_widget is widget and focused >= pressed:
             widget.select_all()
 
     def _columns(self, comparison: ReferenceComparison | None) -> None:
