@@ -23,8 +23,8 @@ _FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvw
 _DIGITS = b"0123456789"
 NO_DIGITS = str.maketrans("", "", "0123456789")  # the same deletion for a key or a word (str.translate)
 KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines replace them) ...
-LAST_CHARS = 4 * 2**20  # the last blob's templates are kept up to this size (a flood's slice is ~0.5 MiB)
 KEPT_CHARS = 1024  # ... each at most this long: a hostile flood of unique 16 KiB lines keeps ~8 MiB, not 128
+LAST_CHARS = 4 * 2**20  # the last blob's templates are kept up to this size (a flood's slice is ~0.5 MiB)
 
 
 def templates(blob: str) -> list[str]:
