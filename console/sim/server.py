@@ -16,6 +16,7 @@ import getpass
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -97,6 +98,24 @@ def stall_cycle_load(world, tokens_per_s: float, elapsed: float) -> tuple[int, f
     return WEDGE_LOAD, (elapsed - frozen(elapsed)[0]) * rate, False
 
 
+def _start_shim_server(root: Path) -> subprocess.Popen:
+    """The world's fork server (``console.sim.shim_server``); until it listens (~0.3 s), each command
+    starts its own interpreter. Its own session: a Ctrl+C meant for the simulator is not its."""
+    tree = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.Popen([sys.executable, "-m", "console.sim.shim_server", str(root)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop_shim_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _default_hangup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
@@ -139,6 +158,7 @@ class SimServer:
         self._lingering: set[asyncio.Task] = set()  # processes that outlived their channel (waits)
         self._mounts: dict[str, station_shell.Mounts] = {}
         self._held_ports: list[socket.socket] = []  # the API ports, held while not listening
+        self._shim_server: subprocess.Popen | None = None  # forks the stations' commands
 
     @property
     def children(self) -> frozenset[int]:
@@ -169,7 +189,8 @@ class SimServer:
     # ---------------------------------------------------------------- serving
 
     async def start(self, host: str = "127.0.0.1") -> None:
-        write_bin(self.root / "bin")
+        write_bin(self.root / "bin", served=self.root)
+        self._shim_server = _start_shim_server(self.root)
         populate_station_fs(self.world)
         unified = self.world.profile.gpu.unified_memory
         self._mounts = station_shell.read_all_mounts(self.root)
@@ -355,6 +376,9 @@ class SimServer:
                 await runner.cleanup()
         for held in self._held_ports:
             held.close()
+        if self._shim_server is not None:
+            await asyncio.to_thread(_stop_shim_server, self._shim_server)
+            self._shim_server = None
 
     # ---------------------------------------------------------------- config
 

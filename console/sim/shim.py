@@ -22,8 +22,9 @@ class ShimContext:
     """What a command knows: its world and its station. (A plain class: every command starts a fresh
     interpreter, and ``dataclasses`` costs ~9 ms to import.)"""
 
-    def __init__(self, world: World, station: str) -> None:
+    def __init__(self, world: World, station: str, pid: int | None = None) -> None:
         self.world, self.station = world, station
+        self.pid = os.getpid() if pid is None else pid  # the command's process as the station sees it
         self._parent = os.getppid()
 
     @property
@@ -56,18 +57,93 @@ def shim_names() -> list[str]:
                   for p in shim_dir.glob("*.py") if not p.name.startswith("_"))
 
 
+def shim_address(root: str | os.PathLike) -> bytes:
+    """The abstract socket where the world's fork server (``console.sim.shim_server``) listens."""
+    import hashlib  # (here: a command's own start never needs it)
+
+    return b"\0dgx-console-sim-shims:" + hashlib.sha256(os.fsencode(os.path.abspath(root))).hexdigest()[:32].encode()
+
+
 def write_bin(bin_dir: Path, python: str | None = None, exclude: Iterable[str] = (),
-              only: Iterable[str] | None = None) -> None:
-    """One wrapper per shim; ``exclude``/``only`` pick which (the lab keeps the real ip/ping/ssh/date)."""
+              only: Iterable[str] | None = None, served: str | os.PathLike | None = None) -> None:
+    """One wrapper per shim; ``exclude``/``only`` pick which (the lab keeps the real ip/ping/ssh/date).
+    ``served``: the world whose fork server runs the commands (else each starts its own interpreter)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     py = python or sys.executable
+    start = _start(py) if served is None or py != sys.executable else _served(py, shim_address(served))
     skip, keep = set(exclude), (set(only) if only is not None else None)
     for name in shim_names():
         if name in skip or (keep is not None and name not in keep):
             continue
         path = bin_dir / name
-        path.write_text(f'#!/bin/sh\nexec {_start(py)} {name} "$@"\n')
+        path.write_text(f'#!/bin/sh\nexec {start} {name} "$@"\n')
         path.chmod(0o755)
+
+
+# The wrapper of a served command: a bare interpreter (~15 ms) that hands its stdio, pid, arguments,
+# environment and directory to the fork server, passes on the signals it gets, and ends as the command
+# ended. Nothing listening: the command runs in its own interpreter (FALLBACK). Builtin modules only.
+CLIENT = """\
+import os, sys, _socket, marshal, _signal
+def take(n):
+    got = b""
+    while len(got) < n:
+        more = s.recv(n - len(got))
+        if not more:
+            break
+        got += more
+    return got
+try:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    s.connect(ADDRESS)
+    try:
+        cwd = os.getcwdb()
+    except OSError:
+        cwd = b"/"
+    body = marshal.dumps((os.getpid(), sys.argv[2:], dict(os.environb), cwd))
+    body = len(body).to_bytes(4, "little") + body
+    fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+    sent = s.sendmsg([body], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    if sent < len(body):
+        s.sendall(body[sent:])
+    ack = take(4)
+except OSError:
+    ack = b""
+if len(ack) < 4:
+    os.execv(PYTHON, [PYTHON, "-S", "-c", FALLBACK, *sys.argv[1:]])
+null = os.open("/dev/null", os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+def relay(sig, frame):
+    try:
+        s.send(bytes((sig,)))
+    except OSError:
+        pass
+for sig in (_signal.SIGHUP, _signal.SIGINT, _signal.SIGQUIT, _signal.SIGTERM, _signal.SIGUSR1, _signal.SIGUSR2):
+    _signal.signal(sig, relay)
+status = take(4)
+code = int.from_bytes(status, "little", signed=True) if len(status) == 4 else 255
+if code < 0:
+    _signal.signal(-code, _signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+    code = 128 - code
+os._exit(code & 255)
+"""
+
+
+def _served(py: str, address: bytes) -> str:
+    import shlex
+
+    code = (CLIENT.replace("ADDRESS", repr(address)).replace("PYTHON", repr(py))
+            .replace("FALLBACK", repr(_fallback_code())))
+    return f'"{py}" -S -c {shlex.quote(code)} console.sim.shim'  # (its own word: tests find shims by it)
+
+
+def _fallback_code() -> str:
+    tree = str(Path(__file__).resolve().parents[2])
+    paths = [tree, *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir())]
+    return (f"import sys; sys.path[1:1] = {paths!r}; del sys.argv[0]; "
+            "from console.sim.shim import main; raise SystemExit(main())")
 
 
 def _start(py: str) -> str:
@@ -79,11 +155,7 @@ def _start(py: str) -> str:
 
     if py != sys.executable:
         return f'"{py}" -m console.sim.shim'
-    tree = str(Path(__file__).resolve().parents[2])
-    paths = [tree, *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir())]
-    code = (f"import sys; sys.path[1:1] = {paths!r}; del sys.argv[0]; "
-            "from console.sim.shim import main; raise SystemExit(main())")
-    return f'"{py}" -S -c {shlex.quote(code)} console.sim.shim'  # (its own word: tests find shims by it)
+    return f'"{py}" -S -c {shlex.quote(_fallback_code())} console.sim.shim'  # (its own word: tests find shims by it)
 
 
 def main() -> int:
@@ -97,9 +169,13 @@ def main() -> int:
         print(f"{name}: not running on a simulated station (DGX_SIM_ROOT/DGX_SIM_STATION unset)", file=sys.stderr)
         return 127
     module = importlib.import_module("console.sim.shims." + name.replace("-", "_"))
-    ctx = ShimContext(World(root), station)
+    return run_shim(module, sys.argv[2:], ShimContext(World(root), station))
+
+
+def run_shim(module, argv: list[str], ctx: ShimContext) -> int:
+    """Run one command's shim: its exit status, as the real tool's (a closed pipe: 141, Ctrl+C: 130)."""
     try:
-        return int(module.main(sys.argv[2:], ctx) or 0)
+        return int(module.main(argv, ctx) or 0)
     except BrokenPipeError:
         return 141
     except KeyboardInterrupt:

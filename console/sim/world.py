@@ -176,10 +176,11 @@ def station_names(n: int) -> list[str]:
 class World:
     """A directory of simulated stations: ``root/world.json`` and ``root/stations/NAME/``."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, profile: tuple[str, Profile] | None = None):
+        """``profile``: (name, built) as another reader of this world built it (the shims' fork server)."""
         self.root = Path(root)
         self._meta: dict[str, Any] | None = None
-        self._profile: tuple[str, Profile] | None = None  # (name, parsed): a shim asks on every tick
+        self._profile: tuple[str, Profile] | None = profile  # (name, parsed): a shim asks on every tick
 
     # ------------------------------------------------------------ creation
 

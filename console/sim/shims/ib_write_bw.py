@@ -126,7 +126,7 @@ def server(ctx, opts: dict) -> int:
     if _read(path) and _read(path).get("state") == "waiting":
         print(" Couldn't listen to port 18515\n Unable to open file descriptor for socket connection", flush=True)
         return 1
-    _write(path, {"state": "waiting", "station": ctx.station, "device": opts["device"], "pid": os.getpid(),
+    _write(path, {"state": "waiting", "station": ctx.station, "device": opts["device"], "pid": ctx.pid,
                   "cuda": opts["cuda"]})
     print("\n************************************\n* Waiting for client to connect... *\n"
           "************************************", flush=True)
@@ -146,7 +146,7 @@ def server(ctx, opts: dict) -> int:
         return 1
     finally:
         cur = _read(path) or {}
-        if cur.get("pid") == os.getpid():
+        if cur.get("pid") == ctx.pid:
             os.unlink(path)
 
 

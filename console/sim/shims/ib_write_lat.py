@@ -55,7 +55,7 @@ def server(ctx, opts: dict) -> int:
         print(f" IB device {opts['device']} not found\n Unable to find the Infiniband/RoCE device", file=sys.stderr)
         return 1
     path = _rv(ctx, opts["port"])
-    _write(path, {"state": "waiting", "station": ctx.station, "device": opts["device"], "pid": os.getpid()})
+    _write(path, {"state": "waiting", "station": ctx.station, "device": opts["device"], "pid": ctx.pid})
     print("\n************************************\n* Waiting for client to connect... *\n"
           "************************************", flush=True)
     deadline = time.monotonic() + WAIT_S
@@ -72,7 +72,7 @@ def server(ctx, opts: dict) -> int:
             time.sleep(0.05)
         return 1
     finally:
-        if (_read(path) or {}).get("pid") == os.getpid():
+        if (_read(path) or {}).get("pid") == ctx.pid:
             os.unlink(path)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 import sys
 import time
@@ -99,7 +98,7 @@ def _nvml(ctx) -> bool:
     if "smi-hang" in faults:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         with contextlib.suppress(OSError):  # tests wait for this before they hang up on it
-            (ctx.world.station_dir(ctx.station) / f"smi-hung.{os.getpid()}").touch()
+            (ctx.world.station_dir(ctx.station) / f"smi-hung.{ctx.pid}").touch()
         while "smi-hang" in faults and ctx.world.root.exists():
             time.sleep(0.2)
             faults = _faults(ctx)
