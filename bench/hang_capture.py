@@ -5,9 +5,8 @@ two RAS / counter / GPU reads, three captures per station count.
     python bench/hang_capture.py [--interval 3] [--runs 3] 2 4 8
 
 Prints every capture's seconds and the median, the CPU seconds it cost (this process and the shims it
-started), and the verdict. The shims are one Python process per
-command line (docker exec nests two), so on a shared machine most of a capture is process start-up;
-a real station answers its tools faster.
+started), and the verdict. The simulator's commands are forked by its shim server (a small wrapper
+process each, ``console/sim/shim_server.py``); a real station answers its tools faster.
 """
 
 from __future__ import annotations
