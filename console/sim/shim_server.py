@@ -9,11 +9,13 @@ runs on a station is still one process per command, with the command's name and 
 station's environment, its exit status and its signals:
 
 - the wrapper hands its stdin, stdout and stderr over (``SCM_RIGHTS``), with its pid, arguments,
-  environment and working directory; the child takes them as its own;
-- a signal the wrapper gets (a hangup, a ``kill``) is passed to the child, and the wrapper ends as the
-  child ended (its exit status, or killed by the same signal);
-- a wrapper killed outright (``SIGKILL``) closes its socket, and the child kills itself: nothing is left
-  running that the station's process list does not show;
+  environment and working directory; the child takes them as its own, in a process group of its own;
+- a signal the wrapper gets (a hangup, a ``kill``) is passed by the server to the child's group, and
+  the wrapper ends as the child ended (its exit status, or killed by the same signal);
+- a wrapper killed outright (``SIGKILL``) closes its socket, and the server kills the child's group:
+  nothing is left running that the station's process list does not show;
+- a wrapper stopped (``SIGSTOP``: a frozen station) stops the child's group, and a wrapper that goes on
+  continues it (the server looks at the running wrappers every ``STOP_POLL_S``);
 - the child's ``ShimContext.pid`` is the wrapper's pid, so what a shim records about itself (a hung
   ``nvidia-smi``) names the process that the station's tools and the tests see.
 
@@ -34,7 +36,6 @@ import signal
 import socket
 import struct
 import sys
-import threading
 import traceback
 from pathlib import Path
 
@@ -43,7 +44,18 @@ from console.sim.world import World
 
 HEADER = 4  # the request's length, then the request (marshal)
 _CRED = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
-_STATUS = struct.Struct("<i")  # an exit code, or minus the signal that ended the command
+_STATUS = struct.Struct("<i")  # the command's pid, then its exit code or minus the signal that ended it
+STOP_POLL_S = 0.1  # how often a running command's wrapper is looked at (stopped or not)
+
+
+class _Command:
+    """A forked command: its wrapper's socket (None once the wrapper is gone) and pid, stopped or not."""
+
+    __slots__ = ("conn", "client", "stopped")
+
+    def __init__(self, conn: socket.socket, client: int) -> None:
+        self.conn: socket.socket | None = conn
+        self.client, self.stopped = client, False
 
 
 def serve(root: str) -> int:
@@ -62,9 +74,14 @@ def serve(root: str) -> int:
     signal.set_wakeup_fd(wake_w)
     parent, running = os.getppid(), {}
     while os.getppid() == parent and world.root.exists():
-        ready, _, _ = select.select([listener, wake_r], [], [], 1.0)
+        conns = {c.conn: pid for pid, c in running.items() if c.conn is not None}
+        ready, _, _ = select.select([listener, wake_r, *conns], [], [], STOP_POLL_S if conns else 1.0)
         if wake_r in ready:
             os.read(wake_r, 4096)
+        for conn in ready:
+            if conn in conns:
+                _relay(conns[conn], running[conns[conn]])
+        _mirror_stops(running)
         _reap(running)
         if listener not in ready:
             continue
@@ -81,17 +98,54 @@ def serve(root: str) -> int:
                 os.close(fd)
             listener.close()
             for other in running.values():
-                other.close()
-            _child(conn, fds, client_pid, argv, env, cwd, World(root, profile=(world.meta["profile"], profile)),
-                   shims)
+                if other.conn is not None:
+                    other.conn.close()
+            conn.close()
+            _child(fds, client_pid, argv, env, cwd, World(root, profile=(world.meta["profile"], profile)), shims)
+        with contextlib.suppress(OSError):  # (the child does the same: whichever runs first)
+            os.setpgid(pid, pid)
         for fd in fds:
             os.close(fd)
+        running[pid] = _Command(conn, client_pid)
         try:
-            conn.sendall(_STATUS.pack(client_pid))  # the wrapper may now let go of its stdio
-            running[pid] = conn
+            conn.sendall(_STATUS.pack(pid))  # the wrapper may now let go of its stdio
         except OSError:
-            conn.close()
+            _relay(pid, running[pid])
     return 0
+
+
+def _relay(pid: int, command: _Command) -> None:
+    """The signals the wrapper was sent, raised on the command's process group (the command and what
+    it started, as a station's ``kill`` of a group reaches them); the wrapper gone, they are killed.
+    (The command is not reaped yet: its pid is still its own.)"""
+    try:
+        data = command.conn.recv(64)
+    except OSError:
+        data = b""
+    for sig in data or (signal.SIGKILL,):
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(pid, sig)
+    if not data:
+        command.conn.close()
+        command.conn = None
+
+
+def _mirror_stops(running: dict[int, _Command]) -> None:
+    """A wrapper stopped (``SIGSTOP`` cannot be caught, so it cannot be relayed): its command stops
+    too, and goes on when the wrapper does, as a station's frozen process group would."""
+    for pid, command in running.items():
+        if command.conn is None:
+            continue
+        try:
+            with open(f"/proc/{command.client}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        stopped = state in (b"T", b"t")
+        if stopped != command.stopped:
+            command.stopped = stopped
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
 
 
 def _request(conn: socket.socket) -> tuple[list[int], tuple] | None:
@@ -124,7 +178,7 @@ def _request(conn: socket.socket) -> tuple[list[int], tuple] | None:
         return None
 
 
-def _reap(running: dict[int, socket.socket]) -> None:
+def _reap(running: dict[int, _Command]) -> None:
     """Tell each wrapper whose command ended how it ended (and reap a child whose wrapper left first)."""
     while True:
         try:
@@ -133,22 +187,23 @@ def _reap(running: dict[int, socket.socket]) -> None:
             return
         if pid == 0:
             return
-        conn = running.pop(pid, None)
-        if conn is None:
+        command = running.pop(pid, None)
+        if command is None or command.conn is None:
             continue
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         with contextlib.suppress(OSError):
-            conn.sendall(_STATUS.pack(code))
-        conn.close()
+            command.conn.sendall(_STATUS.pack(code))
+        command.conn.close()
 
 
-def _child(conn: socket.socket, fds: list[int], client_pid: int, argv: list[str], env: dict[bytes, bytes],
-           cwd: bytes, world: World, shims: dict) -> None:
+def _child(fds: list[int], client_pid: int, argv: list[str], env: dict[bytes, bytes], cwd: bytes, world: World,
+           shims: dict) -> None:
     """Become the command: the wrapper's stdio, environment and directory, fresh signal dispositions;
     run the shim; never return."""
     code = 1
     try:
-        os.setsid()
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # its own group: what it starts is signalled with it
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             if fd > 2:
@@ -163,7 +218,6 @@ def _child(conn: socket.socket, fds: list[int], client_pid: int, argv: list[str]
             os.chdir(cwd)
         _stdio(bool(os.environ.get("PYTHONUNBUFFERED")))
         sys.argv = ["console.sim.shim", *argv]
-        threading.Thread(target=_relay, args=(conn,), daemon=True).start()
         name = argv[0] if argv else ""
         module = shims.get(name)
         if module is None:
@@ -195,22 +249,6 @@ def _stdio(unbuffered: bool) -> None:
                                   line_buffering=out_lines, write_through=unbuffered)
     sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding="utf-8", errors="backslashreplace",
                                   line_buffering=True)
-
-
-def _relay(conn: socket.socket) -> None:
-    """The signals the wrapper was sent, raised on this command's process group (the command and what
-    it started, as a station's ``kill`` of a group reaches them); the wrapper gone (killed), they go too."""
-    while True:
-        try:
-            data = conn.recv(64)
-        except OSError:
-            data = b""
-        if not data:
-            os.killpg(0, signal.SIGKILL)
-            return
-        for sig in data:
-            with contextlib.suppress(OSError, ValueError):
-                os.killpg(0, sig)
 
 
 def main() -> int:

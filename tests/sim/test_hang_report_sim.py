@@ -12,6 +12,7 @@ import time
 from console.cli import main
 from console.sim.engine import start_container
 from console.sim.launch import launch_args
+from console.sim.proc_tasks import write_tasks
 
 
 def _args(h, name: str, flight_recorder: bool) -> list[str]:
@@ -37,6 +38,8 @@ def started(h, ago: float, flight_recorder: bool = True) -> None:
     for i, name in enumerate(reversed(names[1:])):
         start_container(h.world, name, at=now + i * 0.1, args=_args(h, name, flight_recorder))
     start_container(h.world, names[0], at=now + 0.3, args=_args(h, names[0], flight_recorder))
+    for name in names:  # their /proc/PID/task now, as a real station's (the sim server's next write is up to 1 s away)
+        write_tasks(h.world, name)
 
 
 async def _cli(argv: list[str]) -> int:

@@ -123,3 +123,30 @@ async def test_with_no_server_listening_a_command_runs_in_its_own_interpreter(si
     done = await _run(sim, "nvidia-smi -L", path=str(tmp_path / "bin"))
     assert done.returncode == 0 and "GPU 0:" in done.stdout, done
     assert not _forks(sim)
+
+
+async def test_a_stopped_command_stops_its_work_and_goes_on_with_it(sim):
+    """A frozen process group on a station (SIGSTOP cannot be relayed): the command's output stops too."""
+    await _serving(sim)
+    proc = _station(sim, "nvidia-smi --query-gpu=index --format=csv,noheader -lms 50")
+    os.set_blocking(proc.stdout.fileno(), False)
+
+    def read() -> bytes:
+        try:
+            return proc.stdout.read() or b""
+        except BlockingIOError:
+            return b""
+
+    try:
+        await until(lambda: read(), what="samples flowing", timeout=15)
+        proc.send_signal(signal.SIGSTOP)
+        await until(lambda: all(p.status() == psutil.STATUS_STOPPED for p in _forks(sim)),
+                    what="the fork stopped with its wrapper", timeout=10)
+        read()
+        await asyncio.sleep(0.5)  # nothing may come while it is stopped
+        assert read() == b""
+        proc.send_signal(signal.SIGCONT)
+        await until(lambda: read(), what="samples again after SIGCONT", timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()

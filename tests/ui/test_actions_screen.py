@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shlex
 
 import pytest
 from textual.app import App
@@ -270,12 +271,20 @@ async def test_a_second_key_while_an_action_is_planned_starts_no_second_plan(sim
             super().notify(message, **kw)
 
     sim = await sim_factory(n=2, time_scale=0.01)
+    gate = sim.world.root / "docker-may-answer"  # the stations' docker waits for it: the plan is still planning
+    docker = sim.world.root / "bin" / "docker"
+    real = docker.rename(docker.with_name("docker.real"))
+    docker.write_text(f"#!/bin/sh\nwhile [ ! -e {shlex.quote(str(gate))} ] && [ -d {shlex.quote(str(sim.world.root))} ]; "
+                      "do sleep 0.05; done\n"
+                      f'exec {shlex.quote(str(real))} "$@"\n')
+    docker.chmod(0o755)
     app = Told(relaxed(sim.config), start_services=False, clock=False)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("L", "L", "S")
         await wait_for(pilot, lambda: app.told.count("A launch is being planned: one action at a time.") == 2)
         flows = [w for w in app.workers if w.group == ACTION_GROUP]
         assert [w.name for w in flows] == ["launch"]
+        gate.touch()
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmActionScreen) and app.screen.query("#yes"))
         assert app.screen.action == "launch"
         await pilot.press("escape")
