@@ -166,13 +166,10 @@ def highlight_cost() -> None:
     """One line through the highlighter: the old ``\\w+(Error|Exception)`` vs the current pattern."""
     import re
 
-    from rich.text import Text
-
     from console.station.log_buffer import DISPLAY_MAX_CHARS, display_line
-    from console.ui.widgets.log_view import EngineLogHighlighter
+    from console.ui.widgets.log_view import row_spans
 
     old = re.compile(r"\w+(Error|Exception)\b:?")
-    hl = EngineLogHighlighter()
     print(f"\n{'line length':>12} {'old pattern':>12} {'current (whole line)':>21} {'shown (clipped)':>16}")
     for length in (2_000, 10_000, 20_000, 100_000, 1_000_000):
         line = long_line(length, 0)
@@ -181,10 +178,10 @@ def highlight_cost() -> None:
             list(old.finditer(line))
         t_old = time.perf_counter() - t0 if length <= 20_000 else None
         t0 = time.perf_counter()
-        hl.highlight(Text(line))
+        row_spans(line)
         t_new = time.perf_counter() - t0
         t0 = time.perf_counter()
-        hl.highlight(Text(display_line(line)))
+        row_spans(display_line(line))
         t_shown = time.perf_counter() - t0
         old_s = f"{t_old * 1000:9.1f} ms" if t_old is not None else "   (minutes)"
         print(f"{length:>12,} {old_s:>12} {t_new * 1000:18.2f} ms {t_shown * 1000:13.2f} ms")

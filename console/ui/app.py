@@ -57,6 +57,7 @@ from console.station.verdict import Judgement
 from console.supervisor import JobFailure, Supervisor
 from console.ui import clock
 from console.ui.ending_signals import exit_on_ending_signals
+from console.ui.heap import release_heap, settle_heap
 from console.ui.incidents_hook import incident_recorder
 from console.ui.providers import DashboardCommands, NavigationCommands, ScreenCommands
 from console.ui.screens.checks import ChecksDone
@@ -172,6 +173,7 @@ class ConsoleApp(App):
         self._sessions_active.__enter__()
         if self._start_services:  # after the first frame: connecting loads asyncssh and httpx (~0.2 s)
             self.call_after_refresh(self._start_jobs)
+        self.call_after_refresh(settle_heap)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
         # The progress judge, a job beside the station services: pure (no I/O), so it runs whether they
@@ -191,6 +193,7 @@ class ConsoleApp(App):
             # the job's NCCL RAS, one short read every few s while an engine serves: ranks out of step show
             start_ras_watch(self.jobs, self.sessions, self.stations, self.post_message, self._job_failed)
             self.jobs.start("incidents", self.incidents.run, on_failure=self._job_failed)
+            self.call_after_refresh(settle_heap)  # and what connecting loaded
 
     def _job_failed(self, failure: JobFailure) -> None:
         """A job of the app died (the supervisor restarts it): never silent."""
@@ -205,6 +208,7 @@ class ConsoleApp(App):
             self._sessions_active.__exit__(None, None, None)
             self._sessions_active = None
         await self.sessions.close()
+        release_heap()
 
     # ------------------------------------------------------------------ messages
 

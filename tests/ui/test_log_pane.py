@@ -255,3 +255,20 @@ async def test_a_selection_copies_the_rows_shown():
         await pilot.pause()
         text, _ = pane.log_widget.get_selection(Selection(Offset(6, 0), Offset(6, 1)))
         assert text == "row\nsecond"
+
+
+async def test_a_mouse_drag_selects_the_text_under_it():
+    """The frame's rows carry no selection offsets (the compositor asks for the row under the mouse
+    alone): a drag still selects from where it started to where it ended, scrolled right too."""
+    app = PaneApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        pane = app.query_one(LogPane)
+        view = pane.log_widget
+        add(pane, ["first row", "(Worker pid=1) ERROR second row", "third row"])
+        await pilot.pause()
+        y = view.index_of(view.buffer.first + 1)
+        await pilot.mouse_down(view, offset=(15, y))
+        await pilot.hover(view, offset=(26, y))
+        await pilot.mouse_up(view, offset=(26, y))
+        await until(lambda: app.screen.selections.get(view) is not None, what="a selection", pilot=pilot)
+        assert view.get_selection(app.screen.selections[view])[0] == "ERROR second"

@@ -20,15 +20,13 @@ from __future__ import annotations
 import re
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import NamedTuple
 
 from rich.cells import cell_len
-from rich.highlighter import Highlighter
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
@@ -41,6 +39,7 @@ from textual.timer import Timer
 
 from console import catalogue
 from console.station.log_buffer import LogBuffer
+from console.ui.widgets.row_paint import Span, paint_row
 
 ROW_CACHE = 256  # highlighted rows kept: a few screens (scrolling back and forth), not a history
 REPAINT_EVERY = 0.25  # s: while lines stream, a view repaints at most 4 times a second (as toolong batches)
@@ -52,32 +51,20 @@ EDGE_STYLE = Style(color="bright_white", bgcolor="grey42", bold=True)  # a line 
 # What to colour comes from the catalogue (``catalogue.highlight``: the same knowledge as the findings
 # and the launch's fatal lines; linear in the line length). Styles are explicit so they show whatever
 # the theme.
-_STYLES: dict[catalogue.HighlightClass, str] = {
-    "prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}
+_STYLES: dict[catalogue.HighlightClass, Style] = {kind: Style.parse(style) for kind, style in {
+    "prefix": "dim", "transport": "cyan", "ready": "bold green", "warning": "bold yellow", "error": "bold red"}.items()}
+_MATCH, _MARKER = Style.parse(MATCH_STYLE), Style.parse(MARKER_STYLE)
 
 Match = Callable[[str], object]  # truthy when a line is to be shown
 
 
-def highlight_spans(line: str) -> Iterator[tuple[int, int, str]]:
-    """Where a log line is coloured, and how: ``(start, end, style)``, from the catalogue's classes."""
-    for start, end, kind in catalogue.highlight(line):
-        yield start, end, _STYLES[kind]
-
-
-class EngineLogHighlighter(Highlighter):
-    """``highlight_spans`` on a Rich ``Text``, then the filter's matches in reverse video."""
-
-    def __init__(self) -> None:
-        self.match: re.Pattern[str] | None = None
-
-    def highlight(self, text: Text) -> None:
-        plain = text.plain
-        for start, end, style in highlight_spans(plain):
-            text.stylize(style, start, end)
-        if self.match is not None:
-            for m in self.match.finditer(plain):
-                if m.end() > m.start():
-                    text.stylize(MATCH_STYLE, m.start(), m.end())
+def row_spans(line: str, match: re.Pattern[str] | None = None) -> list[Span]:
+    """Where a log line is coloured, and how, in the order they apply: the catalogue's classes, then
+    a filter's matches in reverse video."""
+    spans = [(start, end, _STYLES[kind]) for start, end, kind in catalogue.highlight(line)]
+    if match is not None:
+        spans += [(m.start(), m.end(), _MATCH) for m in match.finditer(line) if m.end() > m.start()]
+    return spans
 
 
 def cell_width(line: str) -> int:
@@ -156,7 +143,7 @@ class LogView(ScrollView, can_focus=True):
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.buffer = buffer
-        self.highlighter = EngineLogHighlighter()
+        self.highlight: re.Pattern[str] | None = None  # a filter's matches, in reverse video
         self.marked: int | None = None  # the number of the marked line
         self.following = True
         self._match: Match | None = None
@@ -203,7 +190,7 @@ class LogView(ScrollView, can_focus=True):
         """Show only the lines ``match`` is truthy for (None: every line), ``highlight``'s matches in
         reverse video. Rebuilt from the buffer; scroll where you want afterwards."""
         self._match = match
-        self.highlighter.match = highlight
+        self.highlight = highlight
         self._cache.clear()
         self.virtual_size = self._rebuild()
         self.refresh()
@@ -389,17 +376,15 @@ class LogView(ScrollView, can_focus=True):
             line = self.buffer.line(number)
             if "\t" in line:
                 line = line.expandtabs()
-            text = Text(line, no_wrap=True)
-            text.stylize(rich_style)
             if self.buffer.is_marker(number):
-                text.stylize(MARKER_STYLE)
+                spans = [(0, len(line), _MARKER)]
             else:
-                self.highlighter.highlight(text)
+                spans = row_spans(line, self.highlight)
             if selection is not None and (span := selection.get_span(row)) is not None:
                 start, end = span
-                text.stylize(self.screen.get_component_rich_style("screen--selection"),
-                             start, len(text) if end == -1 else end)
-            cached = (list(text.render(self.app.console)), cell_len(line))
+                spans.append((start, len(line) if end == -1 else end,
+                              self.screen.get_component_rich_style("screen--selection")))
+            cached = (paint_row(line, rich_style, spans), cell_len(line))
             if selection is None:
                 self._cache[number] = cached
         segments, length = cached
@@ -422,7 +407,13 @@ class LogView(ScrollView, can_focus=True):
             self._frame = None
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y, width, visible, rich_style, selection = self._frame or self._frame_values()
+        """One row. In a frame (``render_lines``) without the selection's offsets: the compositor asks
+        for a row alone (``render_line``) where the mouse is, and only that row needs them."""
+        strip = self._render_row(y, *(self._frame or self._frame_values()))
+        return strip if self._frame is not None else strip.apply_offsets(self.scroll_offset.x, self.scroll_offset.y + y)
+
+    def _render_row(self, y: int, scroll_x: int, scroll_y: int, width: int, visible: int, rich_style: Style,
+                    selection: Selection | None) -> Strip:
         row = scroll_y + y
         if rich_style != self._cache_style:
             self._cache.clear()
@@ -440,7 +431,7 @@ class LogView(ScrollView, can_focus=True):
         left = width >= 4 and scroll_x > 0 and length > 0
         if not (right or left):
             cut = next(islice(Segment.divide(segments, [scroll_x, scroll_x + width]), 1, None), [])
-            return Strip(cut, width).apply_offsets(scroll_x, row)
+            return Strip(cut, width)
         # the row goes on past an edge: say so there (the cells under the scrollbar stay as they are)
         cuts = [scroll_x, scroll_x + left, scroll_x + visible - right, scroll_x + visible, scroll_x + width]
         parts = list(Segment.divide(segments, cuts))
@@ -450,4 +441,4 @@ class LogView(ScrollView, can_focus=True):
         if right:
             cut.append(Segment("…", EDGE_STYLE))
         cut += parts[4]
-        return Strip(cut, width).apply_offsets(scroll_x, row)
+        return Strip(cut, width)
