@@ -1,9 +1,12 @@
 """The NCCL troubleshooting workbench: a ladder of rungs from "reach and links" to "relaunch with
-NCCL debug", shared by ``dgx-console doctor`` and the workbench screen (key ``n``)."""
+NCCL debug", shared by ``dgx-console doctor`` and the workbench screen (key ``n``). Its names load on
+first use (``console.lazy.lazy_exports``): the dashboard's banner needs ``next_steps`` alone before the
+first frame, not every rung."""
 
-from console.doctor.context import DoctorContext, DoctorOptions, RelaunchPlan
-from console.doctor.model import DoctorReport, Rung, RungResult
-from console.doctor.runner import RUNG_IDS, RUNGS, run_doctor, select
+from console.lazy import lazy_exports
 
-__all__ = ["RUNGS", "RUNG_IDS", "DoctorContext", "DoctorOptions", "DoctorReport", "RelaunchPlan", "Rung",
-           "RungResult", "run_doctor", "select"]
+__getattr__, __all__ = lazy_exports(__name__, {
+    "context": ("DoctorContext", "DoctorOptions", "RelaunchPlan"),
+    "model": ("DoctorReport", "Rung", "RungResult"),
+    "runner": ("RUNG_IDS", "RUNGS", "run_doctor", "select"),
+})

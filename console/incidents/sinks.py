@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-import httpx
-
+from console.lazy import lazy_module
 from console.sanitize import one_line
 from console.secrets import mask_sink_url
 from console.supervisor import restart_delay
+
+httpx = lazy_module("httpx")  # loaded by the first alert sent, not by the app's first frame
 
 AlertEvent = Literal["open", "resolved", "test"]
 SinkName = Literal["webhook", "ntfy", "desktop"]
