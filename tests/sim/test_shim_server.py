@@ -5,6 +5,7 @@ is killed does not outlive it; with no server listening a command runs in its ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -66,45 +67,41 @@ async def test_a_served_command_has_its_output_input_and_exit_status(sim):
     assert piped.returncode == 0 and piped.stdout == "hello from A\n[B]\n", piped
 
 
-async def test_a_signal_to_the_command_reaches_it_and_the_command_ends_by_it(sim):
-    await _serving(sim)
-    set_hang(sim.world, "A", True)  # nvidia-smi hangs and ignores a hangup
-    proc = _station(sim, "nvidia-smi -L")
-    try:
-        await until(lambda: hung_procs(sim.world, "A"), what="nvidia-smi hung", timeout=15)
-        assert hung_procs(sim.world, "A") == [proc.pid]  # what the command records of itself names its process
-        forked = _forks(sim)
-        assert forked, "the command runs in a fork of the server"
-        proc.send_signal(signal.SIGHUP)  # ignored, as the real hung tool does
-        await asyncio.sleep(0.5)
-        assert proc.poll() is None and all(p.is_running() for p in forked)
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 10) == -signal.SIGTERM
-        await until(lambda: not _forks(sim), what="the fork ended with its command", timeout=10)
-    finally:
-        set_hang(sim.world, "A", False)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-
-
-async def test_a_killed_command_leaves_nothing_running(sim):
+@contextlib.asynccontextmanager
+async def _hung_smi(sim):
+    """Station A's nvidia-smi hung (it ignores a hangup), once it is: its process and the server's forks."""
     await _serving(sim)
     set_hang(sim.world, "A", True)
     proc = _station(sim, "nvidia-smi -L")
     try:
         await until(lambda: hung_procs(sim.world, "A"), what="nvidia-smi hung", timeout=15)
         forked = _forks(sim)
-        assert forked
-        proc.kill()
-        await asyncio.to_thread(proc.wait, 10)
-        await until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in forked),
-                    what="the fork gone with its killed command", timeout=10)
+        assert forked, "the command runs in a fork of the server"
+        yield proc, forked
     finally:
         set_hang(sim.world, "A", False)
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+async def test_a_signal_to_the_command_reaches_it_and_the_command_ends_by_it(sim):
+    async with _hung_smi(sim) as (proc, forked):
+        assert hung_procs(sim.world, "A") == [proc.pid]  # what the command records of itself names its process
+        proc.send_signal(signal.SIGHUP)  # ignored, as the real hung tool does
+        await asyncio.sleep(0.5)
+        assert proc.poll() is None and all(p.is_running() for p in forked)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 10) == -signal.SIGTERM
+        await until(lambda: not _forks(sim), what="the fork ended with its command", timeout=10)
+
+
+async def test_a_killed_command_leaves_nothing_running(sim):
+    async with _hung_smi(sim) as (proc, forked):
+        proc.kill()
+        await asyncio.to_thread(proc.wait, 10)
+        await until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in forked),
+                    what="the fork gone with its killed command", timeout=10)
 
 
 async def test_a_stranger_on_the_socket_is_not_served(sim):
