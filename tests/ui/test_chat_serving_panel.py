@@ -14,6 +14,7 @@ from console.serving.client import ApiClient
 from console.serving.metrics import ServingMonitor, ServingSnapshot
 from console.sim.api import FixedBackend, create_app
 from console.ui.widgets.serving_panel import ServingPanel, ServingUpdate, render_snapshot
+from tests.waiting import until
 
 
 def text_of(renderable) -> str:
@@ -113,3 +114,23 @@ def test_narrow_panel_keeps_every_label_whole() -> None:
     c.print(render_snapshot(FULL, now=1002.0, max_lines=3))
     lines = c.export_text().splitlines()
     assert len(lines) == 3 and lines[0].startswith("API ● healthy") and lines[1].startswith("Model glm-5.3")
+
+
+async def test_the_panel_fits_its_content_as_it_grows_and_shrinks() -> None:
+    """A redraw lays the screen out again only when the panel's height changed (every second otherwise):
+    the panel still grows to the figures and shrinks back to the one waiting line."""
+    app = PanelApp()
+    async with app.run_test(size=(100, 20)) as pilot:
+        panel = app.query_one(ServingPanel)
+        await pilot.pause()
+        waiting = panel.size.height
+        panel.show(FULL)
+        await until(lambda: panel.size.height > waiting, what="the panel grown to the figures", pilot=pilot)
+        grown = panel.size.height
+        assert panel.content_size.height == panel.get_content_height(panel.content_size, app.size,
+                                                                      panel.content_size.width)
+        panel.show(FULL)  # the same height again: no layout needed, and the size stays right
+        await pilot.pause()
+        assert panel.size.height == grown
+        panel.show(None)
+        await until(lambda: panel.size.height == waiting, what="the panel back to one line", pilot=pilot)

@@ -316,4 +316,12 @@ class ServingPanel(Static):
         if snap is not None and snap.url:
             self.border_subtitle = Text(one_line(snap.url, 120))  # Text: a URL is never markup
         self.update(render_snapshot(snap, now, self.engine, palette_of(self.app), self.max_lines, self.off,
-                                    self.progress))
+                                    self.progress), layout=False)
+        self._relayout_if_taller_or_shorter()
+
+    def _relayout_if_taller_or_shorter(self) -> None:
+        """A new layout of the screen only when the panel's height changed: a redraw comes every second
+        (the ages), and a layout re-arranges every widget (5-15 ms a time under a log flood)."""
+        width, shown = self.content_size.width, self.content_size.height
+        if not width or self.get_content_height(self.content_size, self.app.size, width) != shown:
+            self.refresh(layout=True)
