@@ -19,8 +19,9 @@ from console.sim.world import World
 
 
 class ShimContext:
-    """What a command knows: its world and its station. (A plain class: every command starts a fresh
-    interpreter, and ``dataclasses`` costs ~9 ms to import.)"""
+    """What a command knows: its world and its station. (A plain class: a command without the fork
+    server (the lab, a world whose server is not listening yet) starts a fresh interpreter, and
+    ``dataclasses`` costs ~9 ms to import.)"""
 
     def __init__(self, world: World, station: str, pid: int | None = None) -> None:
         self.world, self.station = world, station
@@ -132,10 +133,15 @@ os._exit(code & 255)
 
 
 def _served(py: str, address: bytes) -> str:
-    import shlex
-
     code = (CLIENT.replace("ADDRESS", repr(address)).replace("PYTHON", repr(py))
             .replace("FALLBACK", repr(_fallback_code())))
+    return _bare(py, code)
+
+
+def _bare(py: str, code: str) -> str:
+    """``code`` run by ``py`` without ``site``, as a wrapper's command line."""
+    import shlex  # (here: a command's own start never needs it)
+
     return f'"{py}" -S -c {shlex.quote(code)} console.sim.shim'  # (its own word: tests find shims by it)
 
 
@@ -151,11 +157,9 @@ def _start(py: str) -> str:
     have set up named instead (this tree first, then the installed packages): ``site`` runs every
     ``.pth`` file, which took 20-45 ms of the ~70 a shim costs, and a hang capture starts ~25 shims a
     station. Another interpreter (the lab's) keeps ``-m``: its paths are not ours to know."""
-    import shlex  # (here: a command's own start never needs it)
-
     if py != sys.executable:
         return f'"{py}" -m console.sim.shim'
-    return f'"{py}" -S -c {shlex.quote(_fallback_code())} console.sim.shim'  # (its own word: tests find shims by it)
+    return _bare(py, _fallback_code())
 
 
 def main() -> int:

@@ -409,8 +409,10 @@ class LogView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """One row. In a frame (``render_lines``) without the selection's offsets: the compositor asks
         for a row alone (``render_line``) where the mouse is, and only that row needs them."""
-        strip = self._render_row(y, *(self._frame or self._frame_values()))
-        return strip if self._frame is not None else strip.apply_offsets(self.scroll_offset.x, self.scroll_offset.y + y)
+        if self._frame is not None:
+            return self._render_row(y, *self._frame)
+        frame = self._frame_values()
+        return self._render_row(y, *frame).apply_offsets(frame.scroll_x, frame.scroll_y + y)
 
     def _render_row(self, y: int, scroll_x: int, scroll_y: int, width: int, visible: int, rich_style: Style,
                     selection: Selection | None) -> Strip:
