@@ -504,7 +504,10 @@ values and the secret-name rule: SGLang prints its server args with the API key)
         # The stream ended: the container stopped or exited (or the channel was dropped): look again.
         info = await self._refresh()
         if info.state != ContainerState.RUNNING:
-            self._ended(info)
+            # A follow can end before the run's last lines (the daemon restarted, the channel or the
+            # `docker logs` process went away just before the exit): the lines since the last one read
+            # are read once more, so the crash that stopped it is never missing from its log.
+            await self._catch_up()
 
     async def follow(self) -> None:
         """Follow the container's log for as long as this runs: while it runs with ``-f``; when it

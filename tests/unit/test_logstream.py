@@ -200,6 +200,50 @@ async def test_a_run_that_exited_before_anyone_looked_is_read_and_its_end_told()
     await logs.close()
 
 
+class ShortFollow(Station):
+    """A running container whose ``docker logs -f`` ends after its first line (the daemon restarted, the
+    process was killed) just before the container exits with its crash printed."""
+
+    def __init__(self, log: list[str]):
+        super().__init__("running", RUN_AT, log)
+
+    def stream(self, command: str):
+        self.sent.append(command)
+        self.state = "exited"  # by the time the console looks again
+
+        async def first_line():
+            yield self.log[0]
+        return first_line()
+
+    async def run(self, command: str, timeout=None, input=None) -> CommandResult:
+        if "docker logs" in command:
+            self.sent.append(command)
+            since = parse_time(command.split("--since ")[1].split()[0].strip("'"))
+            return CommandResult(0, "".join(ln + "\n" for ln in self.log if parse_time(ln.split()[0]) >= since), "")
+        return await super().run(command, timeout, input)
+
+
+async def test_a_follow_that_ends_before_the_crash_is_read_again_from_its_last_line():
+    """The follow ended early and the container is found exited: the lines since the last one read are
+    read once more (the line at that time not twice), so the crash is in the log and the run ends failed."""
+    station = ShortFollow([stamp(11) + " (APIServer pid=1) INFO vLLM API server version 0.30.0",
+                           stamp(11) + " (APIServer pid=1) INFO non-default args: {}", stamp(12) + " " + OOM])
+    owner: list[LogBatch] = []
+    ended: list[ContainerInfo] = []
+    s = LogStream(A, station, 100, on_batches=owner.extend, on_stopped=ended.append)  # type: ignore[arg-type]
+    s.container(RUN)
+    task = asyncio.create_task(s.follow())
+    try:
+        await until(lambda: ended, what="the run ended", detail=lambda: station.sent)
+    finally:
+        task.cancel()
+    lines = [ln for b in owner for ln in b.lines]
+    assert lines == [ln.split(" ", 1)[1] for ln in station.log]
+    assert ended[-1].state == "exited"
+    reads = [c for c in station.sent if "docker logs" in c]
+    assert len(reads) == 2 and " -f " in reads[0] and " -f " not in reads[1] and "--since" in reads[1]
+
+
 def test_a_backlog_is_handed_on_in_slices_in_order_with_the_loop_free_between():
     """What piled up while the loop was held up goes out LOG_SLICE lines at a time (never one block of
     masking and classifying a flood), in order, the console's marker lines kept as markers."""
