@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from console.catalogue.first_of import FirstOf, Literals, Part
+from console.catalogue.first_of import FirstOf, Literals, Part, RunPart
 from console.catalogue.milestones import (
     GRAPHS_END,
     GRAPHS_START,
@@ -24,7 +24,7 @@ from console.catalogue.milestones import (
     WEIGHTS_END,
     WEIGHTS_START,
 )
-from console.catalogue.signatures import EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
+from console.catalogue.signatures import EXCEPTION_GATE, EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
 from console.catalogue.specs import SPECS
 from console.sanitize import strip_escapes
 from console.vocabulary import EnginePhase, NcclTransport
@@ -222,7 +222,7 @@ HIGHLIGHTS: tuple[tuple[re.Pattern[str] | FirstOf, HighlightClass], ...] = (
      "warning"),
     (FirstOf([Part(r"\b(?:ERROR|CRITICAL|FATAL)\b", r"(?:ERROR|CRITICAL|FATAL)\b", gate=("ERROR", "CRITICAL", "FATAL")),
               Part(re.escape(TRACEBACK)),
-              Part(EXCEPTION_TYPE, gate=("Error", "Exception", "KeyboardInterrupt", "SystemExit")),
+              RunPart(EXCEPTION_TYPE, gate=EXCEPTION_GATE),
               Part(r"\[E\d{3,4}[ \]]"), Literals(_literals(_ERROR_WORDS), _ERROR_WORDS)]), "error"),
 )
 

@@ -459,6 +459,7 @@ GENERIC_ANCHORS = ("Error", "ERROR", "CRITICAL", "Traceback (most recent call la
                    *RUN_ENDING_ANCHORS)
 EXCEPTION_TYPE = (r"(?<![\w.])(?P<type>(?:[A-Za-z_]\w*+\.)*+(?:[A-Z]\w*?(?:Error|Exception)|Exception|KeyboardInterrupt"
          r"|SystemExit))")
+EXCEPTION_GATE = ("Error", "Exception", "KeyboardInterrupt", "SystemExit")  # one of them is in every match
 EXCEPTION_LINE = _c(EXCEPTION_TYPE + r"(?:\s*+:\s*+(?P<msg>\S.*)|\s*+$)")
 # a level token where log formats put it: vLLM "ERROR 04-08 19:59:10 ...", uvicorn "ERROR:    ...",
 # logging "- ERROR - ...", "[ERROR] ...", aligned columns "ERROR    ...", TensorRT's "[TRT] [E] ..."

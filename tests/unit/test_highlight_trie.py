@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from console.catalogue import markers
 from console.catalogue.first_of import Literals
-from console.catalogue.markers import EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
+from console.catalogue.markers import EXCEPTION_GATE, EXCEPTION_TYPE, FATAL_ANCHORS, READY_MARKERS, TRACEBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/fixtures/logs").glob("*.log")) + sorted((ROOT / "bench/heldout").rglob("*.log"))
@@ -95,10 +95,26 @@ def test_the_walk_finds_where_the_trie_pattern_would(text, pos):
     assert part.search(text, pos) == (None if m is None else m.start())
 
 
+EXCEPTION_LINES = ["RuntimeError: x", "a ValueError", "Exception", "torch.cuda.OutOfMemoryError: y", "x SystemExit",
+                   "no such thing", "error: lower case", "KeyboardInterrupt", "xValueError .Error a.b.CError",
+                   "_x.9Error 9.aError ValueErrorError é.ÉtatError", "A" * 300 + "Error " + "b." * 200 + "KeyError"]
+
+
 def test_a_line_without_the_gate_words_skips_the_exception_pattern():
-    from console.catalogue.first_of import Part
-    part = Part(EXCEPTION_TYPE, gate=("Error", "Exception", "KeyboardInterrupt", "SystemExit"))
-    for line in ["RuntimeError: x", "a ValueError", "Exception", "torch.cuda.OutOfMemoryError: y", "x SystemExit",
-                 "no such thing", "error: lower case", "KeyboardInterrupt"]:
-        m = re.compile(EXCEPTION_TYPE).search(line)
-        assert part.search(line, 0) == (None if m is None else m.start()), line
+    from console.catalogue.first_of import RunPart
+    part = RunPart(EXCEPTION_TYPE, gate=EXCEPTION_GATE)
+    for line in EXCEPTION_LINES:
+        for pos in range(0, len(line) + 1, 7):
+            m = re.compile(EXCEPTION_TYPE).search(line, pos)
+            assert part.search(line, pos) == (None if m is None else m.start()), (line, pos)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["Error", "Exception", "SystemExit", "A", "b", "_", "9", ".", " ", ":", "é", "x" * 70]),
+                max_size=30).map("".join), st.integers(0, 200))
+def test_the_exception_part_finds_where_its_pattern_would(text, pos):
+    # RunPart: from a gate word back to the start of its run, tried there once; the leftmost start
+    # re.search finds, from any position (inside a run, or just after one)
+    from console.catalogue.first_of import RunPart
+    m = re.compile(EXCEPTION_TYPE).search(text, pos)
+    assert RunPart(EXCEPTION_TYPE, gate=EXCEPTION_GATE).search(text, pos) == (None if m is None else m.start())
