@@ -104,6 +104,12 @@ def key_width(key: KeyHint) -> int:
     return len(key.key_display) + (1 + len(key.description) if key.description else 0) + 1
 
 
+def _looks(keys: list[KeyHint]) -> tuple:
+    """What decides how the shown keys look and act: equal -> the footer stays as it is."""
+    return tuple((k.key, k.key_display, k.description, k.action, k.key_disabled, str(k.tooltip or ""),
+                  tuple(sorted(k.classes))) for k in keys)
+
+
 def fitting(keys: list[KeyHint], width: int) -> list[KeyHint]:
     """The keys that fit in ``width`` cells, most important first, shown in their own order."""
     order = sorted(range(len(keys)), key=lambda i: (_rank(keys[i].action), i))
@@ -136,6 +142,7 @@ class FittedFooter(ScrollableContainer, can_focus=False, can_focus_children=Fals
         super().__init__(id=id, classes=classes)
         self.ready = False  # the screen's bindings are known (its first bindings_updated_signal)
         self.laid_out_width = 0
+        self.composed: tuple | None = None  # what the shown keys look like (``_looks``)
 
     def keys(self) -> tuple[list[KeyHint], KeyHint | None]:
         """A key per action the screen shows (its first binding), and the command palette's key."""
@@ -154,15 +161,25 @@ class FittedFooter(ScrollableContainer, can_focus=False, can_focus_children=Fals
                                 classes="-command-palette")
         return list(keys.values()), palette
 
-    def compose(self) -> ComposeResult:
-        if not self.ready:
-            return
+    def shown_keys(self) -> list[KeyHint]:
+        """The keys to show at this width, the palette's last."""
         keys, palette = self.keys()
         if keys and self.size.width:
             keys = fitting(keys, self.size.width - (PALETTE_WIDTH if palette else 0))
+        return keys + ([palette] if palette is not None else [])
+
+    def compose(self) -> ComposeResult:
+        if not self.ready:
+            return
+        keys = self.shown_keys()
+        self.composed = _looks(keys)
         yield from keys
-        if palette is not None:
-            yield palette
+
+    async def _recompose_if_changed(self) -> None:
+        """Recompose only when what the footer shows would change: the bindings signal comes on every
+        focus change (a dozen times as the dashboard starts), mostly with the same keys."""
+        if self.is_attached and (not self.ready or _looks(self.shown_keys()) != self.composed):
+            await self.recompose()
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
@@ -173,9 +190,9 @@ class FittedFooter(ScrollableContainer, can_focus=False, can_focus_children=Fals
     def bindings_changed(self, screen: Screen) -> None:
         self.ready = True
         if screen.app.app_focus and self.is_attached and screen is self.screen:
-            self.call_after_refresh(self.recompose)
+            self.call_after_refresh(self._recompose_if_changed)
 
     def on_resize(self) -> None:
         if self.size.width != self.laid_out_width:
             self.laid_out_width = self.size.width
-            self.call_after_refresh(self.recompose)
+            self.call_after_refresh(self._recompose_if_changed)
