@@ -7,8 +7,11 @@ samples' own clock, never from the screen's, so a frozen station shows a frozen 
 snapshot test draws the same figure every time. Memory is on the left axis from zero to the GPU's
 total (a flat line at 231 of 251 GiB must look full), utilization on the right from 0 to 100 %.
 
-The plot is built only when its data, size or theme changed (plotext renders the whole figure
-in Python: about a millisecond per build at a pane's size).
+The plot is built only when its data, size or theme changed, and for new samples at most once per
+``PLOT_EVERY_S`` of the samples' clock: plotext renders the whole figure in Python (~12 ms of the UI's
+loop at a pane's size and 120 samples), and one sample a second per plot (five at the tests' 200 ms)
+each paid for a whole build. Samples that come sooner are drawn by a build ``PLOT_EVERY_S`` later at
+the latest; the meter's head line above says the newest reading and its age meanwhile.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from console.durations import tick
+
+PLOT_EVERY_S = 2.0
 
 
 def time_axis(times: Sequence[float]) -> list[float]:
@@ -52,13 +57,36 @@ class GpuHistoryPlot(PlotextPlot):
         self._data: tuple[list[float], list[float], list[float], float | None] = ([], [], [], None)
         self._version = 0
         self._cache: tuple[tuple, Text] | None = None
+        self._newest: float | None = None  # the newest sample's time (the samples' clock)
+        self._built_newest: float | None = None  # ... in the figure built last
+        self._due = False  # a build that waited is due now
+        self._waiting = False  # a build is set to come (one timer at a time)
+        self.builds = 0
 
     def show(self, times: Sequence[float], used_mib: Sequence[float], util_pct: Sequence[float | None],
              total_mib: float | None) -> None:
         """The samples (oldest first; ``util_pct`` may hold None where it was not read)."""
         self._data = (time_axis(times), [u / 1024 for u in used_mib],
                       [float(u) if u is not None else float("nan") for u in util_pct], total_mib)
+        self._newest = times[-1] if times else None
         self._version += 1
+        self.refresh()
+
+    def _soon(self, key: tuple) -> bool:
+        """Only new samples, less than ``PLOT_EVERY_S`` after those of the figure shown: it stays, and a
+        build is due that much later."""
+        if self._due or self._cache is None or self._newest is None or self._built_newest is None:
+            return False
+        old = self._cache[0]
+        if (old[0], old[1], old[3]) != (key[0], key[1], key[3]) or not 0 <= self._newest - self._built_newest < PLOT_EVERY_S:
+            return False
+        if not self._waiting:
+            self._waiting = True
+            self.set_timer(PLOT_EVERY_S, self._build_due)
+        return True
+
+    def _build_due(self) -> None:
+        self._waiting, self._due = False, True
         self.refresh()
 
     def _build(self) -> None:
@@ -84,8 +112,10 @@ class GpuHistoryPlot(PlotextPlot):
 
     def render(self) -> RenderResult:
         key = (self.size.width, self.size.height, self._version, self.app.theme)
-        if self._cache is not None and self._cache[0] == key:
+        if self._cache is not None and (self._cache[0] == key or self._soon(key)):
             return self._cache[1]
+        self._due, self._built_newest = False, self._newest
+        self.builds += 1
         try:
             self._build()
             text = super().render()
