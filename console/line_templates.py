@@ -20,7 +20,7 @@ V = TypeVar("V")
 
 # one C pass: upper-case ASCII to lower, digits deleted (bytes.translate's delete argument)
 _FOLD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
-_DIGITS = b"0123456789"
+DIGIT_BYTES = b"0123456789"
 NO_DIGITS = str.maketrans("", "", "0123456789")  # the same deletion for a key or a word (str.translate)
 KEPT = 8192  # templates whose answers are kept (a flood has a few; unique lines replace them) ...
 KEPT_CHARS = 1024  # ... each at most this long: a hostile flood of unique 16 KiB lines keeps ~8 MiB, not 128
@@ -35,7 +35,7 @@ def templates(blob: str) -> list[str]:
     seen, out = _LAST[0]  # (one tuple read and written whole: a thread sees a blob with its own list)
     if blob == seen:
         return out
-    out = blob.encode("ascii", "replace").translate(_FOLD, _DIGITS).decode("ascii").split("\n")
+    out = blob.encode("ascii", "replace").translate(_FOLD, DIGIT_BYTES).decode("ascii").split("\n")
     if len(blob) <= LAST_CHARS:  # (a hostile batch of giant lines is not held on to)
         _LAST[0] = (blob, out)
     return out

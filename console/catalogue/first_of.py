@@ -25,11 +25,15 @@ class Part:
     literals one of which every match holds, looked for first (``str.find`` at memchr speed), so that a
     line holding none of them is done with at once (an exception type ends in Error or Exception)."""
 
-    def __init__(self, pattern: str, prefilter: str | None = None, gate: tuple[str, ...] = ()) -> None:
+    def __init__(self, pattern: str, prefilter: str | None = None, gate: tuple[str, ...] = (),
+                 needs: tuple[str, ...] = ()) -> None:
         self.pattern = pattern
         self.rx = re.compile(pattern)
         self.pre = re.compile(prefilter) if prefilter is not None else None
         self.gate = gate
+        # literals one of which every match holds (the gate's, else given): a caller that found none of
+        # them in a line knows the part has no match there without searching (``FirstOf.needs``)
+        self.needs = gate or needs
 
     def search(self, string: str, pos: int) -> int | None:
         """The leftmost position >= pos the part matches at (None: none)."""
@@ -91,7 +95,8 @@ class Literals(Part):
     ~190 fatal anchors' trie)."""
 
     def __init__(self, pattern: str, words: Iterable[str]) -> None:
-        super().__init__(pattern)
+        words = tuple(words)
+        super().__init__(pattern, needs=tuple(w for w in words if w))
         self._automaton = ahocorasick.Automaton()
         for w in set(words):
             if w:
@@ -122,6 +127,13 @@ class FirstOf:
         self.whole = re.compile(self.pattern)
         if self.whole.match("") is not None:  # an empty match would need finditer's own rules
             raise ValueError("FirstOf: a part matches the empty string")
+
+    @property
+    def needs(self) -> tuple[str, ...] | None:
+        """Literals one of which every match holds (None: a part does not say)."""
+        if not all(p.needs for p in self.parts):
+            return None
+        return tuple(dict.fromkeys(w for p in self.parts for w in p.needs))
 
     def finditer(self, string: str) -> Iterator[re.Match[str]]:
         nexts = [p.search(string, 0) for p in self.parts]

@@ -50,7 +50,7 @@ from console.vocabulary import ContainerState
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 5000
-LOG_SLICE = 2500  # lines the periodic flush hands on at once (~8 ms of masking, classifying and drawing)
+LOG_SLICE = 1250  # lines the periodic flush hands on at once (~2.5 ms of masking and classifying, ~1.5 of taking in)
 LOG_LINE_CAP = 16 * 1024  # a log line is kept whole up to this (diagnosis, watch); beyond, clipped with a marker
 # (16 KiB: vLLM's argument list fits; the worst catalogue pattern costs ~13 ms on a hostile line this long)
 RECHECK_STOPPED_S = 60.0  # a stopped container is looked at again this often (an event normally wakes us)

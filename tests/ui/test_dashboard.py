@@ -223,13 +223,13 @@ async def test_log_width_follows_the_widest_line_ascii_tabs_and_wide_chars():
         log = app.panes["A"].log_pane.log_widget
         app.post_message(LogBatch("A", ["x" * 300, "short"]))
         await until(lambda: log.virtual_size.height == 2, what="two lines", pilot=pilot)
-        assert log.virtual_size.width == 300
+        assert log.widest == 300 and log.virtual_size.width == 320  # (scrollable in steps of WIDTH_STEP)
         app.post_message(LogBatch("A", ["\t" + "y" * 300]))  # a tab expands to 8 cells
         await until(lambda: log.virtual_size.height == 3, what="the tab line", pilot=pilot)
-        assert log.virtual_size.width == 308
+        assert log.widest == 308 and log.virtual_size.width == 320
         app.post_message(LogBatch("A", ["模型" * 160]))  # 320 double-width characters
         await until(lambda: log.virtual_size.height == 4, what="the wide line", pilot=pilot)
-        assert log.virtual_size.width == 640
+        assert log.widest == 640 and log.virtual_size.width == 640
 
 
 async def test_p_lists_the_gpu_processes_from_the_station(sim_factory):

@@ -118,3 +118,34 @@ def test_the_exception_part_finds_where_its_pattern_would(text, pos):
     from console.catalogue.first_of import RunPart
     m = re.compile(EXCEPTION_TYPE).search(text, pos)
     assert RunPart(EXCEPTION_TYPE, gate=EXCEPTION_GATE).search(text, pos) == (None if m is None else m.start())
+
+
+def _every_class(line: str) -> list[tuple[int, int, str]]:  # every class searched, none skipped
+    return [(m.start(), m.end(), kind) for rx, kind in markers.HIGHLIGHTS for m in rx.finditer(line)]
+
+
+def test_every_class_but_the_prefix_says_which_literals_its_matches_hold():
+    # (a class that does not say is searched on every line: correct, but the flood pays for it)
+    assert [kind for rx, kind in markers.HIGHLIGHTS if getattr(rx, "needs", None) is None] == ["prefix"]
+
+
+def test_a_class_skipped_for_want_of_its_literals_had_nothing_to_colour():
+    lines = _corpus() + EXCEPTION_LINES + ["[E123] x", "[E12 3] [E1234]", "WARN9 x", "via NET/Socket9", "é ERROR é"]
+    assert sum(1 for x in lines if len({k for _s, _e, k in _every_class(x)}) > 1) > 20
+    for line in lines:
+        assert markers.highlight(line) == _every_class(line), line
+    markers._CLASSES.clear()  # (the same again, every form new: the walk, not the kept answers)
+    for line in lines[:2000]:
+        assert markers.highlight(line) == _every_class(line), line
+
+
+PIECES = ["ERROR", "WARN", "WARNING", "Error", "Exception", "[E", "123", "] ", "via NET/Socket", "Traceback",
+          "Traceback (most recent call last)", "timed out", "failed", "NCCL WARN", "é", "x", " ", ":", "1"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES + list(FATAL_ANCHORS[:20])), max_size=12).map("".join))
+def test_the_skipping_highlighter_colours_what_searching_every_class_colours(line):
+    # digits inside a literal ("[E123]", anchors with numbers) and non-ASCII characters beside them:
+    # the digit-free form a line's classes are found in must never lose a literal the line holds
+    assert markers.highlight(line) == _every_class(line)

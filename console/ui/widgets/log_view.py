@@ -42,6 +42,7 @@ from console.station.log_buffer import LogBuffer
 from console.ui.widgets.row_paint import Span, paint_row
 
 ROW_CACHE = 256  # highlighted rows kept: a few screens (scrolling back and forth), not a history
+WIDTH_STEP = 32  # columns: the scrollable width grows in these steps (``_virtual``)
 REPAINT_EVERY = 0.25  # s: while lines stream, a view repaints at most 4 times a second (as toolong batches)
 MARKER_STYLE = "bold reverse yellow"  # the console's own line: a stream was interrupted here
 MATCH_STYLE = "bold reverse"  # a filter's match
@@ -208,7 +209,18 @@ class LogView(ScrollView, can_focus=True):
             self._rows = [first + i for i, line in enumerate(buf) if match(line)]
             self._rows_start = 0
             self._width = widest([buf.line(n) for n in self._rows])
-        return Size(self._width, self.row_count)
+        return self._virtual()
+
+    @property
+    def widest(self) -> int:
+        """The widest row's cells since the view was (re)built."""
+        return self._width
+
+    def _virtual(self) -> Size:
+        """The scrollable size: every row, and the widest row's cells rounded up to ``WIDTH_STEP`` (a
+        change of the virtual size lays the whole screen out again, ~15-40 ms: a flood whose lines grow
+        a column now and then would otherwise pay that at each new widest line)."""
+        return Size(-(-self._width // WIDTH_STEP) * WIDTH_STEP, self.row_count)
 
     def sync(self) -> int:
         """Take in the lines added to the buffer since the last call (some may have been pruned
@@ -233,7 +245,7 @@ class LogView(ScrollView, can_focus=True):
             shown = new
             width = widest(new)
         self._width = max(self._width, width)
-        self.virtual_size = Size(self._width, self.row_count)
+        self.virtual_size = self._virtual()
         if shown and not self.is_vertical_scrollbar_grabbed:
             self._keep_end()
         self._repaint_soon()  # new rows (and pruning moved every row up): what is on screen changed
@@ -254,6 +266,19 @@ class LogView(ScrollView, can_focus=True):
         self._repaint_timer = None
         self._repainted_at = time.monotonic()
         self.refresh()
+        self._render_now()
+
+    def _render_now(self) -> None:
+        """Render the rows the next frame shows, now (highlighted, painted and styled into Textual's
+        line cache, which the frame reads): in a flood every row on screen is new at each repaint, and
+        done inside the screen's update this work (~0.15 ms a row) was one long block of it that the
+        UI's timers and keys waited behind; here it is a step of its own. Nothing when the view is
+        not on the screen shown (the frame would not ask for it either)."""
+        if not (self.is_on_screen and self.screen.is_current):
+            return
+        width, height = self.region.size
+        if width and height:
+            self.render_lines(Region(0, 0, width, height))
 
     # ------------------------------------------------------------------ mark and follow
 
