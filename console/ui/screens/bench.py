@@ -26,7 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Select, Static, Switch
+from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select, Static, Switch
 from textual_plotext import PlotextPlot
 
 from console.config import BenchRow, Config, xdg_data_dir
@@ -57,6 +57,7 @@ from console.serving.client import ApiClient
 from console.serving.errors import ApiError
 from console.ui.engine_state import api_expectation, follow_head_engine, why_no_api
 from console.ui.providers import BenchCommands
+from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.settings_bar import SettingsBar
 
 
@@ -281,7 +282,7 @@ class BenchScreen(Screen):
             yield results
             yield ThroughputFigure(self.reference, id="figure")
             yield Static("", id="notes")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         follow_head_engine(self, self.set_head_engine)

@@ -26,7 +26,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Input, Label, Select, Static, Switch
+from textual.widgets import Collapsible, Input, Label, Select, Static, Switch
 
 from console.config import Config
 from console.probes.engine_log import EngineProgress
@@ -47,6 +47,7 @@ from console.serving.errors import ApiError
 from console.ui.engine_state import follow_head_engine, why_no_api
 from console.ui.providers import ChatCommands
 from console.ui.screens.chat_sessions import SessionsScreen, export_session, load_saved
+from console.ui.widgets.fitted_footer import FittedFooter
 from console.ui.widgets.settings_bar import SettingsBar
 from console.ui.widgets.stream_text import StreamText
 from console.vocabulary import EnginePhase
@@ -266,7 +267,7 @@ class ChatScreen(Screen):
         conv.border_title = "conversation (↑↓ PgUp PgDn scroll)"  # a Tab stop says what it is
         yield conv
         yield Input(placeholder="Message — Enter to send, Ctrl+O tool test, Esc stop/back", id="prompt")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         follow_head_engine(self, self.set_head_engine)

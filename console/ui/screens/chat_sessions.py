@@ -15,13 +15,14 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.sanitize import one_line
 from console.serving import chat_store
 from console.serving.chat_export import export_both
 from console.serving.chat_store import ChatStore, SavedSession, SessionSummary
+from console.ui.widgets.fitted_footer import FittedFooter
 
 
 async def load_saved(store: ChatStore, session_id: str) -> SavedSession | None:
@@ -82,7 +83,7 @@ class SessionsScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static("Kept chats — Enter reopens, e exports, Esc closes", id="sessions-title")
             yield OptionList(id="sessions")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()

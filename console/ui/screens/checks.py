@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console.config import Config
 from console.durations import time_of_day
@@ -31,6 +31,7 @@ from console.sanitize import clean, one_line, plain
 from console.station.checks import CheckResult, planned, run_checks, station_summary, summary_line
 from console.station.rdma import RdmaRun, validate_rdma
 from console.ui.fit_text import fill_width
+from console.ui.widgets.fitted_footer import FittedFooter
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "cyan"}
 # Row order once a pass has finished: what needs the operator first.
@@ -114,7 +115,7 @@ class ChecksScreen(Screen):
             yield DataTable(id="checks-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="checks-detail"):
                 yield Static("", id="checks-evidence")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self._rebuild()

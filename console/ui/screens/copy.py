@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 
 from console.config import Config
 from console.errors import UsageError
@@ -21,6 +21,7 @@ from console.probes.copy_manifest import Progress
 from console.remote.transport import Transport, TransportError
 from console.sanitize import one_line
 from console.service.copy import CopyKind, CopyPlan, CopyResult, CopyResultKind, gb, plan_copy, run_copy
+from console.ui.widgets.fitted_footer import FittedFooter
 
 
 class CopyScreen(Screen):
@@ -49,7 +50,7 @@ class CopyScreen(Screen):
         yield Static(Text("reading both stations…"), id="copy-plan")
         yield ProgressBar(total=100, show_eta=False, id="copy-bar")
         yield Static("", id="copy-status")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self._plan()

@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import Button, Checkbox, DataTable, Header, Input, Label, Static
 from textual.worker import Worker
 
 from console.config import Config
@@ -31,6 +31,7 @@ from console.doctor.runner import BY_ID, RUNGS, run_doctor
 from console.durations import elapsed
 from console.sanitize import clean, one_line, plain
 from console.ui.fit_text import fill_width
+from console.ui.widgets.fitted_footer import FittedFooter
 from console.vocabulary import CheckStatus
 
 STYLE = {"pass": "bold green", "fail": "bold red", "warn": "bold yellow", "skip": "dim", "running": "bold cyan",
@@ -206,7 +207,7 @@ class DoctorScreen(Screen):
             with VerticalScroll(id="doc-detail-scroll"):
                 yield Static("", id="doc-detail")
             yield DataTable(id="doc-tries", cursor_type="row", show_cursor=False)
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self._add_columns()

@@ -17,13 +17,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import Worker
 
 from console.config import Config
 from console.doctor.evidence import HangEvidence, StationEvidence, capture
 from console.doctor.evidence_words import StationRow, station_rows
 from console.sanitize import one_line
+from console.ui.widgets.fitted_footer import FittedFooter
 from console.vocabulary import ContainerState
 
 CAPTURE_INTERVAL_S = 3.0
@@ -150,7 +151,7 @@ class HangEvidenceScreen(Screen):
                 for st in sorted(self.config.stations, key=lambda s: s.rank):
                     yield Static("", id=f"hang-rank-{st.rank}", classes="hang-rank")
             yield Static("", id="hang-findings")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self._show()

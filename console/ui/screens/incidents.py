@@ -11,12 +11,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console.commands.incidents import _length, _when, show
 from console.incidents.recorder import stall_words
 from console.incidents.store import Incident, Ledger, LedgerError
 from console.sanitize import one_line
+from console.ui.widgets.fitted_footer import FittedFooter
 
 
 class IncidentsScreen(Screen):
@@ -42,7 +43,7 @@ class IncidentsScreen(Screen):
         yield Static("reading the ledger…", id="incident-stalls")
         yield DataTable(id="incidents-table", cursor_type="row")
         yield Static("", id="incident-detail")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

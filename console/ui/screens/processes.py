@@ -23,13 +23,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Header, Label, Static
+from textual.widgets import Button, DataTable, Header, Label, Static
 
 from console.config import Config
 from console.durations import NONE
 from console.sanitize import one_line
 from console.service.processes import GRACE_S, ProcessDetail, end_process, never_signalled, read_processes
 from console.service.steps import ReadOnlyError
+from console.ui.widgets.fitted_footer import FittedFooter
 
 REFRESH_S = 3.0
 # (column key, label, numeric: sorted biggest first)
@@ -143,7 +144,7 @@ class ProcessScreen(Screen):
         yield Header()
         yield Static("", id="proc-status")
         yield DataTable(id="proc-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#proc-table", DataTable)

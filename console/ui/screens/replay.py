@@ -22,11 +22,12 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console.errors import UsageError
 from console.incidents.replay import read_window, replay_lines
 from console.sanitize import one_line
+from console.ui.widgets.fitted_footer import FittedFooter
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0)
 SCRUB_S = 30
@@ -119,7 +120,7 @@ class ReplayScreen(Screen):
         yield table
         yield Static("", id="replay-serving")
         yield Static("", id="replay-why")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("Station", "Progress", "Since", "GPUs", "Container", "Engine", "Stale")
