@@ -99,19 +99,47 @@ class SafeStream:
         return getattr(self._raw, name)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dgx-console", description="Console for one model served across several GPU stations.")
+def _top_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", action="version", version=f"dgx-console {__version__}")
     add_config_args(p, top=True)
     p.add_argument("--theme", metavar="NAME", help="theme name (dgx-dark, dgx-light, or any Textual theme)")
     p.add_argument("--read-only", action="store_true", help="disable every action that changes a station")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+
+class _Probe(argparse.ArgumentParser):
+    """The top-level options alone, to find the subcommand without a word on stderr."""
+
+    def error(self, message: str) -> None:
+        raise ValueError(message)
+
+
+def _command_modules(argv: Sequence[str] | None) -> list[str]:
+    """The modules of ``console.commands`` to register: only the named subcommand's when ``argv`` names
+    one (what follows the top-level options), else all (help, a typo's "did you mean", no command).
+    Each module imports what its command runs on (the SSH client, the HTTP client, the TUI): a
+    ``dgx-console status`` paid ~0.9 s of imports for every command before it parsed a word."""
     import console.commands as pkg
 
-    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"console.commands.{mod.name}")
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    if argv is None:
+        argv = sys.argv[1:]
+    probe = _Probe(add_help=False)
+    _top_options(probe)
+    try:
+        _known, rest = probe.parse_known_args(list(argv))
+    except (ValueError, SystemExit):  # (--version exits: the full parser does it again)
+        return names
+    wanted = rest[0].replace("-", "_") if rest and not rest[0].startswith("-") else None
+    return [wanted] if wanted in names else names
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``argv``, only the subcommand it names is registered (``_command_modules``)."""
+    p = _Parser(prog="dgx-console", description="Console for one model served across several GPU stations.")
+    _top_options(p)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in _command_modules(argv) if argv is not None else _command_modules([]):
+        module = importlib.import_module(f"console.commands.{name}")
         register = getattr(module, "register", None)
         if register:
             register(sub)
@@ -137,7 +165,8 @@ def _pipe_closed() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     tui = not getattr(args, "func", None) or args.command == "demo"  # Textual owns the terminal there
     if not getattr(args, "func", None):
