@@ -252,15 +252,14 @@ class LogView(ScrollView, can_focus=True):
         return len(shown)
 
     def _repaint_soon(self) -> None:
-        """Repaint now, or at most ``REPAINT_EVERY`` after the last repaint while lines stream: at
-        50k lines/s nobody reads each batch, and every repaint highlights a screenful of new rows."""
+        """Repaint soon, at most every ``REPAINT_EVERY`` while lines stream: at 50k lines/s nobody reads
+        each batch, and every repaint highlights a screenful of new rows. Always a step of its own (a
+        timer, at once when one is due): the batch that asked for it is taken in without waiting for
+        the rows' rendering, and the UI's timers due meanwhile go between the two."""
         if self._repaint_timer is not None:
             return  # one is due
-        wait = self._repainted_at + REPAINT_EVERY - time.monotonic()
-        if wait <= 0:
-            self._repaint()
-        else:
-            self._repaint_timer = self.set_timer(wait, self._repaint)
+        wait = max(0.001, self._repainted_at + REPAINT_EVERY - time.monotonic())  # (Textual: a 0 s timer divides by 0)
+        self._repaint_timer = self.set_timer(wait, self._repaint)
 
     def _repaint(self) -> None:
         self._repaint_timer = None
