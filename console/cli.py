@@ -99,8 +99,11 @@ class SafeStream:
         return getattr(self._raw, name)
 
 
-def _top_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", action="version", version=f"dgx-console {__version__}")
+def _top_options(p: argparse.ArgumentParser, probe: bool = False) -> None:
+    if probe:  # (the probe only steps over it: the full parser prints the version, once)
+        p.add_argument("--version", action="store_true")
+    else:
+        p.add_argument("--version", action="version", version=f"dgx-console {__version__}")
     add_config_args(p, top=True)
     p.add_argument("--theme", metavar="NAME", help="theme name (dgx-dark, dgx-light, or any Textual theme)")
     p.add_argument("--read-only", action="store_true", help="disable every action that changes a station")
@@ -113,7 +116,7 @@ class _Probe(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def _command_modules(argv: Sequence[str] | None) -> list[str]:
+def _command_modules(argv: Sequence[str]) -> list[str]:
     """The modules of ``console.commands`` to register: only the named subcommand's when ``argv`` names
     one (what follows the top-level options), else all (help, a typo's "did you mean", no command).
     Each module imports what its command runs on (the SSH client, the HTTP client, the TUI): a
@@ -121,13 +124,11 @@ def _command_modules(argv: Sequence[str] | None) -> list[str]:
     import console.commands as pkg
 
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
-    if argv is None:
-        argv = sys.argv[1:]
     probe = _Probe(add_help=False)
-    _top_options(probe)
+    _top_options(probe, probe=True)
     try:
         _known, rest = probe.parse_known_args(list(argv))
-    except (ValueError, SystemExit):  # (--version exits: the full parser does it again)
+    except ValueError:  # (a top-level option without its value: the full parser says so)
         return names
     wanted = rest[0].replace("-", "_") if rest and not rest[0].startswith("-") else None
     return [wanted] if wanted in names else names
@@ -138,7 +139,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="dgx-console", description="Console for one model served across several GPU stations.")
     _top_options(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _command_modules(argv) if argv is not None else _command_modules([]):
+    for name in _command_modules(argv or ()):
         module = importlib.import_module(f"console.commands.{name}")
         register = getattr(module, "register", None)
         if register:

@@ -150,6 +150,18 @@ def test_cli_missing_config_file_exit_2(tmp_path):
     assert r.returncode == 2 and "file not found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_cli_parses_only_the_named_subcommand_and_says_the_rest_once():
+    # only the subcommand named is imported to parse; --version, help and a typo still see every one
+    from console.cli import _command_modules
+
+    assert _command_modules(["--config", "x.toml", "validate-rdma", "--json"]) == ["validate_rdma"]
+    assert len(_command_modules(["--version"])) > 10 and len(_command_modules(["stauts"])) > 10
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.count("dgx-console") == 1, r.stdout
+    r = _cli("stauts")
+    assert r.returncode == 2 and "did you mean 'status'" in r.stderr and "'watch'" in r.stderr
+
+
 def test_cli_bad_usage_exit_2():
     r = _cli("status", "--bogus")
     assert r.returncode == 2 and "Traceback" not in r.stderr
