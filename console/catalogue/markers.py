@@ -28,7 +28,7 @@ from console.catalogue.milestones import (
 )
 from console.catalogue.signatures import EXCEPTION_GATE, EXCEPTION_TYPE, SIGNATURES, TRACEBACK, signature_hits
 from console.catalogue.specs import SPECS
-from console.line_templates import DIGIT_BYTES, KEPT, KEPT_CHARS, NO_DIGITS
+from console.line_templates import DIGIT_BYTES, NO_DIGITS, TemplateMemo
 from console.sanitize import strip_escapes
 from console.vocabulary import EnginePhase, NcclTransport
 
@@ -253,27 +253,30 @@ def _needs_automaton(rows) -> tuple[ahocorasick.Automaton, int, int]:
 
 
 _NEEDS, _ALWAYS, _ALL = _needs_automaton(HIGHLIGHTS)
-_CLASSES: dict[bytes, int] = {}  # a line's digit-free ASCII form -> the classes to search it for
+
+
+def _walk(forms: list[str]) -> list[int]:
+    """Each digit-free form's classes: ``_ALWAYS`` and those it holds a needed literal of."""
+    out = []
+    for form in forms:
+        bits = _ALWAYS
+        for _end, need in _NEEDS.iter(form):
+            bits |= need
+            if bits == _ALL:
+                break
+        out.append(bits)
+    return out
+
+
+_CLASSES = TemplateMemo(_walk)  # a line's digit-free ASCII form -> the classes to search it for
 
 
 def _classes(line: str) -> int:
     """The classes (bits of ``HIGHLIGHTS``) a line may hold a match of: those it holds a needed literal
     of, found in its form without digits, non-ASCII characters as ``?`` (a needed literal in the line
     is one in that form, so a class is never skipped wrongly). A flood is lines of a few forms: the
-    answer is kept per form (``line_templates``' bounds), one encode and one dictionary look-up a line."""
-    form = line.encode("ascii", "replace").translate(None, DIGIT_BYTES)
-    bits = _CLASSES.get(form)
-    if bits is None:
-        bits = _ALWAYS
-        for _end, need in _NEEDS.iter(form.decode("ascii")):
-            bits |= need
-            if bits == _ALL:
-                break
-        if len(form) <= KEPT_CHARS:
-            if len(_CLASSES) >= KEPT:
-                _CLASSES.clear()
-            _CLASSES[form] = bits
-    return bits
+    answer is kept per form (``line_templates.TemplateMemo``), one encode and one look-up a line."""
+    return _CLASSES([line.encode("ascii", "replace").translate(None, DIGIT_BYTES).decode("ascii")])[0]
 
 
 def highlight(line: str) -> list[tuple[int, int, HighlightClass]]:
