@@ -31,11 +31,24 @@ def runs(h) -> int:
 async def test_a_recurring_wedge_is_restarted_once_then_the_limit_holds(sim_factory):
     h = await sim_factory(faults=["wedge"], time_scale=0.005)
     alerts: list[AlertEvent] = []
+    seen: set[str] = set()
+
+    def stop_when(objs) -> bool:
+        # The simulator's wedge comes back 300 engine-s (1.5 s here) into every run's serving: on a loaded
+        # machine that can be before the restart's first token, which then never comes (the restart waits
+        # out its launch timeout). So the fault is mended as the restart begins and put back once the
+        # restart is verified: the wedge recurs after a restart that worked, as the test means.
+        events = {n["event"] for n in news(objs)}
+        for event, faults in (("recovering", []), ("recovered", ["wedge"])):
+            if event in events and event not in seen:
+                seen.add(event)
+                for name in ("A", "B"):
+                    h.world.set_faults(name, faults)
+        return bool(events & {"recover-limit", "recover-failed"})
+
     ALERT_HOOKS.append(alerts.append)
     try:
-        objs = await watch_until(recovering(h.config), 240.0,
-                                 lambda o: any(n["event"] in ("recover-limit", "recover-failed") for n in news(o)),
-                                 start=h.start_service)
+        objs = await watch_until(recovering(h.config), 240.0, stop_when, start=h.start_service)
     finally:
         ALERT_HOOKS.remove(alerts.append)
     ev = news(objs)
