@@ -49,6 +49,48 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.sim)
 
 
+def _empty_tiers(config, nodeids) -> list[str]:
+    """The tier directories named on the command line that no selected test lives in."""
+    here = Path(__file__).parent
+    named = sorted(t for a in config.args if (t := Path(a).resolve()).parent == here and t.is_dir())
+    root = Path(str(config.rootpath))
+    prefixes = {t: str(t.relative_to(root)) + "/" for t in named if t.is_relative_to(root)}
+    return [str(t.relative_to(root)) for t, pre in prefixes.items() if not any(n.startswith(pre) for n in nodeids)]
+
+
+def pytest_collection_finish(session) -> None:
+    """Under DGX_CONSOLE_REQUIRE_ALL_TIERS=1 (CI) every tier directory named on the command line must give
+    a test after selection: scripts/test runs several tiers in one pytest, where an emptied tier (a
+    ``-m`` or ``-k`` that deselects it) would vanish silently. Under pytest-xdist the controller checks
+    what its workers collected (below)."""
+    if REQUIRE_ALL_TIERS and not hasattr(session.config, "workerinput") and not _xdist_controller(session.config):
+        if empty := _empty_tiers(session.config, [i.nodeid for i in session.items]):
+            raise pytest.UsageError(f"no test selected in {', '.join(empty)} (DGX_CONSOLE_REQUIRE_ALL_TIERS=1)")
+
+
+def _xdist_controller(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    if REQUIRE_ALL_TIERS and (empty := _empty_tiers(node.config, ids)):
+        node.config.stash[_EMPTY_TIERS] = empty
+
+
+_EMPTY_TIERS = pytest.StashKey[list]()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if empty := session.config.stash.get(_EMPTY_TIERS, None):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"no test selected in {', '.join(empty)} (DGX_CONSOLE_REQUIRE_ALL_TIERS=1: "
+                                "no tier may vanish)", red=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
 def pytest_runtest_teardown(item, nextitem) -> None:
     """Textual's ``StylesCache.get_inner_outer`` is an ``lru_cache`` on a method (Textualize/textual#6665):
     it keeps up to 1,024 finished widgets' style caches, every rendered row in them, alive. In one app

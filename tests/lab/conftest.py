@@ -15,10 +15,14 @@ from lab import Lab, missing_prerequisites  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
+    """The ``lab`` marker, and one pytest-xdist group for the tier: under ``--dist loadgroup`` its tests
+    run one after the other on one worker (each builds namespaces and sshds; the tier is mostly waits
+    on them), beside the other tiers' tests on the other workers."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.xdist_group("lab"))
 
 
 @pytest.fixture(scope="session")
