@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from console.commands.args import UsageError
-from console.config import Config, load_config
+from console.config import Config, library_checks, load_config
 
 
 def check_theme(name: str | None) -> None:
@@ -32,12 +32,22 @@ def run_app(config: Config, args: argparse.Namespace) -> int:
     install_reaper()  # killed by SIGHUP/SIGTERM: no local station command (journalctl -k -f) left behind
     from console.ui.ending_signals import handlers_kept
 
-    app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None))
+    # the config's library checks (httpx on the URL, asyncssh on the keys) run after the first frame: a
+    # failure ends the app and is the same one line and exit 2 as any other config error
+    app = ConsoleApp(config, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None),
+                     late_checks=lambda: library_checks(config))
     with handlers_kept():
         app.run()
+    if app.late_error is not None:
+        raise app.late_error
     return app.return_code or 0
 
 
+def load_for_tui(path: str | None) -> Config:
+    """The config as the TUI loads it: the checks that import the SSH and HTTP libraries wait for
+    ``run_app``'s first frame."""
+    return load_config(path, library_checks_later=True)
+
+
 def run_tui(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    return run_app(config, args)
+    return run_app(load_for_tui(args.config), args)

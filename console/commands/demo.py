@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from console.commands._tui import check_theme, run_app
+from console.commands._tui import check_theme, load_for_tui, run_app
 from console.commands.args import UsageError
 from console.commands.sim import add_sim_args, check_sim_args
-from console.config import load_config
 from console.sim.world import KNOWN_FAULTS
 
 START_TIMEOUT_S = 30
@@ -95,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 # commands (status, doctor, watch, check ...) work against the demo with this --config
                 print(f"demo: config {cfg} (while the demo runs, try: dgx-console status --config {cfg})",
                       file=sys.stderr, flush=True)
-                return run_app(load_config(str(cfg)), args)
+                return run_app(load_for_tui(str(cfg)), args)
             finally:
                 stop_sim_process(proc)
     finally:

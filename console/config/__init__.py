@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # what a type checker reads (it cannot see through __getattr_
         secret_env_names,
         secret_values,
     )
-    from console.config.load import field_error, find_config, load_config, parse_config
+    from console.config.load import field_error, find_config, library_checks, load_config, parse_config
     from console.config.paths import (
         CONFIG_NAME,
         MAX_CONFIG_BYTES,
@@ -71,7 +71,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "errors": ("ConfigError",),
     "export": ("config_to_dict", "masked_overrides", "masker", "save_config", "secret_env_keys",
                "secret_env_names", "secret_values"),
-    "load": ("field_error", "find_config", "load_config", "parse_config"),
+    "load": ("field_error", "find_config", "library_checks", "load_config", "parse_config"),
     "paths": ("CONFIG_NAME", "MAX_CONFIG_BYTES", "MAX_KEY_FILE_BYTES", "xdg_config_path", "xdg_data_dir"),
     "profiles": ("DEFAULT_PROFILE", "ENGINES", "builtin_profiles", "load_profile"),
     "schema": ("ApiSettings", "BenchRow", "Config", "GpuProfile", "LinkProfile", "Profile", "Station",

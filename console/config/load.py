@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from console.config.alerts import parse_alerts
 from console.config.engine_flags import serving_problem
@@ -33,8 +33,8 @@ from console.config.schema import (
     Station,
     UiSettings,
 )
-from console.config.validate import check_path, check_timeout, overrides_problem
-from console.safe_files import MIB, FileProblem, expand, read_text
+from console.config.validate import LIBRARY_VERDICTS, api_url, check_path, check_timeout, overrides_problem
+from console.safe_files import MIB, FileProblem, expand, read_bytes, read_text
 from console.sanitize import is_clean
 
 # err(table, index, key, field_path, message): a ConfigError at the line of that table/key
@@ -293,20 +293,38 @@ def find_config(explicit: str | None) -> Path:
                       "try 'dgx-console demo' or 'dgx-console sim --write-config lab.toml'")
 
 
-def load_config(explicit: str | None = None) -> Config:
+def load_config(explicit: str | None = None, *, library_checks_later: bool = False) -> Config:
+    """The config, checked. ``library_checks_later``: without the checks that import the SSH and HTTP
+    libraries (an identity file loaded by asyncssh, the API URL parsed by httpx), which the caller then
+    runs itself (``library_checks``): the TUI does so after its first frame."""
     path = find_config(explicit)
     try:
         text = read_text(path, MAX_CONFIG_BYTES)
     except FileProblem as exc:
         raise ConfigError(path, None, "", str(exc)) from None
-    cfg = parse_config(text, str(path))
-    _check_files(cfg, text)
+    token = LIBRARY_VERDICTS.set(not library_checks_later)
+    try:
+        cfg = parse_config(text, str(path))
+        _check_files(cfg, text, "read-keys" if library_checks_later else "all")
+    finally:
+        LIBRARY_VERDICTS.reset(token)
     return cfg
 
 
-def _check_files(cfg: Config, text: str) -> None:
+def library_checks(cfg: Config) -> None:
+    """What ``load_config(library_checks_later=True)`` left: the API URL as httpx reads it, each identity
+    file as asyncssh loads it. Raises the ConfigError that loading would have raised."""
+    text = read_text(cfg.path, MAX_CONFIG_BYTES) if cfg.path else ""
+    if cfg.api.url is not None and (problem := api_url(cfg.api.url)):
+        raise ConfigError(cfg.path, Locator(text).line_of("api", None, "url"), "api.url", problem)
+    _check_files(cfg, text, "import-keys")
+
+
+def _check_files(cfg: Config, text: str, which: Literal["all", "read-keys", "import-keys"]) -> None:
     """Files the config names that must be text when they exist (a binary known_hosts or key file
-    fails here as one line, not later inside the SSH library)."""
+    fails here as one line, not later inside the SSH library). ``which``: every file with each identity
+    file loaded by the SSH library (``all``), every file with identity files only read (``read-keys``),
+    or only the identity files' load (``import-keys``)."""
     loc = Locator(text)
     files: list[tuple[str | None, str | None, int | None, str, str, int]] = []
     for i, s in enumerate(cfg.stations):
@@ -321,6 +339,8 @@ def _check_files(cfg: Config, text: str) -> None:
         files.append((cfg.api.api_key_file, "api", None, "api_key_file", "api.api_key_file", MAX_KEY_FILE_BYTES))
     key_file_needed = bool(cfg.api.api_key_file) and not (cfg.api.api_key_env and os.environ.get(cfg.api.api_key_env))
     for name, tbl, index, key, fpath, limit in files:
+        if which == "import-keys" and key != "identity_file":
+            continue
         p = expand(name)
         if key == "api_key_file" and key_file_needed:  # configured and no env var wins: it must give a key
             if problem := _key_file_problem(p):
@@ -329,8 +349,10 @@ def _check_files(cfg: Config, text: str) -> None:
         if not os.path.exists(p):
             continue  # created on first trust / read when the key is needed
         try:
-            if key == "identity_file":
+            if key == "identity_file" and which != "read-keys":
                 _check_private_key(p)
+            elif key == "identity_file":
+                read_bytes(p, limit)
             else:
                 read_text(p, limit)
         except FileProblem as exc:
@@ -359,8 +381,6 @@ def _key_file_problem(p: Path) -> str | None:
 
 def _check_private_key(p: Path) -> None:
     """A key file the SSH client can load (no passphrase: the agent holds encrypted keys)."""
-    from console.safe_files import read_bytes
-
     data = read_bytes(p, MIB)
     import asyncssh
 

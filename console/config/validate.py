@@ -10,6 +10,7 @@ import math
 import re
 import urllib.parse
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 Check = Callable[[Any], str | None]
+
+#: Whether a rule may ask a library for its verdict (httpx on a URL): the TUI loads its config with this
+#: off and asks after its first frame (``console.config.load.library_checks``), since importing httpx
+#: and asyncssh is ~0.3 s of a ~1 s start; every other command asks at load.
+LIBRARY_VERDICTS: ContextVar[bool] = ContextVar("config_library_verdicts", default=True)
 
 
 def in_range(lo: int, hi: int) -> Check:
@@ -60,6 +66,8 @@ def check_url(url: str) -> str | None:
         return "has no host"
     if port is not None and not 1 <= port <= 65535:
         return f"port must be 1..65535, got {port}"
+    if not LIBRARY_VERDICTS.get():
+        return None
     try:
         import httpx
 

@@ -17,6 +17,7 @@ progress judge (``ProgressJudge``, a job beside the services) stores its verdict
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.signal import Signal
 
-from console.config import Config, xdg_data_dir
+from console.config import Config, ConfigError, xdg_data_dir
 from console.diagnosis.engine import Diagnoser
 from console.durations import time_of_day
 from console.probes.engine_log import EngineProgress
@@ -94,9 +95,14 @@ class ConsoleApp(App):
     def __init__(self, config: Config, read_only: bool = False, theme: str | None = None,
                  transports: dict[str, Transport] | None = None, gpu_interval_ms: int | None = None,
                  start_services: bool = True, clock: bool = True,
-                 serving_transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 serving_transport: httpx.AsyncBaseTransport | None = None,
+                 late_checks: Callable[[], None] | None = None) -> None:
         super().__init__()
         self._start_services = start_services
+        # the config's checks left for after the first frame (console.config.library_checks): its
+        # ConfigError ends the app and is kept here for the command to report (one line, exit 2)
+        self._late_checks = late_checks
+        self.late_error: ConfigError | None = None
         self._clock = clock
         self.config = config
         self.read_only = read_only
@@ -171,8 +177,8 @@ class ConsoleApp(App):
         self.sub_title = setup_title(self.config, self.read_only)
         self._sessions_active = self.sessions.active()
         self._sessions_active.__enter__()
-        if self._start_services:  # after the first frame: connecting loads asyncssh and httpx (~0.2 s)
-            self.call_after_refresh(self._start_jobs)
+        # after the first frame: the config's library checks, then connecting (both load asyncssh and httpx)
+        self.call_after_refresh(self._after_first_frame)
         self.call_after_refresh(settle_heap)
         # Diagnosis runs on the batches as they arrive; the panel is redrawn at most twice a second.
         self.set_interval(0.5, self.refresh_diagnosis)
@@ -180,6 +186,18 @@ class ConsoleApp(App):
         # do or not; a wedge shows by time passing, not by a message.
         self.jobs.start(JUDGE_JOB, lambda: self.judge.run(self._progress_judged, lambda: clock.now()),
                         on_failure=self._job_failed)
+
+    def _after_first_frame(self) -> None:
+        if self._late_checks is not None:
+            check, self._late_checks = self._late_checks, None
+            try:
+                check()
+            except ConfigError as exc:
+                self.late_error = exc
+                self.exit(return_code=2)
+                return
+        if self._start_services:
+            self._start_jobs()
 
     def _start_jobs(self) -> None:
         """The stations' services, the API's poll, the RAS watch and the incident recorder."""
