@@ -23,8 +23,15 @@ async def test_bench_counts_equal_vllm_counter(engine) -> None:
     async with ApiClient(engine.url, api_key=engine.api_key, stream_timeout=120) as c:
         natural = await BenchRunner(c, engine.model, BenchSettings((1, 2), requests_per_level=3, warmup=1,
                                                                    max_tokens=64)).run()
-        forced = await BenchRunner(c, engine.model, BenchSettings((2,), requests_per_level=2, warmup=0,
-                                                                  max_tokens=FORCED, ignore_eos=True)).run()
+        # vLLM merges a stream's pending tokens into one chunk when its reader lags (a loaded 2-core machine,
+        # the engine core beside the API server): a reply that came in one burst has no decode time to
+        # measure and is rightly not timed. Up to three sweeps, each counted; one must time both replies.
+        sweeps = []
+        for _ in range(3):
+            sweeps.append(await BenchRunner(c, engine.model, BenchSettings(
+                (2,), requests_per_level=2, warmup=0, max_tokens=FORCED, ignore_eos=True)).run())
+            if sweeps[-1].levels[0].timed_requests == 2:
+                break
     for lv in natural.levels:
         assert lv.errors == 0 and lv.requests == 3
         # every reply is the tiny model's fixed chain: reasoning + content + EOS
@@ -35,11 +42,15 @@ async def test_bench_counts_equal_vllm_counter(engine) -> None:
         assert lv.per_user_tok_s is None and lv.itl_ms_mean is None and lv.timed_requests == 0
         assert any("per-user tok/s not measured" in n for n in lv.notes())
         assert lv.ttft_ms_p50 <= lv.ttft_ms_p99 and lv.latency_s_p50 <= lv.latency_s_p99
-    lv = forced.levels[0]
-    assert lv.output_tokens == 2 * FORCED and lv.server_tokens == 2 * FORCED and not lv.mismatch
+    for forced in sweeps:
+        lv = forced.levels[0]
+        assert lv.output_tokens == 2 * FORCED and lv.server_tokens == 2 * FORCED and not lv.mismatch
+        assert not forced.failed
+        if lv.timed_requests < 2:  # said, not hidden
+            assert any("per-user tok/s" in n and "not" in n for n in lv.notes()), lv.notes()
     # long enough to time: 64 tokens sat on the decode floor's 10 ms edge (CI saw 0 of 2 timed)
-    assert lv.timed_requests == 2 and lv.per_user_tok_s > 0 and lv.itl_ms_mean > 0
-    assert not natural.failed and not forced.failed
+    assert lv.timed_requests == 2 and lv.per_user_tok_s > 0 and lv.itl_ms_mean > 0, [s.levels[0] for s in sweeps]
+    assert not natural.failed
 
 
 async def test_bench_sees_vllm_queue_beyond_max_num_seqs(engine) -> None:
