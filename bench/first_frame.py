@@ -31,14 +31,22 @@ from reftree import load as _load
 def one(config: str) -> None:
     """The TUI's start-up as ``run_app`` does it, headless; print and leave at the first frame."""
     t0 = time.perf_counter()
-    from console.commands._tui import load_for_tui
-    from console.config import library_checks
     from console.ui.app import ConsoleApp
     from console.ui.keymap import check_keymap
 
-    cfg = load_for_tui(config)
-    check_keymap(cfg)
-    app = ConsoleApp(cfg, late_checks=lambda: library_checks(cfg))
+    try:  # the config's library checks after the first frame, as run_app does
+        from console.commands._tui import load_for_tui
+        from console.config import library_checks
+    except ImportError:  # a --compare REF from before they were deferred: all of them at load
+        from console.config import load_config
+
+        cfg = load_config(config)
+        check_keymap(cfg)
+        app = ConsoleApp(cfg)
+    else:
+        cfg = load_for_tui(config)
+        check_keymap(cfg)
+        app = ConsoleApp(cfg, late_checks=lambda: library_checks(cfg))
 
     shown = app._display  # Textual hands every frame to the terminal here (a no-op when headless)
 
