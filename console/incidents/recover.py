@@ -22,13 +22,19 @@ from console.config import Config
 from console.incidents.alert_point import AlertEvent, AlertKind, outcome_alert
 from console.incidents.store import Ledger
 from console.sanitize import one_line
+from console.service.steps import CancelToken
 from console.station.state import Stations
-from console.vocabulary import LOADING_PHASES
+from console.station.verdict import Verdict
+from console.vocabulary import LOADING_PHASES, Progress
 
 HOUR_S = 3600.0
 #: The ledger words of a restart this console made (an attempt, whatever its end).
 ATTEMPT_WORDS = frozenset({"recovered", "recover-failed"})
 POLL_S = 0.5
+#: What ends a restart early: the new run judged so (a peer down or a start-up's silence, not: the restart
+#: itself stops the head and starts it again).
+AGAIN = frozenset({Progress.WEDGED, Progress.STUCK})
+CANCEL_GRACE_S = 60.0  # a stopped restart's clean-up (its SSH commands end, its log step closes)
 
 RestartFn = Callable[[], Awaitable["RestartResult"]]
 
@@ -81,6 +87,7 @@ class Recoverer:
         self.attempts: list[float] = []  # when each restart of the last hour began
         self.last_end: float | None = None
         self.running = False  # a restart is under way: the operator's L / S / R wait for it
+        self._cancel: CancelToken | None = None  # the running restart's (a recurring wedge stops it)
         self._loaded = False
 
     def _say(self, word: str, text: str, iid: int, seconds: float | None) -> None:
@@ -177,7 +184,7 @@ class Recoverer:
                                 "started in order, ready at the first token", iid, None)
         t0 = time.monotonic()
         try:
-            res = await self._restart()
+            res = await self._restart_unless_wedged(time.time())
         except Exception as exc:  # noqa: BLE001 - a restart that cannot run is a failed recovery, said
             res = RestartResult(False, f"{type(exc).__name__}: {one_line(str(exc), 300)}")
         finally:
@@ -190,12 +197,46 @@ class Recoverer:
                                          "the service is not serving — read the bundle and the restart's steps",
                        round(took, 1))
 
+    async def _restart_unless_wedged(self, began: float) -> RestartResult:
+        """The restart, raced against the progress judge: a service judged wedged (or stuck) again after the
+        restart began (the new run serving, requests running, no token for W) fails the recovery then, instead
+        of at the launch's ready timeout (>= 10 min) while the first-token request waits on a frozen
+        engine and every screen says "recovering"."""
+        self._cancel = CancelToken()
+        restart = asyncio.ensure_future(self._restart())
+        again = asyncio.ensure_future(self._wedged_since(began))
+        try:
+            await asyncio.wait({restart, again}, return_when=asyncio.FIRST_COMPLETED)
+            if restart.done():
+                return restart.result()
+            verdict = again.result()
+            self._cancel.request(hard=True)  # the action's own cancel: its clean-up runs, the result says so
+            done, _ = await asyncio.wait({restart}, timeout=CANCEL_GRACE_S)
+            why = "" if done else f"; its steps did not end within {CANCEL_GRACE_S:.0f} s of the cancel"
+            return RestartResult(False, f"the service wedged again before the restart finished "
+                                        f"({one_line(verdict.words, 200)}); the restart was stopped{why}")
+        finally:
+            for task in (restart, again):
+                task.cancel()
+            self._cancel = None
+
+    async def _wedged_since(self, began: float) -> Verdict:
+        """The service's verdict once the judge says wedged or stuck (every rank in one collective), since
+        ``began`` or later (the run before the restart was wedged too: its verdict is older)."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            v = self.stations.judged.service
+            if v is not None and v.state in AGAIN and v.since is not None and v.since >= began:
+                return v
+
     async def _run_restart(self) -> RestartResult:
         from console.service.actions import run_action
         from console.service.run import ActionOptions
 
         src = self._log_source() if self._log_source is not None else None  # the TUI's monitors' streams
-        settings = {"log_source": src} if src is not None else {}
+        settings: dict[str, object] = {"log_source": src} if src is not None else {}
+        if self._cancel is not None:
+            settings["cancel"] = self._cancel
         res = await run_action(self.config, "restart", ActionOptions(on_failure=True), **settings)
         if res.exit_code == 0:
             tok = next((s.detail for s in res.steps if s.detail.startswith("first token")), "ready")

@@ -14,6 +14,7 @@ from console.commands.watch import watch
 from console.config.schema import RecoverSettings
 from console.incidents.alert_point import ALERT_HOOKS, AlertEvent
 from console.incidents.store import Ledger
+from console.sim import timelines
 from console.sim.engine import container_status
 from tests.sim.test_incidents_sim import news, window
 from tests.sim.test_progress_sim import watch_until
@@ -101,3 +102,29 @@ async def test_read_only_captures_and_refuses_the_restart(sim_factory):
     (row,) = Ledger().incidents()
     assert row.action == "captured, recover-refused" and "read-only" in row.note
     assert runs(h) == 1  # nothing was restarted
+
+
+async def test_a_restart_that_wedges_again_before_its_first_token_fails_on_the_verdict(sim_factory, monkeypatch):
+    """The restarted run wedges as it begins serving: its first-token request never gets a token. The
+    judge's "wedged" on the new run ends the recovery as failed, said with the verdict, instead of the
+    restart waiting out the launch's ready timeout (>= 10 min) under "recovering"."""
+    h = await sim_factory(faults=["wedge"], time_scale=0.005)
+    patched: list[bool] = []
+
+    def stop_when(objs) -> bool:
+        events = {n["event"] for n in news(objs)}
+        if "recovering" in events and not patched:
+            patched.append(True)  # the next run of the simulated engine: wedged from its first served second
+            monkeypatch.setattr(timelines, "WEDGE_AFTER_S", 0.0)
+        return bool(events & {"recovered", "recover-failed", "recover-limit"})
+
+    objs = await watch_until(recovering(h.config), 240.0, stop_when, start=h.start_service)
+    ev = news(objs)
+    events = [n["event"] for n in ev]
+    assert events.count("recovering") == 1 and "recovered" not in events, [(n["event"], n["text"]) for n in ev]
+    failed = next(n for n in ev if n["event"] == "recover-failed")
+    assert "wedged again before the restart finished" in failed["text"] and "the restart was stopped" in failed["text"]
+    assert "did not end" not in failed["text"]  # the action's own cancel ended it
+    row = min(Ledger().incidents(), key=lambda r: r.id)
+    assert row.action.split(", ")[:2] == ["captured", "recover-failed"] and "wedged again" in row.note
+    assert runs(h) == 2  # the launch and the one restart, which was stopped, not repeated
