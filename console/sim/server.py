@@ -226,7 +226,9 @@ class SimServer:
     async def _start_api(self, name: str, host: str) -> int:
         backend = SimBackend(self.world, name, self.api_key)
         app = sim_api.create_app(backend)
-        runner = web.AppRunner(app, access_log=None)
+        # handler_cancellation: a client that goes away aborts its request, as vLLM does; a request held
+        # by a wedged engine otherwise outlived its client and held the server's stop for 60 s
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
         # The port is the simulator's from now on, though it listens only while the engine is ready
         # (vLLM binds late): a socket bound and never listening holds it, so no other process (another
