@@ -314,7 +314,10 @@ def load_config(explicit: str | None = None, *, library_checks_later: bool = Fal
 def library_checks(cfg: Config) -> None:
     """What ``load_config(library_checks_later=True)`` left: the API URL as httpx reads it, each identity
     file as asyncssh loads it. Raises the ConfigError that loading would have raised."""
-    text = read_text(cfg.path, MAX_CONFIG_BYTES) if cfg.path else ""
+    try:  # (for the line numbers only)
+        text = read_text(cfg.path, MAX_CONFIG_BYTES) if cfg.path else ""
+    except (FileProblem, OSError):  # gone or changed since it was loaded: the errors carry no line
+        text = ""
     if cfg.api.url is not None and (problem := api_url(cfg.api.url)):
         raise ConfigError(cfg.path, Locator(text).line_of("api", None, "url"), "api.url", problem)
     _check_files(cfg, text, "import-keys")
