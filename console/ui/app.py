@@ -103,6 +103,9 @@ class ConsoleApp(App):
         # ConfigError ends the app and is kept here for the command to report (one line, exit 2)
         self._late_checks = late_checks
         self.late_error: ConfigError | None = None
+        # an ending signal (console/ui/ending_signals.py) before the first frame waits for it
+        self.first_frame_shown = False
+        self.ending_signal: int | None = None
         self._clock = clock
         self.config = config
         self.read_only = read_only
@@ -188,6 +191,10 @@ class ConsoleApp(App):
                         on_failure=self._job_failed)
 
     def _after_first_frame(self) -> None:
+        self.first_frame_shown = True
+        if self.ending_signal is not None:  # SIGTERM / SIGHUP while the screen was still being built
+            self.exit(return_code=128 + self.ending_signal)
+            return
         if self._late_checks is not None:
             check, self._late_checks = self._late_checks, None
             try:

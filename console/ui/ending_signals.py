@@ -30,6 +30,9 @@ def exit_on_ending_signals(app: App) -> None:
     for sig in ENDING_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, _ended, app, sig)
+    if _pending:  # one came while the app was starting (see handlers_kept)
+        _ended(app, _pending[0])
+        _pending.clear()
 
 
 def _ended(app: App, sig: int) -> None:
@@ -39,17 +42,40 @@ def _ended(app: App, sig: int) -> None:
     backstop = threading.Timer(BACKSTOP_S, os._exit, (128 + sig,))
     backstop.daemon = True
     backstop.start()
-    app.exit(return_code=128 + sig)
+    if getattr(app, "first_frame_shown", True):
+        app.exit(return_code=128 + sig)
+    else:  # an exit while the screen's widgets still mount removed them under their own on_mount (a query
+        # that found nothing, reported as the app's crash, exit code 1): the app exits once its first frame
+        # is up (ConsoleApp reads this after it)
+        app.ending_signal = sig  # type: ignore[attr-defined]
+
+
+_pending: list[int] = []  # ending signals received while the app started, before its loop took them
+
+
+def _remember(signum: int, _frame: object) -> None:
+    _pending.append(signum)
 
 
 @contextlib.contextmanager
 def handlers_kept() -> Iterator[None]:
-    """Around ``app.run()``: the loop's signal handlers are removed with the loop (to the default action,
-    which ends the process at once); the Python-level handlers set before are put back instead."""
+    """Around ``app.run()``: while the app starts, an ending signal is remembered and ends the app once its
+    loop takes the signals (on mount), through the teardown: a handler that raised ``SystemExit`` there
+    landed inside Textual's start-up, which reported it as the app's crash (exit code 1; the demo's
+    SIGTERM test saw it once the config's library checks moved after the first frame). Afterwards the
+    loop's handlers are removed with the loop (to the default action, which ends the process at once);
+    the Python-level handlers set before are put back instead, and a signal the app never took is
+    handed to them."""
     previous = {sig: signal.getsignal(sig) for sig in ENDING_SIGNALS}
+    _pending.clear()
+    for sig in ENDING_SIGNALS:
+        signal.signal(sig, _remember)
     try:
         yield
     finally:
         for sig, handler in previous.items():
             if handler is not None:
                 signal.signal(sig, handler)
+        left, _pending[:] = list(_pending), []
+        for sig in left[:1]:  # the app ended before it mounted: what would have happened without it
+            signal.raise_signal(sig)
