@@ -42,21 +42,20 @@ def start_sim_process(args: argparse.Namespace, workdir: Path, running: bool = T
         cmd += ["--api-key", args.api_key]
     log = open(workdir / "sim.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    if while_starting is not None:
-        try:
+    try:  # whatever ends the wait (a failure, the deadline, SIGTERM's SystemExit) stops the simulator
+        if while_starting is not None:
             while_starting()
-        except BaseException:
-            stop_sim_process(proc)
-            raise
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready.exists():
-        if proc.poll() is not None:
-            msg = (workdir / "sim.log").read_text().strip().splitlines()
-            raise UsageError(f"simulator failed to start: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
-        if time.monotonic() > deadline:
-            stop_sim_process(proc)
-            raise UsageError(f"simulator did not start within {START_TIMEOUT_S} s (log: {workdir / 'sim.log'})")
-        time.sleep(0.05)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ready.exists():
+            if proc.poll() is not None:
+                msg = (workdir / "sim.log").read_text().strip().splitlines()
+                raise UsageError(f"simulator failed to start: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
+            if time.monotonic() > deadline:
+                raise UsageError(f"simulator did not start within {START_TIMEOUT_S} s (log: {workdir / 'sim.log'})")
+            time.sleep(0.05)
+    except BaseException:
+        stop_sim_process(proc)
+        raise
     return proc, cfg
 
 
