@@ -31,8 +31,8 @@ HOUR_S = 3600.0
 #: The ledger words of a restart this console made (an attempt, whatever its end).
 ATTEMPT_WORDS = frozenset({"recovered", "recover-failed"})
 POLL_S = 0.5
-#: What ends a restart early: the new run judged so (a peer down or a start-up's silence, not: the restart
-#: itself stops the head and starts it again).
+#: The verdicts that end a restart early when they speak of its new run. Not peer-down, nor a silent
+#: start-up: the restart itself stops the head and starts the service again.
 AGAIN = frozenset({Progress.WEDGED, Progress.STUCK})
 CANCEL_GRACE_S = 60.0  # a stopped restart's clean-up (its SSH commands end, its log step closes)
 
