@@ -58,27 +58,28 @@ def _empty_tiers(config, nodeids) -> list[str]:
     return [str(t.relative_to(root)) for t, pre in prefixes.items() if not any(n.startswith(pre) for n in nodeids)]
 
 
+def _note_empty_tiers(config, nodeids) -> None:
+    if REQUIRE_ALL_TIERS and (empty := _empty_tiers(config, nodeids)):
+        config.stash[_EMPTY_TIERS] = empty
+
+
+_EMPTY_TIERS = pytest.StashKey[list]()
+
+
 def pytest_collection_finish(session) -> None:
     """Under DGX_CONSOLE_REQUIRE_ALL_TIERS=1 (CI) every tier directory named on the command line must give
     a test after selection: scripts/test runs several tiers in one pytest, where an emptied tier (a
-    ``-m`` or ``-k`` that deselects it) would vanish silently. Under pytest-xdist the controller checks
-    what its workers collected (below)."""
-    if REQUIRE_ALL_TIERS and not hasattr(session.config, "workerinput") and not _xdist_controller(session.config):
-        if empty := _empty_tiers(session.config, [i.nodeid for i in session.items]):
-            raise pytest.UsageError(f"no test selected in {', '.join(empty)} (DGX_CONSOLE_REQUIRE_ALL_TIERS=1)")
-
-
-def _xdist_controller(config) -> bool:
-    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    ``-m`` or ``-k`` that deselects it) would vanish silently. Without xdist the session's items say it;
+    under xdist the controller holds none, and reads what its workers collected (below). Either way the
+    session ends with exit 4 and one line (``pytest_sessionfinish``)."""
+    config = session.config
+    if not hasattr(config, "workerinput") and not getattr(config.option, "numprocesses", None):
+        _note_empty_tiers(config, [i.nodeid for i in session.items])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids) -> None:
-    if REQUIRE_ALL_TIERS and (empty := _empty_tiers(node.config, ids)):
-        node.config.stash[_EMPTY_TIERS] = empty
-
-
-_EMPTY_TIERS = pytest.StashKey[list]()
+    _note_empty_tiers(node.config, ids)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
