@@ -42,6 +42,7 @@ def _ended(app: App, sig: int) -> None:
     backstop = threading.Timer(BACKSTOP_S, os._exit, (128 + sig,))
     backstop.daemon = True
     backstop.start()
+    _backstops.append(backstop)
     if getattr(app, "first_frame_shown", True):
         app.exit(return_code=128 + sig)
     else:  # an exit while the screen's widgets still mount removed them under their own on_mount (a query
@@ -51,6 +52,11 @@ def _ended(app: App, sig: int) -> None:
 
 
 _pending: list[int] = []  # ending signals received while the app started, before its loop took them
+# the backstops started for this app: cancelled once ``app.run()`` returns, since the teardown they guard
+# is over and the caller's own clean-up follows (the demo stops its simulator and removes its directory;
+# under load a backstop counted from the signal ended the process in the middle of it, exit 143 with the
+# directory left behind)
+_backstops: list[threading.Timer] = []
 
 
 def _remember(signum: int, _frame: object) -> None:
@@ -73,6 +79,9 @@ def handlers_kept() -> Iterator[None]:
     try:
         yield
     finally:
+        for backstop in _backstops:
+            backstop.cancel()
+        _backstops.clear()
         for sig, handler in previous.items():
             if handler is not None:
                 signal.signal(sig, handler)
